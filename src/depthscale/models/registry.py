@@ -1,0 +1,115 @@
+"""The models the CLI and the claims know by name, and one call that builds a planned model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from depthscale.errors import ConfigError
+from depthscale.models.mlp import MLPResNet, PlainMLP
+from depthscale.param import Plan, plan
+
+__all__ = ["MODELS", "ModelSpec", "build", "create"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A named model: what it is, where it comes from, and how to make it.
+
+    ``make(input_shape, n_out, width, depth, **options)`` gets the per-sample input shape
+    (``(features,)``, ``(channels, length)`` or ``(channels, height, width)``).
+    """
+
+    name: str
+    summary: str
+    source: str
+    make: Callable[..., nn.Module]
+    options: tuple[str, ...] = ()
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out
+
+
+def _resnet(block: int, style: str) -> Callable[..., nn.Module]:
+    def make(input_shape: tuple[int, ...], n_out: int, width: int, depth: int, **kw: Any) -> nn.Module:
+        return MLPResNet(_numel(input_shape), n_out, width, depth, block=block, style=style, **kw)
+
+    return make
+
+
+def _mlp(input_shape: tuple[int, ...], n_out: int, width: int, depth: int, **kw: Any) -> nn.Module:
+    return PlainMLP(_numel(input_shape), n_out, width, depth, **kw)
+
+
+_MLP_OPTIONS = ("activation", "backward")
+
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        ModelSpec("resnet1", "MLP-ResNet, one-layer pre-act blocks", "nfd Eq. 1",
+                  _resnet(1, "pre"), _MLP_OPTIONS),
+        ModelSpec("resnet1-post", "MLP-ResNet, one-layer post-act blocks", "nfd Eq. 9",
+                  _resnet(1, "post"), _MLP_OPTIONS),
+        ModelSpec("resnet2", "MLP-ResNet, two-layer blocks", "nfd Eq. 6", _resnet(2, "pre"),
+                  _MLP_OPTIONS),
+        ModelSpec("mlp", "plain deep MLP (vanilla DNN)", "nfd Fig. 4a", _mlp, _MLP_OPTIONS),
+    )
+}
+
+
+def _check_options(spec: ModelSpec, options: Mapping[str, Any]) -> None:
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise ConfigError(
+            f"model {spec.name!r} does not take option(s) {', '.join(unknown)}; "
+            f"it takes: {', '.join(spec.options) or 'none'}"
+        )
+
+
+def create(
+    name: str, *, input_shape: tuple[int, ...], n_out: int, width: int, depth: int, **options: Any
+) -> nn.Module:
+    """An unplanned model called ``name`` (default init, multipliers 1)."""
+    if name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
+    spec = MODELS[name]
+    _check_options(spec, options)
+    return spec.make(tuple(input_shape), n_out, width, depth, **options)
+
+
+def build(
+    name: str,
+    recipe: str,
+    *,
+    input_shape: tuple[int, ...],
+    n_out: int,
+    width: int,
+    depth: int,
+    seed: int = 0,
+    plan_options: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> tuple[nn.Module, Plan]:
+    """Model ``name`` under recipe ``recipe``, initialised by the plan from ``seed``.
+
+    The plan is bound to the sizes the model reports (``width``, ``plan_depth``, ``hidden``) so
+    the two always agree; ``plan_options`` go to :func:`depthscale.param.plan` (``T``,
+    ``regime``, ``alpha``, ...), ``options`` to the model (``activation``, ``backward``, ...).
+    """
+    model = create(name, input_shape=input_shape, n_out=n_out, width=width, depth=depth, **options)
+    p = plan(
+        recipe,
+        width=model.width,
+        depth=getattr(model, "plan_depth", depth),
+        hidden=getattr(model, "hidden", 1),
+        activation=options.get("activation", getattr(model, "activation_name", "relu")),
+        **dict(plan_options or {}),
+    )
+    p.apply(model, seed=seed)
+    return model, p

@@ -1,0 +1,22 @@
+"""Parameterizations as data: recipes, per-parameter plans, equivalent forms, LR transfer."""
+
+from depthscale.param.plan import OPTIMIZERS, ParamSpec, Plan, plan, reparameterize
+from depthscale.param.rules import RECIPES, ROLES, Dims, Expr, Recipe, Rule
+from depthscale.param.transfer import TRANSFER_RULES, Transfer, transfer_lr
+
+__all__ = [
+    "OPTIMIZERS",
+    "RECIPES",
+    "ROLES",
+    "TRANSFER_RULES",
+    "Dims",
+    "Expr",
+    "ParamSpec",
+    "Plan",
+    "Recipe",
+    "Rule",
+    "Transfer",
+    "plan",
+    "reparameterize",
+    "transfer_lr",
+]
