@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -31,6 +32,7 @@ def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
         raise ConfigError(f"unknown activation {name!r}; choose one of: {known}") from None
 
 
+@functools.cache
 def gating_factor(name: str) -> float:
     """q = E[phi'(Z)^2] for Z ~ N(0, 1) (laws Sec. 3.1); exact 1/2 for ReLU.
 

@@ -27,7 +27,9 @@ class _BackwardCopyLinear(torch.autograd.Function):
     """x W^T forward; x-gradient through ``w_back`` instead of W (nfd Cor. 1 decoupling)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, w_back: torch.Tensor) -> torch.Tensor:
+    def forward(
+        ctx: Any, x: torch.Tensor, weight: torch.Tensor, w_back: torch.Tensor
+    ) -> torch.Tensor:
         ctx.save_for_backward(x, w_back)
         return F.linear(x, weight)
 

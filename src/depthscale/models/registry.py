@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.models.chizat import TwoLayerPerceptronResNet
+from depthscale.models.cnn import ConvResNet, PlainCNN
 from depthscale.models.mlp import MLPResNet, PlainMLP
+from depthscale.models.vit import ViT
 from depthscale.param import Plan, plan
 
 __all__ = ["MODELS", "ModelSpec", "build", "create"]
@@ -38,7 +42,9 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 
 def _resnet(block: int, style: str) -> Callable[..., nn.Module]:
-    def make(input_shape: tuple[int, ...], n_out: int, width: int, depth: int, **kw: Any) -> nn.Module:
+    def make(
+        input_shape: tuple[int, ...], n_out: int, width: int, depth: int, **kw: Any
+    ) -> nn.Module:
         return MLPResNet(_numel(input_shape), n_out, width, depth, block=block, style=style, **kw)
 
     return make
@@ -60,6 +66,23 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("resnet2", "MLP-ResNet, two-layer blocks", "nfd Eq. 6", _resnet(2, "pre"),
                   _MLP_OPTIONS),
         ModelSpec("mlp", "plain deep MLP (vanilla DNN)", "nfd Fig. 4a", _mlp, _MLP_OPTIONS),
+        ModelSpec("cnn1d", "plain stride-1 1D CNN, GAP + linear head", "laws Eq. 3",
+                  partial(PlainCNN.from_shape, dims=1),
+                  ("kernel_size", "padding", "activation", "batchnorm", "dropout")),
+        ModelSpec("cnn2d", "plain stride-1 2D CNN, GAP + linear head", "laws Eq. 3",
+                  partial(PlainCNN.from_shape, dims=2),
+                  ("kernel_size", "padding", "activation", "batchnorm", "dropout")),
+        ModelSpec("convresnet1d", "pre-activation 1D conv ResNet (1- or 2-conv blocks)",
+                  "laws Eq. 4, Sec. 3.4", partial(ConvResNet.from_shape, dims=1),
+                  ("block", "kernel_size", "padding", "activation", "batchnorm", "dropout")),
+        ModelSpec("convresnet2d", "pre-activation 2D conv ResNet (1- or 2-conv blocks)",
+                  "laws Eq. 4, Sec. 3.4", partial(ConvResNet.from_shape, dims=2),
+                  ("block", "kernel_size", "padding", "activation", "batchnorm", "dropout")),
+        ModelSpec("vit", "Vision Transformer on images or 1D signals, pre- or post-LN",
+                  "laws Sec. 3.1, 3.5", ViT,
+                  ("patch_size", "heads", "mlp_ratio", "norm", "activation", "dropout")),
+        ModelSpec("chizat2lp", "ResNet of two-layer-perceptron blocks, no embedding (R^D -> R^D)",
+                  "chizat Eq. 24", TwoLayerPerceptronResNet.from_shape, ("hidden", "activation")),
     )
 }
 

@@ -24,6 +24,7 @@ from depthscale.param.rules import RECIPES, ROLES, Dims, Recipe, Rule
 __all__ = ["OPTIMIZERS", "ParamSpec", "Plan", "plan", "reparameterize"]
 
 OPTIMIZERS = ("sgd", "adam")
+_BACKWARD_SEED_OFFSET = 1_000_003
 _NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm)
 
 
@@ -260,6 +261,9 @@ class Plan:
         self._check_sizes(model)
         role_of = self.roles(model, roles)
         gen = torch.Generator().manual_seed(seed)
+        # Backward copies (nfd Cor. 1) come from their own stream, so a decoupled model gets
+        # exactly the forward weights of the standard model with the same seed.
+        back_gen = torch.Generator().manual_seed(seed + _BACKWARD_SEED_OFFSET)
         for mod_name, module in model.named_modules():
             for p_name, p in module.named_parameters(recurse=False):
                 full = f"{mod_name}.{p_name}" if mod_name else p_name
@@ -271,7 +275,7 @@ class Plan:
                 with torch.no_grad():
                     p.copy_(_draw(spec.init, tuple(p.shape), std, gen).to(p))
                 if hasattr(module, "init_backward_copy") and p_name == "weight":
-                    module.init_backward_copy(std, gen)
+                    module.init_backward_copy(std, back_gen)
         return model
 
     def optimizer(

@@ -248,7 +248,8 @@ _CH = "chizat Eq. 24-25"
 MEAN_ODE = Recipe(
     "mean-ode",
     "Neural Mean ODE scaling for two-layer-perceptron blocks (chizat Eq. 24-25): u^T h/D, "
-    "v rho(.)/(L M), u ~ N(0, sigma_u^2), v ~ N(0, (alpha sqrt(D))^2), GD LRs eta_u L M, eta_v L M.",
+    "v rho(.)/(L M), u ~ N(0, sigma_u^2), v ~ N(0, (alpha sqrt(D))^2), "
+    "GD LRs eta_u L M, eta_v L M.",
     _CH,
     {
         "branch_in": Rule(

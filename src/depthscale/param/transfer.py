@@ -55,7 +55,8 @@ def transfer_lr(
     L = m + K (laws Sec. 3.4); the other rules count residual blocks.
     """
     if rule not in TRANSFER_RULES:
-        raise ConfigError(f"unknown transfer rule {rule!r}; choose one of: {', '.join(TRANSFER_RULES)}")
+        known = ", ".join(TRANSFER_RULES)
+        raise ConfigError(f"unknown transfer rule {rule!r}; choose one of: {known}")
     n0 = 1.0 if from_width is None else from_width
     n = n0 if to_width is None else to_width
     for name, v in (("lr", lr), ("from-depth", from_depth), ("to-depth", to_depth),

@@ -1,0 +1,311 @@
+"""The ``depthscale`` command. Thin: parse, validate, call the library, print.
+
+User mistakes (unknown names, impossible sizes, non-finite LRs, missing data) print one line
+and exit with code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, NoReturn
+
+from depthscale.errors import ConfigError, DepthscaleError
+
+__all__ = ["main"]
+
+_DEFAULT_DATASET = "mnist1d"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"depthscale: error: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(2)
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def _model_flags(p: argparse.ArgumentParser) -> None:
+    """The flags explain, train and coord-check share."""
+    from depthscale.data import DATASETS
+    from depthscale.models import MODELS
+    from depthscale.param import RECIPES
+
+    p.add_argument("--model", default="resnet1", help=f"one of: {', '.join(MODELS)}")
+    p.add_argument("--param", default="depth-mup", help=f"recipe, one of: {', '.join(RECIPES)}")
+    p.add_argument("--width", type=int, default=128, help="width n (channels for CNNs)")
+    p.add_argument("--depth", type=int, default=8, help="depth L (residual blocks / layers)")
+    p.add_argument("--lr", type=_finite_float, default=0.1,
+                   help="base learning rate (eta_c; each parameter trains at lr x c)")
+    p.add_argument("--T", type=_finite_float, default=1.0, help="time horizon T (nfd Eq. 1)")
+    p.add_argument("--hidden", type=int, default=None, help="hidden width M (chizat2lp)")
+    p.add_argument("--dataset", default=_DEFAULT_DATASET, help=f"one of: {', '.join(DATASETS)}")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="folder with the official CIFAR files (cifar-10-batches-py/...)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--seed", type=int, default=0, help="seed of init and data order")
+
+
+def _build(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from depthscale.data import load
+    from depthscale.models import build
+
+    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
+    options: dict[str, Any] = {}
+    plan_options: dict[str, Any] = {"T": args.T}
+    if args.hidden is not None:
+        options["hidden"] = args.hidden
+    if getattr(args, "backward", "standard") != "standard":
+        options["backward"] = args.backward
+    model, plan = build(
+        args.model, args.param, input_shape=data.sample_shape, n_out=data.n_out,
+        width=args.width, depth=args.depth, seed=args.seed, plan_options=plan_options, **options,
+    )
+    return model, plan, data
+
+
+@contextmanager
+def _progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields advance(k)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda k: bar.advance(task, k)
+
+
+# ---- commands ---------------------------------------------------------------------------------
+def _cmd_explain(args: argparse.Namespace) -> int:
+    model, plan, _ = _build(args)
+    print(plan.explain(model))
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from depthscale.report import atomic_write, write_csv
+    from depthscale.train import TrainConfig, train
+
+    model, plan, data = _build(args)
+    if (args.steps is None) == (args.epochs is None):
+        if args.steps is None and args.epochs is None:
+            args.epochs = 1.0
+        else:
+            raise ConfigError("give --steps or --epochs, not both")
+    cfg = TrainConfig(optimizer=args.optimizer, lr=args.lr, steps=args.steps, epochs=args.epochs,
+                      batch_size=args.batch_size, loss=args.loss, momentum=args.momentum,
+                      weight_decay=args.weight_decay, seed=args.seed, device=args.device,
+                      eval_every=args.eval_every)
+    cfg.validate()
+    per_epoch = math.ceil(len(data.x_train) / min(cfg.batch_size, len(data.x_train)))
+    total = cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
+    with _progress(f"train {args.model} ({args.param})", total) as advance:
+        res = train(model, plan, data, cfg, progress=advance)
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "model": args.model, "param": args.param, "width": args.width, "depth": args.depth,
+        "dataset": args.dataset, "T": args.T, "config": asdict(cfg), "status": res.status,
+        "steps_done": res.steps_done, "diverged_at": res.diverged_at, "final": res.final,
+        "epoch_losses": res.epoch_losses, "evals": res.evals, "seconds": res.seconds,
+    }
+    with atomic_write(args.out / "metrics.json") as fh:
+        json.dump(summary, fh, indent=2)
+    write_csv(args.out / "losses.csv", [{"step": i + 1, "train_loss": v}
+                                        for i, v in enumerate(res.losses)])
+    finals = ", ".join(f"{k} {v:.4g}" for k, v in res.final.items())
+    print(f"{res.status}: {res.steps_done} steps in {res.seconds:.1f}s"
+          + (f"; {finals}" if finals else f" (diverged at step {res.diverged_at})")
+          + f"; metrics in {args.out}")
+    return 0
+
+
+def _cmd_coord_check(args: argparse.Namespace) -> int:
+    from depthscale.data import load
+    from depthscale.models import build
+    from depthscale.probes import coord_check
+    from depthscale.report import write_csv
+    from depthscale.report.figures import new_figure, save_figure
+
+    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
+    x, y = data.x_train[: args.batch_size], data.y_train[: args.batch_size]
+    device = args.device
+
+    def make(w: int, d: int, seed: int) -> tuple[Any, Any]:
+        model, plan = build(args.model, args.param, input_shape=data.sample_shape,
+                            n_out=data.n_out, width=w, depth=d, seed=seed,
+                            plan_options={"T": args.T})
+        return model.to(device), plan
+
+    total = (len(args.widths) + len(args.depths)) * args.seeds
+    with _progress(f"coord-check {args.model} ({args.param})", total) as advance:
+        report = coord_check(make, x.to(device), y.to(device), widths=args.widths,
+                             depths=args.depths, base_width=args.width, base_depth=args.depth,
+                             lr=args.lr, steps=args.steps, seeds=range(args.seeds),
+                             progress=advance)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "coord_check.csv", report.rows())
+    fig, axes = new_figure(ncols=2, nrows=2)
+    for row, axis, sizes in ((0, "width", args.widths), (1, "depth", args.depths)):
+        pts = [p for p in report.points if p.axis == axis]
+        for col, key in ((0, "act"), (1, "update")):
+            ax = axes[2 * row + col]
+            ax.loglog(sizes, [getattr(p, f"{key}_mean") for p in pts], "o-")
+            slope = report.slopes.get(f"{key}_vs_{axis}", float("nan"))
+            ax.set_title(f"{key} RMS vs {axis} (slope {slope:.2f})", fontsize=8)
+            ax.set_xlabel(axis)
+    save_figure(fig, args.out / "coord_check.png")
+    for k, v in report.slopes.items():
+        print(f"{k:>16}: slope {v:+.3f}")
+    print(f"data and figure in {args.out}")
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from depthscale.experiments import CLAIMS, PLANNED, reproduce, select_claims
+    from depthscale.report import console_table
+
+    if args.list:
+        for cid, c in CLAIMS.items():
+            print(f"{cid:16} {c.title}")
+        for cid, why in PLANNED.items():
+            print(f"{cid:16} (planned: needs {why})")
+        return 0
+    select_claims(args.claims)  # validate before any work
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description:<14}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=console) as bar:
+
+        def on_claim(cid: str) -> tuple[Callable[[int], None], Callable[[int], None]]:
+            task = bar.add_task(cid, total=None)
+            return (lambda k: bar.advance(task, k)), (lambda n: bar.update(task, total=n))
+
+        results, crashed = reproduce(args.claims, scale=args.scale, out_dir=args.out,
+                                     device=args.device, data_dir=args.data_dir, seed=args.seed,
+                                     on_claim=on_claim)
+    Console().print(console_table(results))
+    print(f"report: {args.out / 'index.html'}")
+    if crashed:
+        print(f"depthscale: error: claim(s) crashed: {', '.join(crashed)} (see claims.json)",
+              file=sys.stderr)
+        return 1
+    if args.strict and any(r["verdict"] == "FAIL" for r in results):
+        return 1
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from depthscale.benchmarks import run_benchmarks
+
+    results = run_benchmarks(args.names or None, quick=args.quick, json_path=args.json)
+    for r in results:
+        print(f"{r.name:>14}: ours {r.ours_seconds:.4g}s, baseline ({r.baseline}) "
+              f"{r.baseline_seconds:.4g}s, ratio baseline/ours {r.ratio:.3f}")
+    return 0
+
+
+# ---- parser -----------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    from depthscale.models import BACKWARD_MODES
+    from depthscale.train import LOSSES
+
+    p = _Parser(prog="depthscale", description="Scale residual networks in depth and width.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    e = sub.add_parser("explain", help="print the per-parameter plan (role, a, b, c, source)")
+    _model_flags(e)
+    e.set_defaults(func=_cmd_explain)
+
+    t = sub.add_parser("train", help="train one model; metrics to a folder")
+    _model_flags(t)
+    t.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
+    t.add_argument("--loss", default="ce", choices=LOSSES)
+    t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--epochs", type=_finite_float, default=None, help="(default 1 epoch)")
+    t.add_argument("--batch-size", type=int, default=128, help="1 = online SGD")
+    t.add_argument("--momentum", type=_finite_float, default=0.0)
+    t.add_argument("--weight-decay", type=_finite_float, default=0.0)
+    t.add_argument("--eval-every", type=int, default=0, help="steps between test evaluations")
+    t.add_argument("--backward", default="standard", choices=BACKWARD_MODES,
+                   help="decoupled backward pass for the GIA experiments (nfd Cor. 1)")
+    t.add_argument("--out", type=Path, default=Path("runs/train"))
+    t.set_defaults(func=_cmd_train)
+
+    c = sub.add_parser("coord-check", help="activation/update sizes over width and depth")
+    _model_flags(c)
+    c.add_argument("--widths", type=_int_list, default=[64, 128, 256, 512])
+    c.add_argument("--depths", type=_int_list, default=[2, 4, 8, 16, 32])
+    c.add_argument("--steps", type=int, default=1, help="optimizer steps before measuring")
+    c.add_argument("--seeds", type=int, default=3, help="models averaged per size")
+    c.add_argument("--batch-size", type=int, default=128)
+    c.add_argument("--out", type=Path, default=Path("runs/coord-check"))
+    c.set_defaults(func=_cmd_coord_check)
+
+    r = sub.add_parser("reproduce", help="run paper claims; verdicts, figures, data, HTML")
+    r.add_argument("claims", nargs="*", help="claim ids (default: all registered)")
+    r.add_argument("--scale", default="quick", choices=("quick", "full"))
+    r.add_argument("--out", type=Path, default=Path("reproduce-out"))
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--data-dir", type=Path, default=None)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--strict", action="store_true", help="exit 1 if any claim FAILs")
+    r.add_argument("--list", action="store_true", help="list the claims and exit")
+    r.set_defaults(func=_cmd_reproduce)
+
+    b = sub.add_parser("bench", help="performance ratios against baselines")
+    b.add_argument("names", nargs="*", help="benchmark names (default: all)")
+    b.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+    b.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
+    b.set_defaults(func=_cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``depthscale`` command; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except DepthscaleError as exc:
+        print(f"depthscale: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("depthscale: interrupted; finished results are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

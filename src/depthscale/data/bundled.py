@@ -1,0 +1,98 @@
+"""Small classification benchmarks that need no files: MNIST-1D (generated) and sklearn digits."""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+
+import numpy as np
+import torch
+
+from depthscale.data.dataset import Dataset, check_size, standardise, to_tensor
+
+__all__ = ["load_digits", "load_mnist1d"]
+
+MNIST1D_TRAIN, MNIST1D_TEST, MNIST1D_LENGTH = 4000, 1000, 40
+DIGITS_SAMPLES = 1797
+
+
+@functools.lru_cache(maxsize=1)
+def _generate_mnist1d() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Run the mnist1d package's own generator with its default arguments (about 1 s, cached).
+
+    Only ``make_dataset(get_dataset_args())`` is called: no download, no file is read or
+    written. That generator seeds Python's and numpy's global RNGs itself (seed 42); their
+    states are saved and restored around it so loading has no effect on the caller's RNGs.
+    """
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    try:
+        raw = make_dataset(get_dataset_args())
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+    arrays = (raw["x"], raw["y"], raw["x_test"], raw["y_test"])
+    for array in arrays:
+        array.setflags(write=False)  # the cache hands out the same arrays every call
+    return arrays
+
+
+def load_mnist1d(*, seed: int, n_train: int | None, n_test: int | None) -> Dataset:
+    """MNIST-1D: 4000 train / 1000 test signals of shape (1, 40), 10 classes.
+
+    The dataset is *defined* by the mnist1d generator's default arguments, including its own
+    seed 42, so ``seed`` does not change it. Inputs are standardised with the scalar mean and
+    std of the returned training signals. ``n_train``/``n_test`` keep the first samples.
+    """
+    del seed  # the generator's default seed 42 is part of the dataset's definition
+    check_size("mnist1d", "n_train", n_train, MNIST1D_TRAIN)
+    check_size("mnist1d", "n_test", n_test, MNIST1D_TEST)
+    x_train, y_train, x_test, y_test = _generate_mnist1d()
+    x_train, y_train = x_train[:n_train], y_train[:n_train]
+    x_test, y_test = x_test[:n_test], y_test[:n_test]
+    x_train, x_test = standardise(x_train, x_test)
+    return Dataset(
+        name="mnist1d",
+        x_train=to_tensor(x_train[:, None, :], torch.float32),
+        y_train=to_tensor(y_train, torch.int64),
+        x_test=to_tensor(x_test[:, None, :], torch.float32),
+        y_test=to_tensor(y_test, torch.int64),
+        sample_shape=(1, MNIST1D_LENGTH),
+        task="classification",
+        n_classes=10,
+    )
+
+
+def load_digits(*, seed: int, n_train: int | None, n_test: int | None) -> Dataset:
+    """scikit-learn's bundled 8x8 digits (1797 images, 10 classes), split 80/20 by ``seed``.
+
+    Pixels (0..16) are scaled to [0, 1], then standardised with the scalar mean and std of the
+    returned training images. The split is a permutation from ``numpy.random.default_rng(seed)``:
+    its first 1437 indices are the training set, the last 360 (ceil of 20 %) the test set.
+    ``n_train``/``n_test`` keep the first samples of each split.
+    """
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    n_test_all = math.ceil(0.2 * DIGITS_SAMPLES)
+    n_train_all = DIGITS_SAMPLES - n_test_all
+    check_size("digits", "n_train", n_train, n_train_all)
+    check_size("digits", "n_test", n_test, n_test_all)
+    bunch = sklearn_digits()
+    x = np.asarray(bunch.data, dtype=np.float64).reshape(-1, 1, 8, 8) / 16.0
+    y = np.asarray(bunch.target, dtype=np.int64)
+    order = np.random.default_rng(seed).permutation(len(y))
+    train_idx = order[:n_train_all][:n_train]
+    test_idx = order[n_train_all:][:n_test]
+    x_train, x_test = standardise(x[train_idx], x[test_idx])
+    return Dataset(
+        name="digits",
+        x_train=to_tensor(x_train, torch.float32),
+        y_train=to_tensor(y[train_idx], torch.int64),
+        x_test=to_tensor(x_test, torch.float32),
+        y_test=to_tensor(y[test_idx], torch.int64),
+        sample_shape=(1, 8, 8),
+        task="classification",
+        n_classes=10,
+    )

@@ -1,0 +1,99 @@
+"""The dataset registry: names, one-line descriptions, accepted options, and :func:`load`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from depthscale.data.bundled import load_digits, load_mnist1d
+from depthscale.data.cifar import load_cifar
+from depthscale.data.dataset import Dataset, as_int, check_size
+from depthscale.data.synthetic import load_chizat, load_teacher
+from depthscale.errors import ConfigError
+
+__all__ = ["DATASETS", "load"]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One registered dataset: its description, loader and the options it accepts."""
+
+    description: str
+    loader: Callable[..., Dataset]
+    options: tuple[str, ...] = ()
+    uses_data_dir: bool = False
+
+
+_REGISTRY: dict[str, _Entry] = {
+    "mnist1d": _Entry(
+        "MNIST-1D, generated offline: 4000/1000 signals (1, 40), 10 classes", load_mnist1d
+    ),
+    "digits": _Entry(
+        "scikit-learn 8x8 digits: 1797 images (1, 8, 8), 10 classes, 80/20 split by seed",
+        load_digits,
+    ),
+    "cifar10": _Entry(
+        "CIFAR-10 from local python-format files (--data-dir): 50000/10000 images (3, 32, 32)",
+        partial(load_cifar, "cifar10"),
+        uses_data_dir=True,
+    ),
+    "cifar100": _Entry(
+        "CIFAR-100 (fine labels) from local python-format files (--data-dir): 50000/10000 "
+        "images (3, 32, 32)",
+        partial(load_cifar, "cifar100"),
+        uses_data_dir=True,
+    ),
+    "teacher": _Entry(
+        "synthetic regression: x ~ N(0, I_dim), y from a random 2-layer ReLU teacher "
+        "(option dim=16)",
+        load_teacher,
+        options=("dim",),
+    ),
+    "chizat": _Entry(
+        "Chizat Sec. 2.4: n=10 Gaussian pairs (x, y) in R^dim, test = train (option dim=10)",
+        load_chizat,
+        options=("dim",),
+    ),
+}
+
+DATASETS: dict[str, str] = {name: entry.description for name, entry in _REGISTRY.items()}
+
+
+def load(
+    name: str,
+    *,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+    n_train: int | None = None,
+    n_test: int | None = None,
+    **options: Any,
+) -> Dataset:
+    """Load dataset ``name`` (a key of :data:`DATASETS`) into memory.
+
+    ``data_dir`` is only read by the file-based datasets (cifar10, cifar100) and ignored by the
+    others. ``seed`` (an int >= 0) drives every random choice through explicit generators; it
+    has no effect on mnist1d and cifar. ``n_train``/``n_test`` (positive ints) shrink the splits.
+    ``options`` are dataset-specific (``dim`` for teacher and chizat). Unknown names, unknown
+    options and bad sizes raise :class:`~depthscale.errors.ConfigError`; missing or corrupt
+    files raise :class:`~depthscale.errors.DataError`.
+    """
+    entry = _REGISTRY.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise ConfigError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}")
+    unknown = sorted(set(options) - set(entry.options))
+    if unknown:
+        accepted = ", ".join(entry.options) if entry.options else "none"
+        raise ConfigError(
+            f"{name}: unknown option(s) {', '.join(unknown)}; accepted options: {accepted}"
+        )
+    seed_value = as_int(seed)
+    if seed_value is None or seed_value < 0:
+        raise ConfigError(f"{name}: seed must be a non-negative integer, got {seed!r}")
+    check_size(name, "n_train", n_train)
+    check_size(name, "n_test", n_test)
+    if entry.uses_data_dir:
+        return entry.loader(data_dir=data_dir, n_train=n_train, n_test=n_test)
+    return entry.loader(seed=seed_value, n_train=n_train, n_test=n_test, **options)

@@ -1,0 +1,25 @@
+"""Claims registry and the ``reproduce`` runner (nfd claims register on import)."""
+
+from depthscale.experiments import nfd as _nfd  # noqa: F401  (registers the nfd claims)
+from depthscale.experiments.claims import (
+    CLAIMS,
+    PLANNED,
+    SCALES,
+    Claim,
+    ClaimContext,
+    ClaimOutcome,
+    band_verdict,
+)
+from depthscale.experiments.reproduce import reproduce, select_claims
+
+__all__ = [
+    "CLAIMS",
+    "PLANNED",
+    "SCALES",
+    "Claim",
+    "ClaimContext",
+    "ClaimOutcome",
+    "band_verdict",
+    "reproduce",
+    "select_claims",
+]

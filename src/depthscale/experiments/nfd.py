@@ -1,0 +1,437 @@
+"""Finite-network claims of nfd: Prop. 1, Fig. 2, Cor. 1 (finite half), Fig. 5 rows 1-3.
+
+Quick scale trains on MNIST-1D (generated offline) on CPU in minutes; full scale uses the
+paper's CIFAR-10 settings from ``--data-dir``. Every number in a verdict is measured here.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from depthscale import data as ds_data
+from depthscale.experiments.claims import (
+    ClaimContext,
+    ClaimOutcome,
+    band_verdict,
+    claim,
+    finite_or_none,
+)
+from depthscale.fits import log_minimum, loglog_slope
+from depthscale.models import build
+from depthscale.probes import snapshot, two_layer_updates
+from depthscale.report import figures, write_csv
+from depthscale.train import TrainConfig, TrainResult, train
+
+__all__: list[str] = []
+
+_QUICK_DATA = {"dataset": "mnist1d"}
+_FULL_DATA = {"dataset": "cifar10"}
+
+
+def _dataset(ctx: ClaimContext) -> ds_data.Dataset:
+    return ds_data.load(ctx.settings["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
+
+
+def _fit(ctx: ClaimContext, data: ds_data.Dataset, model: str, recipe: str, *, width: int,
+         depth: int, lr: float, seed: int, plan_options: dict[str, Any] | None = None,
+         steps: int | None = None, epochs: float | None = None, batch_size: int = 128,
+         **model_options: Any) -> tuple[torch.nn.Module, TrainResult]:
+    """Build ``model`` under ``recipe`` and train it with SGD (the nfd experiments' optimizer)."""
+    net, plan = build(
+        model, recipe, input_shape=data.sample_shape, n_out=data.n_out, width=width,
+        depth=depth, seed=seed, plan_options=plan_options, **model_options,
+    )
+    cfg = TrainConfig(lr=lr, steps=steps, epochs=epochs, batch_size=batch_size, seed=seed,
+                      device=ctx.device)
+    return net, train(net, plan, data, cfg)
+
+
+def _outcome(ctx: ClaimContext, cid: str, measured: dict[str, float | None],
+             bands: dict[str, tuple[float | None, float | None]], rows: list[dict[str, Any]],
+             fig: Any, note: str = "") -> ClaimOutcome:
+    verdict, band, misses = band_verdict(measured, bands)
+    figure = figures.save_figure(fig, ctx.path(cid, ".png"))
+    csv = write_csv(ctx.path(cid, ".csv"), rows)
+    reason = "; ".join(r for r in (misses, note) if r)
+    return ClaimOutcome(verdict, measured, band, reason, figure, csv)
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.fmean(finite) if finite else math.nan
+
+
+# ---------------------------------------------------------------------------------------------
+@claim(
+    "nfd-prop1", "nfd", "Post-act ResNets diverge with depth (Prop. 1); pre-act stays O(1)",
+    quick={**_QUICK_DATA, "width": 128, "depths": [4, 16, 64, 256, 1024], "seeds": 3,
+           "batch": 128},
+    full={**_FULL_DATA, "width": 128, "depths": [4, 16, 64, 256, 1024], "seeds": 5,
+          "batch": 128},
+)
+def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
+    """At init under depth-muP: mean of h_L (post-act, Eq. 9) vs the Prop. 1 lower bound
+    c1 (1 + c1 sqrt(T/(L n)))^L |x|/sqrt(d) (ReLU: c1 = 1/sqrt(2 pi), c2 = 0), and the RMS of
+    h_L of the pre-act net (Eq. 1) across depths."""
+    s = ctx.settings
+    data = _dataset(ctx)
+    x = data.x_train[: s["batch"]].flatten(1)
+    d, n, T = x.shape[1], s["width"], 1.0
+    c1 = 1 / math.sqrt(2 * math.pi)
+    x_scale = float((x.norm(dim=1) / math.sqrt(d)).mean())
+    ctx.set_total(len(s["depths"]) * s["seeds"])
+    rows = []
+    for L in s["depths"]:
+        post_mean, pre_rms = [], []
+        for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+            with torch.no_grad():
+                for name, store in (("resnet1-post", post_mean), ("resnet1", pre_rms)):
+                    net, _ = build(name, "depth-mup", input_shape=data.sample_shape,
+                                   n_out=data.n_out, width=n, depth=L, seed=seed)
+                    h = net.trace(x).streams[-1]
+                    store.append(float(h.mean()) if name == "resnet1-post"
+                                 else float(h.pow(2).mean().sqrt()))
+            ctx.progress(1)
+        bound = c1 * (1 + c1 * math.sqrt(T / (L * n))) ** L * x_scale
+        rows.append({"depth": L, "post_mean_hL": _mean(post_mean), "prop1_bound": bound,
+                     "pre_rms_hL": _mean(pre_rms)})
+    ratios = [r["post_mean_hL"] / r["prop1_bound"] for r in rows]
+    pre = [r["pre_rms_hL"] for r in rows]
+    measured = {
+        "post_min_ratio_to_bound": finite_or_none(min(ratios)),
+        "post_growth_maxL_over_minL": finite_or_none(rows[-1]["post_mean_hL"]
+                                                     / rows[0]["post_mean_hL"]),
+        "pre_rms_max_over_min": finite_or_none(max(pre) / min(pre)),
+    }
+    bands = {"post_min_ratio_to_bound": (1.0, None), "pre_rms_max_over_min": (1.0, 1.5)}
+    fig, axes = figures.new_figure(ncols=1)
+    ax = axes.flat[0]
+    Ls = [r["depth"] for r in rows]
+    ax.loglog(Ls, [r["post_mean_hL"] for r in rows], "o-", label="post-act: mean h_L (Eq. 9)")
+    ax.loglog(Ls, [r["prop1_bound"] for r in rows], "k--", label="Prop. 1 lower bound")
+    ax.loglog(Ls, pre, "s-", label="pre-act: RMS h_L (Eq. 1)")
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("feature size at init")
+    ax.set_title(f"nfd Prop. 1 / Fig. 1a (width {n}, ReLU)")
+    ax.legend(fontsize=7)
+    return _outcome(ctx, "nfd-prop1", measured, bands, rows, fig)
+
+
+# ---------------------------------------------------------------------------------------------
+@claim(
+    "nfd-fig2", "nfd", "Moderate time horizon T improves loss; very large T destabilises",
+    quick={**_QUICK_DATA, "width": 128, "depth": 5, "Ts": [0.5, 1, 2, 4, 8, 16, 32],
+           "eta_c": 0.1, "epochs": 10, "seeds": 3, "grid_depths": []},
+    full={**_FULL_DATA, "width": 128, "depth": 5, "Ts": [0.5, 1, 2, 4, 8, 16, 32],
+          "eta_c": 0.1, "epochs": 30, "seeds": 3, "grid_depths": [5, 10, 20]},
+)
+def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
+    """Depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for each T: final
+    full-train-set loss (mean over seeds; diverged runs counted separately). Full scale adds
+    the T x L grid of Fig. 2c-d."""
+    s = ctx.settings
+    data = _dataset(ctx)
+    depths = [s["depth"], *[L for L in s["grid_depths"] if s["depth"] != L]]
+    ctx.set_total(len(depths) * len(s["Ts"]) * s["seeds"])
+    rows = []
+    for L in depths:
+        for T in s["Ts"]:
+            for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+                _, res = _fit(ctx, data, "resnet1", "depth-mup", width=s["width"], depth=L,
+                              lr=s["eta_c"], seed=seed, plan_options={"T": T},
+                              epochs=s["epochs"])
+                rows.append({"depth": L, "T": T, "seed": seed, "status": res.status,
+                             "train_loss": res.final.get("train_loss", math.nan),
+                             "test_loss": res.final.get("test_loss", math.nan),
+                             "test_acc": res.final.get("test_acc", math.nan)})
+                ctx.progress(1)
+    main = [r for r in rows if r["depth"] == s["depth"]]
+    Ts = s["Ts"]
+    loss_by_T = [_mean([r["train_loss"] for r in main if r["T"] == T]) for T in Ts]
+    diverged_by_T = [sum(r["status"] == "diverged" for r in main if r["T"] == T) / s["seeds"]
+                     for T in Ts]
+    best = int(np.nanargmin(np.where(np.isfinite(loss_by_T), loss_by_T, np.inf)))
+    largest_worse = (diverged_by_T[-1] > 0.5) or (
+        math.isfinite(loss_by_T[-1]) and loss_by_T[-1] > loss_by_T[best])
+    measured = {
+        "best_T": float(Ts[best]),
+        "best_T_is_interior": float(0 < best < len(Ts) - 1),
+        "largest_T_worse_than_best": float(largest_worse),
+        "loss_at_best_T": finite_or_none(loss_by_T[best]),
+        "loss_at_largest_T": finite_or_none(loss_by_T[-1]),
+        "diverged_fraction_largest_T": diverged_by_T[-1],
+    }
+    bands = {"best_T_is_interior": (1.0, 1.0), "largest_T_worse_than_best": (1.0, 1.0)}
+    fig, axes = figures.new_figure(ncols=2)
+    ax = axes.flat[0]
+    ax.semilogx(Ts, loss_by_T, "o-", base=2)
+    ax.set_xlabel("time horizon T")
+    ax.set_ylabel("final train loss (mean over seeds)")
+    ax.set_title(f"nfd Fig. 2a: depth {s['depth']}, width {s['width']}")
+    ax = axes.flat[1]
+    for L in depths:
+        test = [_mean([r["test_loss"] for r in rows if r["depth"] == L and r["T"] == T])
+                for T in Ts]
+        ax.semilogx(Ts, test, "o-", base=2, label=f"L = {L}")
+    ax.set_xlabel("time horizon T")
+    ax.set_ylabel("final test loss")
+    ax.legend(fontsize=7)
+    note = f"diverged runs per T: {dict(zip(Ts, diverged_by_T, strict=True))}"
+    return _outcome(ctx, "nfd-fig2", measured, bands, rows, fig, note)
+
+
+# ---------------------------------------------------------------------------------------------
+_COR1_ARCHS = (("mlp", "mup", "vanilla DNN"), ("resnet1", "mup", "muP-ResNet"),
+               ("resnet1", "depth-mup", "depth-muP ResNet"))
+
+
+@claim(
+    "nfd-cor1", "nfd",
+    "GIA restored: decoupled backward trains like standard for depth-muP as L grows (Cor. 1)",
+    quick={**_QUICK_DATA, "width": 128, "depths": [2, 4, 8, 16], "eta_c": 0.1, "epochs": 4,
+           "seeds": 2},
+    full={**_FULL_DATA, "width": 128, "depths": [2, 4, 8, 16, 32], "eta_c": 0.1, "epochs": 10,
+          "seeds": 3},
+)
+def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
+    """Standard vs decoupled backward (W~ = W~_0 + (W - W_0), same forward init and data
+    order) for the vanilla DNN, the muP-ResNet and the depth-muP ResNet (nfd Fig. 4).
+
+    Gap at depth L = mean over epochs of |loss_std - loss_dec| / mean loss_std (epoch-averaged
+    running train loss, averaged over seeds); its log-log slope in L is the measured trend.
+    """
+    s = ctx.settings
+    data = _dataset(ctx)
+    ctx.set_total(len(_COR1_ARCHS) * len(s["depths"]) * s["seeds"] * 2)
+    rows, gaps = [], {}
+    for model, recipe, label in _COR1_ARCHS:
+        gaps[label] = []
+        for L in s["depths"]:
+            curves: dict[str, list[list[float]]] = {"standard": [], "decoupled": []}
+            for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+                for mode in curves:
+                    _, res = _fit(ctx, data, model, recipe, width=s["width"], depth=L,
+                                  lr=s["eta_c"], seed=seed, epochs=s["epochs"], backward=mode)
+                    curve = res.epoch_losses + [math.nan] * (s["epochs"] - len(res.epoch_losses))
+                    curves[mode].append(curve)
+                    for ep, v in enumerate(curve, 1):
+                        rows.append({"model": label, "depth": L, "seed": seed, "backward": mode,
+                                     "epoch": ep, "train_loss": v})
+                    ctx.progress(1)
+            std = np.nanmean(np.array(curves["standard"]), axis=0)
+            dec = np.nanmean(np.array(curves["decoupled"]), axis=0)
+            gap = float(np.mean(np.abs(std - dec)) / np.mean(std))
+            gaps[label].append(gap)
+    slopes = {}
+    for label, values in gaps.items():
+        ok = all(math.isfinite(v) and v > 0 for v in values)
+        slopes[label] = loglog_slope(s["depths"], values).slope if ok else math.nan
+    measured = {
+        "gap_slope_depth_mup": finite_or_none(slopes["depth-muP ResNet"]),
+        "gap_slope_mup_resnet": finite_or_none(slopes["muP-ResNet"]),
+        "gap_slope_vanilla_dnn": finite_or_none(slopes["vanilla DNN"]),
+        **{f"gap_{lab.split()[0].lower()}_L{L}": finite_or_none(g)
+           for lab, vals in gaps.items() for L, g in zip(s["depths"], vals, strict=True)},
+    }
+    bands = {"gap_slope_depth_mup": (None, -0.05), "gap_slope_mup_resnet": (-0.05, None),
+             "gap_slope_vanilla_dnn": (-0.05, None)}
+    fig, axes = figures.new_figure(ncols=2)
+    ax = axes.flat[0]
+    for label, values in gaps.items():
+        ax.loglog(s["depths"], values, "o-", label=label)
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("relative gap |standard - decoupled|")
+    ax.set_title("nfd Fig. 4: standard vs decoupled")
+    ax.legend(fontsize=7)
+    ax = axes.flat[1]
+    deep = s["depths"][-1]
+    for label in gaps:
+        for mode, style in (("standard", "-"), ("decoupled", "--")):
+            pts = [r for r in rows if r["model"] == label and r["depth"] == deep
+                   and r["backward"] == mode]
+            ep = sorted({r["epoch"] for r in pts})
+            ax.plot(ep, [_mean([r["train_loss"] for r in pts if r["epoch"] == e]) for e in ep],
+                    style, label=f"{label} {mode}")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"train loss (L = {deep})")
+    ax.legend(fontsize=6)
+    return _outcome(ctx, "nfd-cor1", measured, bands, rows, fig)
+
+
+# ---------------------------------------------------------------------------------------------
+@claim(
+    "nfd-collapse", "nfd",
+    "Two-layer blocks: first-layer update ~ L^(-1/2) under depth-muP; Eq. 8 removes it",
+    quick={**_QUICK_DATA, "width": 128, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
+           "steps": 300, "seeds": 1, "probe_batch": 256},
+    full={**_FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
+          "steps": 300, "seeds": 3, "probe_batch": 512},
+)
+def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
+    """nfd Fig. 5 row 1: after ``steps`` SGD steps, the block-averaged internal update
+    |x - x~|/sqrt(n) (Eq. 27) and residual-stream update (Eq. 33-34) vs depth, under
+    depth-muP (eta_c n for both layers) and nfd-depth (Eq. 8)."""
+    s = ctx.settings
+    data = _dataset(ctx)
+    probe = data.x_train[: s["probe_batch"]]
+    ctx.set_total(2 * len(s["depths"]) * s["seeds"])
+    rows = []
+    for recipe in ("depth-mup", "nfd-depth"):
+        for L in s["depths"]:
+            for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+                net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
+                                  n_out=data.n_out, width=s["width"], depth=L, seed=seed)
+                init = snapshot(net)
+                cfg = TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed, device=ctx.device)
+                res = train(net, plan, data, cfg)
+                upd = two_layer_updates(net, init, probe.to(next(net.parameters()).device))
+                rows.append({"recipe": recipe, "depth": L, "seed": seed, "status": res.status,
+                             "internal_update": statistics.fmean(upd["internal"]),
+                             "stream_update": statistics.fmean(upd["stream"]),
+                             "final_train_loss": res.final.get("train_loss", math.nan)})
+                ctx.progress(1)
+    measured: dict[str, float | None] = {}
+    for recipe, tag in (("depth-mup", "depth_mup"), ("nfd-depth", "nfd_depth")):
+        for key in ("internal", "stream"):
+            ys = [_mean([r[f"{key}_update"] for r in rows
+                         if r["recipe"] == recipe and r["depth"] == L]) for L in s["depths"]]
+            ok = all(math.isfinite(v) and v > 0 for v in ys)
+            slope = loglog_slope(s["depths"], ys).slope if ok else math.nan
+            measured[f"{key}_slope_{tag}"] = finite_or_none(slope)
+    bands = {"internal_slope_depth_mup": (-0.65, -0.35), "internal_slope_nfd_depth": (-0.15, 0.15),
+             "stream_slope_depth_mup": (-0.15, 0.15), "stream_slope_nfd_depth": (-0.15, 0.15)}
+    fig, axes = figures.new_figure(ncols=2)
+    for ax, key, title in ((axes.flat[0], "internal", "first-layer update |x - x~|/sqrt(n)"),
+                           (axes.flat[1], "stream", "residual-stream update |dh - dh~|/sqrt(n)")):
+        for recipe, label in (("depth-mup", "depth-muP"), ("nfd-depth", "Eq. 8 (nfd-depth)")):
+            ys = [_mean([r[f"{key}_update"] for r in rows
+                         if r["recipe"] == recipe and r["depth"] == L]) for L in s["depths"]]
+            ax.loglog(s["depths"], ys, "o-", label=label)
+        ax.set_xlabel("depth L")
+        ax.set_title(title, fontsize=8)
+        ax.legend(fontsize=7)
+    return _outcome(ctx, "nfd-collapse", measured, bands, rows, fig)
+
+
+# ---------------------------------------------------------------------------------------------
+@claim(
+    "nfd-transfer", "nfd",
+    "With Eq. 8 the optimal eta_c is the same across depths; under depth-muP it drifts",
+    quick={**_QUICK_DATA, "width": 128, "depths": [3, 6, 9],
+           "eta_cs": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "epochs": 3, "seeds": 2},
+    full={**_FULL_DATA, "width": 128, "depths": [3, 6, 9],
+          "eta_cs": [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0], "epochs": 10, "seeds": 3},
+)
+def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
+    """nfd Fig. 5 row 2: per depth, the eta_c minimising the epoch-averaged training loss of
+    the last epoch (mean over seeds, refined by a parabola in log eta_c); spread = max - min of
+    log10 eta_c* across depths, for depth-muP and for nfd-depth (Eq. 8)."""
+    s = ctx.settings
+    data = _dataset(ctx)
+    ctx.set_total(2 * len(s["depths"]) * len(s["eta_cs"]) * s["seeds"])
+    rows, optima = [], {}
+    for recipe in ("depth-mup", "nfd-depth"):
+        optima[recipe] = []
+        for L in s["depths"]:
+            losses = []
+            for eta in s["eta_cs"]:
+                per_seed = []
+                for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+                    _, res = _fit(ctx, data, "resnet2", recipe, width=s["width"], depth=L,
+                                  lr=eta, seed=seed, epochs=s["epochs"])
+                    last = res.epoch_losses[-1] if res.status == "ok" else math.nan
+                    per_seed.append(last)
+                    rows.append({"recipe": recipe, "depth": L, "eta_c": eta, "seed": seed,
+                                 "status": res.status, "last_epoch_train_loss": last,
+                                 "test_loss": res.final.get("test_loss", math.nan)})
+                    ctx.progress(1)
+                losses.append(statistics.fmean(per_seed) if all(map(math.isfinite, per_seed))
+                              else math.nan)
+            optima[recipe].append(log_minimum(s["eta_cs"], losses))
+    spread = {r: float(np.ptp([math.log10(o.x) for o in optima[r]])) for r in optima}
+    edges = [f"{r} L={L}" for r in optima for L, o in zip(s["depths"], optima[r], strict=True)
+             if o.on_edge]
+    measured = {
+        "spread_depth_mup": spread["depth-mup"],
+        "spread_nfd_depth": spread["nfd-depth"],
+        "spread_nfd_minus_depth_mup": spread["nfd-depth"] - spread["depth-mup"],
+        **{f"eta_star_{r.replace('-', '_')}_L{L}": o.x
+           for r in optima for L, o in zip(s["depths"], optima[r], strict=True)},
+    }
+    bands = {"spread_nfd_minus_depth_mup": (None, -0.01)}
+    fig, axes = figures.new_figure(ncols=2)
+    for ax, recipe in zip(axes.flat, ("depth-mup", "nfd-depth"), strict=True):
+        for L, o in zip(s["depths"], optima[recipe], strict=True):
+            ys = [_mean([r["last_epoch_train_loss"] for r in rows if r["recipe"] == recipe
+                         and r["depth"] == L and r["eta_c"] == e]) for e in s["eta_cs"]]
+            line = ax.semilogx(s["eta_cs"], ys, "o-", label=f"L = {L}")[0]
+            ax.axvline(o.x, color=line.get_color(), ls=":", lw=1)
+        ax.set_xlabel("eta_c")
+        ax.set_ylabel("train loss (last epoch)")
+        ax.set_title(f"{recipe}: spread {spread[recipe]:.2f} decades", fontsize=8)
+        ax.legend(fontsize=7)
+    note = f"optimum on the grid edge for: {', '.join(edges)}" if edges else ""
+    return _outcome(ctx, "nfd-transfer", measured, bands, rows, fig, note)
+
+
+# ---------------------------------------------------------------------------------------------
+@claim(
+    "nfd-deep", "nfd",
+    "Depth 64, two-layer blocks: Eq. 8 gives lower train/test loss and higher accuracy",
+    quick={**_QUICK_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 5, "seeds": 3},
+    full={**_FULL_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 30, "seeds": 3},
+)
+def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
+    """nfd Fig. 5 row 3: depth-64 width-128 two-layer-block ResNet, vanilla depth-muP vs the
+    Eq. 8 correction at the same eta_c; final train/test loss and test accuracy, seed means."""
+    s = ctx.settings
+    data = _dataset(ctx)
+    ctx.set_total(2 * s["seeds"])
+    rows = []
+    for recipe in ("depth-mup", "nfd-depth"):
+        for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+            net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
+                              n_out=data.n_out, width=s["width"], depth=s["depth"], seed=seed)
+            per_epoch = math.ceil(len(data.x_train) / 128)
+            cfg = TrainConfig(lr=s["eta_c"], epochs=s["epochs"], seed=seed, device=ctx.device,
+                              eval_every=per_epoch)
+            res = train(net, plan, data, cfg)
+            for ep, (tl, ev) in enumerate(zip(res.epoch_losses, res.evals, strict=False), 1):
+                rows.append({"recipe": recipe, "seed": seed, "epoch": ep, "train_loss": tl,
+                             "test_loss": ev["test_loss"], "test_acc": ev["test_acc"],
+                             "status": res.status})
+            rows.append({"recipe": recipe, "seed": seed, "epoch": "final", "status": res.status,
+                         "train_loss": res.final.get("train_loss", math.nan),
+                         "test_loss": res.final.get("test_loss", math.nan),
+                         "test_acc": res.final.get("test_acc", math.nan)})
+            ctx.progress(1)
+
+    def final(recipe: str, key: str) -> float:
+        return _mean([r[key] for r in rows if r["recipe"] == recipe and r["epoch"] == "final"])
+
+    measured = {f"{k}_{tag}": finite_or_none(final(rec, k))
+                for rec, tag in (("depth-mup", "depth_mup"), ("nfd-depth", "nfd_depth"))
+                for k in ("train_loss", "test_loss", "test_acc")}
+    for k in ("train_loss", "test_loss", "test_acc"):
+        measured[f"{k}_nfd_minus_depth_mup"] = finite_or_none(
+            final("nfd-depth", k) - final("depth-mup", k))
+    bands = {"train_loss_nfd_minus_depth_mup": (None, 0.0),
+             "test_loss_nfd_minus_depth_mup": (None, 0.0),
+             "test_acc_nfd_minus_depth_mup": (0.0, None)}
+    fig, axes = figures.new_figure(ncols=3)
+    for ax, key in zip(axes.flat, ("train_loss", "test_loss", "test_acc"), strict=True):
+        for recipe, label in (("depth-mup", "depth-muP"), ("nfd-depth", "Eq. 8")):
+            pts = [r for r in rows if r["recipe"] == recipe and r["epoch"] != "final"]
+            eps = sorted({r["epoch"] for r in pts})
+            ax.plot(eps, [_mean([r[key] for r in pts if r["epoch"] == e]) for e in eps], "o-",
+                    label=label)
+        ax.set_xlabel("epoch")
+        ax.set_title(key.replace("_", " "), fontsize=8)
+        ax.legend(fontsize=7)
+    return _outcome(ctx, "nfd-deep", measured, bands, rows, fig)

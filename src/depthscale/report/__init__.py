@@ -1,0 +1,38 @@
+"""Reports of a reproduce run: claims.json, CSV data, index.html and a console table.
+
+Figure helpers live in :mod:`depthscale.report.figures` (imported on demand: matplotlib is
+only loaded by code that draws).
+"""
+
+from __future__ import annotations
+
+from depthscale.report.atomic import atomic_write
+from depthscale.report.console import console_table
+from depthscale.report.files import CLAIMS_FILE, read_claims_json, write_claims_json, write_csv
+from depthscale.report.html import INDEX_FILE, render_index_html, write_index_html
+from depthscale.report.schema import (
+    CLAIM_KEYS,
+    SCALES,
+    VERDICTS,
+    ClaimSchemaError,
+    validate_result,
+    validate_results,
+)
+
+__all__ = [
+    "CLAIMS_FILE",
+    "CLAIM_KEYS",
+    "INDEX_FILE",
+    "SCALES",
+    "VERDICTS",
+    "ClaimSchemaError",
+    "atomic_write",
+    "console_table",
+    "read_claims_json",
+    "render_index_html",
+    "validate_result",
+    "validate_results",
+    "write_claims_json",
+    "write_csv",
+    "write_index_html",
+]

@@ -1,0 +1,54 @@
+"""Atomic file writes: a killed run leaves the old file or the new one, never a torn one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Literal
+
+__all__ = ["atomic_write"]
+
+_DEFAULT_MODE = 0o644
+
+
+@contextlib.contextmanager
+def atomic_write(
+    path: str | os.PathLike[str], mode: Literal["w", "wb"] = "w", **open_kwargs: Any
+) -> Iterator[IO[Any]]:
+    """Open a temporary file next to ``path``; on success fsync it and ``os.replace`` it over
+    ``path``. On any exception the temporary file is removed and ``path`` is left untouched.
+
+    The parent folder is created if needed. Text mode defaults to UTF-8. The new file keeps the
+    permission bits of the file it replaces (0o644 for a new file).
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if mode == "w":
+        open_kwargs.setdefault("encoding", "utf-8")
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        try:
+            fh_cm = os.fdopen(fd, mode, **open_kwargs)
+        except BaseException:
+            os.close(fd)
+            raise
+        with fh_cm as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            perms = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            perms = _DEFAULT_MODE
+        os.chmod(tmp, perms)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise

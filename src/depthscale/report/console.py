@@ -1,0 +1,57 @@
+"""A rich table of claim results for the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from depthscale.report import _fmt
+from depthscale.report.schema import validate_results
+
+__all__ = ["VERDICT_STYLES", "console_table"]
+
+VERDICT_STYLES: dict[str, str] = {"PASS": "bold green", "FAIL": "bold red", "SKIP": "bold yellow"}
+
+
+def _quantities(r: dict[str, Any]) -> Text:
+    text = Text()
+    for j, (name, value, band) in enumerate(_fmt.quantities(r)):
+        if j:
+            text.append("\n")
+        shown = "not measured" if value is None else _fmt.number(value)
+        style = "red" if _fmt.in_band(value, band) is False else ""
+        text.append(f"{name} = ")
+        text.append(shown, style=style)
+        if band is not None:
+            text.append(f" in {_fmt.band_text(band)}", style="dim")
+    return text
+
+
+def console_table(results: list[dict[str, Any]]) -> Table:
+    """Claim id, title, verdict, measured values against their bands and time; the caption
+    sums up the run (counts per verdict, total time, scale)."""
+    clean = validate_results(results)
+    s = _fmt.summary(clean)
+    counts = "  ".join(f"{v} {n}" for v, n in s["counts"].items())
+    table = Table(
+        title="claims",
+        caption=f"{counts}  |  {_fmt.duration(s['seconds'])} total  |  scale {s['scale']}",
+        show_lines=True,
+    )
+    table.add_column("claim", style="bold", no_wrap=True)
+    table.add_column("title")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("measured (band)")
+    table.add_column("time", justify="right", no_wrap=True)
+    for r in clean:
+        reason = f"\n[{r['reason']}]" if r["reason"] and r["verdict"] != "PASS" else ""
+        table.add_row(
+            Text(r["id"]),
+            Text(r["title"] + reason),
+            Text(r["verdict"], style=VERDICT_STYLES[r["verdict"]]),
+            _quantities(r),
+            _fmt.duration(r["seconds"]),
+        )
+    return table

@@ -1,0 +1,89 @@
+"""Small matplotlib helpers for claim figures.
+
+Figures are built from :class:`matplotlib.figure.Figure` with an Agg canvas attached, never
+through pyplot: no global figure registry, no backend switch, safe in threads and notebooks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from depthscale.report.atomic import atomic_write
+
+__all__ = ["DPI", "loglog_fit_panel", "new_figure", "save_figure"]
+
+DPI = 120
+
+
+def new_figure(
+    ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.4
+) -> tuple[Figure, np.ndarray]:
+    """A figure of ``nrows x ncols`` panels, each ``width x height`` inches.
+
+    Returns the figure and its axes as a flat array in row-major order (``axes[0]`` always
+    exists).
+    """
+    if ncols < 1 or nrows < 1:
+        raise ValueError(f"a figure needs at least one panel, got nrows={nrows}, ncols={ncols}")
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes.ravel()
+
+
+def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
+    """Write ``fig`` as a PNG (dpi 120, tight bounding box) atomically; returns the path."""
+    path = Path(path)
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight")
+    return path
+
+
+def loglog_fit_panel(
+    ax: Axes,
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    *,
+    label: str,
+    fit: bool = True,
+) -> float:
+    """Scatter ``(x, y)`` on log-log axes and, if ``fit``, overlay the least-squares line of
+    log y on log x with its slope in the legend.
+
+    Returns that slope (computed whether or not the line is drawn). Points with a non-positive
+    or non-finite coordinate are left out; with fewer than two distinct x left the slope is
+    ``nan`` and no line is drawn.
+    """
+    xs = np.asarray(x, dtype=float).ravel()
+    ys = np.asarray(y, dtype=float).ravel()
+    if xs.shape != ys.shape:
+        raise ValueError(f"x and y differ in length: {xs.size} vs {ys.size}")
+    keep = np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)
+    xs, ys = xs[keep], ys[keep]
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    points = ax.scatter(xs, ys, label=label, zorder=3)
+    slope = float("nan")
+    if np.unique(xs).size >= 2:
+        lx, ly = np.log(xs), np.log(ys)
+        dx = lx - lx.mean()
+        slope = float(np.dot(dx, ly - ly.mean()) / np.dot(dx, dx))
+        intercept = float(ly.mean() - slope * lx.mean())
+        if fit:
+            grid = np.geomspace(xs.min(), xs.max(), 50)
+            ax.plot(
+                grid,
+                np.exp(intercept) * grid**slope,
+                color=points.get_facecolor()[0],
+                linestyle="--",
+                label=f"{label} fit: slope {slope:.3g}",
+            )
+    ax.legend(fontsize="small")
+    return slope

@@ -1,0 +1,155 @@
+"""The claim-result contract: one dict per claim, the elements of ``claims.json``.
+
+``{"id", "title", "paper", "verdict" (PASS/FAIL/SKIP), "reason", "measured" {name: float},
+"band" {name: [low, high]} (either end may be None), "scale" (quick/full), "seconds",
+"figure" (relative path or None), "data" (relative CSV path or None)}``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+
+__all__ = [
+    "CLAIM_KEYS",
+    "SCALES",
+    "VERDICTS",
+    "ClaimSchemaError",
+    "validate_result",
+    "validate_results",
+]
+
+VERDICTS: tuple[str, ...] = ("PASS", "FAIL", "SKIP")
+SCALES: tuple[str, ...] = ("quick", "full")
+CLAIM_KEYS: tuple[str, ...] = (
+    "id", "title", "paper", "verdict", "reason", "measured", "band", "scale", "seconds",
+    "figure", "data",
+)
+
+
+class ClaimSchemaError(ValueError):
+    """A claim result that breaks the contract; the message names the claim and the key."""
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite(who: str, key: str, value: Any) -> float:
+    if not _real(value):
+        raise ClaimSchemaError(f"{who}: {key} must be a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ClaimSchemaError(
+            f"{who}: {key} is {x!r}; results must be finite (a claim runner reports a NaN or "
+            "infinite measurement as FAIL or SKIP with a reason, not as a number)"
+        )
+    return x
+
+
+def _text(who: str, key: str, value: Any, *, empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise ClaimSchemaError(f"{who}: {key} must be a string, got {type(value).__name__}")
+    if not empty and not value.strip():
+        raise ClaimSchemaError(f"{who}: {key} must not be empty")
+    return value
+
+
+def _rel_path(who: str, key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    path = _text(who, key, value, empty=False)
+    if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
+        raise ClaimSchemaError(
+            f"{who}: {key} must be a path relative to the output folder, got {path!r}"
+        )
+    if ".." in PurePosixPath(path.replace("\\", "/")).parts:
+        raise ClaimSchemaError(f"{who}: {key} must stay inside the output folder, got {path!r}")
+    return path
+
+
+def _band(who: str, name: Any, value: Any) -> list[float | None]:
+    key = f"band[{name!r}]"
+    if not isinstance(name, str):
+        raise ClaimSchemaError(f"{who}: band names must be strings, got {name!r}")
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ClaimSchemaError(f"{who}: {key} must be [low, high], got {value!r}")
+    ends = [None if v is None else _finite(who, key, v) for v in value]
+    low, high = ends
+    if low is None and high is None:
+        raise ClaimSchemaError(f"{who}: {key} has neither a low nor a high end")
+    if low is not None and high is not None and low > high:
+        raise ClaimSchemaError(f"{who}: {key} has low {low!r} > high {high!r}")
+    return ends
+
+
+def validate_result(result: Any, index: int = 0) -> dict[str, Any]:
+    """Check one claim result against the contract; return a normalised copy.
+
+    Numbers become floats and bands lists. Raises :class:`ClaimSchemaError` naming the claim
+    (or its position when it has no usable id) and the offending key.
+    """
+    if not isinstance(result, Mapping):
+        raise ClaimSchemaError(
+            f"claim #{index}: a result must be a dict, got {type(result).__name__}"
+        )
+    cid = result.get("id")
+    who = f"claim {cid!r}" if isinstance(cid, str) and cid else f"claim #{index} (no valid id)"
+    missing = [k for k in CLAIM_KEYS if k not in result]
+    if missing:
+        raise ClaimSchemaError(f"{who}: missing key(s) {', '.join(missing)}")
+    unknown = [str(k) for k in result if k not in CLAIM_KEYS]
+    if unknown:
+        raise ClaimSchemaError(
+            f"{who}: unknown key(s) {', '.join(unknown)}; the contract has: {', '.join(CLAIM_KEYS)}"
+        )
+    out: dict[str, Any] = {"id": _text(who, "id", cid, empty=False)}
+    out["title"] = _text(who, "title", result["title"])
+    out["paper"] = _text(who, "paper", result["paper"])
+    verdict = result["verdict"]
+    if verdict not in VERDICTS:
+        raise ClaimSchemaError(
+            f"{who}: verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}"
+        )
+    out["verdict"] = verdict
+    out["reason"] = _text(who, "reason", result["reason"])
+    measured = result["measured"]
+    if not isinstance(measured, Mapping):
+        raise ClaimSchemaError(f"{who}: measured must be a dict of name -> number")
+    out["measured"] = {}
+    for name, value in measured.items():
+        if not isinstance(name, str):
+            raise ClaimSchemaError(f"{who}: measured names must be strings, got {name!r}")
+        out["measured"][name] = _finite(who, f"measured[{name!r}]", value)
+    band = result["band"]
+    if not isinstance(band, Mapping):
+        raise ClaimSchemaError(f"{who}: band must be a dict of name -> [low, high]")
+    out["band"] = {name: _band(who, name, value) for name, value in band.items()}
+    scale = result["scale"]
+    if scale not in SCALES:
+        raise ClaimSchemaError(f"{who}: scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    out["scale"] = scale
+    seconds = _finite(who, "seconds", result["seconds"])
+    if seconds < 0:
+        raise ClaimSchemaError(f"{who}: seconds must be >= 0, got {seconds!r}")
+    out["seconds"] = seconds
+    out["figure"] = _rel_path(who, "figure", result["figure"])
+    out["data"] = _rel_path(who, "data", result["data"])
+    return out
+
+
+def validate_results(results: Any) -> list[dict[str, Any]]:
+    """Validate a list of claim results (ids must be unique); return normalised copies."""
+    if isinstance(results, (str, bytes, Mapping)) or not isinstance(results, Sequence):
+        raise ClaimSchemaError(
+            f"claim results must be a list of dicts, got {type(results).__name__}"
+        )
+    out = [validate_result(r, i) for i, r in enumerate(results)]
+    seen: set[str] = set()
+    for r in out:
+        if r["id"] in seen:
+            raise ClaimSchemaError(f"claim {r['id']!r}: id appears more than once")
+        seen.add(r["id"])
+    return out

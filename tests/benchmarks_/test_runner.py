@@ -1,0 +1,76 @@
+"""The benchmark runner at toy sizes: JSON shape and loss agreement, never speed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import depthscale.benchmarks.plan_overhead as po
+from depthscale.benchmarks import BENCHMARKS, run_benchmarks
+from depthscale.errors import ConfigError
+
+
+@pytest.fixture()
+def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"WIDTH": 16, "DEPTH": 3, "BATCH": 8, "QUICK_STEPS": 2,
+                        "QUICK_REPEATS": 2, "WARMUP": 1}.items():
+        monkeypatch.setattr(po, name, value)
+
+
+def test_plan_overhead_json(tiny: None, tmp_path: Path) -> None:
+    path = tmp_path / "out" / "bench.json"
+    results = run_benchmarks(["plan-overhead"], quick=True, json_path=path)
+    assert [r.name for r in results] == ["plan-overhead"]
+    data = json.loads(path.read_text())
+    assert set(data) >= {"benchmarks", "machine"}
+    assert {"python", "torch", "cpu_count", "torch_threads"} <= set(data["machine"])
+    (bench,) = data["benchmarks"]
+    assert set(bench) == {"name", "baseline", "baseline_seconds", "ours_seconds", "ratio", "extra"}
+    assert bench["name"] == "plan-overhead"
+    assert bench["baseline_seconds"] > 0 and bench["ours_seconds"] > 0
+    assert bench["ratio"] == pytest.approx(bench["baseline_seconds"] / bench["ours_seconds"])
+    extra = bench["extra"]
+    assert (extra["width"], extra["depth"], extra["batch"]) == (16, 3, 8)
+    assert extra["total_steps_each"] == 2 * (2 + 1)
+    assert extra["max_abs_loss_diff"] < 1e-5
+    assert extra["losses_match"] is True
+    assert extra["goal"] == "ratio >= 0.97"
+    assert isinstance(extra["met"], bool)
+    assert [p.name for p in path.parent.iterdir()] == ["bench.json"]
+
+
+def test_all_benchmarks_without_json(tiny: None) -> None:
+    results = run_benchmarks(None, quick=True, json_path=None)
+    assert [r.name for r in results] == list(BENCHMARKS)
+
+
+def test_plain_baseline_matches_planned_model() -> None:
+    result = po.measure(width=8, depth=2, batch=4, steps=3, repeats=1, warmup=0, lr=0.1)
+    assert result.extra["max_abs_loss_diff"] < 1e-5
+    assert result.extra["final_loss"] > 0
+
+
+def test_baseline_forward_is_the_planned_forward() -> None:
+    from depthscale.models import build
+
+    model, plan = build("resnet1", "depth-mup", input_shape=(5,), n_out=3, width=8, depth=4)
+    specs = {s.name: s for s in plan.resolve(model)}
+    base = po.PlainResNet(5, 3, 8, 4, specs["embed.weight"].a, specs["branches.0.weight"].a,
+                          specs["readout.weight"].a)
+    with torch.no_grad():
+        base.U.copy_(model.embed.weight)
+        for w, branch in zip(base.W, model.branches, strict=True):
+            w.copy_(branch.weight)
+        base.v.copy_(model.readout.weight)
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(base(x), model(x), rtol=0, atol=0)
+
+
+def test_unknown_benchmark_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "bench.json"
+    with pytest.raises(ConfigError, match=r"'nope'.*choose from: plan-overhead"):
+        run_benchmarks(["plan-overhead", "nope"], quick=True, json_path=path)
+    assert not path.exists()

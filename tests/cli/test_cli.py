@@ -1,0 +1,91 @@
+"""The command line: one-line errors with exit code 2, and working commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from depthscale.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["explain", "--param", "mupp"], "unknown recipe 'mupp'"),
+        (["explain", "--model", "resnet9"], "unknown model 'resnet9'"),
+        (["explain", "--width", "0"], "width must be"),
+        (["explain", "--depth", "-3"], "depth must be"),
+        (["train", "--lr", "nan"], "must be finite"),
+        (["train", "--lr", "inf", "--steps", "1"], "must be finite"),
+        (["explain", "--dataset", "imagenet"], "unknown dataset"),
+        (["train", "--dataset", "cifar10", "--steps", "1"], "cifar"),
+        (["reproduce", "nfd-nope"], "unknown claim"),
+        (["reproduce", "laws-table1"], "not implemented yet"),
+        (["bench", "warp-drive"], "unknown benchmark"),
+        (["coord-check", "--widths", "a,b"], "comma-separated integers"),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    if argv[0] == "train":
+        argv = [*argv, "--out", str(tmp_path / "run")]
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(argv))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("depthscale: error:") and message in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_console_script_reports_errors_without_traceback() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "depthscale.cli", "explain", "--param", "nope"],
+        capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "unknown recipe" in proc.stderr
+
+
+def test_explain_prints_every_parameter(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "--model", "resnet2", "--param", "nfd-depth", "--width", "16",
+                 "--depth", "4", "--dataset", "digits"]) == 0
+    out = capsys.readouterr().out
+    assert "branches.3.inner.weight" in out and "n sqrt(L)" in out and "nfd Eq. 8" in out
+
+
+def test_train_writes_metrics(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    code = main(["train", "--model", "resnet1", "--dataset", "digits", "--width", "16",
+                 "--depth", "2", "--steps", "5", "--out", str(out)])
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "ok" and metrics["steps_done"] == 5
+    assert len((out / "losses.csv").read_text().splitlines()) == 6
+
+
+def test_train_divergence_is_a_recorded_status_not_an_error(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    code = main(["train", "--param", "sp", "--dataset", "teacher", "--width", "16", "--depth",
+                 "2", "--lr", "1e8", "--steps", "40", "--out", str(out)])
+    assert code == 2  # cross-entropy on a regression set is a user mistake...
+    code = main(["train", "--param", "sp", "--dataset", "digits", "--width", "16", "--depth",
+                 "2", "--lr", "1e8", "--steps", "40", "--out", str(out)])
+    assert code == 0  # ...a diverging LR is a finding
+    assert json.loads((out / "metrics.json").read_text())["status"] == "diverged"
+
+
+def test_coord_check_writes_csv_and_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["coord-check", "--dataset", "digits", "--widths", "16,32", "--depths", "2,4",
+                 "--width", "16", "--depth", "2", "--seeds", "1", "--out", str(tmp_path)])
+    assert code == 0
+    assert (tmp_path / "coord_check.csv").exists()
+    assert (tmp_path / "coord_check.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "act_vs_depth" in capsys.readouterr().out

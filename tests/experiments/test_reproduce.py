@@ -1,0 +1,115 @@
+"""The claims registry and the reproduce runner: contract of claims.json, SKIPs, crashes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from depthscale.cli import main
+from depthscale.experiments import CLAIMS, ClaimOutcome, band_verdict, reproduce
+from depthscale.report import validate_results
+
+# Tiny settings per claim: every runner end to end in seconds, on scikit-learn's digits.
+TINY: dict[str, dict[str, Any]] = {
+    "nfd-prop1": {"width": 16, "depths": [2, 8], "seeds": 1, "batch": 16},
+    "nfd-fig2": {"width": 16, "depth": 2, "Ts": [0.5, 2, 8], "eta_c": 0.1, "epochs": 0.2,
+                 "seeds": 1, "grid_depths": [3]},
+    "nfd-cor1": {"width": 16, "depths": [2, 4], "eta_c": 0.1, "epochs": 1, "seeds": 1},
+    "nfd-collapse": {"width": 16, "depths": [2, 4], "eta_c": 0.1, "steps": 3, "seeds": 1,
+                     "probe_batch": 16},
+    "nfd-transfer": {"width": 16, "depths": [2, 3], "eta_cs": [0.1, 1.0, 10.0], "epochs": 0.2,
+                     "seeds": 1},
+    "nfd-deep": {"width": 16, "depth": 4, "eta_c": 0.1, "epochs": 1, "seeds": 1},
+}
+
+
+@pytest.fixture
+def tiny_claims(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cid, settings in TINY.items():
+        c = CLAIMS[cid]
+        monkeypatch.setitem(CLAIMS, cid, dataclasses.replace(
+            c, settings={"quick": {"dataset": "digits", **settings}, "full": c.settings["full"]}))
+
+
+def test_every_registered_claim_has_tiny_settings_here() -> None:
+    assert set(CLAIMS) == set(TINY)
+
+
+def test_every_claim_runs_and_claims_json_matches_the_contract(
+    tiny_claims: None, tmp_path: Path
+) -> None:
+    _, crashed = reproduce([], scale="quick", out_dir=tmp_path)
+    assert crashed == []
+    on_disk = json.loads((tmp_path / "claims.json").read_text())
+    validate_results(on_disk)
+    assert [r["id"] for r in on_disk] == list(CLAIMS)
+    for r in on_disk:
+        assert set(r) == {"id", "title", "paper", "verdict", "reason", "measured", "band",
+                          "scale", "seconds", "figure", "data"}
+        assert r["verdict"] in ("PASS", "FAIL"), r
+        assert r["scale"] == "quick" and r["seconds"] >= 0
+        assert (tmp_path / r["figure"]).read_bytes()[:4] == b"\x89PNG"
+        assert (tmp_path / r["data"]).read_text().count("\n") >= 2
+        for name in r["band"]:
+            assert name in r["measured"] or "not measurable" in r["reason"]
+    html = (tmp_path / "index.html").read_text()
+    assert all(cid in html for cid in CLAIMS)
+
+
+def test_missing_full_scale_data_is_a_skip_with_reason(tmp_path: Path) -> None:
+    results, crashed = reproduce(["nfd-deep"], scale="full", out_dir=tmp_path,
+                                 data_dir=tmp_path / "nowhere")
+    assert crashed == []
+    (r,) = results
+    assert r["verdict"] == "SKIP" and "cifar" in r["reason"].lower()
+    assert r["figure"] is None and r["data"] is None
+
+
+def test_crash_is_reported_and_other_claims_are_kept(
+    tiny_claims: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["reproduce", "nfd-prop1", "--out", str(tmp_path)]) == 0
+
+    def boom(_ctx: object) -> ClaimOutcome:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setitem(CLAIMS, "nfd-deep", dataclasses.replace(CLAIMS["nfd-deep"], run=boom))
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path)]) == 1
+    assert "crashed: nfd-deep" in capsys.readouterr().err
+    by_id = {r["id"]: r for r in json.loads((tmp_path / "claims.json").read_text())}
+    assert by_id["nfd-prop1"]["verdict"] in ("PASS", "FAIL")  # earlier result kept
+    assert by_id["nfd-deep"]["verdict"] == "SKIP" and "kaboom" in by_id["nfd-deep"]["reason"]
+
+
+def test_strict_turns_a_fail_into_exit_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def failing(_ctx: object) -> ClaimOutcome:
+        verdict, band, why = band_verdict({"x": 2.0}, {"x": (0.0, 1.0)})
+        return ClaimOutcome(verdict, {"x": 2.0}, band, why)
+
+    monkeypatch.setitem(CLAIMS, "nfd-deep", dataclasses.replace(CLAIMS["nfd-deep"], run=failing))
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path)]) == 0  # a FAIL is a finding
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path), "--strict"]) == 1
+
+
+def test_corrupt_existing_claims_file_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "claims.json").write_text("{not json")
+    assert main(["reproduce", "nfd-prop1", "--out", str(tmp_path)]) == 2
+    assert "not a valid claims file" in capsys.readouterr().err
+    assert (tmp_path / "claims.json").read_text() == "{not json"
+
+
+def test_band_verdict_is_closed_interval_and_needs_every_value() -> None:
+    assert band_verdict({"a": 1.0}, {"a": (1.0, 2.0)})[0] == "PASS"
+    assert band_verdict({"a": 2.0}, {"a": (None, 2.0)})[0] == "PASS"
+    verdict, band, why = band_verdict({"a": 2.5, "b": None}, {"a": (1.0, 2.0), "b": (0.0, None)})
+    assert verdict == "FAIL" and band == {"a": [1.0, 2.0], "b": [0.0, None]}
+    assert "a = 2.5" in why and "b not measurable" in why

@@ -1,0 +1,123 @@
+"""MLP-ResNets (nfd Eq. 1, 6, 9), the plain MLP, and the decoupled backward of nfd Cor. 1."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from depthscale.errors import ConfigError
+from depthscale.models import MLPResNet, ScaledLinear, build
+
+
+def _data(n: int = 16, d: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(n, d, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def _grads(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    model.zero_grad()
+    x = x.clone().requires_grad_(True)
+    F.cross_entropy(model(x), y).backward()
+    grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+    grads["input"] = x.grad.clone()
+    return grads
+
+
+def test_pre_act_forward_is_eq1_by_hand() -> None:
+    model, _ = build("resnet1", "depth-mup", input_shape=(6,), n_out=3, width=8, depth=3,
+                     plan_options={"T": 2.0})
+    x, _ = _data()
+    h = x @ model.embed.weight.T / math.sqrt(6)
+    for br in model.branches:
+        h = h + math.sqrt(2.0 / (3 * 8)) * torch.relu(h) @ br.weight.T
+    out = (1 / math.sqrt(8)) * (1 / math.sqrt(8)) * h @ model.readout.weight.T
+    torch.testing.assert_close(model(x), out, rtol=1e-5, atol=1e-6)
+
+
+def test_post_act_forward_is_eq9_for_relu() -> None:
+    model, _ = build("resnet1-post", "depth-mup", input_shape=(6,), n_out=3, width=8, depth=4)
+    x, _ = _data()
+    h = torch.relu(x @ model.embed.weight.T / math.sqrt(6))
+    for br in model.branches:
+        h = h + math.sqrt(1 / 4) * torch.relu(h @ br.weight.T / math.sqrt(8))
+    torch.testing.assert_close(model.trace(x).streams[-1], h, rtol=1e-5, atol=1e-5)
+
+
+def test_post_act_refuses_non_homogeneous_activation() -> None:
+    with pytest.raises(ConfigError, match="positively homogeneous"):
+        MLPResNet(4, 2, 8, 2, style="post", activation="tanh")
+
+
+def test_two_layer_trace_holds_internal_representation_eq6() -> None:
+    model, _ = build("resnet2", "depth-mup", input_shape=(6,), n_out=3, width=8, depth=2)
+    x, _ = _data()
+    tr = model.trace(x)
+    x1 = tr.streams[0] @ model.branches[0]["inner"].weight.T / math.sqrt(8)
+    torch.testing.assert_close(tr.internal[0], x1, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(tr.out, model(x))
+    assert len(tr.streams) == 3 and len(tr.increments) == 2
+
+
+def test_decoupled_with_equal_copy_reproduces_standard_gradients_exactly() -> None:
+    kw = {"input_shape": (6,), "n_out": 3, "width": 8, "depth": 3, "seed": 4}
+    std, _ = build("resnet1", "depth-mup", **kw)
+    dec, _ = build("resnet1", "depth-mup", backward="decoupled", **kw)
+    for m in dec.modules():
+        if isinstance(m, ScaledLinear) and m.backward_mode != "standard":
+            m.weight_back_init.copy_(m.weight_init)
+    x, y = _data()
+    gs, gd = _grads(std, x, y), _grads(dec, x, y)
+    for k in gs:
+        torch.testing.assert_close(gs[k], gd[k], rtol=0, atol=0)
+
+
+def test_decoupled_changes_gradients_but_not_forward_values() -> None:
+    kw = {"input_shape": (6,), "n_out": 3, "width": 8, "depth": 3, "seed": 4}
+    std, _ = build("resnet1", "depth-mup", **kw)
+    dec, _ = build("resnet1", "depth-mup", backward="decoupled", **kw)
+    x, y = _data()
+    torch.testing.assert_close(std(x), dec(x), rtol=0, atol=0)  # same forward weights
+    gs, gd = _grads(std, x, y), _grads(dec, x, y)
+    # the last branch's weight gradient sees only forward values: identical
+    torch.testing.assert_close(gs["branches.2.weight"], gd["branches.2.weight"])
+    # earlier layers receive the backward signal through an independent W~: different
+    assert not torch.allclose(gs["branches.0.weight"], gd["branches.0.weight"])
+    assert not torch.allclose(gs["input"], gd["input"])
+
+
+def test_decoupled_copy_carries_updates_feedback_alignment_does_not() -> None:
+    layer = ScaledLinear(4, 4, "branch", backward="decoupled")
+    fixed = ScaledLinear(4, 4, "branch", backward="feedback-alignment")
+    gen = torch.Generator().manual_seed(0)
+    for m in (layer, fixed):
+        m.init_backward_copy(1.0, gen)
+        with torch.no_grad():
+            m.weight.add_(0.5)
+    torch.testing.assert_close(layer.backward_weight(), layer.weight_back_init + 0.5)
+    torch.testing.assert_close(fixed.backward_weight(), fixed.weight_back_init)
+
+
+def test_unknown_backward_mode_and_bad_sizes_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="backward mode"):
+        ScaledLinear(2, 2, "branch", backward="sideways")
+    with pytest.raises(ConfigError, match="depth must be"):
+        MLPResNet(4, 2, 8, 0)
+    with pytest.raises(ConfigError, match="block must be"):
+        MLPResNet(4, 2, 8, 2, block=3)
+    with pytest.raises(ConfigError, match="does not take"):
+        build("resnet1", "sp", input_shape=(4,), n_out=2, width=4, depth=2, kernel_size=3)
+    with pytest.raises(ConfigError, match="unknown model"):
+        build("resnet9", "sp", input_shape=(4,), n_out=2, width=4, depth=2)
+
+
+def test_plain_mlp_vanishes_with_depth_under_mup() -> None:
+    x, _ = _data(64, 6)
+    rms = []
+    for depth in (2, 16):
+        model, _ = build("mlp", "mup", input_shape=(6,), n_out=3, width=256, depth=depth)
+        rms.append(model.trace(x).streams[-1].pow(2).mean().sqrt().item())
+    # ReLU halves the second moment per layer: 14 more layers shrink RMS by 2^-7 = 1/128
+    assert rms[1] / rms[0] == pytest.approx(2**-7, rel=0.5)

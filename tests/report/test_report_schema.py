@@ -1,0 +1,200 @@
+"""Claim-result contract: validation, claims.json round trip, CSV, atomic writes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from depthscale.report import (
+    ClaimSchemaError,
+    atomic_write,
+    read_claims_json,
+    validate_result,
+    validate_results,
+    write_claims_json,
+    write_csv,
+)
+
+
+def good(cid: str = "nfd-fig1", **changes: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "id": cid,
+        "title": "Depth-muP transfers the learning rate",
+        "paper": "nfd",
+        "verdict": "PASS",
+        "reason": "",
+        "measured": {"slope": -0.52, "spread": 3},
+        "band": {"slope": [-0.6, -0.4], "spread": [None, 5.0]},
+        "scale": "quick",
+        "seconds": 1.25,
+        "figure": "nfd-fig1.png",
+        "data": "nfd-fig1.csv",
+    }
+    result.update(changes)
+    return result
+
+
+def without(key: str) -> dict[str, Any]:
+    r = good()
+    del r[key]
+    return r
+
+
+def test_good_result_is_accepted_and_normalised() -> None:
+    out = validate_result(good(band={"slope": (-0.6, -0.4)}, figure=None, data=None))
+    assert out["measured"] == {"slope": -0.52, "spread": 3.0}
+    assert isinstance(out["measured"]["spread"], float)
+    assert out["band"] == {"slope": [-0.6, -0.4]}
+    assert out["figure"] is None and out["data"] is None
+    for verdict in ("PASS", "FAIL", "SKIP"):
+        assert validate_result(good(verdict=verdict))["verdict"] == verdict
+    assert validate_result(good(scale="full", measured={}, band={}))["scale"] == "full"
+
+
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    ("missing key", without("verdict"), "missing key(s) verdict"),
+    ("missing band", without("band"), "band"),
+    ("unknown key", good(extra=1), "unknown key(s) extra"),
+    ("verdict", good(verdict="OK"), "verdict must be one of"),
+    ("verdict case", good(verdict="pass"), "verdict"),
+    ("scale", good(scale="medium"), "scale must be one of"),
+    ("nan measured", good(measured={"slope": math.nan}), "measured['slope'] is nan"),
+    ("inf measured", good(measured={"slope": math.inf}), "measured['slope'] is inf"),
+    ("string measured", good(measured={"slope": "0.5"}), "measured['slope'] must be a number"),
+    ("bool measured", good(measured={"ok": True}), "measured['ok'] must be a number"),
+    ("measured not dict", good(measured=[1.0]), "measured must be a dict"),
+    ("band shape", good(band={"slope": [0.1]}), "band['slope'] must be [low, high]"),
+    ("band nan", good(band={"slope": [math.nan, 1.0]}), "band['slope'] is nan"),
+    ("band empty ends", good(band={"slope": [None, None]}), "neither a low nor a high"),
+    ("band order", good(band={"slope": [1.0, 0.0]}), "low 1.0 > high 0.0"),
+    ("seconds nan", good(seconds=math.nan), "seconds is nan"),
+    ("seconds negative", good(seconds=-1.0), "seconds must be >= 0"),
+    ("title type", good(title=None), "title must be a string"),
+    ("reason type", good(reason=None), "reason must be a string"),
+    ("absolute figure", good(figure="/tmp/fig.png"), "figure must be a path relative"),
+    ("escaping data", good(data="../x.csv"), "data must stay inside"),
+]
+
+
+@pytest.mark.parametrize(("case", "result", "message"), BAD, ids=[b[0] for b in BAD])
+def test_bad_result_is_rejected_naming_the_claim(
+    case: str, result: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        validate_results([good("other-claim"), result])
+    assert isinstance(info.value, ClaimSchemaError)
+    assert "claim 'nfd-fig1'" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_bad_ids_and_containers() -> None:
+    with pytest.raises(ClaimSchemaError, match=r"claim #1 \(no valid id\).*id must not be empty"):
+        validate_results([good("a"), good("")])
+    with pytest.raises(ClaimSchemaError, match="claim 'a': id appears more than once"):
+        validate_results([good("a"), good("a")])
+    with pytest.raises(ClaimSchemaError, match="claim #0: a result must be a dict"):
+        validate_results(["nfd-fig1"])
+    with pytest.raises(ClaimSchemaError, match="must be a list"):
+        validate_results(good())
+
+
+def test_write_rejects_nan_and_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"claim 'bad'.*measured\['loss'\] is nan"):
+        write_claims_json(tmp_path, [good("ok"), good("bad", measured={"loss": math.nan})])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_claims_json_round_trip(tmp_path: Path) -> None:
+    results = [
+        good("a"),
+        good("b", verdict="SKIP", reason="needs <data> & time", measured={}, figure=None,
+             data=None),
+        good("c", verdict="FAIL", scale="full", title="ünïcode ∆", seconds=0),
+    ]
+    path = write_claims_json(tmp_path / "out", results)
+    assert path == tmp_path / "out" / "claims.json"
+    back = read_claims_json(path)
+    assert back == validate_results(results)
+    assert read_claims_json(tmp_path / "out") == back  # the folder works too
+    assert json.loads(path.read_text(encoding="utf-8"))[1]["reason"] == "needs <data> & time"
+
+
+def test_read_rejects_bad_files(tmp_path: Path) -> None:
+    bad = tmp_path / "claims.json"
+    bad.write_text('[{"id": "x"}]', encoding="utf-8")
+    with pytest.raises(ClaimSchemaError, match="claim 'x': missing key"):
+        read_claims_json(bad)
+    bad.write_text("[{", encoding="utf-8")
+    with pytest.raises(ClaimSchemaError, match="not valid JSON"):
+        read_claims_json(bad)
+    bad.write_text(json.dumps([good()]).replace("-0.52", "NaN"), encoding="utf-8")
+    with pytest.raises(ClaimSchemaError, match="NaN"):
+        read_claims_json(bad)
+    with pytest.raises(ClaimSchemaError, match="cannot read"):
+        read_claims_json(tmp_path / "missing.json")
+
+
+def test_failed_write_keeps_old_file_and_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_claims_json(tmp_path, [good("old")])
+    before = path.read_bytes()
+    opened: list[str] = []
+
+    def exploding_dump(obj: Any, fh: Any, **kwargs: Any) -> None:
+        opened.append(fh.name)
+        fh.write('[{"id": "new", "tit')  # half a file, then die
+        raise RuntimeError("killed mid-write")
+
+    monkeypatch.setattr(json, "dump", exploding_dump)
+    with pytest.raises(RuntimeError, match="killed mid-write"):
+        write_claims_json(tmp_path, [good("new")])
+    assert opened, "json.dump was not reached: the temp file was never opened"
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.json"]
+
+
+def test_atomic_write_keeps_permissions_and_cleans_up(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "f.txt"
+    with atomic_write(target) as fh:
+        fh.write("one")
+    assert target.read_text() == "one"
+    assert target.stat().st_mode & 0o777 == 0o644
+    target.chmod(0o600)
+    with atomic_write(target) as fh:
+        fh.write("two")
+    assert target.read_text() == "two" and target.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(KeyboardInterrupt), atomic_write(target) as fh:
+        fh.write("three")
+        raise KeyboardInterrupt
+    assert target.read_text() == "two"
+    assert [p.name for p in target.parent.iterdir()] == ["f.txt"]
+    with pytest.raises(ValueError, match="mode"):
+        atomic_write(target, "a").__enter__()  # type: ignore[arg-type]
+
+
+def test_write_csv_union_header_and_exact_floats(tmp_path: Path) -> None:
+    rows = [{"width": 64, "loss": 0.1}, {"width": 128, "lr": 1e-3, "note": None},
+            {"loss": 1 / 3, "ok": True}]
+    path = write_csv(tmp_path / "d" / "data.csv", rows)
+    with path.open(newline="", encoding="utf-8") as fh:
+        read = list(csv.reader(fh))
+    assert read[0] == ["width", "loss", "lr", "note", "ok"]
+    assert read[1] == ["64", "0.1", "", "", ""]
+    assert read[2] == ["128", "", "0.001", "", ""]
+    assert float(read[3][1]) == 1 / 3
+    assert read[3][4] == "True"
+
+
+def test_write_csv_rejects_nested_cells_and_keeps_old_file(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "data.csv", [{"a": 1}])
+    with pytest.raises(ValueError, match="column 'b'"):
+        write_csv(path, [{"a": 2}, {"b": [1, 2]}])
+    assert path.read_text() == "a\n1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["data.csv"]
+    assert write_csv(tmp_path / "empty.csv", []).read_text() == ""
