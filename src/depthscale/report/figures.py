@@ -14,10 +14,12 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
+from depthscale.fits import loglog_slope
 from depthscale.report.atomic import atomic_write
 
-__all__ = ["DPI", "loglog_fit_panel", "new_figure", "save_figure"]
+__all__ = ["DPI", "label_log_ticks", "loglog_fit_panel", "new_figure", "save_figure"]
 
 DPI = 120
 
@@ -72,18 +74,24 @@ def loglog_fit_panel(
     points = ax.scatter(xs, ys, label=label, zorder=3)
     slope = float("nan")
     if np.unique(xs).size >= 2:
-        lx, ly = np.log(xs), np.log(ys)
-        dx = lx - lx.mean()
-        slope = float(np.dot(dx, ly - ly.mean()) / np.dot(dx, dx))
-        intercept = float(ly.mean() - slope * lx.mean())
+        law = loglog_slope(xs, ys)
+        slope = law.slope
         if fit:
             grid = np.geomspace(xs.min(), xs.max(), 50)
             ax.plot(
                 grid,
-                np.exp(intercept) * grid**slope,
+                10**law.intercept * grid**slope,
                 color=points.get_facecolor()[0],
                 linestyle="--",
                 label=f"{label} fit: slope {slope:.3g}",
             )
     ax.legend(fontsize="small")
+    label_log_ticks(ax, xs)
     return slope
+
+
+def label_log_ticks(ax: Axes, values: Sequence[float] | np.ndarray) -> None:
+    """Put x ticks on a log axis exactly at ``values`` (e.g. the depths swept), plainly labelled."""
+    ticks = sorted({float(v) for v in values})
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())

@@ -1,0 +1,31 @@
+# depthscale: `make demo` runs the main job, `make test` the test suite, each from nothing
+# (Python 3.11 + pip). The venv pins torch==2.13.0 (constraints-ci.txt), the CPU wheel served here.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml constraints-ci.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints-ci.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/depthscale reproduce --scale quick --out reproduce-out
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+
+bench: $(STAMP)
+	$(BIN)/depthscale bench --json bench.json
+
+clean:
+	rm -rf $(VENV) reproduce-out runs bench.json
