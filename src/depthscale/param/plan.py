@@ -315,12 +315,16 @@ class Plan:
     def explain(self, model: nn.Module, roles: Mapping[str, str] | None = None) -> str:
         """The plan per parameter as a text table: role, shape, a, b, c (SGD, Adam), source."""
         rows = [("parameter", "role", "shape", "a", "b (init std)", "c SGD", "c Adam", "source")]
+        def show(formula: str, value: float) -> str:
+            value_text = f"{value:.4g}"
+            return value_text if formula == f"{value:g}" else f"{formula} = {value_text}"
+
         for s in self.resolve(model, roles):
-            init = f"{s.formulas[1]} = {s.b:.4g}" if s.init == "normal" else s.init
-            adam = "-" if s.c_adam is None else f"{s.formulas[3]} = {s.c_adam:.4g}"
+            init = show(s.formulas[1], s.b) if s.init == "normal" else s.init
+            adam = "-" if s.c_adam is None else show(s.formulas[3], s.c_adam)
             rows.append((
-                s.name, s.role, "x".join(map(str, s.shape)), f"{s.formulas[0]} = {s.a:.4g}",
-                init, f"{s.formulas[2]} = {s.c_sgd:.4g}", adam,
+                s.name, s.role, "x".join(map(str, s.shape)), show(s.formulas[0], s.a),
+                init, show(s.formulas[2], s.c_sgd), adam,
                 s.source + ("" if s.form == "native" else " [absorbed: a=1]"),
             ))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

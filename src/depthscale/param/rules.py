@@ -127,7 +127,7 @@ def _vectors(c_sgd: Expr, c_adam: Expr | None, source: str) -> dict[str, Rule]:
     return {
         "vector": Rule(ONE, ZERO, c_sgd, c_adam, source, init="zeros"),
         "norm": Rule(ONE, ONE, c_sgd, c_adam, source, init="ones"),
-        "token": Rule(ONE, _TOKEN_STD, c_sgd, c_adam, source + "; laws Sec. 3.1 (small std)"),
+        "token": Rule(ONE, _TOKEN_STD, c_sgd, c_adam, "laws Sec. 3.1 (small-std token init)"),
     }
 
 
