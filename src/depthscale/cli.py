@@ -229,9 +229,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from depthscale.benchmarks import run_benchmarks
+    from rich.console import Console
 
-    results = run_benchmarks(args.names or None, quick=args.quick, json_path=args.json)
+    from depthscale.benchmarks import BENCHMARKS, run_benchmarks
+
+    names = args.names or list(BENCHMARKS)
+    with Console(stderr=True).status(f"running benchmarks: {', '.join(names)}"):
+        results = run_benchmarks(names, quick=args.quick, json_path=args.json)
     for r in results:
         print(f"{r.name:>14}: ours {r.ours_seconds:.4g}s, baseline ({r.baseline}) "
               f"{r.baseline_seconds:.4g}s, ratio baseline/ours {r.ratio:.3f}")

@@ -122,18 +122,7 @@ class MLPResNet(nn.Module):
         return tr
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.flatten(1)
-        h = self.embed(x)
-        if self.style == "post":
-            h = self.phi(h)
-        for branch in self.branches:
-            if self.block == 2:
-                h = h + branch["outer"](self.phi(branch["inner"](h)))
-            elif self.style == "pre":
-                h = h + branch(self.phi(h))
-            else:
-                h = h + self.phi(branch(h))
-        return self.readout(h)
+        return self.trace(x).out
 
 
 class PlainMLP(nn.Module):
@@ -172,7 +161,4 @@ class PlainMLP(nn.Module):
         return tr
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        z = self.embed(x.flatten(1))
-        for layer in self.layers:
-            z = layer(self.phi(z))
-        return self.readout(self.phi(z))
+        return self.trace(x).out
