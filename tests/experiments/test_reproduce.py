@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,30 +12,13 @@ from depthscale.cli import main
 from depthscale.experiments import CLAIMS, ClaimOutcome, band_verdict, reproduce
 from depthscale.report import validate_results
 
-# Tiny settings per claim: every runner end to end in seconds, on scikit-learn's digits.
-TINY: dict[str, dict[str, Any]] = {
-    "nfd-prop1": {"width": 16, "depths": [2, 8], "seeds": 1, "batch": 16},
-    "nfd-fig2": {"width": 16, "depth": 2, "Ts": [0.5, 2, 8], "eta_c": 0.1, "epochs": 0.2,
-                 "seeds": 1, "grid_depths": [3]},
-    "nfd-cor1": {"width": 16, "depths": [2, 4], "eta_c": 0.1, "epochs": 1, "seeds": 1},
-    "nfd-collapse": {"width": 16, "depths": [2, 4], "eta_c": 0.1, "steps": 3, "seeds": 1,
-                     "probe_batch": 16},
-    "nfd-transfer": {"width": 16, "depths": [2, 3], "eta_cs": [0.1, 1.0, 10.0], "epochs": 0.2,
-                     "seeds": 1},
-    "nfd-deep": {"width": 16, "depth": 4, "eta_c": 0.1, "epochs": 1, "seeds": 1},
-}
-
 
 @pytest.fixture
 def tiny_claims(monkeypatch: pytest.MonkeyPatch) -> None:
-    for cid, settings in TINY.items():
-        c = CLAIMS[cid]
-        monkeypatch.setitem(CLAIMS, cid, dataclasses.replace(
-            c, settings={"quick": {"dataset": "digits", **settings}, "full": c.settings["full"]}))
-
-
-def test_every_registered_claim_has_tiny_settings_here() -> None:
-    assert set(CLAIMS) == set(TINY)
+    """Every claim's quick settings replaced by its smoke settings (seconds each)."""
+    for cid, c in list(CLAIMS.items()):
+        settings = {**c.settings, "quick": c.settings["smoke"]}
+        monkeypatch.setitem(CLAIMS, cid, dataclasses.replace(c, settings=settings))
 
 
 def test_every_claim_runs_and_claims_json_matches_the_contract(

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from depthscale.benchmarks import kernel as _kernel
+from depthscale.benchmarks import sde as _sde
 from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.benchmarks.plan_overhead import bench_plan_overhead
 from depthscale.errors import ConfigError
@@ -28,6 +30,8 @@ __all__ = ["BENCHMARKS", "BenchResult", "best_time", "machine_info", "run_benchm
 
 BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "plan-overhead": bench_plan_overhead,
+    "kernel": _kernel.run,
+    "sde": _sde.run,
 }
 
 

@@ -94,16 +94,28 @@ CLAIMS: dict[str, Claim] = {}
 
 
 def claim(
-    claim_id: str, paper: str, title: str, *, quick: Mapping[str, Any], full: Mapping[str, Any]
+    claim_id: str,
+    paper: str,
+    title: str,
+    *,
+    quick: Mapping[str, Any],
+    full: Mapping[str, Any],
+    smoke: Mapping[str, Any],
 ) -> Callable[[Callable[[ClaimContext], ClaimOutcome]], Callable[[ClaimContext], ClaimOutcome]]:
-    """Decorator that registers a claim runner under ``claim_id``."""
+    """Decorator that registers a claim runner under ``claim_id``.
+
+    ``smoke`` are tiny settings (seconds, on small data) with which the test suite runs every
+    registered runner end to end; they are never a scale a user selects.
+    """
 
     Runner = Callable[[ClaimContext], ClaimOutcome]
 
     def register(fn: Runner) -> Runner:
         if claim_id in CLAIMS:
             raise ConfigError(f"claim {claim_id!r} registered twice")
-        CLAIMS[claim_id] = Claim(claim_id, paper, title, fn, {"quick": quick, "full": full})
+        CLAIMS[claim_id] = Claim(
+            claim_id, paper, title, fn, {"quick": quick, "full": full, "smoke": smoke}
+        )
         return fn
 
     return register

@@ -32,6 +32,7 @@ __all__: list[str] = []
 
 _QUICK_DATA = {"dataset": "mnist1d"}
 _FULL_DATA = {"dataset": "cifar10"}
+_SMOKE_DATA = {"dataset": "digits"}
 
 
 def _dataset(ctx: ClaimContext) -> ds_data.Dataset:
@@ -74,6 +75,8 @@ def _mean(values: Sequence[float]) -> float:
            "batch": 128},
     full={**_FULL_DATA, "width": 128, "depths": [4, 16, 64, 256, 1024], "seeds": 5,
           "batch": 128},
+    smoke={**_SMOKE_DATA,
+           "width": 16, "depths": [2, 8], "seeds": 1, "batch": 16},
 )
 def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
     """At init under depth-muP: mean of h_L (post-act, Eq. 9) vs the Prop. 1 lower bound
@@ -131,6 +134,9 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
            "eta_c": 0.1, "epochs": 10, "seeds": 3, "grid_depths": []},
     full={**_FULL_DATA, "width": 128, "depth": 5, "Ts": [0.5, 1, 2, 4, 8, 16, 32],
           "eta_c": 0.1, "epochs": 30, "seeds": 3, "grid_depths": [5, 10, 20]},
+    smoke={**_SMOKE_DATA,
+           "width": 16, "depth": 2, "Ts": [0.5, 2, 8], "eta_c": 0.1, "epochs": 0.2,
+           "seeds": 1, "grid_depths": [3]},
 )
 def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     """Depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for each T: final
@@ -199,6 +205,8 @@ _COR1_ARCHS = (("mlp", "mup", "vanilla DNN"), ("resnet1", "mup", "muP-ResNet"),
            "seeds": 2},
     full={**_FULL_DATA, "width": 128, "depths": [2, 4, 8, 16, 32], "eta_c": 0.1, "epochs": 10,
           "seeds": 3},
+    smoke={**_SMOKE_DATA,
+           "width": 16, "depths": [2, 4], "eta_c": 0.1, "epochs": 1, "seeds": 1},
 )
 def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     """Standard vs decoupled backward (W~ = W~_0 + (W - W_0), same forward init and data
@@ -284,6 +292,9 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
            "steps": 300, "seeds": 1, "probe_batch": 256},
     full={**_FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
           "steps": 300, "seeds": 3, "probe_batch": 512},
+    smoke={**_SMOKE_DATA,
+           "width": 16, "depths": [2, 4], "eta_c": 0.1, "steps": 3, "seeds": 1,
+           "probe_batch": 16},
 )
 def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 1: after ``steps`` SGD steps, the block-averaged internal update
@@ -338,6 +349,9 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
            "eta_cs": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "epochs": 3, "seeds": 2},
     full={**_FULL_DATA, "width": 128, "depths": [3, 6, 9],
           "eta_cs": [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0], "epochs": 10, "seeds": 3},
+    smoke={**_SMOKE_DATA,
+           "width": 16, "depths": [2, 3], "eta_cs": [0.1, 1.0, 10.0], "epochs": 0.2,
+           "seeds": 1},
 )
 def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 2: per depth, the eta_c minimising the epoch-averaged training loss of
@@ -397,6 +411,8 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     "Depth 64, two-layer blocks: Eq. 8 gives lower train/test loss and higher accuracy",
     quick={**_QUICK_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 5, "seeds": 3},
     full={**_FULL_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 30, "seeds": 3},
+    smoke={**_SMOKE_DATA,
+           "width": 16, "depth": 4, "eta_c": 0.1, "epochs": 1, "seeds": 1},
 )
 def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 3: depth-64 width-128 two-layer-block ResNet, vanilla depth-muP vs the

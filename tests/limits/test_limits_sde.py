@@ -1,0 +1,218 @@
+"""Forward/backward McKean-Vlasov particle simulators (nfd Prop. 2, 6) and the network coupling.
+
+Monte Carlo tolerances: each estimate is averaged over R = 16 independent seeds and compared
+within 4 standard errors, the standard error taken from the spread of the R replicates (so the
+particles' mean-field interaction is accounted for). The deterministic targets are the Euler
+recursions at the same step count, which are the schemes' exact infinite-particle limits; against
+the continuous-time ODE the (deterministic, computed) Euler bias is added to the tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from depthscale.errors import ConfigError
+from depthscale.limits import sde as sde_module
+from depthscale.limits.gaussian import expect_dphi_dphi, expect_phi_phi
+from depthscale.limits.kernel import input_covariance, nngp_kernel, nngp_kernel_euler
+from depthscale.limits.sde import backward_sde, coupled_finite_network, forward_sde
+
+REPLICATES = 16
+
+
+def _inputs(n: int = 3, d: int = 4, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, d))
+
+
+def _mean_and_se(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return samples.mean(axis=0), samples.std(axis=0, ddof=1) / math.sqrt(samples.shape[0])
+
+
+def _euler_path(X: np.ndarray, phi: str, T: float, steps: int) -> list[np.ndarray]:
+    """Sigma_l of the infinite-width recursion for l = 0..steps."""
+    sigma = input_covariance(X)
+    path = [sigma]
+    for _ in range(steps):
+        sigma = sigma + (T / steps) * expect_phi_phi(sigma, phi)
+        path.append(sigma)
+    return path
+
+
+@pytest.mark.parametrize("coefficient", ["particles", "gaussian"])
+def test_forward_particle_covariance_matches_euler_and_ode_within_4_standard_errors(coefficient):
+    X, T, steps = _inputs(), 1.0, 100
+    runs = np.array(
+        [
+            forward_sde(X, "tanh", T, steps, 5000, seed, coefficient=coefficient).cov_path[-1]
+            for seed in range(REPLICATES)
+        ]
+    )
+    mean, se = _mean_and_se(runs)
+    euler = nngp_kernel_euler(X, "tanh", T, steps)
+    ode = nngp_kernel(X, "tanh", T)
+    assert np.all(np.abs(mean - euler) <= 4 * se)
+    assert np.all(np.abs(mean - ode) <= 4 * se + np.abs(euler - ode))
+
+
+def test_forward_single_input_relu_variance_grows_like_exp_half_t():
+    # Checked at t = 0, T/2, T; 32 replicates since the path errors are strongly correlated.
+    x, steps = np.full((1, 2), 1.5), 200
+    seeds = range(32)
+    runs = np.array([forward_sde(x, "relu", 2.0, steps, 4000, s).cov_path for s in seeds])
+    mean, se = _mean_and_se(runs[:, [0, steps // 2, steps], 0, 0])
+    exact_euler = 1.5**2 * (1 + 2.0 / steps / 2) ** np.array([0, steps // 2, steps])
+    assert np.all(np.abs(mean - exact_euler) <= 4 * se)
+    assert abs(mean[-1] - 1.5**2 * math.e) <= 4 * se[-1] + abs(exact_euler[-1] - 1.5**2 * math.e)
+
+
+def test_forward_float32_flag_gives_float32_particles_with_the_same_law():
+    X = _inputs(2, 3)
+    res = forward_sde(X, "tanh", 1.0, 50, 20_000, 0, dtype="float32")
+    assert res.terminal.dtype == np.float32
+    assert res.cov_path.dtype == np.float64
+    euler = nngp_kernel_euler(X, "tanh", 1.0, 50)
+    # One run: standard error of a second moment of a Gaussian <= sqrt(2/P) * scale.
+    se = math.sqrt(2 / 20_000) * np.sqrt(np.outer(np.diag(euler), np.diag(euler)))
+    assert np.all(np.abs(res.cov_path[-1] - euler) <= 5 * se)
+
+
+def test_forward_keep_paths_records_every_step_and_the_covariance_path():
+    X = _inputs(2, 3)
+    res = forward_sde(X, "relu", 1.0, 10, 500, 1, keep_paths=True)
+    assert res.paths is not None and res.paths.shape == (11, 500, 2)
+    assert np.array_equal(res.paths[-1], res.terminal)
+    assert np.allclose(res.cov_path, np.einsum("lpi,lpj->lij", res.paths, res.paths) / 500)
+    assert np.allclose(res.times, np.linspace(0, 1, 11))
+
+
+def test_forward_is_reproducible_by_seed_and_varies_across_seeds():
+    X = _inputs(2, 3)
+    a = forward_sde(X, "tanh", 1.0, 20, 1000, 5).terminal
+    assert np.array_equal(a, forward_sde(X, "tanh", 1.0, 20, 1000, 5).terminal)
+    assert not np.array_equal(a, forward_sde(X, "tanh", 1.0, 20, 1000, 6).terminal)
+
+
+@pytest.mark.parametrize("phi", ["relu", "tanh"])
+def test_forward_with_duplicate_and_zero_inputs_has_no_nan_and_keeps_duplicates_equal(phi):
+    X = _inputs(3, 4)
+    X = np.vstack([X, X[0], np.zeros(4)])
+    res = forward_sde(X, phi, 1.0, 20, 2000, 0)
+    assert np.all(np.isfinite(res.terminal)) and np.all(np.isfinite(res.cov_path))
+    assert np.allclose(res.terminal[:, 0], res.terminal[:, 3], atol=1e-10)
+    assert np.all(res.terminal[:, 4] == 0.0)
+
+
+def test_backward_relu_second_moment_matches_one_plus_half_dt_power_L_within_4_se():
+    # E[relu'(h)^2] = P(h > 0) = 1/2, so E[g_{l-1}^2] = (1 + dt/2) E[g_l^2] and E[g_T^2] = 1.
+    x, T, steps = np.ones((1, 3)), 1.0, 50
+    runs = np.array(
+        [backward_sde(x, "relu", T, steps, 5000, s).grad_cov_path[:, 0, 0] for s in range(16)]
+    )
+    mean, se = _mean_and_se(runs)
+    exact = (1 + T / steps / 2) ** np.arange(steps, -1, -1)
+    assert np.all(np.abs(mean - exact) <= 4 * se + 1e-12)
+    assert abs(mean[0] - math.exp(T / 2)) <= 4 * se[0] + abs(exact[0] - math.exp(T / 2))
+
+
+@pytest.mark.parametrize("coefficient", ["particles", "gaussian"])
+def test_backward_multi_input_gradient_covariance_matches_the_gia_recursion_within_4_se(
+    coefficient,
+):
+    # Theta_{l-1} = Theta_l * (1 + dt E[phi' phi'](Sigma_{l-1})) entrywise, Theta_T = all ones.
+    X, T, steps = _inputs(2, 3, seed=4), 1.0, 40
+    sigmas = _euler_path(X, "tanh", T, steps)
+    theta = np.ones((2, 2))
+    for sigma in reversed(sigmas[:-1]):
+        theta = theta * (1 + T / steps * expect_dphi_dphi(sigma, "tanh"))
+    runs = np.array(
+        [
+            backward_sde(X, "tanh", T, steps, 4000, s, coefficient=coefficient).grad_cov_path[0]
+            for s in range(REPLICATES)
+        ]
+    )
+    mean, se = _mean_and_se(runs)
+    assert np.all(np.abs(mean - theta) <= 4 * se)
+
+
+def test_backward_checkpoint_replay_is_bit_identical_and_pairs_with_forward_sde():
+    X = _inputs(2, 3)
+    full = backward_sde(X, "tanh", 1.0, 23, 300, 9, checkpoint_every=1)
+    for every in (None, 5, 23, 100):
+        other = backward_sde(X, "tanh", 1.0, 23, 300, 9, checkpoint_every=every)
+        assert np.array_equal(other.terminal, full.terminal)
+        assert np.array_equal(other.grad_cov_path, full.grad_cov_path)
+    assert np.array_equal(full.forward_terminal, forward_sde(X, "tanh", 1.0, 23, 300, 9).terminal)
+
+
+def test_draws_depend_on_the_seed_only_not_on_the_noise_threads(monkeypatch):
+    # P = 20000 is above the threshold where the noise blocks are drawn by a thread pool.
+    X = _inputs(2, 3)
+    threaded_fwd = forward_sde(X, "tanh", 1.0, 5, 20_000, 3)
+    threaded_bwd = backward_sde(X, "tanh", 1.0, 5, 20_000, 3, checkpoint_every=2)
+    monkeypatch.setattr(sde_module, "_PARALLEL_MIN_PARTICLES", 10**12)
+    assert np.array_equal(forward_sde(X, "tanh", 1.0, 5, 20_000, 3).terminal, threaded_fwd.terminal)
+    serial_bwd = backward_sde(X, "tanh", 1.0, 5, 20_000, 3, checkpoint_every=1)
+    assert np.array_equal(serial_bwd.terminal, threaded_bwd.terminal)
+    assert np.array_equal(serial_bwd.forward_terminal, threaded_fwd.terminal)
+
+
+def test_backward_starts_from_one_shared_readout_weight_per_particle():
+    X = _inputs(3, 2)
+    res = backward_sde(X, "relu", 0.0, 1, 1000, 0)  # T = 0: no increments, g_0 = g_T = v 1_N
+    assert np.all(res.terminal == res.terminal[:, :1])
+    assert np.allclose(res.grad_cov_path[-1], res.grad_cov_path[-1, 0, 0])
+
+
+def test_coupling_error_decreases_with_depth():
+    # Width 1e5 puts the width term (~0.05 / n) far below the depth term (~8e-4 / L^2).
+    x = np.ones(4)
+    mse = [
+        coupled_finite_network(
+            x, "tanh", 1.0, 100_000, L, seed=0, trials=2, explicit_weights=False
+        ).mse[-1]
+        for L in (1, 4, 16)
+    ]
+    assert mse[0] > 4 * mse[1] > 16 * mse[2]
+
+
+def test_coupling_error_decreases_with_width():
+    x = np.ones(4)
+    mse = [
+        coupled_finite_network(x, "tanh", 1.0, n, 8, seed=0, trials=8).mse[-1] for n in (64, 1024)
+    ]
+    assert mse[0] > 4 * mse[1]
+
+
+def test_coupling_starts_at_zero_and_tracks_the_limit_variance():
+    res = coupled_finite_network(np.ones(4), "relu", 1.0, 1024, 8, seed=1, trials=4)
+    assert res.mse[0] == 0.0
+    assert res.limit_variance[-1] == pytest.approx(math.exp(0.5), rel=1e-10)  # q0 = 1
+    # Second moment of 4 x 1024 coordinates: standard error ~ sqrt(2 / 4096) q <= 0.04.
+    assert np.all(np.abs(res.network_second_moment - res.limit_variance) <= 0.16)
+    assert res.times.shape == res.mse.shape == (9,)
+    assert res.mse_per_trial.shape == (4, 9)
+
+
+def test_sde_bad_settings_raise_config_error():
+    X = _inputs(2, 2)
+    with pytest.raises(ConfigError, match="coefficient"):
+        forward_sde(X, "tanh", 1.0, 10, 100, 0, coefficient="exact")
+    with pytest.raises(ConfigError, match="dtype"):
+        forward_sde(X, "tanh", 1.0, 10, 100, 0, dtype="float16")
+    with pytest.raises(ConfigError, match="steps"):
+        forward_sde(X, "tanh", 1.0, 0, 100, 0)
+    with pytest.raises(ConfigError, match="particles"):
+        forward_sde(X, "tanh", 1.0, 10, 1, 0)
+    with pytest.raises(ConfigError, match="seed"):
+        forward_sde(X, "tanh", 1.0, 10, 100, -1)
+    with pytest.raises(ConfigError, match="activation"):
+        backward_sde(X, "softplus", 1.0, 10, 100, 0)
+    with pytest.raises(ConfigError, match="at least one row"):
+        forward_sde(np.zeros((0, 2)), "tanh", 1.0, 10, 100, 0)
+    with pytest.raises(ConfigError, match="one input vector"):
+        coupled_finite_network(X, "tanh", 1.0, 16, 4)
+    with pytest.raises(ConfigError, match="width"):
+        coupled_finite_network(np.ones(2), "tanh", 1.0, 0, 4)
