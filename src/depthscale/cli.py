@@ -92,6 +92,13 @@ def _build(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     return model, plan, data
 
 
+def _status(message: str) -> Any:
+    """A rich spinner on stderr for work without a step count."""
+    from rich.console import Console
+
+    return Console(stderr=True).status(message)
+
+
 @contextmanager
 def _progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
     """A rich progress bar on stderr; yields advance(k)."""
@@ -228,13 +235,63 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _limit_inputs(args: argparse.Namespace) -> Any:
+    import numpy as np
 
+    if args.dataset is None:
+        return np.random.default_rng(args.seed).standard_normal((args.inputs, args.dim))
+    from depthscale.data import load
+
+    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
+    return data.x_train[: args.inputs].flatten(1).double().numpy()
+
+
+def _cmd_limit(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from depthscale import limits
+    from depthscale.report import write_csv
+    from depthscale.report.figures import new_figure, save_figure
+
+    X = _limit_inputs(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.solver == "kernel":
+        with _status(f"NNGP kernel ODE for {len(X)} inputs"):
+            K = limits.nngp_kernel(X, args.phi, args.T)
+        np.save(args.out / "kernel.npy", K)
+        print(f"C_T ({len(X)} x {len(X)}, phi={args.phi}, T={args.T:g}) in "
+              f"{args.out / 'kernel.npy'}; min eigenvalue {limits.min_eigenvalue(K):.6g}")
+        if args.depth:
+            E = limits.nngp_kernel_euler(X, args.phi, args.T, args.depth)
+            rel = float(np.linalg.norm(E - K) / np.linalg.norm(K))
+            print(f"finite-depth recursion at L={args.depth}: relative error {rel:.3e}")
+        return 0
+    with _status(f"forward SDE: {args.particles} particles x {args.steps} steps"):
+        res = limits.forward_sde(X, args.phi, args.T, args.steps, args.particles, args.seed)
+    ode = limits.kernel_path(X, args.phi, res.times)
+    rows = [{"t": float(t), "input": i, "sde_variance": float(c[i, i]),
+             "ode_variance": float(o[i, i])}
+            for t, c, o in zip(res.times, res.cov_path, ode, strict=True) for i in range(len(X))]
+    write_csv(args.out / "sde_variance.csv", rows)
+    fig, axes = new_figure()
+    for i in range(min(len(X), 4)):
+        axes[0].plot(res.times, res.cov_path[:, i, i], label=f"particles, input {i}")
+        axes[0].plot(res.times, ode[:, i, i], "k--", lw=0.8)
+    axes[0].set_xlabel("t")
+    axes[0].set_ylabel("E[h_t^2] (dashed: kernel ODE)")
+    axes[0].legend(fontsize=7)
+    save_figure(fig, args.out / "sde_variance.png")
+    print(f"forward SDE, {args.particles} particles x {args.steps} steps: terminal variance "
+          f"{np.diag(res.cov_path[-1]).round(5).tolist()} vs ODE "
+          f"{np.diag(ode[-1]).round(5).tolist()}; data and figure in {args.out}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
     from depthscale.benchmarks import BENCHMARKS, run_benchmarks
 
     names = args.names or list(BENCHMARKS)
-    with Console(stderr=True).status(f"running benchmarks: {', '.join(names)}"):
+    with _status(f"running benchmarks: {', '.join(names)}"):
         results = run_benchmarks(names, quick=args.quick, json_path=args.json)
     for r in results:
         print(f"{r.name:>14}: ours {r.ours_seconds:.4g}s, baseline ({r.baseline}) "
@@ -289,6 +346,24 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--strict", action="store_true", help="exit 1 if any claim FAILs")
     r.add_argument("--list", action="store_true", help="list the claims and exit")
     r.set_defaults(func=_cmd_reproduce)
+
+    lim = sub.add_parser("limit", help="infinite-width/depth solvers (nfd Prop. 2-3)")
+    lim.add_argument("solver", choices=("kernel", "sde"),
+                     help="kernel: NNGP kernel ODE C_T; sde: forward McKean-Vlasov particles")
+    lim.add_argument("--phi", default="relu", help="activation (relu, erf, tanh, gelu, identity)")
+    lim.add_argument("--T", type=_finite_float, default=1.0, help="time horizon T")
+    lim.add_argument("--dataset", default=None, help="take inputs from this dataset "
+                     "(default: Gaussian inputs)")
+    lim.add_argument("--data-dir", type=Path, default=None)
+    lim.add_argument("--inputs", type=int, default=8, help="number of inputs N")
+    lim.add_argument("--dim", type=int, default=16, help="input dimension of Gaussian inputs")
+    lim.add_argument("--depth", type=int, default=0,
+                     help="kernel: also compare with the finite-depth recursion at this L")
+    lim.add_argument("--steps", type=int, default=200, help="sde: depth steps")
+    lim.add_argument("--particles", type=int, default=10_000, help="sde: particles")
+    lim.add_argument("--seed", type=int, default=0)
+    lim.add_argument("--out", type=Path, default=Path("runs/limit"))
+    lim.set_defaults(func=_cmd_limit)
 
     b = sub.add_parser("bench", help="performance ratios against baselines")
     b.add_argument("names", nargs="*", help="benchmark names (default: all)")

@@ -35,7 +35,7 @@ PLANNED: dict[str, str] = {
     **{
         cid: "the limit solvers (issue 3)"
         for cid in (
-            "nfd-prop2", "nfd-prop3", "nfd-prop4-5", "nfd-prop6", "nfd-thm1", "nfd-fig6",
+            "nfd-thm1", "nfd-fig6",
             "chizat-fig2", "chizat-fig5a", "chizat-fig5b", "chizat-thm2", "chizat-thm3",
             "chizat-fig1",
         )

@@ -39,6 +39,7 @@ from depthscale.limits.sde import (
     ForwardSDEResult,
     backward_sde,
     coupled_finite_network,
+    coupled_finite_network_backward,
     forward_sde,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "PhiLike",
     "backward_sde",
     "coupled_finite_network",
+    "coupled_finite_network_backward",
     "expect_dphi_dphi",
     "expect_phi_phi",
     "expect_phi_sq",
