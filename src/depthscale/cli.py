@@ -235,6 +235,17 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_transfer(args: argparse.Namespace) -> int:
+    from depthscale.param import transfer_lr
+
+    for depth in args.to_depth:
+        t = transfer_lr(args.rule, args.lr, args.from_depth, depth, args.from_width,
+                        args.to_width)
+        print(f"depth {args.from_depth:g} -> {depth}: lr {args.lr:.6g} -> {t.lr:.6g}")
+    print(f"rule {args.rule}: {t.formula}")
+    return 0
+
+
 def _limit_inputs(args: argparse.Namespace) -> Any:
     import numpy as np
 
@@ -346,6 +357,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--strict", action="store_true", help="exit 1 if any claim FAILs")
     r.add_argument("--list", action="store_true", help="list the claims and exit")
     r.set_defaults(func=_cmd_reproduce)
+
+    from depthscale.param import TRANSFER_RULES
+
+    tr = sub.add_parser("transfer", help="predict the LR at another depth (and width)")
+    tr.add_argument("--rule", required=True, choices=tuple(TRANSFER_RULES))
+    tr.add_argument("--lr", type=_finite_float, required=True, help="tuned LR at --from-depth")
+    tr.add_argument("--from-depth", type=_finite_float, required=True,
+                    help="source depth (effective depth L = m + K for --rule laws)")
+    tr.add_argument("--to-depth", type=_int_list, required=True, help="target depth(s), e.g. 6,8")
+    tr.add_argument("--from-width", type=_finite_float, default=None)
+    tr.add_argument("--to-width", type=_finite_float, default=None)
+    tr.set_defaults(func=_cmd_transfer)
 
     lim = sub.add_parser("limit", help="infinite-width/depth solvers (nfd Prop. 2-3)")
     lim.add_argument("solver", choices=("kernel", "sde"),

@@ -89,3 +89,24 @@ def test_coord_check_writes_csv_and_figure(
     assert (tmp_path / "coord_check.csv").exists()
     assert (tmp_path / "coord_check.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "act_vs_depth" in capsys.readouterr().out
+
+
+def test_transfer_prints_the_laws_prediction(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["transfer", "--rule", "laws", "--from-depth", "8", "--lr", "0.05",
+                 "--to-depth", "64"]) == 0
+    out = capsys.readouterr().out
+    assert f"{0.05 * 8**-1.5:.6g}" in out and "(L/L0)^(-3/2)" in out
+    assert main(["transfer", "--rule", "laws", "--from-depth", "0", "--lr", "0.05",
+                 "--to-depth", "4"]) == 2
+
+
+def test_limit_kernel_and_sde_write_their_outputs(tmp_path: Path) -> None:
+    import numpy as np
+
+    assert main(["limit", "kernel", "--inputs", "4", "--depth", "8", "--out", str(tmp_path)]) == 0
+    K = np.load(tmp_path / "kernel.npy")
+    assert K.shape == (4, 4) and np.allclose(K, K.T)
+    assert main(["limit", "sde", "--inputs", "2", "--particles", "500", "--steps", "10",
+                 "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "sde_variance.png").exists()
+    assert main(["limit", "kernel", "--phi", "nope", "--out", str(tmp_path)]) == 2

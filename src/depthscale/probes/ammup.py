@@ -1,0 +1,90 @@
+"""Arithmetic-mean muP (laws Sec. 3.2): the LR at which the mean update energy per depth unit is 1.
+
+The linearised one-step change of the pre-activations of depth unit l on an input x after an
+SGD step on batch B is Delta z^(l)(x) = -eta sum_a c_a (d_a z^(l)(x)) (d_a L_B) (laws Eq. 7,
+with the plan's LR multipliers c_a): a Jacobian-vector product of theta -> z^(l)(x) along the
+scaled gradient. Hence S_l(eta) = eta^2 A_l with A_l = E[(JVP_l)^2] (laws Eq. 8), the average
+S_bar(eta) = eta^2 mean_l A_l (Eq. 9), and the AM-muP learning rate solving S_bar(eta*) = 1 is
+eta* = (mean_l A_l)^(-1/2) — no training needed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.func import functional_call, jvp
+
+from depthscale.errors import ConfigError
+from depthscale.param import Plan
+from depthscale.train.loop import loss_fn
+
+__all__ = ["UpdateEnergy", "update_energy"]
+
+
+@dataclass(frozen=True)
+class UpdateEnergy:
+    """A_l per depth unit (S_l(eta) = eta^2 A_l) and the AM-muP LR eta* = (mean A_l)^(-1/2)."""
+
+    per_unit: list[float]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.per_unit) / len(self.per_unit)
+
+    @property
+    def eta_star(self) -> float:
+        return 1.0 / math.sqrt(self.mean)
+
+    def s_bar(self, eta: float) -> float:
+        """S_bar(eta) = eta^2 mean_l A_l (laws Eq. 9)."""
+        return eta**2 * self.mean
+
+
+def update_energy(
+    model: nn.Module,
+    plan: Plan,
+    x_batch: torch.Tensor,
+    y_batch: torch.Tensor,
+    x_eval: torch.Tensor,
+    *,
+    optimizer: str = "sgd",
+    loss: str = "ce",
+) -> UpdateEnergy:
+    """A_l for every depth unit of ``model`` at its current parameters.
+
+    Depth units are the states ``model.trace`` records (stem output and each block or layer
+    output) plus the head's output. The gradient is taken on ``(x_batch, y_batch)``; the update
+    energy is measured on ``x_eval`` (mean over inputs and coordinates).
+    """
+    if not hasattr(model, "trace"):
+        raise ConfigError(f"{type(model).__name__} has no trace(); AM-muP needs its depth units")
+    params = dict(model.named_parameters())
+    model.zero_grad(set_to_none=True)
+    loss_fn(loss, model(x_batch), y_batch).backward()
+    multiplier = {s.name: s.lr_multiplier(optimizer) for s in plan.resolve(model)}
+    direction = {k: -(multiplier[k] * p.grad).detach() for k, p in params.items()}
+    model.zero_grad(set_to_none=True)
+    view = _Traced(model)
+    primals = {f"model.{k}": p.detach() for k, p in params.items()}
+    tangent = {f"model.{k}": v for k, v in direction.items()}
+
+    def traced(theta: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        return functional_call(view, theta, (x_eval,))  # type: ignore[no-any-return]
+
+    _, tangents = jvp(traced, (primals,), (tangent,))
+    return UpdateEnergy([float(t.pow(2).mean()) for t in tangents])
+
+
+class _Traced(nn.Module):
+    """A view of ``model`` whose forward returns every depth unit's output as a tuple."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        tr = self.model.trace(x)  # type: ignore[operator]
+        return (*tr.streams, tr.out)
