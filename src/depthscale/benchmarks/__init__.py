@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from depthscale.benchmarks import kernel as _kernel
+from depthscale.benchmarks import nfd as _nfd
 from depthscale.benchmarks import sde as _sde
 from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.benchmarks.plan_overhead import bench_plan_overhead
@@ -32,6 +33,7 @@ BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "plan-overhead": bench_plan_overhead,
     "kernel": _kernel.run,
     "sde": _sde.run,
+    "nfd": _nfd.run,
 }
 
 

@@ -2,6 +2,7 @@
 
 from depthscale.experiments import nfd as _nfd  # noqa: F401  (registers the nfd claims)
 from depthscale.experiments import nfd_init as _nfd_init  # noqa: F401
+from depthscale.experiments import nfd_limits as _nfd_limits  # noqa: F401
 from depthscale.experiments.claims import (
     CLAIMS,
     PLANNED,

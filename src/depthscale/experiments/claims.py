@@ -35,7 +35,6 @@ PLANNED: dict[str, str] = {
     **{
         cid: "the limit solvers (issue 3)"
         for cid in (
-            "nfd-thm1", "nfd-fig6",
             "chizat-fig2", "chizat-fig5a", "chizat-fig5b", "chizat-thm2", "chizat-thm3",
             "chizat-fig1",
         )

@@ -22,6 +22,7 @@ from depthscale.experiments.claims import (
     claim,
     finite_or_none,
 )
+from depthscale.experiments.nfd_limits import limit_gia_gap
 from depthscale.fits import log_minimum, loglog_slope
 from depthscale.models import build
 from depthscale.probes import snapshot, two_layer_updates
@@ -202,11 +203,12 @@ _COR1_ARCHS = (("mlp", "mup", "vanilla DNN"), ("resnet1", "mup", "muP-ResNet"),
     "nfd-cor1", "nfd",
     "GIA restored: decoupled backward trains like standard for depth-muP as L grows (Cor. 1)",
     quick={**_QUICK_DATA, "width": 128, "depths": [2, 4, 8, 16], "eta_c": 0.1, "epochs": 4,
-           "seeds": 2},
+           "seeds": 2, "limit_depths": [4, 8, 16, 32, 64], "limit_particles": 8192},
     full={**_FULL_DATA, "width": 128, "depths": [2, 4, 8, 16, 32], "eta_c": 0.1, "epochs": 10,
-          "seeds": 3},
+          "seeds": 3, "limit_depths": [4, 8, 16, 32, 64, 128], "limit_particles": 32768},
     smoke={**_SMOKE_DATA,
-           "width": 16, "depths": [2, 4], "eta_c": 0.1, "epochs": 1, "seeds": 1},
+           "width": 16, "depths": [2, 4], "eta_c": 0.1, "epochs": 1, "seeds": 1,
+           "limit_depths": [2, 4], "limit_particles": 256},
 )
 def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     """Standard vs decoupled backward (W~ = W~_0 + (W - W_0), same forward init and data
@@ -215,7 +217,9 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     Gap at depth L = mean over epochs of |loss_std - loss_dec|, divided by the progress of the
     standard run (initial train loss minus its last epoch-averaged loss), curves averaged over
     seeds: two runs that both learn nothing are not "aligned". Its log-log slope in L is the
-    measured trend.
+    measured trend. Limit half: the gap between the finite-depth infinite-width recursion with
+    and without its tau^2 coupling terms (nfd Eq. 15) at each depth, whose slope must be
+    <= -0.9 ("falls like 1/L or faster").
     """
     s = ctx.settings
     data = _dataset(ctx)
@@ -251,7 +255,14 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     for label, values in gaps.items():
         ok = all(math.isfinite(v) and v > 0 for v in values)
         slopes[label] = loglog_slope(s["depths"], values).slope if ok else math.nan
+    limit_gaps = limit_gia_gap(s["limit_depths"], eta_c=s["eta_c"],
+                               particles=s["limit_particles"], seed=ctx.seed)
+    for L, g in zip(s["limit_depths"], limit_gaps, strict=True):
+        rows.append({"model": "NFD limit (Eq. 15 vs Def. 1)", "depth": L, "limit_gap": g})
+    ok = all(math.isfinite(v) and v > 0 for v in limit_gaps)
+    limit_slope = loglog_slope(s["limit_depths"], limit_gaps).slope if ok else math.nan
     measured = {
+        "limit_gap_slope": finite_or_none(limit_slope),
         "gap_slope_depth_mup": finite_or_none(slopes["depth-muP ResNet"]),
         "gap_slope_mup_resnet": finite_or_none(slopes["muP-ResNet"]),
         "gap_slope_vanilla_dnn": finite_or_none(slopes["vanilla DNN"]),
@@ -259,7 +270,7 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
            for lab, vals in gaps.items() for L, g in zip(s["depths"], vals, strict=True)},
     }
     bands = {"gap_slope_depth_mup": (None, -0.05), "gap_slope_mup_resnet": (-0.05, None),
-             "gap_slope_vanilla_dnn": (-0.05, None)}
+             "gap_slope_vanilla_dnn": (-0.05, None), "limit_gap_slope": (None, -0.9)}
     fig, axes = figures.new_figure(ncols=2)
     ax = axes.flat[0]
     for label, values in gaps.items():
@@ -269,6 +280,10 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_ylabel("|standard - decoupled| / progress")
     ax.set_title("nfd Fig. 4: standard vs decoupled")
     ax.legend(fontsize=7)
+    inset = ax.inset_axes((0.62, 0.08, 0.35, 0.35))
+    inset.loglog(s["limit_depths"], limit_gaps, "k.-")
+    inset.set_title("limit: Eq. 15 vs Def. 1", fontsize=6)
+    inset.tick_params(labelsize=5)
     ax = axes.flat[1]
     deep = s["depths"][-1]
     for label in gaps:
