@@ -264,8 +264,10 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     from depthscale.report import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
-    X = _limit_inputs(args)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.solver == "nfd":
+        return _limit_nfd(args)
+    X = _limit_inputs(args)
     if args.solver == "kernel":
         with _status(f"NNGP kernel ODE for {len(X)} inputs"):
             K = limits.nngp_kernel(X, args.phi, args.T)
@@ -277,8 +279,9 @@ def _cmd_limit(args: argparse.Namespace) -> int:
             rel = float(np.linalg.norm(E - K) / np.linalg.norm(K))
             print(f"finite-depth recursion at L={args.depth}: relative error {rel:.3e}")
         return 0
-    with _status(f"forward SDE: {args.particles} particles x {args.steps} steps"):
-        res = limits.forward_sde(X, args.phi, args.T, args.steps, args.particles, args.seed)
+    steps = args.depth_steps or 200
+    with _status(f"forward SDE: {args.particles} particles x {steps} steps"):
+        res = limits.forward_sde(X, args.phi, args.T, steps, args.particles, args.seed)
     ode = limits.kernel_path(X, args.phi, res.times)
     rows = [{"t": float(t), "input": i, "sde_variance": float(c[i, i]),
              "ode_variance": float(o[i, i])}
@@ -292,9 +295,38 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     axes[0].set_ylabel("E[h_t^2] (dashed: kernel ODE)")
     axes[0].legend(fontsize=7)
     save_figure(fig, args.out / "sde_variance.png")
-    print(f"forward SDE, {args.particles} particles x {args.steps} steps: terminal variance "
+    print(f"forward SDE, {args.particles} particles x {steps} steps: terminal variance "
           f"{np.diag(res.cov_path[-1]).round(5).tolist()} vs ODE "
           f"{np.diag(ode[-1]).round(5).tolist()}; data and figure in {args.out}")
+    return 0
+
+
+def _limit_nfd(args: argparse.Namespace) -> int:
+    """Online SGD in the joint limit (nfd Def. 1) on a teacher stream; outputs and losses."""
+    from depthscale import limits
+    from depthscale.experiments.nfd_limits import teacher_stream
+    from depthscale.report import write_csv
+    from depthscale.report.figures import new_figure, save_figure
+
+    xs, ys = teacher_stream(args.steps, dim=args.dim, seed=args.seed)
+    depth_steps = args.depth_steps or 64
+    sim = limits.NFD(phi=args.phi, T=args.T, eta_c=args.eta_c, depth_steps=depth_steps,
+                     particles=args.particles, coupling=args.coupling, seed=args.seed)
+    with _status(f"NFD: {args.steps} online steps, {args.particles} particles, "
+                 f"{depth_steps} depth steps"):
+        res = sim.train(xs, ys)
+    rows = [{"step": k, "y": float(y), "f": float(f), "f_se": float(se), "loss": float(lo)}
+            for k, (y, f, se, lo) in enumerate(zip(ys, res.outputs, res.output_se, res.losses,
+                                                    strict=True))]
+    write_csv(args.out / "nfd.csv", rows)
+    fig, axes = new_figure()
+    axes[0].semilogy(range(len(rows)), [r["loss"] + 1e-300 for r in rows], "o-")
+    axes[0].set_xlabel("online step k")
+    axes[0].set_ylabel("L(f^(k), y^(k))")
+    axes[0].set_title(f"NFD limit, coupling={args.coupling}", fontsize=9)
+    save_figure(fig, args.out / "nfd.png")
+    print(f"NFD ({args.coupling}): mean loss of the last quarter "
+          f"{float(res.losses[-max(1, len(rows) // 4):].mean()):.4g}; data in {args.out}")
     return 0
 
 
@@ -307,6 +339,41 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     for r in results:
         print(f"{r.name:>14}: ours {r.ours_seconds:.4g}s, baseline ({r.baseline}) "
               f"{r.baseline_seconds:.4g}s, ratio baseline/ours {r.ratio:.3f}")
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from depthscale.experiments.study import load_study
+    from depthscale.experiments.sweep import run_study
+
+    name = load_study(args.spec).name  # a bad spec fails here, before the progress bar
+    result = run_study(
+        args.spec, args.out, backend=args.backend, workers=args.workers, address=args.address,
+        progress=lambda total: _progress(f"sweep {name}", total), retries=args.retries,
+        retry_failed=args.retry_failed, wait=args.wait,
+    )
+    c = result.counts
+    print(f"sweep {result.name}: {result.planned} runs; {result.skipped} already in {args.out}, "
+          f"{result.ran} run now ({c['done']} done, {c['diverged']} diverged, "
+          f"{c['failed']} failed); see 'depthscale status {args.out}'")
+    summary = result.summary
+    if summary is not None and summary.failed:
+        print(f"depthscale: error: {summary.failed} run(s) failed (see 'depthscale status "
+              f"{args.out}'); fix the cause and rerun with --retry-failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from depthscale.experiments.store import open_store
+
+    with open_store(args.dir, readonly=True) as store:
+        for line in store.summary().lines(str(args.dir)):
+            print(line)
+        if args.csv is not None:
+            print(f"CSV: {store.export_csv(args.csv)}")
+        if args.parquet is not None:
+            print(f"Parquet: {store.export_parquet(args.parquet)}")
     return 0
 
 
@@ -371,8 +438,9 @@ def _parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=_cmd_transfer)
 
     lim = sub.add_parser("limit", help="infinite-width/depth solvers (nfd Prop. 2-3)")
-    lim.add_argument("solver", choices=("kernel", "sde"),
-                     help="kernel: NNGP kernel ODE C_T; sde: forward McKean-Vlasov particles")
+    lim.add_argument("solver", choices=("kernel", "sde", "nfd"),
+                     help="kernel: NNGP kernel ODE C_T; sde: forward McKean-Vlasov particles; "
+                     "nfd: online SGD in the joint limit (Def. 1) on a teacher stream")
     lim.add_argument("--phi", default="relu", help="activation (relu, erf, tanh, gelu, identity)")
     lim.add_argument("--T", type=_finite_float, default=1.0, help="time horizon T")
     lim.add_argument("--dataset", default=None, help="take inputs from this dataset "
@@ -382,7 +450,13 @@ def _parser() -> argparse.ArgumentParser:
     lim.add_argument("--dim", type=int, default=16, help="input dimension of Gaussian inputs")
     lim.add_argument("--depth", type=int, default=0,
                      help="kernel: also compare with the finite-depth recursion at this L")
-    lim.add_argument("--steps", type=int, default=200, help="sde: depth steps")
+    lim.add_argument("--depth-steps", type=int, default=None,
+                     help="depth grid (default 200 for sde, 64 for nfd)")
+    lim.add_argument("--steps", type=int, default=50, help="nfd: online SGD steps K")
+    lim.add_argument("--eta-c", type=_finite_float, default=0.1, help="nfd: eta_c")
+    lim.add_argument("--coupling", default="none", choices=("none", "eq15", "full"),
+                     help="nfd: none = Def. 1 (decoupled), eq15 = paper's tau^2 terms, "
+                     "full = standard backprop's response terms")
     lim.add_argument("--particles", type=int, default=10_000, help="sde: particles")
     lim.add_argument("--seed", type=int, default=0)
     lim.add_argument("--out", type=Path, default=Path("runs/limit"))
@@ -393,6 +467,31 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     b.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
     b.set_defaults(func=_cmd_bench)
+
+    sw = sub.add_parser("sweep", help="run a study spec (TOML grid of runs) into a results store")
+    sw.add_argument("spec", type=Path, help="study spec (see examples/quick_resnet_depth_lr.toml)")
+    sw.add_argument("--out", type=Path, required=True,
+                    help="study folder (results.sqlite); rerun to resume")
+    sw.add_argument("--backend", default="local", choices=("local", "ray"),
+                    help="local: in-process (--workers 1) or a process pool; ray: Ray tasks")
+    sw.add_argument("--workers", type=int, default=1,
+                    help="parallel runs (local pool size; CPUs of a new local Ray instance)")
+    sw.add_argument("--address", default=None,
+                    help="Ray cluster to join: HOST:PORT or auto (default: start one locally)")
+    sw.add_argument("--retries", type=int, default=3,
+                    help="times a run whose worker was lost is resubmitted")
+    sw.add_argument("--retry-failed", action="store_true",
+                    help="rerun runs recorded as failed (done/diverged runs are never rerun)")
+    sw.add_argument("--wait", type=_finite_float, default=5.0,
+                    help="seconds to wait for another process using --out before giving up")
+    sw.set_defaults(func=_cmd_sweep)
+
+    st = sub.add_parser("status", help="progress of a study folder; export its runs")
+    st.add_argument("dir", type=Path, help="study folder given to 'depthscale sweep --out'")
+    st.add_argument("--csv", type=Path, default=None, help="write every run as CSV here")
+    st.add_argument("--parquet", type=Path, default=None,
+                    help="write every run as Parquet here (needs pyarrow)")
+    st.set_defaults(func=_cmd_status)
     return p
 
 

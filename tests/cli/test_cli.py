@@ -106,7 +106,10 @@ def test_limit_kernel_and_sde_write_their_outputs(tmp_path: Path) -> None:
     assert main(["limit", "kernel", "--inputs", "4", "--depth", "8", "--out", str(tmp_path)]) == 0
     K = np.load(tmp_path / "kernel.npy")
     assert K.shape == (4, 4) and np.allclose(K, K.T)
-    assert main(["limit", "sde", "--inputs", "2", "--particles", "500", "--steps", "10",
+    assert main(["limit", "sde", "--inputs", "2", "--particles", "500", "--depth-steps", "10",
                  "--out", str(tmp_path)]) == 0
+    assert main(["limit", "nfd", "--steps", "4", "--particles", "256", "--depth-steps", "4",
+                 "--coupling", "eq15", "--out", str(tmp_path)]) == 0
+    assert len((tmp_path / "nfd.csv").read_text().splitlines()) == 5
     assert (tmp_path / "sde_variance.png").exists()
     assert main(["limit", "kernel", "--phi", "nope", "--out", str(tmp_path)]) == 2
