@@ -1,0 +1,257 @@
+"""Where a study's runs execute: in this process, a local process pool, or a Ray cluster.
+
+Every executor takes run specs and yields finished :class:`RunRecord` s in completion order to
+the driver, which alone writes the store. Runs are pure functions of their specs and train on
+one CPU thread, so the records' outcomes are identical whichever executor ran them. Closing the
+iterator early (an exception in the driver, Ctrl-C) stops the executor: at most the runs in
+flight are lost, and they are simply pending on the next start.
+
+* :class:`InProcessExecutor`: one run after another in the driver.
+* :class:`PoolExecutor`: ``concurrent.futures.ProcessPoolExecutor`` with the spawn context;
+  a crashed worker (killed, out of memory) breaks the pool, which is rebuilt and the runs that
+  had not finished are resubmitted, up to ``retries`` times.
+* :class:`RayExecutor`: ``ray.remote(max_retries=retries)`` tasks; Ray reruns the tasks of lost
+  workers and nodes. Ray is imported only here, when asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import threading
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Protocol
+
+from depthscale.errors import ConfigError
+from depthscale.experiments.study import RunRecord, RunSpec, run_id, run_one, versions
+
+__all__ = [
+    "BACKENDS",
+    "Executor",
+    "InProcessExecutor",
+    "PoolExecutor",
+    "RayExecutor",
+    "make_executor",
+    "run_payload",
+]
+
+#: ``local`` runs in-process (one worker) or in a process pool (more); ``ray`` on Ray.
+BACKENDS = ("local", "ray")
+_RAY_HINT = "pip install 'depthscale[ray]' (or pip install 'ray>=2.9')"
+
+
+class Executor(Protocol):
+    """Runs specs and yields their records as they finish."""
+
+    name: str
+
+    def run(self, specs: Sequence[RunSpec]) -> Generator[RunRecord, None, None]: ...
+
+
+def _lost(spec: RunSpec, error: str) -> RunRecord:
+    """A failed record for a run whose worker was lost for good."""
+    return RunRecord(run_id=run_id(spec), spec=spec, status="failed",
+                     error=" ".join(error.split())[:2000], versions=versions())
+
+
+def run_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run_one` on plain dicts (:meth:`RunSpec.to_dict` in, :meth:`RunRecord.to_dict`
+    out): what a Ray task runs, so only JSON-like data crosses machines."""
+    return run_one(RunSpec.from_dict(payload)).to_dict()
+
+
+class InProcessExecutor:
+    """Runs the specs one after another in this process."""
+
+    name = "in-process"
+
+    def run(self, specs: Sequence[RunSpec]) -> Generator[RunRecord, None, None]:
+        """Yields ``run_one(spec)`` for each spec, in order."""
+        for spec in specs:
+            yield run_one(spec)
+
+
+# ---- process pool -----------------------------------------------------------------------------
+def _init_worker() -> None:
+    """Pool worker setup: Ctrl-C is the driver's to handle, and the worker exits as soon as the
+    driver process is gone (even after ``kill -9``) instead of finishing orphaned runs."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="depthscale-parent-watch", daemon=True).start()
+
+
+class PoolExecutor:
+    """``workers`` spawned processes; a broken pool is rebuilt up to ``retries`` times.
+
+    ``task`` (default :func:`run_one`) must be importable by the workers (a module-level
+    function)."""
+
+    name = "process pool"
+
+    def __init__(self, workers: int, retries: int = 3,
+                 task: Callable[[RunSpec], RunRecord] | None = None) -> None:
+        if workers < 1:
+            raise ConfigError(f"--workers must be >= 1, got {workers}")
+        if retries < 0:
+            raise ConfigError(f"--retries must be >= 0, got {retries}")
+        self.workers = workers
+        self.retries = retries
+        self.task = task or run_one
+
+    def run(self, specs: Sequence[RunSpec]) -> Generator[RunRecord, None, None]:
+        """Yields each spec's record as its worker finishes it."""
+        todo = list(specs)
+        attempts = 0
+        while todo:
+            pool = ProcessPoolExecutor(max_workers=min(self.workers, len(todo)),
+                                       mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_init_worker)
+            futures: dict[Future[RunRecord], RunSpec] = {}
+            broken: BaseException | None = None
+            try:
+                futures = {pool.submit(self.task, s): s for s in todo}
+                remaining = set(futures)
+                while remaining:
+                    done, remaining = wait(remaining, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        try:
+                            record = fut.result()
+                        except BrokenProcessPool as exc:
+                            broken = exc
+                            continue
+                        todo.remove(futures[fut])
+                        yield record
+                    if broken is not None:
+                        break
+            finally:
+                _stop_pool(pool)
+            if broken is None:
+                return
+            attempts += 1
+            if attempts > self.retries:
+                for spec in todo:
+                    yield _lost(spec, f"worker process died ({broken}); gave up after "
+                                f"{self.retries} retries")
+                return
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel queued runs and end the workers now (runs in flight are lost, not waited for)."""
+    processes = list(getattr(pool, "_processes", {}).values() or [])
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        with contextlib.suppress(Exception):
+            if p.is_alive():
+                p.terminate()
+    for p in processes:
+        with contextlib.suppress(Exception):
+            p.join(timeout=5)
+
+
+# ---- ray --------------------------------------------------------------------------------------
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--backend ray needs Ray, which is not installed: {_RAY_HINT}") from None
+    return ray
+
+
+class RayExecutor:
+    """Ray tasks (one CPU each) with ``max_retries=retries``.
+
+    Uses the Ray instance this process already started; otherwise connects to ``address``
+    (``auto`` or ``HOST:PORT``), or starts a local instance when ``address`` is None, and shuts
+    down what it started when done. ``task`` (default :func:`run_payload`) maps a spec dict to a
+    record dict. Workers need depthscale installed; a task lost after all retries is recorded as
+    failed with Ray's error.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, retries: int = 3, workers: int | None = None,
+                 task: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        if retries < 0:
+            raise ConfigError(f"--retries must be >= 0, got {retries}")
+        self.ray = _import_ray()
+        self.address = address
+        self.retries = retries
+        self.workers = workers
+        self.task = task or run_payload
+
+    def _connect(self) -> bool:
+        """Make sure Ray is initialised; True if this call started or connected it."""
+        ray = self.ray
+        if ray.is_initialized():
+            return False
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if self.address is None and self.workers:
+            kwargs["num_cpus"] = self.workers
+        try:
+            ray.init(address=self.address, **kwargs)
+        except Exception as exc:  # Ray raises several types here; all mean "no cluster"
+            where = self.address or "a new local instance"
+            raise ConfigError(f"cannot start or reach Ray at {where}: "
+                              f"{' '.join(str(exc).split())}") from None
+        return True
+
+    def run(self, specs: Sequence[RunSpec]) -> Generator[RunRecord, None, None]:
+        """Submits every spec, yields records as tasks finish, cancels the rest if closed."""
+        if not specs:
+            return
+        ray = self.ray
+        started = self._connect()
+        remote = ray.remote(num_cpus=1, max_retries=self.retries)(self.task)
+        pending: dict[Any, RunSpec] = {}
+        try:
+            pending = {remote.remote(s.to_dict()): s for s in specs}
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    spec = pending.pop(ref)
+                    try:
+                        record = RunRecord.from_dict(ray.get(ref))
+                    except ray.exceptions.RayError as exc:
+                        record = _lost(spec, f"ray task lost after {self.retries} retries: "
+                                       f"{type(exc).__name__}: {exc}")
+                    yield record
+        finally:
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            if started:
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+
+
+def make_executor(backend: str, *, workers: int = 1, address: str | None = None,
+                  retries: int = 3) -> Executor:
+    """The executor for ``backend`` (one of :data:`BACKENDS`): ``local`` with one worker runs
+    in-process, with more a spawn process pool; ``ray`` needs ray installed (ConfigError with
+    the install hint otherwise). ``address`` is only for ray."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if retries < 0:
+        raise ConfigError(f"--retries must be >= 0, got {retries}")
+    if backend == "ray":
+        return RayExecutor(address=address, retries=retries,
+                           workers=workers if workers > 1 else None)
+    if address is not None:
+        raise ConfigError("--address is for --backend ray")
+    if workers == 1:
+        return InProcessExecutor()
+    return PoolExecutor(workers, retries=retries)

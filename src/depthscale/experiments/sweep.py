@@ -1,0 +1,101 @@
+"""``depthscale sweep``: load a study spec, run what its store lacks, record every run.
+
+:func:`run_study` is restartable: runs already in the store (done, diverged, or failed unless
+``retry_failed``) are skipped, each finished run is committed as it arrives, and a study killed
+at any point loses at most the runs in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from depthscale.errors import DataError
+from depthscale.experiments.executors import make_executor
+from depthscale.experiments.store import StoreSummary, open_store
+from depthscale.experiments.study import check_run, expand, load_study
+
+__all__ = ["ProgressFactory", "StudyResult", "run_study"]
+
+#: Given the number of runs to do, a context manager yielding ``advance(k)``.
+ProgressFactory = Callable[[int], AbstractContextManager[Callable[[int], None]]]
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """What one :func:`run_study` call did: runs planned, already stored (skipped), run now,
+    their counts by status, and the store's summary afterwards."""
+
+    name: str
+    out_dir: Path
+    planned: int
+    skipped: int
+    ran: int
+    counts: dict[str, int] = field(default_factory=dict)
+    summary: StoreSummary | None = None
+
+
+@contextlib.contextmanager
+def _no_progress(total: int) -> Iterator[Callable[[int], None]]:
+    yield lambda k: None
+
+
+def run_study(
+    spec_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    backend: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    progress: ProgressFactory | None = None,
+    *,
+    retries: int = 3,
+    retry_failed: bool = False,
+    wait: float = 5.0,
+) -> StudyResult:
+    """Run the study at ``spec_path`` into the store in ``out_dir``.
+
+    Order of checks, none of which touches existing results: the spec (ConfigError), the
+    backend (ConfigError, e.g. ray not installed), the store (DataError: in use by another
+    process after ``wait`` seconds, read-only, not a depthscale store), then the first pending
+    run is built (ConfigError/DataError for settings that cannot run). Then the planned set and
+    a copy of the spec (``out_dir/study.toml``) are written and the pending runs executed; the
+    driver records each one in its own transaction as it finishes.
+    """
+    study = load_study(spec_path)
+    runs = expand(study)
+    executor = make_executor(backend, workers=workers, address=address, retries=retries)
+    out = Path(out_dir)
+    counts = {"done": 0, "diverged": 0, "failed": 0}
+    with open_store(out, wait=wait) as store:
+        todo = store.pending(runs, retry_failed=retry_failed)
+        if todo:
+            # a setting that cannot run fails here, once, before any work (Ray workers may have
+            # devices the driver lacks: the device is theirs to check)
+            check_run(todo[0], check_device=backend != "ray")
+        store.set_plan(study, runs)
+        _copy_spec(out, study.text)
+        ran = 0
+        with (progress or _no_progress)(len(todo)) as advance, \
+                contextlib.closing(executor.run(todo)) as results:
+            for record in results:
+                if store.record(record):
+                    counts[record.status] += 1
+                    ran += 1
+                advance(1)
+        summary = store.summary()
+    return StudyResult(name=study.name, out_dir=out, planned=len(runs),
+                       skipped=len(runs) - len(todo), ran=ran, counts=counts, summary=summary)
+
+
+def _copy_spec(out: Path, text: str) -> None:
+    from depthscale.report import atomic_write
+
+    try:
+        with atomic_write(out / "study.toml") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise DataError(f"cannot write {out / 'study.toml'} ({exc.strerror or exc})") from None
