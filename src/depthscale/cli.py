@@ -235,6 +235,73 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fit(args: argparse.Namespace) -> int:
+    """Power-law fit of eta* across sizes for a finished (or partial) sweep (laws Sec. 4.1)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from depthscale.experiments.analysis import optimal_lrs, seed_summary, wls_power_law
+    from depthscale.experiments.store import open_store
+    from depthscale.models import create
+    from depthscale.report import atomic_write
+    from depthscale.report.figures import new_figure, save_figure
+
+    with open_store(args.dir, readonly=True) as store:
+        records = [dict(r) for r in store.records()]
+    done = [r for r in records if r["status"] in ("done", "diverged")]
+    if not done:
+        raise ConfigError(f"no finished runs in {args.dir}; run 'depthscale sweep' first")
+    axis = args.axis
+    if args.effective_depth:
+        sizes: dict[int, int] = {}
+        for r in done:
+            if r["depth"] not in sizes:
+                net = create(r["model"], input_shape=(1, 8), n_out=2, width=r["width"],
+                             depth=r["depth"])
+                sizes[r["depth"]] = int(getattr(net, "effective_depth", r["depth"]))
+            r["effective_depth"] = sizes[r["depth"]]
+        axis = "effective_depth"
+    optima = optimal_lrs(done, args.criterion, axis=axis)
+    summaries = seed_summary(optima)
+    fit = wls_power_law(summaries)
+    table = Table(title=f"eta* per {axis} ({args.criterion} criterion)")
+    for col in (axis, "mean log10 eta*", "95% CI", "seeds", "edge?"):
+        table.add_column(col)
+    for su in summaries:
+        table.add_row(str(su.depth), f"{su.mean_log10_lr:+.3f}",
+                      f"[{su.ci_low:+.3f}, {su.ci_high:+.3f}]", str(su.n_seeds),
+                      "yes" if su.any_on_edge else "")
+    Console().print(table)
+    print(f"log10 eta* = {fit.intercept:+.3f} + ({fit.slope:+.3f}) log10 {axis}; slope 95% CI "
+          f"[{fit.slope_ci[0]:+.3f}, {fit.slope_ci[1]:+.3f}], R^2 {fit.r2:.3f} "
+          f"(weighted least squares, weights 1/SEM^2)")
+    out = args.out or args.dir
+    payload = {"axis": axis, "criterion": args.criterion, "slope": fit.slope,
+               "slope_ci": list(fit.slope_ci), "intercept": fit.intercept, "r2": fit.r2,
+               "per_size": [vars(s) for s in summaries], "optima": [vars(o) for o in optima]}
+    with atomic_write(out / "fit.json") as fh:
+        json.dump(payload, fh, indent=2)
+    fig, axes = new_figure()
+    ax = axes[0]
+    xs = [s.depth for s in summaries]
+    ys = [10**s.mean_log10_lr for s in summaries]
+    err = [[10**s.mean_log10_lr - 10**s.ci_low for s in summaries],
+           [10**s.ci_high - 10**s.mean_log10_lr for s in summaries]]
+    ax.errorbar(xs, ys, yerr=err if all(map(math.isfinite, err[0])) else None, fmt="o",
+                label="mean eta* (95% CI)")
+    grid = [min(xs) * (max(xs) / min(xs)) ** (i / 49) for i in range(50)]
+    ax.plot(grid, [10**fit.intercept * g**fit.slope for g in grid], "--",
+            label=f"WLS slope {fit.slope:.2f}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(axis)
+    ax.set_ylabel("eta*")
+    ax.legend(fontsize=7)
+    save_figure(fig, out / "fit.png")
+    print(f"fit.json and fit.png in {out}")
+    return 0
+
+
 def _cmd_transfer(args: argparse.Namespace) -> int:
     from depthscale.param import transfer_lr
 
@@ -426,6 +493,16 @@ def _parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_cmd_reproduce)
 
     from depthscale.param import TRANSFER_RULES
+
+    fi = sub.add_parser("fit", help="power-law fit of the optimal LR across depths of a sweep")
+    fi.add_argument("dir", type=Path, help="a sweep's output folder")
+    fi.add_argument("--criterion", default="running", choices=("running", "final"),
+                    help="eta* minimises the epoch-averaged running loss or the final loss")
+    fi.add_argument("--axis", default="depth", choices=("depth", "width"))
+    fi.add_argument("--effective-depth", action="store_true",
+                    help="fit against the effective depth L = m + K (laws Sec. 3.4)")
+    fi.add_argument("--out", type=Path, default=None, help="where fit.json/png go (default DIR)")
+    fi.set_defaults(func=_cmd_fit)
 
     tr = sub.add_parser("transfer", help="predict the LR at another depth (and width)")
     tr.add_argument("--rule", required=True, choices=tuple(TRANSFER_RULES))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,22 @@ def test_limit_kernel_and_sde_write_their_outputs(tmp_path: Path) -> None:
     assert len((tmp_path / "nfd.csv").read_text().splitlines()) == 5
     assert (tmp_path / "sde_variance.png").exists()
     assert main(["limit", "kernel", "--phi", "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_sweep_then_fit_writes_a_power_law(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        '[study]\nmodel = "resnet1"\nrecipe = "laws"\ndataset = "digits"\n'
+        '[train]\nsteps = 5\nbatch_size = 32\n'
+        "[grid]\ndepth = [1, 2, 4]\nwidth = [8]\nseed = [0, 1]\nlr = [0.01, 0.1, 1.0]\n"
+    )
+    out = tmp_path / "run"
+    assert main(["sweep", str(spec), "--out", str(out)]) == 0
+    assert main(["fit", str(out), "--effective-depth"]) == 0
+    fit = json.loads((out / "fit.json").read_text())
+    assert fit["axis"] == "effective_depth" and len(fit["per_size"]) == 3
+    assert math.isfinite(fit["slope"]) and "log10 eta*" in capsys.readouterr().out
+    assert (out / "fit.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["fit", str(tmp_path / "nothing-here")]) == 2

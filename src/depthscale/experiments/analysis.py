@@ -41,7 +41,8 @@ CRITERIA = {"running": "running_loss", "final": "final_train_loss"}
 
 @dataclass(frozen=True)
 class Optimum:
-    """eta* of one (depth, seed) sweep: refined value, best grid value, on the grid's edge?"""
+    """eta* of one (size, seed) sweep: refined value, best grid value, on the grid's edge?
+    ``depth`` is the size the sweep is grouped by (depth, effective depth or width)."""
 
     depth: int
     seed: int
@@ -75,9 +76,11 @@ class LawFit:
     n_points: int
 
 
-def optimal_lrs(records: Iterable[Mapping[str, Any]], criterion: str = "running") -> list[Optimum]:
-    """eta* per (depth, seed) from run records with keys ``depth``, ``seed``, ``lr``,
-    ``status`` and the criterion's metric (``running_loss`` or ``final_train_loss``)."""
+def optimal_lrs(
+    records: Iterable[Mapping[str, Any]], criterion: str = "running", axis: str = "depth"
+) -> list[Optimum]:
+    """eta* per (size, seed) from run records with keys ``axis`` (e.g. ``depth``), ``seed``,
+    ``lr``, ``status`` and the criterion's metric (``running_loss`` or ``final_train_loss``)."""
     if criterion not in CRITERIA:
         raise ConfigError(f"unknown criterion {criterion!r}; choose one of: {', '.join(CRITERIA)}")
     key = CRITERIA[criterion]
@@ -85,7 +88,7 @@ def optimal_lrs(records: Iterable[Mapping[str, Any]], criterion: str = "running"
     for r in records:
         value = r.get(key)
         loss = float(value) if r.get("status") == "done" and value is not None else math.inf
-        groups.setdefault((int(r["depth"]), int(r["seed"])), []).append((float(r["lr"]), loss))
+        groups.setdefault((int(r[axis]), int(r["seed"])), []).append((float(r["lr"]), loss))
     out = []
     for (depth, seed), pairs in sorted(groups.items()):
         lrs, losses = zip(*sorted(pairs), strict=True)
