@@ -41,7 +41,7 @@ PLANNED: dict[str, str] = {
     },
     **{
         cid: "the sweep engine and law fits (issue 4)"
-        for cid in ("laws-table1", "laws-ablations", "laws-transfer", "laws-ammup", "laws-widths")
+        for cid in ("laws-ablations", "laws-widths")
     },
 }
 
