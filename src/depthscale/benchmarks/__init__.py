@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from depthscale.benchmarks import batched_sweep as _batched_sweep
 from depthscale.benchmarks import kernel as _kernel
 from depthscale.benchmarks import nfd as _nfd
 from depthscale.benchmarks import sde as _sde
@@ -34,6 +35,7 @@ BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "kernel": _kernel.run,
     "sde": _sde.run,
     "nfd": _nfd.run,
+    "batched-sweep": _batched_sweep.run,
 }
 
 

@@ -1,0 +1,327 @@
+"""Train G copies of one model in a single pass: the hot path of a learning-rate sweep.
+
+:func:`train_batched` stacks the parameters of G identical models along a leading axis, runs
+``torch.func.functional_call`` under ``torch.func.vmap`` (with ``torch.func.grad_and_value``
+for the gradients) and takes one plain-SGD step for all members at once, each with its own base
+learning rate times the plan's per-parameter multipliers ``c``. Member ``i`` reproduces, to float
+rounding, what :func:`depthscale.train.train` gives for the same model with ``lr = lrs[i]``
+(and ``seed = seeds[i]``): the same data order, per-step losses, epoch-averaged losses,
+periodic and final evaluations and divergence record.
+
+A member whose loss stops being finite is recorded as diverged at that step and its rows are
+dropped from the stack before the update, so it is frozen, its NaNs never reach another member
+(every vmapped op keeps members apart), and the remaining steps cost less.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad_and_value, vmap
+
+from depthscale.errors import ConfigError
+from depthscale.param import Plan
+from depthscale.train.loop import TrainConfig, TrainResult, loss_fn, resolve_device
+
+__all__ = ["EVAL_CHUNK", "check_batchable", "train_batched"]
+
+#: Samples per vmapped evaluation chunk (as :func:`depthscale.train.evaluate`).
+EVAL_CHUNK = 2048
+
+Tensors = dict[str, torch.Tensor]
+
+
+def check_batchable(model: nn.Module) -> None:
+    """Raise a ConfigError naming the first module ``train_batched`` cannot vmap.
+
+    Buffers (BatchNorm running statistics, the backward copies of a decoupled ``ScaledLinear``)
+    are state that vmap cannot carry per member, and active dropout would draw from a random
+    stream the one-by-one loop does not share.
+    """
+    for name, module in model.named_modules():
+        where = f"{name or '<root>'!r} ({type(module).__name__})"
+        buffers = [b for b, _ in module.named_buffers(recurse=False)]
+        if buffers:
+            raise ConfigError(
+                f"train_batched cannot vmap module {where}: it holds buffer(s) "
+                f"{', '.join(buffers)} (running statistics or backward copies); build the model "
+                "without them (batchnorm off, backward='standard') or train each run with "
+                "depthscale.train.train"
+            )
+        if isinstance(module, nn.modules.dropout._DropoutNd) and module.p > 0:
+            raise ConfigError(
+                f"train_batched cannot vmap module {where}: dropout p={module.p} draws random "
+                "masks the one-by-one loop would not reproduce; set dropout=0 or train each run "
+                "with depthscale.train.train"
+            )
+
+
+def _check_config(config: TrainConfig) -> None:
+    config.validate()
+    if config.optimizer != "sgd":
+        raise ConfigError(
+            f"train_batched implements plain SGD only, got optimizer {config.optimizer!r}; "
+            "train Adam runs one at a time with depthscale.train.train"
+        )
+    for name, value in (("momentum", config.momentum), ("weight_decay", config.weight_decay)):
+        if value != 0:
+            raise ConfigError(
+                f"train_batched implements plain SGD only ({name} 0), got {name}={value}; "
+                "train these runs one at a time with depthscale.train.train"
+            )
+
+
+def _members(
+    models: list[nn.Module], lrs: Sequence[float] | None, seeds: Sequence[int] | None,
+    config: TrainConfig,
+) -> tuple[list[float], list[int]]:
+    """Per-member learning rates and data seeds, after checking they agree on G."""
+    sizes: dict[str, int] = {}
+    if lrs is not None:
+        sizes["lrs"] = len(lrs)
+    if seeds is not None:
+        sizes["seeds"] = len(seeds)
+    if len(models) > 1:
+        sizes["models"] = len(models)
+    for what, size in sizes.items():
+        if size == 0:
+            raise ConfigError(f"train_batched needs at least one member, got empty {what}")
+    if not sizes:
+        raise ConfigError(
+            "train_batched needs lrs, seeds or a list of models to know G (for one member, "
+            "pass lrs=[config.lr])"
+        )
+    if len(set(sizes.values())) > 1:
+        shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        raise ConfigError(f"train_batched members disagree on G: {shown}")
+    g = next(iter(sizes.values()))
+    out_lrs = [config.lr] * g if lrs is None else list(lrs)
+    for i, lr in enumerate(out_lrs):
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (
+            math.isfinite(lr) and lr > 0
+        ):
+            raise ConfigError(f"learning rate must be a finite number > 0, got lrs[{i}] = {lr}")
+    out_seeds = [config.seed] * g if seeds is None else list(seeds)
+    for i, seed in enumerate(out_seeds):
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"seeds must be whole numbers, got seeds[{i}] = {seed!r}")
+    return [float(lr) for lr in out_lrs], out_seeds
+
+
+def _stack(
+    models: list[nn.Module], plan: Plan, g: int, device: torch.device
+) -> tuple[Tensors, Tensors, dict[str, float]]:
+    """(trainable, fixed) parameters stacked to a leading G axis, and each trainable one's c."""
+    template = models[0]
+    for m in models:
+        check_batchable(m)
+    specs = plan.resolve(template)
+    shapes = [(n, p.shape, p.dtype) for n, p in template.named_parameters()]
+    for k, other in enumerate(models[1:], start=1):
+        if type(other) is not type(template) or [
+            (n, p.shape, p.dtype) for n, p in other.named_parameters()
+        ] != shapes:
+            raise ConfigError(
+                f"models[{k}] is not the same architecture as models[0] (type, parameter names, "
+                "shapes and dtypes must match)"
+            )
+        if plan.resolve(other) != specs:
+            raise ConfigError(f"models[{k}] holds a different form of the plan than models[0]")
+    multipliers = {s.name: s.lr_multiplier("sgd") for s in specs}
+    trainable: Tensors = {}
+    fixed: Tensors = {}
+    per_model = [dict(m.named_parameters()) for m in models]
+    for name, p in template.named_parameters():
+        if len(models) == 1:
+            stacked = p.detach().to(device).unsqueeze(0).expand(g, *p.shape).clone()
+        else:
+            stacked = torch.stack([ps[name].detach().to(device) for ps in per_model])
+        (trainable if p.requires_grad else fixed)[name] = stacked.contiguous()
+    if not trainable:
+        raise ConfigError("train_batched: the model has no trainable parameters")
+    return trainable, fixed, {n: multipliers[n] for n in trainable}
+
+
+@torch.no_grad()
+def _evaluate(
+    model: nn.Module, params: Tensors, x: torch.Tensor, y: torch.Tensor, loss: str,
+) -> list[dict[str, float]]:
+    """:func:`depthscale.train.evaluate` for every stacked member, vmapped over chunks."""
+    g = next(iter(params.values())).shape[0]
+    was_training = model.training
+    model.eval()
+    forward = vmap(lambda p, xb: functional_call(model, p, (xb,)), in_dims=(0, None))
+    totals, correct = [0.0] * g, [0] * g
+    labels = y.dtype == torch.long
+    for i in range(0, len(x), EVAL_CHUNK):
+        out = forward(params, x[i : i + EVAL_CHUNK])
+        yb = y[i : i + EVAL_CHUNK]
+        values = vmap(lambda o, yy=yb: loss_fn(loss, o, yy))(out).tolist()
+        totals = [t + v * len(yb) for t, v in zip(totals, values, strict=True)]
+        if labels:
+            hits = (out.argmax(-1) == yb).sum(-1).tolist()
+            correct = [c + h for c, h in zip(correct, hits, strict=True)]
+    model.train(was_training)
+    res: list[dict[str, float]] = [{"loss": t / len(x)} for t in totals]
+    if labels:
+        for r, c in zip(res, correct, strict=True):
+            r["acc"] = c / len(x)
+    return res
+
+
+def train_batched(
+    model: nn.Module | Sequence[nn.Module],
+    plan: Plan,
+    data: object,
+    config: TrainConfig,
+    lrs: Sequence[float] | None = None,
+    *,
+    seeds: Sequence[int] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[TrainResult]:
+    """Train G members of ``model`` at once with plain SGD; one :class:`TrainResult` each.
+
+    Member ``i`` matches ``train(copy_of_model_i, plan, data, replace(config, lr=lrs[i],
+    seed=seeds[i]))`` up to float rounding. ``lrs`` are the base learning rates (``config.lr``
+    for every member when None); ``seeds`` the data-order seeds (``config.seed`` when None);
+    ``model`` is one model (every member starts from its weights) or G models of the same
+    architecture under ``plan`` (e.g. built with different init seeds). G is the common length.
+
+    The models are not modified. ``seconds`` of each result is the batched wall time / G.
+    ``progress(k)`` receives member-steps: G per batched step, G times the total overall.
+    Only plain SGD (momentum 0, weight decay 0) is supported; other settings, buffers, active
+    dropout, empty or non-finite ``lrs`` raise :class:`~depthscale.errors.ConfigError`.
+    """
+    _check_config(config)
+    models = [model] if isinstance(model, nn.Module) else list(model)
+    if not models:
+        raise ConfigError("train_batched needs at least one member, got an empty list of models")
+    member_lrs, member_seeds = _members(models, lrs, seeds, config)
+    g = len(member_lrs)
+    device = resolve_device(config.device)
+    template = models[0]
+    trainable, fixed, mult = _stack(models, plan, g, device)
+
+    xs, ys = data.x_train.to(device), data.y_train.to(device)  # type: ignore[attr-defined]
+    xt, yt = data.x_test.to(device), data.y_test.to(device)  # type: ignore[attr-defined]
+    n = len(xs)
+    bs = min(config.batch_size, n)
+    per_epoch = math.ceil(n / bs)
+    if config.steps is not None:
+        total = config.steps
+    else:
+        assert config.epochs is not None  # validate() allows exactly one of the two
+        total = max(1, round(config.epochs * per_epoch))
+
+    def member_loss(
+        train_p: Tensors, fixed_p: Tensors, xb: torch.Tensor, yb: torch.Tensor
+    ) -> torch.Tensor:
+        return loss_fn(config.loss, functional_call(template, {**train_p, **fixed_p}, (xb,)), yb)
+
+    shared = len(set(member_seeds)) == 1
+    data_dim = None if shared else 0
+    step_fn = vmap(grad_and_value(member_loss), in_dims=(0, 0, data_dim, data_dim))
+    order_seeds = member_seeds[:1] if shared else member_seeds
+    gens = [torch.Generator().manual_seed(s) for s in order_seeds]
+
+    def new_orders(active_rows: list[int]) -> torch.Tensor:
+        if shared:
+            return torch.randperm(n, generator=gens[0])
+        return torch.stack([torch.randperm(n, generator=gens[i]) for i in active_rows])
+
+    # Negative per-member step sizes lr_i * c, shaped to broadcast over each parameter.
+    def step_sizes(rows: list[int]) -> Tensors:
+        out: Tensors = {}
+        for name, p in trainable.items():
+            vals = [-(member_lrs[i] * mult[name]) for i in rows]
+            shape = (-1, *[1] * (p.ndim - 1))
+            out[name] = torch.tensor(vals, dtype=p.dtype, device=device).view(shape)
+        return out
+
+    results = [TrainResult(status="ok", steps_done=0) for _ in range(g)]
+    active = list(range(g))
+    neg_lr = step_sizes(active)
+    sums, counts = [0.0] * g, [0] * g
+    was_training = template.training
+    t0 = time.perf_counter()
+    template.train()
+    orders, pos = new_orders(active), 0
+    steps_reported = 0
+    try:
+        for step in range(1, total + 1):
+            if pos >= n:
+                for i in active:
+                    results[i].epoch_losses.append(sums[i] / counts[i])
+                    sums[i], counts[i] = 0.0, 0
+                orders, pos = new_orders(active), 0
+            idx = orders[..., pos : pos + bs].to(device)
+            pos += bs
+            grads, losses = step_fn(trainable, fixed, xs[idx], ys[idx])
+            values = losses.tolist()
+            keep = [k for k, v in enumerate(values) if math.isfinite(v)]
+            if len(keep) < len(active):
+                kept = set(keep)
+                for k, i in enumerate(active):
+                    if k not in kept:
+                        results[i].status, results[i].diverged_at = "diverged", step
+                active = [active[k] for k in keep]
+                if not active:
+                    break
+                rows = torch.tensor(keep, dtype=torch.long, device=device)
+                trainable = {k: v.index_select(0, rows) for k, v in trainable.items()}
+                fixed = {k: v.index_select(0, rows) for k, v in fixed.items()}
+                grads = {k: v.index_select(0, rows) for k, v in grads.items()}
+                neg_lr = {k: v.index_select(0, rows) for k, v in neg_lr.items()}
+                if not shared:
+                    orders = orders[torch.tensor(keep, dtype=torch.long)]
+                values = [values[k] for k in keep]
+            with torch.no_grad():
+                for name, p in trainable.items():
+                    p.addcmul_(neg_lr[name], grads[name])
+            for i, value in zip(active, values, strict=True):
+                res = results[i]
+                res.losses.append(value)
+                res.steps_done = step
+                sums[i], counts[i] = sums[i] + value, counts[i] + 1
+            if config.eval_every and step % config.eval_every == 0:
+                evals = _evaluate(template, {**trainable, **fixed}, xt, yt, config.loss)
+                for i, ev in zip(active, evals, strict=True):
+                    results[i].evals.append(
+                        {"step": step, **{f"test_{k}": v for k, v in ev.items()}}
+                    )
+            steps_reported = step
+            if progress is not None:
+                progress(g)
+        for i in active:
+            if counts[i]:
+                results[i].epoch_losses.append(sums[i] / counts[i])
+        if active:
+            params = {**trainable, **fixed}
+            train_evs = _evaluate(template, params, xs, ys, config.loss)
+            test_evs = _evaluate(template, params, xt, yt, config.loss)
+            for i, train_ev, test_ev in zip(active, train_evs, test_evs, strict=True):
+                _finish(results[i], train_ev, test_ev)
+    finally:
+        template.train(was_training)
+    if progress is not None and steps_reported < total:
+        progress(g * (total - steps_reported))
+    seconds = (time.perf_counter() - t0) / g
+    for res in results:
+        res.seconds = seconds
+    return results
+
+
+def _finish(result: TrainResult, train_ev: dict[str, Any], test_ev: dict[str, Any]) -> None:
+    """The loop's closing rule: final metrics if finite, otherwise diverged at the last step."""
+    if all(math.isfinite(v) for v in (*train_ev.values(), *test_ev.values())):
+        result.final = {
+            **{f"train_{k}": v for k, v in train_ev.items()},
+            **{f"test_{k}": v for k, v in test_ev.items()},
+        }
+    else:
+        result.status, result.diverged_at = "diverged", result.steps_done

@@ -1,0 +1,219 @@
+"""Batched training (vmap over stacked members) against the one-by-one loop."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from depthscale.data import Dataset, load
+from depthscale.errors import ConfigError
+from depthscale.models import build
+from depthscale.train import TrainConfig, TrainResult, train, train_batched
+
+RTOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def teacher() -> Dataset:
+    return load("teacher", n_train=64, n_test=32, seed=0)
+
+
+@pytest.fixture(scope="module")
+def digits() -> Dataset:
+    return load("digits", n_train=96, n_test=48, seed=0)
+
+
+def _model(data: object, name: str = "resnet1", seed: int = 0, **options: object):  # type: ignore[no-untyped-def]
+    shape = data.sample_shape  # type: ignore[attr-defined]
+    return build(name, "depth-mup", input_shape=shape, n_out=data.n_out,  # type: ignore[attr-defined]
+                 width=16, depth=3, seed=seed, **options)
+
+
+def _one_by_one(model, plan, data, cfg, lrs, seeds=None):  # type: ignore[no-untyped-def]
+    seeds = [cfg.seed] * len(lrs) if seeds is None else seeds
+    return [train(copy.deepcopy(model), plan, data, replace(cfg, lr=lr, seed=s))
+            for lr, s in zip(lrs, seeds, strict=True)]
+
+
+def _close(a: float, b: float, rtol: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= rtol * max(abs(b), 1e-12)
+
+
+def _assert_same(ref: TrainResult, got: TrainResult, rtol: float = RTOL) -> None:
+    assert (got.status, got.diverged_at, got.steps_done) == (
+        ref.status, ref.diverged_at, ref.steps_done)
+    assert len(got.losses) == len(ref.losses)
+    assert all(_close(a, b, rtol) for a, b in zip(got.losses, ref.losses, strict=True))
+    assert len(got.epoch_losses) == len(ref.epoch_losses)
+    assert all(_close(a, b, rtol) for a, b in zip(got.epoch_losses, ref.epoch_losses,
+                                                  strict=True))
+    assert [e["step"] for e in got.evals] == [e["step"] for e in ref.evals]
+    for ge, re in zip(got.evals, ref.evals, strict=True):
+        assert ge.keys() == re.keys() and all(_close(ge[k], re[k], rtol) for k in re)
+    assert got.final.keys() == ref.final.keys()
+    assert all(_close(got.final[k], ref.final[k], rtol) for k in ref.final)
+
+
+@pytest.mark.parametrize("name", ["resnet1", "resnet2"])
+def test_matches_one_by_one_regression(teacher: Dataset, name: str) -> None:
+    model, plan = _model(teacher, name)
+    lrs = [0.01, 0.1, 0.3, 0.8]
+    cfg = TrainConfig(steps=30, batch_size=16, loss="mse", eval_every=10, seed=1)
+    got = train_batched(model, plan, teacher, cfg, lrs)
+    for ref, res in zip(_one_by_one(model, plan, teacher, cfg, lrs), got, strict=True):
+        assert res.status == "ok" and len(res.losses) == 30 and len(res.epoch_losses) == 8
+        _assert_same(ref, res)
+        assert res.seconds > 0
+
+
+def test_matches_one_by_one_classification_with_epochs(digits: Dataset) -> None:
+    model, plan = _model(digits, "resnet2")
+    lrs = [0.05, 0.5, 2.0]
+    cfg = TrainConfig(epochs=2.5, batch_size=40, loss="ce", eval_every=3)  # partial batches
+    got = train_batched(model, plan, digits, cfg, lrs)
+    for ref, res in zip(_one_by_one(model, plan, digits, cfg, lrs), got, strict=True):
+        assert set(res.final) == {"train_loss", "train_acc", "test_loss", "test_acc"}
+        _assert_same(ref, res)
+
+
+def test_float64_agrees_to_rounding(teacher: Dataset) -> None:
+    data = SimpleNamespace(**{k: getattr(teacher, k).double() for k in ("x_train", "x_test")},
+                           y_train=teacher.y_train.double(), y_test=teacher.y_test.double())
+    model, plan = _model(teacher)
+    model.double()
+    lrs = [0.02, 0.2, 0.6]
+    cfg = TrainConfig(steps=25, batch_size=16, loss="mse")
+    got = train_batched(model, plan, data, cfg, lrs)
+    for ref, res in zip(_one_by_one(model, plan, data, cfg, lrs), got, strict=True):
+        _assert_same(ref, res, rtol=1e-11)
+
+
+def test_diverging_members_are_frozen_and_do_not_touch_the_others(teacher: Dataset) -> None:
+    model, plan = _model(teacher)
+    lrs = [0.05, 2.0, 1e6, 0.3]  # 2.0 diverges mid-run (after two epochs), 1e6 at once
+    cfg = TrainConfig(steps=24, batch_size=16, loss="mse", eval_every=4)
+    got = train_batched(model, plan, teacher, cfg, lrs)
+    refs = _one_by_one(model, plan, teacher, cfg, lrs)
+    assert [r.status for r in got] == ["ok", "diverged", "diverged", "ok"]
+    assert got[1].diverged_at is not None and got[1].diverged_at > 4
+    assert got[2].diverged_at is not None and got[2].diverged_at < got[1].diverged_at
+    for ref, res in zip(refs, got, strict=True):
+        # A blow-up amplifies rounding: the last finite losses (~1e16) agree to ~1e-5 only.
+        _assert_same(ref, res, rtol=RTOL if ref.status == "ok" else 1e-3)
+        assert all(math.isfinite(v) for v in res.losses)
+    for res in got[1:3]:
+        assert res.final == {} and len(res.losses) == res.diverged_at - 1  # type: ignore[operator]
+    # The healthy members are what a batch without the diverging ones gives.
+    alone = train_batched(model, plan, teacher, cfg, [lrs[0], lrs[3]])
+    for res, ok in zip((got[0], got[3]), alone, strict=True):
+        _assert_same(ok, res, rtol=1e-6)
+
+
+def test_all_members_diverging_ends_early_and_reports_progress(teacher: Dataset) -> None:
+    model, plan = _model(teacher)
+    seen: list[int] = []
+    got = train_batched(model, plan, teacher, TrainConfig(steps=20, batch_size=16, loss="mse"),
+                        [1e6, 1e7], progress=seen.append)
+    assert all(r.status == "diverged" and r.final == {} for r in got)
+    assert sum(seen) == 2 * 20
+    seen.clear()
+    train_batched(model, plan, teacher, TrainConfig(steps=7, batch_size=16, loss="mse"),
+                  [0.1, 1e6, 0.2], progress=seen.append)
+    assert sum(seen) == 3 * 7
+
+
+def test_same_call_is_deterministic_and_leaves_the_model_alone(teacher: Dataset) -> None:
+    model, plan = _model(teacher)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = TrainConfig(steps=15, batch_size=8, loss="mse", seed=5)
+    a = train_batched(model, plan, teacher, cfg, [0.1, 0.4])
+    b = train_batched(model, plan, teacher, cfg, [0.1, 0.4])
+    assert [r.losses for r in a] == [r.losses for r in b]
+    assert [r.final for r in a] == [r.final for r in b]
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    other = train_batched(model, plan, teacher, replace(cfg, seed=6), [0.1, 0.4])
+    assert other[0].losses != a[0].losses
+
+
+def test_members_may_differ_in_data_seed_and_initial_weights(teacher: Dataset) -> None:
+    cfg = TrainConfig(lr=0.2, steps=20, batch_size=16, loss="mse")
+    model, plan = _model(teacher)
+    seeds = [0, 1, 2]
+    got = train_batched(model, plan, teacher, cfg, seeds=seeds)
+    for ref, res in zip(_one_by_one(model, plan, teacher, cfg, [0.2] * 3, seeds), got,
+                        strict=True):
+        _assert_same(ref, res)
+    models = [_model(teacher, seed=s)[0] for s in seeds]
+    got = train_batched(models, plan, teacher, cfg, [0.1, 0.2, 0.3], seeds=seeds)
+    for m, lr, s, res in zip(models, [0.1, 0.2, 0.3], seeds, got, strict=True):
+        _assert_same(train(copy.deepcopy(m), plan, teacher, replace(cfg, lr=lr, seed=s)), res)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "lrs", "message"),
+    [
+        (TrainConfig(optimizer="adam", steps=2), [0.1], "plain SGD only"),
+        (TrainConfig(momentum=0.9, steps=2), [0.1], "momentum"),
+        (TrainConfig(weight_decay=1e-4, steps=2), [0.1], "weight_decay"),
+        (TrainConfig(steps=2), [], "empty lrs"),
+        (TrainConfig(steps=2), [0.1, float("nan")], r"lrs\[1\] = nan"),
+        (TrainConfig(steps=2), [float("inf")], "finite"),
+        (TrainConfig(steps=2), [0.0], "> 0"),
+        (TrainConfig(steps=2), [-0.1], "> 0"),
+        (TrainConfig(steps=2), None, "lrs, seeds or a list of models"),
+        (TrainConfig(steps=0), [0.1], "steps must be"),
+    ],
+)
+def test_unsupported_settings_are_config_errors(teacher, cfg, lrs, message) -> None:  # type: ignore[no-untyped-def]
+    model, plan = _model(teacher)
+    with pytest.raises(ConfigError, match=message):
+        train_batched(model, plan, teacher, replace(cfg, loss="mse"), lrs)
+
+
+def test_member_counts_must_agree(teacher: Dataset) -> None:
+    model, plan = _model(teacher)
+    cfg = TrainConfig(steps=2, loss="mse")
+    with pytest.raises(ConfigError, match="disagree on G: lrs=2, seeds=3"):
+        train_batched(model, plan, teacher, cfg, [0.1, 0.2], seeds=[0, 1, 2])
+    with pytest.raises(ConfigError, match="seeds must be whole numbers"):
+        train_batched(model, plan, teacher, cfg, seeds=[0, 1.5])  # type: ignore[list-item]
+    other, _ = _model(teacher, "resnet2")
+    with pytest.raises(ConfigError, match=r"models\[1\] is not the same architecture"):
+        train_batched([model, other], plan, teacher, cfg)
+
+
+def test_modules_vmap_cannot_handle_are_named(teacher: Dataset, digits: Dataset) -> None:
+    cfg = TrainConfig(steps=2, loss="mse")
+    model, plan = _model(teacher, backward="decoupled")
+    with pytest.raises(ConfigError, match=r"'branches.0' \(ScaledLinear\).*weight_init"):
+        train_batched(model, plan, teacher, cfg, [0.1])
+    cnn, cnn_plan = build("cnn2d", "depth-mup", input_shape=digits.sample_shape, n_out=10,
+                          width=4, depth=2, batchnorm=True)
+    with pytest.raises(ConfigError, match=r"BatchNorm2d\).*running_mean"):
+        train_batched(cnn, cnn_plan, digits, replace(cfg, loss="ce"), [0.1])
+    cnn, cnn_plan = build("cnn2d", "depth-mup", input_shape=digits.sample_shape, n_out=10,
+                          width=4, depth=2, dropout=0.1)
+    with pytest.raises(ConfigError, match=r"Dropout\).*dropout p=0.1"):
+        train_batched(cnn, cnn_plan, digits, replace(cfg, loss="ce"), [0.1])
+
+
+def test_batched_sweep_benchmark_runs_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    from depthscale.benchmarks import batched_sweep
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(96, 1, 40, generator=gen)
+    y = torch.randint(0, 10, (96,), generator=gen)
+    data = Dataset("synthetic", x[:64], y[:64], x[64:], y[64:], (1, 40), "classification", 10)
+    monkeypatch.setattr(batched_sweep, "WARMUP_STEPS", 1)
+    res = batched_sweep.measure(members=3, steps=4, width=8, depth=2, batch=16, data=data)
+    assert res.name == "batched-sweep" and res.ratio > 0
+    assert res.extra["status_match"] and res.extra["losses_match"]
+    assert res.extra["max_rel_loss_diff_ok_members"] <= batched_sweep.LOSS_RTOL
+    assert {"goal", "met", "torch_threads"} <= res.extra.keys()
