@@ -74,7 +74,7 @@ def _study(ctx: ClaimContext, key: str, arch: dict[str, Any]) -> tuple[list[Seed
     folder.mkdir(parents=True, exist_ok=True)
     spec = folder / "spec.toml"
     spec.write_text(study_toml(name, arch, seeds=s["seeds"], epochs=s["epochs"],
-                               data=s.get("data", {})))
+                               data={**s.get("data", {}), **arch.get("data", {})}))
 
     @contextlib.contextmanager
     def progress(total: int) -> Iterator[Callable[[int], None]]:
@@ -95,17 +95,19 @@ def _study(ctx: ClaimContext, key: str, arch: dict[str, Any]) -> tuple[list[Seed
     return summaries, wls_power_law(summaries)
 
 
-_QUICK_DATA = {"n_train": 2000}
+_MNIST1D_HALF = {"n_train": 2000}  # quick: half of MNIST-1D's training set per epoch
 _ARCHS_QUICK: dict[str, dict[str, Any]] = {
     "cnn1d": {"model": "cnn1d", "dataset": "mnist1d", "input_shape": [1, 40], "width": 32,
-              "depths": [2, 3, 4, 6, 8, 12], "lr_logspace": [-3, 0.5, 12]},
+              "depths": [2, 3, 4, 6, 8, 12], "lr_logspace": [-3, 0.5, 12],
+              "data": _MNIST1D_HALF},
     "convresnet1d": {"model": "convresnet1d", "dataset": "mnist1d", "input_shape": [1, 40],
-                     "width": 32, "depths": [1, 2, 4, 8, 16], "lr_logspace": [-3, 0.5, 12]},
+                     "width": 32, "depths": [1, 2, 4, 8, 16], "lr_logspace": [-3, 0.5, 12],
+                     "data": _MNIST1D_HALF},
     "cnn2d": {"model": "cnn2d", "dataset": "digits", "input_shape": [1, 8, 8], "width": 32,
               "depths": [2, 3, 4, 6, 8], "lr_logspace": [-3, 0.5, 12]},
     "vit": {"model": "vit", "dataset": "mnist1d", "input_shape": [1, 40], "width": 32,
             "depths": [1, 2, 3, 4, 6], "lr_logspace": [-4, 0, 12],
-            "options": {"patch_size": 4, "heads": 4}},
+            "options": {"patch_size": 4, "heads": 4}, "data": _MNIST1D_HALF},
 }
 _ARCHS_FULL: dict[str, dict[str, Any]] = {
     "cnn2d": {"model": "cnn2d", "dataset": "cifar10", "input_shape": [3, 32, 32], "width": 64,
@@ -159,7 +161,7 @@ def _finish(ctx: ClaimContext, cid: str, measured: dict[str, float | None],
 @claim(
     "laws-table1", "laws",
     "The optimal LR follows eta* ~ L^alpha with alpha near -3/2 for CNNs, ResNets and ViTs",
-    quick={"archs": _ARCHS_QUICK, "seeds": 2, "epochs": 1, "data": _QUICK_DATA},
+    quick={"archs": _ARCHS_QUICK, "seeds": 2, "epochs": 1, "data": {}},
     full={"archs": _ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}},
     smoke={"archs": {"cnn1d": {**_ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
                                "lr_logspace": [-2, 0, 3]}},
@@ -187,7 +189,7 @@ def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
     "laws-transfer", "laws",
     "Zero-shot eta(L) = eta(L0)(L/L0)^(-3/2) beats raw transfer of the tuned LR",
     quick={"archs": {"cnn1d": _ARCHS_QUICK["cnn1d"]}, "source_depth": 4, "seeds": 2,
-           "epochs": 1, "data": _QUICK_DATA},
+           "epochs": 1, "data": {}},
     full={"archs": {"vit": _ARCHS_FULL["vit"]}, "source_depth": 12, "seeds": 3, "epochs": 1,
           "data": {}},
     smoke={"archs": {"cnn1d": {**_ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
@@ -239,7 +241,7 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
     "laws-ammup", "laws",
     "AM-muP: eta* solving S_bar(eta) = 1 scales like L^(-3/2), without training",
     quick={"archs": {"cnn1d": _ARCHS_QUICK["cnn1d"]}, "probe_seeds": 3, "batch": 128,
-           "seeds": 2, "epochs": 1, "data": _QUICK_DATA},
+           "seeds": 2, "epochs": 1, "data": {}},
     full={"archs": {"cnn2d": _ARCHS_FULL["cnn2d"]}, "probe_seeds": 8, "batch": 128,
           "seeds": 3, "epochs": 1, "data": {}},
     smoke={"archs": {"cnn1d": {**_ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
