@@ -23,6 +23,7 @@ from depthscale.benchmarks import batched_sweep as _batched_sweep
 from depthscale.benchmarks import kernel as _kernel
 from depthscale.benchmarks import nfd as _nfd
 from depthscale.benchmarks import sde as _sde
+from depthscale.benchmarks import sweep_overhead as _sweep_overhead
 from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.benchmarks.plan_overhead import bench_plan_overhead
 from depthscale.errors import ConfigError
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "sde": _sde.run,
     "nfd": _nfd.run,
     "batched-sweep": _batched_sweep.run,
+    "sweep-overhead": _sweep_overhead.run,
 }
 
 
