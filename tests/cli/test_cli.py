@@ -25,7 +25,7 @@ from depthscale.cli import main
         (["explain", "--dataset", "imagenet"], "unknown dataset"),
         (["train", "--dataset", "cifar10", "--steps", "1"], "cifar"),
         (["reproduce", "nfd-nope"], "unknown claim"),
-        (["reproduce", "laws-table1"], "not implemented yet"),
+        (["reproduce", "laws-widths"], "not implemented yet"),
         (["bench", "warp-drive"], "unknown benchmark"),
         (["coord-check", "--widths", "a,b"], "comma-separated integers"),
     ],

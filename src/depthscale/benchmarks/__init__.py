@@ -21,6 +21,7 @@ import torch
 
 from depthscale.benchmarks import batched_sweep as _batched_sweep
 from depthscale.benchmarks import kernel as _kernel
+from depthscale.benchmarks import mean_ode as _mean_ode
 from depthscale.benchmarks import nfd as _nfd
 from depthscale.benchmarks import sde as _sde
 from depthscale.benchmarks import sweep_overhead as _sweep_overhead
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "kernel": _kernel.run,
     "sde": _sde.run,
     "nfd": _nfd.run,
+    "mean-ode": _mean_ode.run,
     "batched-sweep": _batched_sweep.run,
     "sweep-overhead": _sweep_overhead.run,
 }

@@ -32,17 +32,7 @@ SCALES = ("quick", "full")
 
 #: Rows of CLAIMS.md that later issues implement: id -> what it waits for.
 PLANNED: dict[str, str] = {
-    **{
-        cid: "the limit solvers (issue 3)"
-        for cid in (
-            "chizat-fig2", "chizat-fig5a", "chizat-fig5b", "chizat-thm2", "chizat-thm3",
-            "chizat-fig1",
-        )
-    },
-    **{
-        cid: "the sweep engine and law fits (issue 4)"
-        for cid in ("laws-ablations", "laws-widths")
-    },
+    cid: "the remaining LR-law sweeps (issue 4)" for cid in ("laws-ablations", "laws-widths")
 }
 
 Band = tuple[float | None, float | None]

@@ -297,13 +297,16 @@ class _Block:
     """The maps a depth integrator needs, for one model (Mean ODE or tangent ODE).
 
     ``forward(z, h)``: ``dh/ds`` at the parameters ``z`` of one stage point, states ``h (n, D)``.
-    ``cache(z, h)``: the activations at ``(z, h)``, shared by ``backward(cache, z, b)``
-    (``-db/ds``, linear in ``b``) and ``gradient(cache, z, h, b)`` (mean over inputs of the
-    mean-field gradients of the trained parameters ``z[0]``, ``z[1]``; others are frozen).
+    ``cache(z, h)``: the activations at ``(z, h)``, shared by ``apply(cache, z)`` (the same
+    ``dh/ds``), ``backward(cache, z, b)`` (``-db/ds``, linear in ``b``) and
+    ``gradient(cache, z, h, b)`` (mean over inputs of the mean-field gradients of the trained
+    parameters ``z[0]``, ``z[1]``; others are frozen). Nodes are evaluated through the cache,
+    which the backward pass then reuses.
     """
 
     forward: Callable[[Params, Array], Array]
     cache: Callable[[Params, Array], Any]
+    apply: Callable[[Any, Params], Array]
     backward: Callable[[Any, Params, Array], Array]
     gradient: Callable[[Any, Params, Array, Array], tuple[Array, Array]]
 
@@ -329,57 +332,67 @@ def _hermite_mid(y0: Array, y1: Array, d0: Array, d1: Array, ds: float) -> Array
 
 
 def _forward_pass(block: _Block, process: Params, X: Array, method: str, J: int
-                  ) -> tuple[Array, Array]:
-    """``h(s_j, x_i)`` on the nodes ``s_j = j / J`` and (``rk4`` only) ``dh/ds`` there.
+                  ) -> tuple[Array, Array, list[Any]]:
+    """``h(s_j, x_i)`` on the nodes ``s_j = j / J``, (``rk4`` only) ``dh/ds`` there, and the
+    activation caches at ``(Z(s_j), h(s_j))`` where the scheme evaluates them (None elsewhere).
 
     chizat Eq. 10 integrated by ``method`` (Euler is chizat Eq. 17). Stage point ``i`` of the
     process sits at ``i / J`` (Euler, Heun) or ``i / (2 J)`` (RK4). Cost: ``rk4`` 4J + 1,
-    ``heun`` 2J, ``euler`` J evaluations of ``block.forward`` (each O(n Q D))."""
+    ``heun`` 2J, ``euler`` J evaluations of the field (each O(n Q D))."""
     ds = 1.0 / J
     H = np.empty((J + 1, *X.shape), dtype=X.dtype)
     F = np.empty_like(H) if method == "rk4" else H[:0]
+    caches: list[Any] = [None] * (J + 1)
+    node = 2 if method == "rk4" else 1
+
+    def at_node(j: int) -> Array:
+        z = _at(process, node * j)
+        caches[j] = block.cache(z, H[j])
+        return block.apply(caches[j], z)
+
     H[0] = X
     for j in range(J):
         h = H[j]
+        k1 = at_node(j)
         if method == "euler":
-            H[j + 1] = h + ds * block.forward(_at(process, j), h)
+            H[j + 1] = h + ds * k1
         elif method == "heun":
-            k1 = block.forward(_at(process, j), h)
             k2 = block.forward(_at(process, j + 1), h + ds * k1)
             H[j + 1] = h + 0.5 * ds * (k1 + k2)
         else:
-            k1 = F[j] = block.forward(_at(process, 2 * j), h)
+            F[j] = k1
             zm = _at(process, 2 * j + 1)
             k2 = block.forward(zm, h + 0.5 * ds * k1)
             k3 = block.forward(zm, h + 0.5 * ds * k2)
             k4 = block.forward(_at(process, 2 * j + 2), h + ds * k3)
             H[j + 1] = h + ds / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
     if method == "rk4":
-        F[J] = block.forward(_at(process, 2 * J), H[J])
-    return H, F
+        F[J] = at_node(J)
+    return H, F, caches
 
 
 def _backward_gradients(block: _Block, process: Params, H: Array, F: Array, W: Array,
-                        method: str, J: int) -> list[tuple[Array, Array]]:
+                        method: str, J: int, caches: list[Any]) -> list[tuple[Array, Array]]:
     """The backward pass (chizat Eq. 12 from ``b(1) = w``) and the gradient (Eq. 13, mean over
     inputs) at every stage point.
 
     ``euler``: the exact adjoint of Eq. 17 (chizat Eq. 7); node ``j < J`` acts as layer
     ``j + 1`` of the finite net and takes ``b_{j + 1}`` (Eq. 9). ``heun``, ``rk4``: the same
     scheme as forward, run from s = 1 to 0 (continuous adjoint); ``rk4`` reads ``h`` and ``b``
-    at midpoints from their cubic Hermite interpolants (O(1/J^4)). Cost O(J) activations of
-    ``(n, Q)`` arrays and O(J) products of size n Q D."""
+    at midpoints from their cubic Hermite interpolants (O(1/J^4)). Node activations come from
+    ``caches`` (the forward pass's) where present. Cost O(J) activations of ``(n, Q)`` arrays
+    and O(J) products of size n Q D."""
     ds = 1.0 / J
     grads: list[tuple[Array, Array]] = [(W[:0], W[:0])] * (J * (2 if method == "rk4" else 1) + 1)
     top = 2 * J if method == "rk4" else J
     z_next = _at(process, top)
-    cache_next = block.cache(z_next, H[J])
+    cache_next = caches[J] if caches[J] is not None else block.cache(z_next, H[J])
     grads[top] = block.gradient(cache_next, z_next, H[J], W)
     b = W
     slope_next = block.backward(cache_next, z_next, W) if method == "rk4" else W
     for j in range(J - 1, -1, -1):
         zj = _at(process, 2 * j if method == "rk4" else j)
-        cache_j = block.cache(zj, H[j])
+        cache_j = caches[j] if caches[j] is not None else block.cache(zj, H[j])
         if method == "euler":
             grads[j] = block.gradient(cache_j, zj, H[j], b)
             b = b + ds * block.backward(cache_j, zj, b)
@@ -414,26 +427,35 @@ def _mean_ode_block(rho: str) -> _Block:
     def forward(z: Params, h: Array) -> Array:
         U, V = z
         Q, D = U.shape
-        return f(h @ U.T / D) @ V / Q
+        return (f((h / D) @ U.T) @ V) / Q
 
     def cache(z: Params, h: Array) -> tuple[Array, Array]:
         U = z[0]
-        return f_df(h @ U.T / U.shape[1])
+        return f_df((h / U.shape[1]) @ U.T)
+
+    def apply(c: tuple[Array, Array], z: Params) -> Array:
+        return (c[0] @ z[1]) / z[1].shape[0]
 
     def backward(c: tuple[Array, Array], z: Params, b: Array) -> Array:
         U, V = z
         Q, D = U.shape
-        return (c[1] * (b @ V.T)) @ U / (Q * D)
+        return ((c[1] * (b @ V.T)) @ U) / (Q * D)
 
     def gradient(c: tuple[Array, Array], z: Params, h: Array, b: Array) -> tuple[Array, Array]:
         n, D = h.shape
-        return (c[1] * (b @ z[1].T)).T @ h / (n * D), c[0].T @ b / n
+        return (c[1] * (b @ z[1].T)).T @ (h / (n * D)), c[0].T @ (b / n)
 
-    return _Block(forward, cache, backward, gradient)
+    return _Block(forward, cache, apply, backward, gradient)
 
 
 def _rms(a: Array, axis: tuple[int, ...] | None = None) -> Array:
     return np.sqrt(np.mean(np.square(a), axis=axis))
+
+
+def _rms_diff(a: Array, b: Array) -> float:
+    """``sqrt(mean (a - b)^2)`` with one temporary and a BLAS dot (a per-step statistic)."""
+    d = np.subtract(a, b)
+    return math.sqrt(float(np.vdot(d, d)) / d.size)
 
 
 @dataclass(frozen=True)
@@ -550,12 +572,14 @@ class MeanODE:
         return _initial(self._cfg(), None)
 
     def train(self, X: Any, Y: Any, steps: int, *,
-              initial: tuple[Array, Array] | None = None) -> MeanODEResult:
+              initial: tuple[Array, Array] | None = None,
+              track_travel: bool = True) -> MeanODEResult:
         """``steps`` GD steps of chizat Eq. 14 on ``(X, Y)`` (each ``(n, D)``) from ``initial``
         particles if given, else from :meth:`initial_particles`. With ``method="euler"``,
         ``initial`` of shape ``(J + 1, M, D)`` holding layer ``j + 1`` of a finite net at node
         ``j`` (any units at node ``J``) reproduces chizat Eq. 24-25 exactly (``L = J``).
-        Cost O(steps J Q n D)."""
+        ``track_travel=False`` measures the travel at ``k = 0`` and ``K`` only (NaN between;
+        saves a pass over the particles per step). Cost O(steps J Q n D)."""
         c = self._cfg()
         K = _positive_int(steps, "steps", 0)
         Xa, Ya = _data(X, Y, c.D, c.dtype)
@@ -563,16 +587,18 @@ class MeanODE:
         U, V = _on_stages(U0, c.S).copy(), _on_stages(V0, c.S).copy()
         block = _mean_ode_block(c.rho)
         forward = np.empty((K + 1, c.J + 1, *Xa.shape))
-        u_travel, v_travel = np.zeros(K + 1), np.zeros(K + 1)
+        u_travel, v_travel = np.full(K + 1, math.nan), np.full(K + 1, math.nan)
+        u_travel[0] = v_travel[0] = 0.0
         for k in range(K + 1):
-            H, F = _forward_pass(block, (U, V), Xa, c.method, c.J)
+            H, F, caches = _forward_pass(block, (U, V), Xa, c.method, c.J)
             forward[k] = H
-            u_travel[k], v_travel[k] = _rms(U - U0), _rms(V - V0)
+            if k and (track_travel or k == K):
+                u_travel[k], v_travel[k] = _rms_diff(U, U0), _rms_diff(V, V0)
             if k == K:
                 break
             W = (H[-1] - Ya) / c.D
             for i, (gu, gv) in enumerate(_backward_gradients(block, (U, V), H, F, W, c.method,
-                                                             c.J)):
+                                                             c.J, caches)):
                 U[i] -= c.eta_u * gu
                 V[i] -= c.eta_v * gv
         outputs = forward[:, -1]
@@ -594,30 +620,31 @@ def _tangent_block(rho: str) -> _Block:
     _, f_df, d2f = BLOCK_ACTIVATIONS[rho]
 
     def forward(z: Params, h: Array) -> Array:
-        zu, zv, U0, V0 = z
-        Q, D = U0.shape
-        a, s = f_df(h @ U0.T / D)
-        return (a @ zv + (s * (h @ zu.T / D)) @ V0) / Q
+        return apply(cache(z, h), z)
 
-    def cache(z: Params, h: Array) -> tuple[Array, Array, Array]:
+    def cache(z: Params, h: Array) -> tuple[Array, Array, Array, Array]:
         zu, _, U0, _ = z
-        D = U0.shape[1]
-        P = h @ U0.T / D
-        return (*f_df(P), d2f(P) * (h @ zu.T / D))
+        hs = h / U0.shape[1]
+        P, C = hs @ U0.T, hs @ zu.T
+        return (*f_df(P), d2f(P) * C, C)
 
-    def backward(c: tuple[Array, Array, Array], z: Params, b: Array) -> Array:
-        _, S, RC = c
+    def apply(c: tuple[Array, Array, Array, Array], z: Params) -> Array:
+        _, zv, _, V0 = z
+        return (c[0] @ zv + (c[1] * c[3]) @ V0) / V0.shape[0]
+
+    def backward(c: tuple[Array, Array, Array, Array], z: Params, b: Array) -> Array:
+        _, S, RC, _ = c
         zu, zv, U0, V0 = z
         Q, D = U0.shape
         G0 = b @ V0.T
         return ((S * (b @ zv.T) + RC * G0) @ U0 + (S * G0) @ zu) / (Q * D)
 
-    def gradient(c: tuple[Array, Array, Array], z: Params, h: Array, b: Array
+    def gradient(c: tuple[Array, Array, Array, Array], z: Params, h: Array, b: Array
                  ) -> tuple[Array, Array]:
         n, D = h.shape
-        return (c[1] * (b @ z[3].T)).T @ h / (n * D), c[0].T @ b / n
+        return (c[1] * (b @ z[3].T)).T @ (h / (n * D)), c[0].T @ (b / n)
 
-    return _Block(forward, cache, backward, gradient)
+    return _Block(forward, cache, apply, backward, gradient)
 
 
 @dataclass(frozen=True)
@@ -666,14 +693,14 @@ class TangentODE:
         zu_rms, zv_rms = np.zeros(K + 1), np.zeros(K + 1)
         for k in range(K + 1):
             process = (zu, zv, U0s, V0s)
-            H, F = _forward_pass(block, process, Xa, c.method, c.J)
+            H, F, caches = _forward_pass(block, process, Xa, c.method, c.J)
             forward[k] = H
-            zu_rms[k], zv_rms[k] = _rms(zu), _rms(zv)
+            zu_rms[k], zv_rms[k] = _rms_diff(zu, 0.0), _rms_diff(zv, 0.0)
             if k == K:
                 break
             W = (H[-1] - Ya) / c.D
             for i, (gu, gv) in enumerate(_backward_gradients(block, process, H, F, W, c.method,
-                                                             c.J)):
+                                                             c.J, caches)):
                 zu[i] -= c.eta_u * gu
                 zv[i] -= c.eta_v * gv
         outputs = forward[:, -1]
@@ -713,6 +740,7 @@ def train_finite_resnet(
     eta_v: float | None = None,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
+    track_travel: bool = True,
 ) -> FiniteResNetResult:
     """Full-batch GD on the ``chizat2lp`` ResNet (chizat Eq. 24) under the ``mean-ode`` plan,
     exactly chizat Eq. 25: the model and plan from ``build``, ``plan.optimizer(model, "sgd",
@@ -721,7 +749,9 @@ def train_finite_resnet(
 
     ``sigma_v = alpha sqrt(D)``, ``sigma_u`` (default ``sqrt(D)``), ``eta_u``, ``eta_v``
     (default ``D``). Weights are drawn by the plan from ``seed`` (float32 draws, then cast to
-    ``dtype``). Cost O(steps L M n D) time, O(L M D) memory.
+    ``dtype``). ``track_travel=False`` measures the travel at ``k = 0`` and ``K`` only (NaN
+    between; the per-step copy of all units costs as much as a step at L = M = 1000).
+    Cost O(steps L M n D) time, O(L M D) memory.
     """
     from depthscale.models import build  # models import torch layers; keep limits light
 
@@ -750,14 +780,15 @@ def train_finite_resnet(
 
     U0, V0 = units()
     outputs = np.empty((K + 1, *x.shape))
-    u_travel, v_travel = np.zeros(K + 1), np.zeros(K + 1)
+    u_travel, v_travel = np.full(K + 1, math.nan), np.full(K + 1, math.nan)
+    u_travel[0] = v_travel[0] = 0.0
     for k in range(K + 1):
         opt.zero_grad(set_to_none=True)
         out = model(x)
         outputs[k] = out.detach().cpu().numpy()
-        if k:
+        if k and (track_travel or k == K):
             Uk, Vk = units()
-            u_travel[k], v_travel[k] = _rms(Uk - U0), _rms(Vk - V0)
+            u_travel[k], v_travel[k] = _rms_diff(Uk, U0), _rms_diff(Vk, V0)
         if k == K:
             break
         loss = ((out - y) ** 2).sum() / (2 * D * x.shape[0])
