@@ -39,8 +39,8 @@ from depthscale import data as ds_data
 from depthscale.experiments.claims import (
     ClaimContext,
     ClaimOutcome,
-    band_verdict,
     claim,
+    claim_outcome,
     finite_or_none,
 )
 from depthscale.fits import loglog_slope
@@ -50,7 +50,7 @@ from depthscale.limits.mean_ode import (
     TangentODE,
     rms_error,
 )
-from depthscale.report import figures, write_csv
+from depthscale.report import figures
 
 __all__ = ["alpha_grid", "finite_resnet", "limit_reference", "paper_grid"]
 
@@ -113,17 +113,6 @@ def _one_thread() -> Iterator[None]:
     synchronisation (and contend on a shared machine)."""
     with threadpool_limits(limits=1, user_api="blas"):
         yield
-
-
-def _outcome(ctx: ClaimContext, cid: str, measured: dict[str, float | None],
-             bands: dict[str, Band], rows: list[dict[str, Any]], fig: Any,
-             note: str = "") -> ClaimOutcome:
-    """Verdict from the bands, figure and CSV written: the claim's result."""
-    verdict, band, misses = band_verdict(measured, bands)
-    figure = figures.save_figure(fig, ctx.path(cid, ".png"))
-    csv = write_csv(ctx.path(cid, ".csv"), rows)
-    reason = "; ".join(r for r in (misses, note) if r)
-    return ClaimOutcome(verdict, measured, band, reason, figure, csv)
 
 
 def _slope(x: Sequence[float], y: Sequence[float]) -> float:
@@ -220,7 +209,7 @@ def chizat_fig2(ctx: ClaimContext) -> ClaimOutcome:
             f"{s['ref_Q']} Sobol' particles per stage point); the paper's caption writes the "
             f"rate as a/L + b/sqrt(ML) at D = 10: its coefficient is b sqrt(D) = "
             f"{b * math.sqrt(D):.3g} (band on b as CLAIMS.md states it)")
-    return _outcome(ctx, "chizat-fig2", measured, bands, rows, fig, note)
+    return claim_outcome(ctx, "chizat-fig2", measured, bands, rows, fig, note)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,7 +301,7 @@ def chizat_fig5a(ctx: ClaimContext) -> ClaimOutcome:
     fig = _fig5_plot(rows, "std", "formula", f"output std across seeds, k = {s['K']}",
                      f"chizat Fig. 5a: L = {s['L']}, M = {s['M']}; lines: "
                      "((0.05 + 0.3 a) sqrt(D) + 0.4)/sqrt(LM); x: alpha >= sqrt(LM/D)")
-    return _outcome(ctx, "chizat-fig5a", measured, bands, rows, fig)
+    return claim_outcome(ctx, "chizat-fig5a", measured, bands, rows, fig)
 
 
 @claim(
@@ -361,7 +350,7 @@ def chizat_fig5b(ctx: ClaimContext) -> ClaimOutcome:
     fig = _fig5_plot(rows, "travel", "formula", f"RMS input-weight travel, k = {s['K']}",
                      f"chizat Fig. 5b: L = {s['L']}, M = {s['M']}; lines: min(3, 3/alpha); "
                      "x: alpha >= sqrt(LM/D)")
-    return _outcome(ctx, "chizat-fig5b", measured, bands, rows, fig)
+    return claim_outcome(ctx, "chizat-fig5b", measured, bands, rows, fig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -470,7 +459,7 @@ def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
     fig.suptitle(f"chizat Thm. 2 (lazy ODE): D = {D}, K = {K}", fontsize=9)
     note = ("limit and tangent ODE share Sobol' antithetic particles, so the output gap "
             "has no alpha/sqrt(Q) term; finite nets keep Thm. 2's alpha/sqrt(LM) term")
-    return _outcome(ctx, "chizat-thm2", measured, bands, rows, fig, note)
+    return claim_outcome(ctx, "chizat-thm2", measured, bands, rows, fig, note)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -582,7 +571,7 @@ def chizat_thm3(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_ylabel(f"RMS |U_K - U~_K| (run with V_0 = 0), K = {s['semi_K']}")
     ax.set_title("Thm. 3(iv): semi-complete, O(sigma_v / sqrt(D))", fontsize=8)
     ax.legend(fontsize=6)
-    return _outcome(ctx, "chizat-thm3", measured, bands, rows, fig)
+    return claim_outcome(ctx, "chizat-thm3", measured, bands, rows, fig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -652,4 +641,4 @@ def chizat_fig1(ctx: ClaimContext) -> ClaimOutcome:
     axes[1].set_title("distance to the limit curve", fontsize=8)
     note = (f"limit = mean of {s['ref_runs']} Mean ODE runs (RK4 J = {s['ref_J']}, "
             f"{s['ref_Q']} Sobol' particles per stage point)")
-    return _outcome(ctx, "chizat-fig1", measured, bands, rows, fig, note)
+    return claim_outcome(ctx, "chizat-fig1", measured, bands, rows, fig, note)

@@ -25,6 +25,7 @@ __all__ = [
     "ClaimOutcome",
     "band_verdict",
     "claim",
+    "claim_outcome",
     "finite_or_none",
 ]
 
@@ -129,3 +130,24 @@ def band_verdict(
 def finite_or_none(value: float) -> float | None:
     """JSON-safe measured value: None where a run produced no finite number."""
     return float(value) if math.isfinite(value) else None
+
+
+def claim_outcome(
+    ctx: ClaimContext,
+    claim_id: str,
+    measured: Mapping[str, float | None],
+    bands: Mapping[str, Band],
+    rows: list[dict[str, Any]],
+    fig: Any,
+    note: str = "",
+) -> ClaimOutcome:
+    """The usual end of a runner: verdict from the bands, the figure as ``<id>.png`` and the
+    data behind it as ``<id>.csv`` in the output folder, a reason joining misses and ``note``."""
+    from depthscale.report import figures, write_csv
+
+    verdict, band, misses = band_verdict(measured, bands)
+    return ClaimOutcome(
+        verdict, dict(measured), band, "; ".join(r for r in (misses, note) if r),
+        figures.save_figure(fig, ctx.path(claim_id, ".png")),
+        write_csv(ctx.path(claim_id, ".csv"), rows),
+    )

@@ -28,13 +28,18 @@ from depthscale.experiments.analysis import (
     seed_summary,
     wls_power_law,
 )
-from depthscale.experiments.claims import ClaimContext, ClaimOutcome, band_verdict, claim
+from depthscale.experiments.claims import (
+    ClaimContext,
+    ClaimOutcome,
+    claim,
+    claim_outcome,
+)
 from depthscale.experiments.store import open_store
 from depthscale.experiments.sweep import run_study
 from depthscale.fits import loglog_slope
 from depthscale.models import build, create
 from depthscale.probes import update_energy
-from depthscale.report import figures, write_csv
+from depthscale.report import figures
 
 __all__ = ["study_toml"]
 
@@ -149,15 +154,6 @@ def _rows(results: dict[str, tuple[list[SeedSummary], LawFit]]) -> list[dict[str
             for key, (summ, fit) in results.items() for s in summ]
 
 
-def _finish(ctx: ClaimContext, cid: str, measured: dict[str, float | None],
-            bands: dict[str, tuple[float | None, float | None]], rows: list[dict[str, Any]],
-            fig: Any, note: str = "") -> ClaimOutcome:
-    verdict, band, misses = band_verdict(measured, bands)
-    return ClaimOutcome(verdict, measured, band, "; ".join(r for r in (misses, note) if r),
-                        figures.save_figure(fig, ctx.path(cid, ".png")),
-                        write_csv(ctx.path(cid, ".csv"), rows))
-
-
 @claim(
     "laws-table1", "laws",
     "The optimal LR follows eta* ~ L^alpha with alpha near -3/2 for CNNs, ResNets and ViTs",
@@ -181,7 +177,7 @@ def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
     edges = [f"{k} L={s.depth}" for k, (summ, _) in results.items() for s in summ
              if s.any_on_edge]
     note = f"optimum on the LR grid's edge: {', '.join(edges)}" if edges else ""
-    return _finish(ctx, "laws-table1", measured, bands, _rows(results), _law_figure(results),
+    return claim_outcome(ctx, "laws-table1", measured, bands, _rows(results), _law_figure(results),
                    note)
 
 
@@ -234,7 +230,7 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_ylabel("log10 eta")
     ax.set_title(f"laws Table 5 ({key}, source L0 = {source_eff})", fontsize=9)
     ax.legend(fontsize=7)
-    return _finish(ctx, "laws-transfer", measured, bands, rows, fig)
+    return claim_outcome(ctx, "laws-transfer", measured, bands, rows, fig)
 
 
 @claim(
@@ -294,4 +290,4 @@ def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_ylabel("eta*")
     ax.set_title(f"laws Sec. 3.2: AM-muP ({key})", fontsize=9)
     ax.legend(fontsize=7)
-    return _finish(ctx, "laws-ammup", measured, bands, rows, fig)
+    return claim_outcome(ctx, "laws-ammup", measured, bands, rows, fig)

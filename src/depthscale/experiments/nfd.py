@@ -18,15 +18,15 @@ from depthscale import data as ds_data
 from depthscale.experiments.claims import (
     ClaimContext,
     ClaimOutcome,
-    band_verdict,
     claim,
+    claim_outcome,
     finite_or_none,
 )
 from depthscale.experiments.nfd_limits import limit_gia_gap
 from depthscale.fits import log_minimum, loglog_slope
 from depthscale.models import build
 from depthscale.probes import snapshot, two_layer_updates
-from depthscale.report import figures, write_csv
+from depthscale.report import figures
 from depthscale.train import TrainConfig, TrainResult, evaluate, train
 
 __all__: list[str] = []
@@ -52,16 +52,6 @@ def _fit(ctx: ClaimContext, data: ds_data.Dataset, model: str, recipe: str, *, w
     cfg = TrainConfig(lr=lr, steps=steps, epochs=epochs, batch_size=batch_size, seed=seed,
                       device=ctx.device)
     return net, train(net, plan, data, cfg)
-
-
-def _outcome(ctx: ClaimContext, cid: str, measured: dict[str, float | None],
-             bands: dict[str, tuple[float | None, float | None]], rows: list[dict[str, Any]],
-             fig: Any, note: str = "") -> ClaimOutcome:
-    verdict, band, misses = band_verdict(measured, bands)
-    figure = figures.save_figure(fig, ctx.path(cid, ".png"))
-    csv = write_csv(ctx.path(cid, ".csv"), rows)
-    reason = "; ".join(r for r in (misses, note) if r)
-    return ClaimOutcome(verdict, measured, band, reason, figure, csv)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -125,7 +115,7 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_ylabel("feature size at init")
     ax.set_title(f"nfd Prop. 1 / Fig. 1a (width {n}, ReLU)")
     ax.legend(fontsize=7)
-    return _outcome(ctx, "nfd-prop1", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-prop1", measured, bands, rows, fig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,7 +181,7 @@ def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_ylabel("final test loss")
     ax.legend(fontsize=7)
     note = f"diverged runs per T: {dict(zip(Ts, diverged_by_T, strict=True))}"
-    return _outcome(ctx, "nfd-fig2", measured, bands, rows, fig, note)
+    return claim_outcome(ctx, "nfd-fig2", measured, bands, rows, fig, note)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,7 +286,7 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"train loss (L = {deep})")
     ax.legend(fontsize=6)
-    return _outcome(ctx, "nfd-cor1", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-cor1", measured, bands, rows, fig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,7 +343,7 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
             figures.loglog_fit_panel(ax, s["depths"], ys, label=label)
         ax.set_xlabel("depth L")
         ax.set_title(title, fontsize=8)
-    return _outcome(ctx, "nfd-collapse", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-collapse", measured, bands, rows, fig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,7 +407,7 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
         ax.set_title(f"{recipe}: spread {spread[recipe]:.2f} decades", fontsize=8)
         ax.legend(fontsize=7)
     note = f"optimum on the grid edge for: {', '.join(edges)}" if edges else ""
-    return _outcome(ctx, "nfd-transfer", measured, bands, rows, fig, note)
+    return claim_outcome(ctx, "nfd-transfer", measured, bands, rows, fig, note)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,4 +466,4 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
         ax.set_xlabel("epoch")
         ax.set_title(key.replace("_", " "), fontsize=8)
         ax.legend(fontsize=7)
-    return _outcome(ctx, "nfd-deep", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-deep", measured, bands, rows, fig)

@@ -7,12 +7,16 @@ Each compares finite networks (or the limit objects themselves) with the solvers
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
 
-from depthscale.experiments.claims import ClaimContext, ClaimOutcome, band_verdict, claim
+from depthscale.experiments.claims import (
+    ClaimContext,
+    ClaimOutcome,
+    claim,
+    claim_outcome,
+)
 from depthscale.fits import loglog_slope
 from depthscale.limits import (
     coupled_finite_network,
@@ -23,7 +27,7 @@ from depthscale.limits import (
     nngp_kernel,
 )
 from depthscale.models import build
-from depthscale.report import figures, write_csv
+from depthscale.report import figures
 
 __all__: list[str] = []
 
@@ -35,15 +39,6 @@ def _gaussian_inputs(n: int, d: int, seed: int) -> np.ndarray:
 def _slope(xs: list[int], ys: list[float]) -> float | None:
     ok = all(math.isfinite(v) and v > 0 for v in ys)
     return loglog_slope(xs, ys).slope if ok else None
-
-
-def _finish(ctx: ClaimContext, cid: str, measured: dict[str, float | None],
-            bands: dict[str, tuple[float | None, float | None]], rows: list[dict[str, Any]],
-            fig: Any, note: str = "") -> ClaimOutcome:
-    verdict, band, misses = band_verdict(measured, bands)
-    return ClaimOutcome(verdict, measured, band, "; ".join(r for r in (misses, note) if r),
-                        figures.save_figure(fig, ctx.path(cid, ".png")),
-                        write_csv(ctx.path(cid, ".csv"), rows))
 
 
 def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome:
@@ -82,7 +77,7 @@ def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome
     note = ("depth sweep uses the exact Gaussian law of a fresh layer given h (one input), "
             "so the width can be large enough for the depth term to show"
             if not backward else "")
-    return _finish(ctx, cid, measured, bands, rows, fig, note)
+    return claim_outcome(ctx, cid, measured, bands, rows, fig, note)
 
 
 _COUPLING_QUICK = {"phi": "relu", "T": 1.0, "dim": 16}
@@ -175,7 +170,7 @@ def nfd_prop3(ctx: ClaimContext) -> ClaimOutcome:
         figures.loglog_fit_panel(ax, sizes, by[axis], label="|K_MC - C_T| / |C_T|")
         ax.set_xlabel(axis)
     axes[0].set_title("nfd Prop. 3: NNGP kernel of finite nets", fontsize=9)
-    return _finish(ctx, "nfd-prop3", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-prop3", measured, bands, rows, fig)
 
 
 @claim(
@@ -227,4 +222,4 @@ def nfd_prop4_5(ctx: ClaimContext) -> ClaimOutcome:
     axes[1].axhline(0, color="k", lw=0.8)
     axes[1].set_xlabel("t' - t")
     axes[1].set_title("min eig (C_t' - C_t)", fontsize=9)
-    return _finish(ctx, "nfd-prop4-5", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-prop4-5", measured, bands, rows, fig)

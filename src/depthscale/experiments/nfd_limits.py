@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +21,8 @@ from depthscale.errors import ConfigError
 from depthscale.experiments.claims import (
     ClaimContext,
     ClaimOutcome,
-    band_verdict,
     claim,
+    claim_outcome,
     finite_or_none,
 )
 from depthscale.fits import loglog_slope
@@ -30,7 +30,7 @@ from depthscale.limits.kernel import min_eigenvalue
 from depthscale.limits.nfd import NFD, loss_derivative
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
-from depthscale.report import figures, write_csv
+from depthscale.report import figures
 
 __all__ = ["FiniteRun", "limit_gia_gap", "online_sgd_finite", "teacher_stream"]
 
@@ -196,15 +196,6 @@ def _slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return finite_or_none(loglog_slope(xs, ys).slope) if ok else None
 
 
-def _finish(ctx: ClaimContext, cid: str, measured: dict[str, float | None],
-            bands: Mapping[str, tuple[float | None, float | None]], rows: list[dict[str, Any]],
-            fig: Any, note: str = "") -> ClaimOutcome:
-    verdict, band, misses = band_verdict(measured, bands)
-    return ClaimOutcome(verdict, measured, band, "; ".join(r for r in (misses, note) if r),
-                        figures.save_figure(fig, ctx.path(cid, ".png")),
-                        write_csv(ctx.path(cid, ".csv"), rows))
-
-
 # ---- nfd Theorem 1 --------------------------------------------------------------------------
 #: (label, finite-network backward, NFD coupling of the width sweep, of the depth sweep).
 #: The first is the paper's statement (banded); the others are diagnostics.
@@ -334,7 +325,7 @@ def nfd_thm1(ctx: ClaimContext) -> ClaimOutcome:
     ax.legend(fontsize=6)
     note = ("diagnostics: decoupled nets vs Def. 1 and standard nets vs the full-coupling NFD; "
             "Def. 1 and the full-coupling limit differ by limit_gap_full_vs_none_rms")
-    return _finish(ctx, "nfd-thm1", measured, bands, rows, fig, note)
+    return claim_outcome(ctx, "nfd-thm1", measured, bands, rows, fig, note)
 
 
 # ---- nfd Fig. 6 -----------------------------------------------------------------------------
@@ -414,4 +405,4 @@ def nfd_fig6(ctx: ClaimContext) -> ClaimOutcome:
         figures.loglog_fit_panel(axes[2], s["widths"], per_width[key], label=name)
     axes[2].set_xlabel("width n")
     axes[2].set_ylabel("min over layers and steps (seed mean)")
-    return _finish(ctx, "nfd-fig6", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-fig6", measured, bands, rows, fig)
