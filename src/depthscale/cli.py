@@ -332,8 +332,12 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     from depthscale.report.figures import new_figure, save_figure
 
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.particles is None:
+        args.particles = 10_000 if args.solver == "sde" else 4096
     if args.solver == "nfd":
         return _limit_nfd(args)
+    if args.solver == "mean-ode":
+        return _limit_mean_ode(args)
     X = _limit_inputs(args)
     if args.solver == "kernel":
         with _status(f"NNGP kernel ODE for {len(X)} inputs"):
@@ -394,6 +398,34 @@ def _limit_nfd(args: argparse.Namespace) -> int:
     save_figure(fig, args.out / "nfd.png")
     print(f"NFD ({args.coupling}): mean loss of the last quarter "
           f"{float(res.losses[-max(1, len(rows) // 4):].mean()):.4g}; data in {args.out}")
+    return 0
+
+
+def _limit_mean_ode(args: argparse.Namespace) -> int:
+    """GD on Chizat's Neural Mean ODE (Eq. 10-14), 2LP blocks, on his synthetic data."""
+    from depthscale import limits
+    from depthscale.data import load
+    from depthscale.report import write_csv
+    from depthscale.report.figures import new_figure, save_figure
+
+    data = load("chizat", dim=args.dim, n_train=args.inputs, seed=args.seed)
+    X, Y = data.x_train.double().numpy(), data.y_train.double().numpy()
+    depth_steps = args.depth_steps or 16
+    solver = limits.MeanODE(args.dim, rho=args.phi, depth_steps=depth_steps,
+                            particles=args.particles, seed=args.seed)
+    with _status(f"Neural Mean ODE: {args.steps} GD steps, {depth_steps} depth steps, "
+                 f"{args.particles} particles"):
+        res = solver.train(X, Y, args.steps)
+    write_csv(args.out / "mean_ode.csv",
+              [{"step": k, "loss": float(v)} for k, v in enumerate(res.losses)])
+    fig, axes = new_figure()
+    axes[0].semilogy(range(len(res.losses)), res.losses, "o-", ms=2)
+    axes[0].set_xlabel("GD step k")
+    axes[0].set_ylabel("mean |h(1, x) - y|^2 / (2D)")
+    axes[0].set_title("Neural Mean ODE (chizat Eq. 10-14)", fontsize=9)
+    save_figure(fig, args.out / "mean_ode.png")
+    print(f"Neural Mean ODE: loss {res.losses[0]:.4g} -> {res.losses[-1]:.4g} after {args.steps} "
+          f"steps; data in {args.out}")
     return 0
 
 
@@ -515,9 +547,10 @@ def _parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=_cmd_transfer)
 
     lim = sub.add_parser("limit", help="infinite-width/depth solvers (nfd Prop. 2-3)")
-    lim.add_argument("solver", choices=("kernel", "sde", "nfd"),
+    lim.add_argument("solver", choices=("kernel", "sde", "nfd", "mean-ode"),
                      help="kernel: NNGP kernel ODE C_T; sde: forward McKean-Vlasov particles; "
-                     "nfd: online SGD in the joint limit (Def. 1) on a teacher stream")
+                     "nfd: online SGD in the joint limit (Def. 1) on a teacher stream; "
+                     "mean-ode: GD on Chizat's Neural Mean ODE (2LP blocks, --phi tanh)")
     lim.add_argument("--phi", default="relu", help="activation (relu, erf, tanh, gelu, identity)")
     lim.add_argument("--T", type=_finite_float, default=1.0, help="time horizon T")
     lim.add_argument("--dataset", default=None, help="take inputs from this dataset "
@@ -529,12 +562,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="kernel: also compare with the finite-depth recursion at this L")
     lim.add_argument("--depth-steps", type=int, default=None,
                      help="depth grid (default 200 for sde, 64 for nfd)")
-    lim.add_argument("--steps", type=int, default=50, help="nfd: online SGD steps K")
+    lim.add_argument("--steps", type=int, default=50, help="nfd, mean-ode: training steps K")
     lim.add_argument("--eta-c", type=_finite_float, default=0.1, help="nfd: eta_c")
     lim.add_argument("--coupling", default="none", choices=("none", "eq15", "full"),
                      help="nfd: none = Def. 1 (decoupled), eq15 = paper's tau^2 terms, "
                      "full = standard backprop's response terms")
-    lim.add_argument("--particles", type=int, default=10_000, help="sde: particles")
+    lim.add_argument("--particles", type=int, default=None,
+                     help="particles (default 10000 for sde; 4096 for nfd and mean-ode)")
     lim.add_argument("--seed", type=int, default=0)
     lim.add_argument("--out", type=Path, default=Path("runs/limit"))
     lim.set_defaults(func=_cmd_limit)

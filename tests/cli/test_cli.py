@@ -112,6 +112,10 @@ def test_limit_kernel_and_sde_write_their_outputs(tmp_path: Path) -> None:
     assert main(["limit", "nfd", "--steps", "4", "--particles", "256", "--depth-steps", "4",
                  "--coupling", "eq15", "--out", str(tmp_path)]) == 0
     assert len((tmp_path / "nfd.csv").read_text().splitlines()) == 5
+    assert main(["limit", "mean-ode", "--phi", "tanh", "--dim", "4", "--inputs", "3",
+                 "--steps", "3", "--depth-steps", "4", "--particles", "64",
+                 "--out", str(tmp_path)]) == 0
+    assert len((tmp_path / "mean_ode.csv").read_text().splitlines()) == 5
     assert (tmp_path / "sde_variance.png").exists()
     assert main(["limit", "kernel", "--phi", "nope", "--out", str(tmp_path)]) == 2
 
