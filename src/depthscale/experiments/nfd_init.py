@@ -115,8 +115,8 @@ def nfd_prop6(ctx: ClaimContext) -> ClaimOutcome:
     the backward SDE of Prop. 6 driven by the same normalised increments; mean-square error of
     g_0 vs width and depth; exponents <= -0.7 (CLAIMS.md: "same as nfd-prop2 for g").
 
-    tanh, not ReLU: Prop. 6 assumes regularity of phi', and ReLU's step derivative flips sign
-    wherever the coupled h and h_sde straddle 0, which makes the error ~ n^(-1/2) instead.
+    tanh, not ReLU: Prop. 6 assumes regularity of phi' as well as phi, which ReLU's step
+    derivative lacks.
     """
     return _coupling_claim(ctx, "nfd-prop6", backward=True)
 
