@@ -489,6 +489,17 @@ def backward_sde(
     )
 
 
+def _coupling_args(
+    x: np.ndarray, phi: PhiLike, T: float, width: int, depth: int, trials: int
+) -> tuple[np.ndarray, Activation, float, int, int, int]:
+    """Validated (x, activation, T, n, L, trials) of a coupling run (one input vector)."""
+    xv = np.asarray(x, dtype=np.float64)
+    if xv.ndim != 1:
+        raise ConfigError(f"x must be one input vector of shape (d,); got shape {xv.shape}")
+    return (xv, resolve_activation(phi), _check_T(T), _check_int(width, "width", 1),
+            _check_int(depth, "depth", 1), _check_int(trials, "trials", 1))
+
+
 def coupled_finite_network(
     x: np.ndarray,
     phi: PhiLike = "relu",
@@ -520,14 +531,7 @@ def coupled_finite_network(
     layer; the same law for one input). Cost per trial: O(L n^2) time and O(n^2) memory with
     explicit weights, O(L n) otherwise, plus O(n d) for ``U``.
     """
-    xv = np.asarray(x, dtype=np.float64)
-    if xv.ndim != 1:
-        raise ConfigError(f"x must be one input vector of shape (d,); got shape {xv.shape}")
-    act = resolve_activation(phi)
-    T = _check_T(T)
-    n = _check_int(width, "width", 1)
-    L = _check_int(depth, "depth", 1)
-    trials = _check_int(trials, "trials", 1)
+    xv, act, T, n, L, trials = _coupling_args(x, phi, T, width, depth, trials)
     dt_type = _check_dtype(dtype)
     times = np.linspace(0.0, T, L + 1)
     q = kernel_path(xv[None, :], phi, times, rtol=1e-12, atol=1e-14)[:, 0, 0]
@@ -593,14 +597,7 @@ def coupled_finite_network_backward(
     ``t_l``. Weights are regenerated from per-layer seeds for the backward pass, so memory is
     O(n^2), time O(L n^2) per trial.
     """
-    xv = np.asarray(x, dtype=np.float64)
-    if xv.ndim != 1:
-        raise ConfigError(f"x must be one input vector of shape (d,); got shape {xv.shape}")
-    act = resolve_activation(phi)
-    T = _check_T(T)
-    n = _check_int(width, "width", 1)
-    L = _check_int(depth, "depth", 1)
-    trials = _check_int(trials, "trials", 1)
+    xv, act, T, n, L, trials = _coupling_args(x, phi, T, width, depth, trials)
     times = np.linspace(0.0, T, L + 1)
     fine = np.linspace(0.0, T, 8 * L + 1)
     q_fine = kernel_path(xv[None, :], phi, fine, rtol=1e-12, atol=1e-14)[:, 0, 0]
