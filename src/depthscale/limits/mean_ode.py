@@ -534,18 +534,8 @@ def _stage_grid(c: _Config) -> Array:
 
 
 @dataclass(frozen=True)
-class MeanODE:
-    """Neural Mean ODE with 2LP blocks (chizat Eq. 10-14), particles on a depth grid.
-
-    ``D``: embedding dimension. ``sigma_u``, ``sigma_v``: init scales (default ``sqrt(D)``;
-    chizat Fig. 5 uses ``sigma_v = alpha sqrt(D)``). ``eta_u``, ``eta_v``: the LRs of chizat
-    Eq. 25 without its ``L M`` factor (default ``D``, Sec. 2.4). ``depth_steps``: ``J``
-    intervals of the depth grid ``s_j = j / J``. ``particles``: ``Q`` per stage point.
-    ``method``, ``sampler``, ``coupling``: see the module docstring.
-
-    Cost per GD step O(J Q n D) time: for ``rk4`` about 8J activations of ``(n, Q)`` arrays and
-    16J products of size ``n Q D``; memory O(J Q D) (``2 J + 1`` particle sets).
-    """
+class _SolverSettings:
+    """The settings :class:`MeanODE` and :class:`TangentODE` share (see their docstrings)."""
 
     D: int
     rho: str = "tanh"
@@ -565,6 +555,22 @@ class MeanODE:
         return _config(self.D, self.rho, self.sigma_u, self.sigma_v, self.eta_u, self.eta_v,
                        self.depth_steps, self.particles, self.method, self.sampler,
                        self.coupling, self.seed, self.dtype)
+
+
+@dataclass(frozen=True)
+class MeanODE(_SolverSettings):
+    """Neural Mean ODE with 2LP blocks (chizat Eq. 10-14), particles on a depth grid.
+
+    ``D``: embedding dimension. ``sigma_u``, ``sigma_v``: init scales (default ``sqrt(D)``;
+    chizat Fig. 5 uses ``sigma_v = alpha sqrt(D)``). ``eta_u``, ``eta_v``: the LRs of chizat
+    Eq. 25 without its ``L M`` factor (default ``D``, Sec. 2.4). ``depth_steps``: ``J``
+    intervals of the depth grid ``s_j = j / J``. ``particles``: ``Q`` per stage point.
+    ``method``, ``sampler``, ``coupling``: see the module docstring.
+
+    Cost per GD step O(J Q n D) time: for ``rk4`` about 8J activations of ``(n, Q)`` arrays and
+    16J products of size ``n Q D``; memory O(J Q D) (``2 J + 1`` particle sets).
+    """
+
 
     def initial_particles(self) -> tuple[Array, Array]:
         """``(U_0, V_0)`` drawn from ``mu_0`` by the sampler: ``(Q, D)`` (shared) or
@@ -648,7 +654,7 @@ def _tangent_block(rho: str) -> _Block:
 
 
 @dataclass(frozen=True)
-class TangentODE:
+class TangentODE(_SolverSettings):
     """Tangent (lazy) ODE of 2LP blocks (chizat Eq. 18-21), particles on a depth grid.
 
     Generic parameterisation of chizat Sec. 3: ``Z'_0 = (U_0, V'_0)`` with scales ``sigma_u``,
@@ -658,24 +664,6 @@ class TangentODE:
     cost per GD step O(J Q n D), about 1.5 times the Mean ODE's.
     """
 
-    D: int
-    rho: str = "tanh"
-    sigma_u: float | None = None
-    sigma_v: float | None = None
-    eta_u: float | None = None
-    eta_v: float | None = None
-    depth_steps: int = 16
-    particles: int = 4096
-    method: str = "rk4"
-    sampler: str = "sobol"
-    coupling: str = "shared"
-    seed: int = 0
-    dtype: str = "float64"
-
-    def _cfg(self) -> _Config:
-        return _config(self.D, self.rho, self.sigma_u, self.sigma_v, self.eta_u, self.eta_v,
-                       self.depth_steps, self.particles, self.method, self.sampler,
-                       self.coupling, self.seed, self.dtype)
 
     def train(self, X: Any, Y: Any, steps: int, *,
               initial: tuple[Array, Array] | None = None) -> TangentODEResult:

@@ -71,7 +71,22 @@ def _gap(z: torch.Tensor) -> torch.Tensor:
     return z.flatten(2).mean(-1)
 
 
-class PlainCNN(nn.Module):
+class _FromShape:
+    """``from_shape``: build a conv net from a per-sample input shape (used by the registry)."""
+
+    _kind = "conv net"
+
+    @classmethod
+    def from_shape(
+        cls, input_shape: tuple[int, ...], n_out: int, width: int, depth: int, *, dims: int,
+        **options: Any,
+    ) -> Any:
+        """Build from ``(C, length)`` or ``(C, H, W)``; a wrong rank is a ConfigError."""
+        _check_input_shape(cls._kind, input_shape, dims)
+        return cls(input_shape[0], n_out, width, depth, dims=dims, **options)  # type: ignore[call-arg]
+
+
+class PlainCNN(_FromShape, nn.Module):
     """The homogeneous stride-1 CNN of laws Eq. 3.
 
     z_1 = conv_1(x) (role ``input``), z_l = conv_l(sigma(z_{l-1})) for l = 2..L (role
@@ -80,6 +95,8 @@ class PlainCNN(nn.Module):
     conv. ``depth`` is L, the number of conv layers (laws counts conv+sigma units; the head is
     not a depth unit). Biases are omitted, as in Eq. 3.
     """
+
+    _kind = "CNN"
 
     def __init__(
         self,
@@ -116,15 +133,6 @@ class PlainCNN(nn.Module):
         self.last_norm = _norm(batchnorm, width, dims)  # acting on z_L
         self.drop = _dropout(dropout)
         self.head = ScaledLinear(width, n_out, "output")
-
-    @classmethod
-    def from_shape(
-        cls, input_shape: tuple[int, ...], n_out: int, width: int, depth: int, *, dims: int,
-        **options: Any,
-    ) -> PlainCNN:
-        """Build from a per-sample input shape ``(C, length)`` or ``(C, H, W)`` (registry)."""
-        _check_input_shape("CNN", input_shape, dims)
-        return cls(input_shape[0], n_out, width, depth, dims=dims, **options)
 
     def trace(self, x: torch.Tensor) -> Trace:
         """Forward pass that keeps every pre-activation z_1..z_L (before GAP)."""
@@ -193,13 +201,15 @@ class ConvBlock(nn.Module):
         return self.outer(self.inner(h))
 
 
-class ConvResNet(nn.Module):
+class ConvResNet(_FromShape, nn.Module):
     """Pre-activation convolutional ResNet, laws Eq. 4 with the setup of laws Sec. 3.4.
 
     h_0 = stem(x) (role ``input``), h_l = h_{l-1} + F_l(h_{l-1}) for l = 1..K with F_l a
     :class:`ConvBlock`, then f = head(GAP(sigma(h_K))) (role ``output``). ``depth`` is K;
     the effective depth is L = m + K with m = 2 plain units (stem, head), laws Sec. 3.4.
     """
+
+    _kind = "conv ResNet"
 
     def __init__(
         self,
@@ -237,15 +247,6 @@ class ConvResNet(nn.Module):
             for _ in range(depth)
         )
         self.head = ScaledLinear(width, n_out, "output")
-
-    @classmethod
-    def from_shape(
-        cls, input_shape: tuple[int, ...], n_out: int, width: int, depth: int, *, dims: int,
-        **options: Any,
-    ) -> ConvResNet:
-        """Build from a per-sample input shape ``(C, length)`` or ``(C, H, W)`` (registry)."""
-        _check_input_shape("conv ResNet", input_shape, dims)
-        return cls(input_shape[0], n_out, width, depth, dims=dims, **options)
 
     def trace(self, x: torch.Tensor) -> Trace:
         """Forward pass that keeps h_0..h_K, the increments F_l(h_{l-1}) and, for two-layer
