@@ -11,11 +11,15 @@ from scipy import stats
 from depthscale.errors import ConfigError
 from depthscale.experiments.analysis import (
     Optimum,
+    criterion_value,
     fit_error_law,
+    lr_spread,
     optimal_lrs,
+    scan_axis,
     seed_summary,
     wls_power_law,
 )
+from depthscale.experiments.study import AnalysisSpec, parse_analysis, parse_study
 
 LRS = list(np.logspace(-4, 0, 17))
 
@@ -82,3 +86,135 @@ def test_error_law_fit_recovers_a_and_b_with_intervals() -> None:
     assert law.a_ci[0] <= 0.15 <= law.a_ci[1]
     with pytest.raises(ConfigError, match="unknown form"):
         fit_error_law(L, M, err, form="a/L^2")
+
+
+# ---- [analysis] options: criterion "last-epoch", group, aggregate "loss", optimize ------------
+def _run(status: str = "done", **kw: object) -> dict:
+    return {"status": status, **kw}
+
+
+def test_criterion_values_and_diverged_runs() -> None:
+    r = _run(running_loss=1.5, final_train_loss=0.5, epoch_losses=[2.0, 0.75])
+    assert criterion_value(r, "running") == 1.5 and criterion_value(r, "final") == 0.5
+    assert criterion_value(r, "last-epoch") == 0.75
+    assert math.isnan(criterion_value(_run("diverged", epoch_losses=[2.0]), "last-epoch"))
+    assert math.isnan(criterion_value(_run(epoch_losses=[]), "last-epoch"))
+    with pytest.raises(ConfigError, match="unknown criterion 'best'"):
+        criterion_value(r, "best")
+
+
+def _transfer_records() -> list[dict]:
+    """Two recipes, depths 2 and 4, seeds 0-1, lr 0.01/0.1/1 (log10 -2, -1, 0)."""
+    last = {  # (recipe, depth) -> per seed, last-epoch loss at each lr
+        ("a", 2): ([2.0, 1.0, 2.0], [2.0, 1.0, 4.0]),  # mean [2, 1, 3]: vertex -7/6
+        ("a", 4): ([2.0, 1.0, 2.0], [2.0, 1.0, 2.0]),  # mean [2, 1, 2]: vertex -1
+        ("b", 2): ([3.0, 1.0, 2.0], [3.0, 1.0, None]),  # seed 1 diverges at lr 1
+        ("b", 4): ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]),  # best on the grid's edge
+    }
+    out = []
+    for (recipe, depth), per_seed in last.items():
+        for seed, losses in enumerate(per_seed):
+            for lr, loss in zip((0.01, 0.1, 1.0), losses, strict=True):
+                out.append({"recipe": recipe, "depth": depth, "seed": seed, "lr": lr,
+                            "status": "diverged" if loss is None else "done",
+                            "epoch_losses": [] if loss is None else [9.0, loss]})
+    return out
+
+
+def test_grouped_optimum_of_the_seed_mean_last_epoch_loss() -> None:
+    optima = optimal_lrs(_transfer_records(), "last-epoch", group="recipe", aggregate="loss")
+    got = {(o.group, o.depth): o for o in optima}
+    assert list(got) == [("a", 2), ("a", 4), ("b", 2), ("b", 4)]
+    assert got["a", 2].lr == pytest.approx(10 ** (-7 / 6), rel=1e-12)
+    assert got["a", 4].lr == pytest.approx(0.1, rel=1e-12) and not got["a", 4].on_edge
+    # lr 1 counts as diverged for recipe b at depth 2 (one seed diverged): no refinement
+    assert got["b", 2].lr == got["b", 2].grid_lr == 0.1 and not got["b", 2].on_edge
+    assert got["b", 4].lr == 0.01 and got["b", 4].on_edge
+    assert all(o.seed is None and o.n_seeds == 2 for o in optima)
+    summaries = seed_summary(optima)
+    assert [(s.group, s.depth, s.n_seeds) for s in summaries] == [
+        ("a", 2, 2), ("a", 4, 2), ("b", 2, 2), ("b", 4, 2)]
+    assert all(math.isnan(s.sem) for s in summaries)
+    spread = lr_spread(summaries)
+    assert spread["a"] == pytest.approx(1 / 6, abs=1e-12)
+    assert spread["b"] == pytest.approx(1.0, abs=1e-12)
+    # per seed instead: recipe a, depth 2, seed 1 alone has its vertex at log10 lr = -5/4
+    per_seed = optimal_lrs(_transfer_records(), "last-epoch", group="recipe")
+    o = next(o for o in per_seed if (o.group, o.depth, o.seed) == ("a", 2, 1))
+    assert o.lr == pytest.approx(10 ** (-5 / 4), rel=1e-12) and o.n_seeds == 1
+
+
+def test_runs_that_share_a_cell_name_the_setting_they_differ_in() -> None:
+    with pytest.raises(ConfigError, match=r'differ in recipe.*group = "recipe"'):
+        optimal_lrs(_transfer_records(), "last-epoch")
+    with pytest.raises(ConfigError, match="aggregate"):
+        optimal_lrs(_transfer_records(), "last-epoch", group="recipe", aggregate="median")
+    with pytest.raises(ConfigError, match="group 'nope'"):
+        optimal_lrs(_transfer_records(), "last-epoch", group="nope")
+
+
+def test_scan_over_T_means_finished_seeds_and_flags_interior_or_edge() -> None:
+    final = {  # (depth, T) -> final train loss per seed (None: diverged)
+        (5, 0.5): [1.0, 1.2, 1.4], (5, 2.0): [0.8, 0.9, 1.0], (5, 8.0): [0.6, None, None],
+        (10, 0.5): [0.5, 0.5, 0.5], (10, 2.0): [0.7, 0.7, 0.7], (10, 8.0): [None, None, None],
+    }
+    records = [{"depth": L, "plan.T": T, "seed": s, "lr": 0.1,
+                "status": "diverged" if v is None else "done", "final_train_loss": v}
+               for (L, T), vs in final.items() for s, v in enumerate(vs)]
+    records.append({"depth": 5, "plan.T": 2.0, "seed": 3, "lr": 0.1, "status": "failed"})
+    deep, shallow = scan_axis(records, "plan.T", "final")[::-1]
+    assert shallow.depth == 5 and shallow.values == (0.5, 2.0, 8.0)
+    assert shallow.losses == pytest.approx((1.2, 0.9, 0.6))
+    assert shallow.diverged == pytest.approx((0.0, 0.0, 2 / 3)) and shallow.n_runs == (3, 3, 3)
+    assert shallow.best == 8.0 and shallow.best_index == 2 and not shallow.interior
+    assert deep.best == 0.5 and not deep.interior and math.isnan(deep.losses[2])
+    assert deep.diverged[2] == 1.0
+    records[6]["final_train_loss"] = 1.5  # depth 5: T 2 is now best, inside the grid
+    assert scan_axis(records, "plan.T", "final")[0].interior
+    records.append({**records[0], "lr": 0.3})
+    with pytest.raises(ConfigError, match="differ in lr"):
+        scan_axis(records, "plan.T", "final")
+
+
+_GRID = ["recipe", "width", "depth", "seed", "plan.T", "lr"]
+
+
+def test_analysis_table_defaults_and_new_keys() -> None:
+    assert parse_analysis({}) == AnalysisSpec("running", "depth", "lr", None, "optima")
+    a = parse_analysis({"criterion": "last-epoch", "group": "recipe", "aggregate": "loss"},
+                       axes=_GRID)
+    assert (a.criterion, a.group, a.aggregate, a.optimize) == ("last-epoch", "recipe", "loss",
+                                                               "lr")
+    t = parse_analysis({"criterion": "final", "optimize": "plan.T"}, axes=_GRID)
+    assert t.optimize == "plan.T" and t.aggregate == "loss"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"groupby": "recipe"}, "[analysis] has unknown key(s) groupby"),
+        ({"criterion": "last"}, "analysis.criterion unknown criterion 'last'"),
+        ({"group": "model.activation"}, "analysis.group 'model.activation' is not an axis"),
+        ({"optimize": "plan.alpha"}, "analysis.optimize 'plan.alpha' is not an axis"),
+        ({"optimize": "seed"}, "analysis.optimize cannot be 'seed'"),
+        ({"group": "depth"}, "analysis.group cannot be 'depth'"),
+        ({"group": "plan.T", "optimize": "plan.T"}, "analysis.group cannot be the axis"),
+        ({"optimize": "plan.T", "aggregate": "optima"}, "analysis.aggregate 'optima' needs"),
+        ({"aggregate": "mean"}, "analysis.aggregate unknown aggregate 'mean'"),
+        ({"group": 3}, "analysis.group must be a non-empty string"),
+    ],
+)
+def test_bad_analysis_tables_name_the_key(table: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_analysis(table, axes=_GRID, source="s.toml")
+    assert str(exc.value).startswith("spec s.toml: ") and message in str(exc.value)
+
+
+def test_study_spec_checks_analysis_axes_against_its_grid() -> None:
+    text = ('[study]\nmodel = "resnet1"\nrecipe = "depth-mup"\ndataset = "digits"\n'
+            "[train]\nsteps = 2\n[grid]\ndepth = [2]\nwidth = [8]\nseed = [0]\nlr = [0.1]\n"
+            "[grid.plan]\nT = [1, 2]\n[analysis]\n")
+    spec = parse_study(text + 'optimize = "plan.T"\ncriterion = "final"\n')
+    assert spec.analysis.optimize == "plan.T" and spec.analysis.aggregate == "loss"
+    with pytest.raises(ConfigError, match=r"analysis\.group 'recipe' is not an axis of"):
+        parse_study(text + 'group = "recipe"\n')

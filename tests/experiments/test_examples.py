@@ -1,26 +1,73 @@
-"""The shipped example studies parse, and the laws ones are exactly what the claims run."""
+"""The shipped example studies parse, and the laws and nfd ones are exactly what the claims
+run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from depthscale.experiments.laws import _ARCHS_QUICK, study_toml
+from depthscale.experiments import CLAIMS
+from depthscale.experiments.laws import study_toml
+from depthscale.experiments.nfd import fig2_study_toml, transfer_study_toml
 from depthscale.experiments.study import expand, load_study, parse_study
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(EXAMPLES.rglob("*.toml")), ids=lambda p: p.name)
 def test_example_study_parses_and_expands(path: Path) -> None:
     assert expand(load_study(path))
 
 
-@pytest.mark.parametrize("key", sorted(_ARCHS_QUICK))
-def test_laws_example_is_the_claims_quick_study(key: str) -> None:
-    arch = _ARCHS_QUICK[key]
-    claim_runs = expand(parse_study(study_toml(f"laws-{key}", arch, seeds=2, epochs=1,
-                                               data=arch.get("data", {}))))
-    example_runs = expand(load_study(EXAMPLES / f"laws_table1_{key}.toml"))
-    assert claim_runs == example_runs
+def _laws_quick_studies() -> dict[str, tuple[str, dict[str, Any], dict[str, Any]]]:
+    """example path -> (study name, arch, claim settings) of every laws claim's quick sweep."""
+    out = {}
+    table1 = CLAIMS["laws-table1"].settings["quick"]
+    for key, arch in table1["archs"].items():
+        out[f"laws_table1_{key}.toml"] = (f"laws-{key}", arch, table1)
+    ablations = CLAIMS["laws-ablations"].settings["quick"]
+    for key, arch in ablations["variants"].items():
+        out[f"laws_ablations/{key}.toml"] = (f"laws-ablation-{key}", arch, ablations)
+    widths = CLAIMS["laws-widths"].settings["quick"]
+    for w in widths["widths"]:
+        out[f"laws_widths/w{w}.toml"] = (f"laws-widths-w{w}", {**widths["arch"], "width": w},
+                                         widths)
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(_laws_quick_studies()))
+def test_laws_example_is_the_claims_quick_study(path: str) -> None:
+    name, arch, settings = _laws_quick_studies()[path]
+    claim_study = parse_study(study_toml(name, arch, seeds=settings["seeds"],
+                                         epochs=settings["epochs"], data=arch.get("data", {})))
+    example = load_study(EXAMPLES / path)
+    assert expand(claim_study) == expand(example)
+    assert example.name == name
+
+
+def test_every_laws_example_belongs_to_a_claim() -> None:
+    shipped = {str(p.relative_to(EXAMPLES)) for p in EXAMPLES.glob("laws*/*.toml")}
+    shipped |= {p.name for p in EXAMPLES.glob("laws_*.toml")}
+    assert shipped == set(_laws_quick_studies())
+    table1 = CLAIMS["laws-table1"].settings["quick"]
+    for cid in ("laws-transfer", "laws-ammup"):  # they reuse the Table 1 sweeps
+        settings = CLAIMS[cid].settings["quick"]
+        assert (settings["seeds"], settings["epochs"]) == (table1["seeds"], table1["epochs"])
+        for key, arch in settings["archs"].items():
+            assert arch == table1["archs"][key]
+
+
+@pytest.mark.parametrize(
+    ("claim_id", "make_toml"),
+    [("nfd-fig2", fig2_study_toml), ("nfd-transfer", transfer_study_toml)],
+)
+def test_nfd_example_is_the_claims_quick_study(
+    claim_id: str, make_toml: Callable[[Mapping[str, Any]], str]
+) -> None:
+    claim_study = parse_study(make_toml(CLAIMS[claim_id].settings["quick"]))
+    example = load_study(EXAMPLES / f"{claim_id.replace('-', '_')}.toml")
+    assert expand(claim_study) == expand(example)
+    assert (claim_study.name, claim_study.analysis) == (example.name, example.analysis)

@@ -10,12 +10,21 @@ from depthscale.models import build
 from depthscale.probes import update_energy
 
 
-@pytest.mark.parametrize(("model", "recipe"), [("resnet1", "laws"), ("resnet2", "nfd-depth")])
-def test_update_energy_matches_a_small_real_step(model: str, recipe: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "recipe", "shape", "options"),
+    [("resnet1", "laws", (10,), {}), ("resnet2", "nfd-depth", (10,), {}),
+     ("cnn1d", "laws", (1, 12), {"padding": "circular"}),
+     # attention: the probe must get a JVP through scaled_dot_product_attention on CPU
+     ("vit", "laws", (1, 12), {"patch_size": 4, "heads": 2, "norm": "post"})],
+)
+def test_update_energy_matches_a_small_real_step(
+    model: str, recipe: str, shape: tuple[int, ...], options: dict[str, object]
+) -> None:
     g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(32, 10, generator=g), torch.randint(0, 4, (32,), generator=g)
-    xe = torch.randn(16, 10, generator=g)
-    net, plan = build(model, recipe, input_shape=(10,), n_out=4, width=32, depth=3, seed=1)
+    x, y = torch.randn(32, *shape, generator=g), torch.randint(0, 4, (32,), generator=g)
+    xe = torch.randn(16, *shape, generator=g)
+    net, plan = build(model, recipe, input_shape=shape, n_out=4, width=32, depth=3, seed=1,
+                      **options)
     net.double()
     x, xe = x.double(), xe.double()
     energy = update_energy(net, plan, x, y, xe)

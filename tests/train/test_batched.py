@@ -1,4 +1,4 @@
-"""Batched training (vmap over stacked members) against the one-by-one loop."""
+"""Batched training (hand-batched MLPs, vmap for other models) against the one-by-one loop."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import torch
 
 from depthscale.data import Dataset, load
 from depthscale.errors import ConfigError
-from depthscale.models import build
+from depthscale.models import MLPResNet, build
 from depthscale.train import TrainConfig, TrainResult, train, train_batched
+from depthscale.train import batched as batched_mod
+from depthscale.train.batched import stacked_forward
 
 RTOL = 1e-5
 
@@ -61,10 +63,11 @@ def _assert_same(ref: TrainResult, got: TrainResult, rtol: float = RTOL) -> None
     assert all(_close(got.final[k], ref.final[k], rtol) for k in ref.final)
 
 
-@pytest.mark.parametrize("name", ["resnet1", "resnet2"])
+@pytest.mark.parametrize("name", ["resnet1", "resnet1-post", "resnet2", "mlp"])
 def test_matches_one_by_one_regression(teacher: Dataset, name: str) -> None:
     model, plan = _model(teacher, name)
-    lrs = [0.01, 0.1, 0.3, 0.8]
+    # the plain MLP is at its edge of stability by lr 0.8, where rounding grows (~2e-3)
+    lrs = [0.01, 0.1, 0.3, 0.5 if name == "mlp" else 0.8]
     cfg = TrainConfig(steps=30, batch_size=16, loss="mse", eval_every=10, seed=1)
     got = train_batched(model, plan, teacher, cfg, lrs)
     for ref, res in zip(_one_by_one(model, plan, teacher, cfg, lrs), got, strict=True):
@@ -80,6 +83,61 @@ def test_matches_one_by_one_classification_with_epochs(digits: Dataset) -> None:
     got = train_batched(model, plan, digits, cfg, lrs)
     for ref, res in zip(_one_by_one(model, plan, digits, cfg, lrs), got, strict=True):
         assert set(res.final) == {"train_loss", "train_acc", "test_loss", "test_acc"}
+        _assert_same(ref, res)
+
+
+def test_the_hand_batched_forward_covers_the_mlps_only(teacher: Dataset, digits: Dataset) -> None:
+    for name in ("resnet1", "resnet1-post", "resnet2", "mlp"):
+        model, _ = _model(teacher, name)
+        assert stacked_forward(model) is not None, name
+    assert stacked_forward(_model(teacher, backward="decoupled")[0]) is None
+    cnn, _ = build("cnn2d", "depth-mup", input_shape=digits.sample_shape, n_out=10, width=4,
+                   depth=2)
+    assert stacked_forward(cnn) is None
+
+    class Doubled(MLPResNet):  # a subclass may change the forward: never hand-batched
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return 2 * super().forward(x)
+
+    assert stacked_forward(Doubled(16, 1, 8, 2)) is None
+
+
+@pytest.mark.parametrize("name", ["resnet1", "resnet2"])
+def test_hand_batched_forward_equals_the_model(teacher: Dataset, name: str) -> None:
+    model, _ = _model(teacher, name)
+    forward = stacked_forward(model)
+    assert forward is not None
+    params = {k: torch.stack([v.detach(), 1.5 * v.detach()]) for k, v in
+              model.named_parameters()}
+    x = teacher.x_test
+    with torch.no_grad():
+        got = forward(params, x, False)
+        scaled = copy.deepcopy(model)
+        for p in scaled.parameters():
+            p.mul_(1.5)
+        for out, m in zip(got, (model, scaled), strict=True):
+            assert torch.allclose(out, m(x), rtol=1e-6, atol=1e-7)
+        assert torch.allclose(forward(params, x.expand(2, *x.shape), True), got)
+
+
+def test_generic_vmap_path_matches_one_by_one(
+    teacher: Dataset, digits: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Models without a hand-batched forward (and the MLPs, forced) take the vmap path."""
+    cnn, cnn_plan = build("cnn2d", "depth-mup", input_shape=digits.sample_shape, n_out=10,
+                          width=4, depth=2)
+    cfg = TrainConfig(steps=12, batch_size=24, loss="ce", eval_every=6)
+    lrs = [0.05, 0.5]
+    for ref, res in zip(_one_by_one(cnn, cnn_plan, digits, cfg, lrs),
+                        train_batched(cnn, cnn_plan, digits, cfg, lrs), strict=True):
+        _assert_same(ref, res)
+    monkeypatch.setattr(batched_mod, "stacked_forward", lambda model: None)
+    model, plan = _model(teacher)
+    cfg = TrainConfig(steps=20, batch_size=16, loss="mse", eval_every=10)
+    lrs = [0.02, 0.2, 1e6]
+    got = train_batched(model, plan, teacher, cfg, lrs)
+    assert [r.status for r in got] == ["ok", "ok", "diverged"]
+    for ref, res in zip(_one_by_one(model, plan, teacher, cfg, lrs), got, strict=True):
         _assert_same(ref, res)
 
 
@@ -217,3 +275,15 @@ def test_batched_sweep_benchmark_runs_small(monkeypatch: pytest.MonkeyPatch) -> 
     assert res.extra["status_match"] and res.extra["losses_match"]
     assert res.extra["max_rel_loss_diff_ok_members"] <= batched_sweep.LOSS_RTOL
     assert {"goal", "met", "torch_threads"} <= res.extra.keys()
+    if res.extra["torch_threads"] != 1:  # compared with the loop on one thread as well
+        one = res.extra["vs_one_thread_loop"]
+        assert one["ours_status_match"]
+        assert one["ours_max_rel_loss_diff_ok_members"] <= batched_sweep.LOSS_RTOL
+
+
+def test_batched_sweep_benchmark_sweep_level_runs_small() -> None:
+    from depthscale.benchmarks import batched_sweep
+
+    res = batched_sweep.sweep_level(members=3, steps=3, width=8, depth=2, batch=16)
+    assert res["runs"] == 3 and res["ratio"] > 0 and res["threads_per_run"] == 1
+    assert res["status_match"] and res["max_rel_final_diff"] <= batched_sweep.LOSS_RTOL

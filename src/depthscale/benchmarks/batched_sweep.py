@@ -2,25 +2,43 @@
 
 Ours: :func:`depthscale.train.batched.train_batched` trains G = 16 members of one MLP-ResNet
 (``build("resnet1", "depth-mup", input_shape=(40,), n_out=10, width=128, depth=16)``) that
-differ only in the base learning rate, in one vmapped pass. Baseline: the existing
+differ only in the base learning rate, in one batched pass (batched matmuls on the stacked
+weights, :func:`~depthscale.train.batched.stacked_forward`). Baseline: the existing
 :func:`depthscale.train.train` loop run once per learning rate on a fresh copy of the same
 initial model. Both see MNIST-1D in the same seeded order (batch 128, 200 plain-SGD steps,
 final full-set evaluation) on the CPU, so the per-step losses must agree to float rounding;
 ``extra`` reports the largest relative difference and whether every member's status and
 divergence step match. The goal is ``ratio >= 5``.
 
-Float32 rounding differs between a batched matmul and a single one, and a member near the edge
-of stability amplifies it: at lr ~ 1.6 the loop itself differs from itself by up to ~7e-5 after
-20 steps when torch switches from one thread to two. ``max_rel_loss_diff_per_member`` shows
-which members drive the maximum.
+Members near the edge of stability amplify float rounding: on two threads the loop's own
+matmuls round differently from the loop on one, by ~7e-5 after 20 steps at lr ~ 1.6 and by O(1)
+after 200 (``max_rel_loss_diff_per_member`` shows which members drive the maximum), so the loop
+on two threads is no reference for anything. The batched matmuls split over members, not inside
+one, so they round as the loop on one thread: ``extra["vs_one_thread_loop"]`` compares both timed
+sides with an untimed loop on one thread (the setting of every sweep run) when the timing used
+more threads.
+
+``extra["sweep"]`` times the same grid at the sweep level: ``run_study`` (the ``depthscale sweep``
+engine) on a one-group study of these G learning rates, ``SWEEP_STEPS`` steps, one CPU thread
+per run as in every sweep, with and without ``batch_lrs``, store writes included.
+
+On the CPU this workload is largely matmul-bound: at width 128 the loop already runs its
+128 x 128 x 128 matmuls at about half the rate a single core reaches on them, so batching can
+remove only the per-op overhead. Measured on a shared 2-core EPYC VM (torch 2.13, MKL): width
+128, 1.2-1.45x on one thread and 1.6-2.3x on two; width 32, ~2.8x on one thread and 3.8-5.1x on
+two (where the batched matmuls use both cores and the loop's small ones do not). 5x at width 128
+is out of reach here.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,7 +51,7 @@ from depthscale.param import Plan
 from depthscale.train import TrainConfig, TrainResult, train
 from depthscale.train.batched import train_batched
 
-__all__ = ["GOAL_RATIO", "agreement", "learning_rates", "measure", "run"]
+__all__ = ["GOAL_RATIO", "agreement", "learning_rates", "measure", "run", "sweep_level"]
 
 # Sizes and timing settings; read at call time, so tests may monkeypatch them.
 MODEL = "resnet1"
@@ -55,6 +73,10 @@ SEED = 0
 THREADS: int | None = None  # torch threads while timing (None: leave the current setting)
 GOAL_RATIO = 5.0
 LOSS_RTOL = 1e-5
+SWEEP = True  # also time the sweep level (run_study with and without batch_lrs)
+CHECK_ONE_THREAD = True  # timed on more threads: also compare both with the loop on one thread
+SWEEP_STEPS = 50
+QUICK_SWEEP_STEPS = 10
 
 
 def learning_rates(g: int, lo: float = LR_MIN, hi: float = LR_MAX) -> list[float]:
@@ -145,6 +167,18 @@ def measure(
             for fn, who in pair if r % 2 == 0 else pair[::-1]:
                 times[who] = min(times[who], best_time(fn, repeats=1, warmup=0))
         used_threads = torch.get_num_threads()
+        one_thread: dict[str, Any] = {}
+        if CHECK_ONE_THREAD and used_threads != 1:
+            # untimed: the loop on one thread, as every sweep run trains
+            torch.set_num_threads(1)
+            ref = _one_by_one(model, plan, data, config, lrs)
+            vs_ours, vs_base = agreement(ref, out["ours"]), agreement(ref, out["base"])
+            one_thread = {
+                "ours_max_rel_loss_diff_ok_members": vs_ours["max_rel_loss_diff_ok_members"],
+                "ours_status_match": vs_ours["status_match"],
+                "baseline_max_rel_loss_diff_ok_members": vs_base["max_rel_loss_diff_ok_members"],
+                "baseline_status_match": vs_base["status_match"],
+            }
     finally:
         torch.set_num_threads(old_threads)
 
@@ -172,6 +206,7 @@ def measure(
         **agree,
         "loss_rtol": LOSS_RTOL,
         "losses_match": losses_match,
+        **({"vs_one_thread_loop": one_thread} if one_thread else {}),
         "goal": f"ratio >= {GOAL_RATIO:g}",
         "met": bool(ratio >= GOAL_RATIO and losses_match),
     }
@@ -184,11 +219,81 @@ def measure(
     )
 
 
-def run(quick: bool) -> BenchResult:
-    """The benchmark: G = 16 members x 200 steps, or 4 x 20 when ``quick``."""
-    return measure(
-        members=QUICK_MEMBERS if quick else MEMBERS,
-        steps=QUICK_STEPS if quick else STEPS,
-        repeats=REPEATS,
-        threads=THREADS,
+def _study_toml(lrs: Sequence[float], *, steps: int, width: int, depth: int, batch: int,
+                seed: int) -> str:
+    return (
+        f'[study]\nname = "batched-sweep"\nmodel = "{MODEL}"\nrecipe = "{RECIPE}"\n'
+        f'dataset = "mnist1d"\n[train]\noptimizer = "sgd"\nsteps = {steps}\n'
+        f'batch_size = {batch}\nloss = "ce"\n[grid]\ndepth = [{depth}]\nwidth = [{width}]\n'
+        f"seed = [{seed}]\nlr = [{', '.join(repr(float(x)) for x in lrs)}]\n"
     )
+
+
+def sweep_level(
+    *, members: int, steps: int, width: int = WIDTH, depth: int = DEPTH, batch: int = BATCH,
+    repeats: int = 1, seed: int = SEED,
+) -> dict[str, Any]:
+    """Seconds of ``run_study`` on one LR group of ``members`` runs (MNIST-1D, this model),
+    one by one and with ``batch_lrs`` (best of ``repeats``, alternating, after a 1-step warm-up
+    of each), their ratio, and the largest relative difference of the runs' final metrics."""
+    from depthscale.experiments.store import open_store
+    from depthscale.experiments.sweep import run_study
+
+    lrs = learning_rates(members)
+    times = {False: math.inf, True: math.inf}
+    finals: dict[bool, dict[str, tuple[str, dict[str, Any]]]] = {}
+    with tempfile.TemporaryDirectory(prefix="depthscale-bench-") as tmp:
+        base = Path(tmp)
+        warm = base / "warm.toml"
+        warm.write_text(_study_toml(lrs[:2], steps=1, width=width, depth=depth, batch=batch,
+                                    seed=seed))
+        spec = base / "study.toml"
+        spec.write_text(_study_toml(lrs, steps=steps, width=width, depth=depth, batch=batch,
+                                    seed=seed))
+        for batched in (False, True):
+            run_study(warm, base / f"warm-{batched}", batch_lrs=batched)
+        for r in range(repeats):
+            for batched in (False, True) if r % 2 == 0 else (True, False):
+                out = base / f"{r}-{batched}"
+                t0 = time.perf_counter()
+                run_study(spec, out, batch_lrs=batched)
+                times[batched] = min(times[batched], time.perf_counter() - t0)
+                with open_store(out, readonly=True) as store:
+                    finals[batched] = {
+                        rec.run_id: (rec.status, {k: v for k, v in rec.metrics.items()
+                                                  if k.startswith("final_")})
+                        for rec in store.records()
+                    }
+    diff = 0.0
+    same_status = finals[False].keys() == finals[True].keys()
+    for rid, (status, metrics) in finals[False].items():
+        other = finals[True].get(rid)
+        if other is None:
+            continue
+        same_status = same_status and other[0] == status and other[1].keys() == metrics.keys()
+        for key in metrics.keys() & other[1].keys():
+            if metrics[key] is not None and other[1][key] is not None:
+                diff = max(diff, _rel(other[1][key], metrics[key]))
+    return {
+        "runs": members,
+        "steps": steps,
+        "one_by_one_seconds": times[False],
+        "batched_seconds": times[True],
+        "ratio": times[False] / times[True],
+        "status_match": same_status,
+        "max_rel_final_diff": diff,
+        "threads_per_run": 1,
+    }
+
+
+def run(quick: bool) -> BenchResult:
+    """The benchmark: G = 16 members x 200 steps, or 4 x 20 when ``quick``; with ``SWEEP``
+    also the sweep level (``SWEEP_STEPS`` or ``QUICK_SWEEP_STEPS`` steps)."""
+    members = QUICK_MEMBERS if quick else MEMBERS
+    res = measure(members=members, steps=QUICK_STEPS if quick else STEPS, repeats=REPEATS,
+                  threads=THREADS)
+    if not SWEEP:
+        return res
+    sweep = sweep_level(members=members, steps=QUICK_SWEEP_STEPS if quick else SWEEP_STEPS,
+                        repeats=REPEATS)
+    return replace(res, extra={**res.extra, "sweep": sweep})

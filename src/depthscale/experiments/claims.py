@@ -33,7 +33,8 @@ SCALES = ("quick", "full")
 
 #: Rows of CLAIMS.md that later issues implement: id -> what it waits for.
 PLANNED: dict[str, str] = {
-    cid: "the remaining LR-law sweeps (issue 4)" for cid in ("laws-ablations", "laws-widths")
+    cid: "the open-question studies of CLAIMS.md section D (a later issue)"
+    for cid in ("beyond-adam", "beyond-3layer", "beyond-transformer", "beyond-joint-limit")
 }
 
 Band = tuple[float | None, float | None]
@@ -51,6 +52,8 @@ class ClaimContext:
     settings: dict[str, Any]
     progress: Callable[[int], None] = lambda _k: None
     set_total: Callable[[int], None] = lambda _k: None
+    #: processes a claim's sweeps may use (``depthscale reproduce --workers``)
+    workers: int = 1
 
     def path(self, claim_id: str, suffix: str) -> Path:
         """Where this claim writes its figure (``.png``) or data (``.csv``)."""

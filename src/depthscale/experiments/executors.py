@@ -6,6 +6,11 @@ one CPU thread, so the records' outcomes are identical whichever executor ran th
 iterator early (an exception in the driver, Ctrl-C) stops the executor: at most the runs in
 flight are lost, and they are simply pending on the next start.
 
+``run_groups`` takes units instead (:func:`~depthscale.experiments.study.lr_groups`): a unit of
+one run is trained by :func:`run_one`, a larger one (runs that differ only in ``lr``) as one
+batched task by :func:`~depthscale.experiments.study.run_group`, and its records are yielded
+together when it finishes. All three executors run units the same way (Ray as one task each).
+
 * :class:`InProcessExecutor`: one run after another in the driver.
 * :class:`PoolExecutor`: ``concurrent.futures.ProcessPoolExecutor`` with the spawn context;
   a crashed worker (killed, out of memory) breaks the pool, which is rebuilt and the runs that
@@ -28,7 +33,14 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from depthscale.errors import ConfigError
-from depthscale.experiments.study import RunRecord, RunSpec, run_id, run_one, versions
+from depthscale.experiments.study import (
+    RunRecord,
+    RunSpec,
+    run_group,
+    run_id,
+    run_one,
+    versions,
+)
 
 __all__ = [
     "BACKENDS",
@@ -37,6 +49,7 @@ __all__ = [
     "PoolExecutor",
     "RayExecutor",
     "make_executor",
+    "run_group_payload",
     "run_payload",
 ]
 
@@ -45,12 +58,18 @@ BACKENDS = ("local", "ray")
 _RAY_HINT = "pip install 'depthscale[ray]' (or pip install 'ray>=2.9')"
 
 
+#: Runs trained together: one run, or runs that differ only in ``lr`` (a batched group).
+Unit = Sequence[RunSpec]
+
+
 class Executor(Protocol):
-    """Runs specs and yields their records as they finish."""
+    """Runs specs (or units of specs) and yields their records as they finish."""
 
     name: str
 
     def run(self, specs: Sequence[RunSpec]) -> Generator[RunRecord, None, None]: ...
+
+    def run_groups(self, units: Sequence[Unit]) -> Generator[RunRecord, None, None]: ...
 
 
 def _lost(spec: RunSpec, error: str) -> RunRecord:
@@ -65,6 +84,11 @@ def run_payload(payload: dict[str, Any]) -> dict[str, Any]:
     return run_one(RunSpec.from_dict(payload)).to_dict()
 
 
+def run_group_payload(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`run_group` on plain dicts: what a Ray task runs for a batched unit."""
+    return [r.to_dict() for r in run_group([RunSpec.from_dict(p) for p in payloads])]
+
+
 class InProcessExecutor:
     """Runs the specs one after another in this process."""
 
@@ -74,6 +98,14 @@ class InProcessExecutor:
         """Yields ``run_one(spec)`` for each spec, in order."""
         for spec in specs:
             yield run_one(spec)
+
+    def run_groups(self, units: Sequence[Unit]) -> Generator[RunRecord, None, None]:
+        """Yields each unit's records (:func:`run_one` or :func:`run_group`), in order."""
+        for unit in units:
+            if len(unit) == 1:
+                yield run_one(unit[0])
+            else:
+                yield from run_group(unit)
 
 
 # ---- process pool -----------------------------------------------------------------------------
@@ -95,13 +127,15 @@ def _init_worker() -> None:
 class PoolExecutor:
     """``workers`` spawned processes; a broken pool is rebuilt up to ``retries`` times.
 
-    ``task`` (default :func:`run_one`) must be importable by the workers (a module-level
-    function)."""
+    ``task`` (default :func:`run_one`) and ``group_task`` (default :func:`run_group`, for units
+    of more than one run) must be importable by the workers (module-level functions)."""
 
     name = "process pool"
 
     def __init__(self, workers: int, retries: int = 3,
-                 task: Callable[[RunSpec], RunRecord] | None = None) -> None:
+                 task: Callable[[RunSpec], RunRecord] | None = None,
+                 group_task: Callable[[Sequence[RunSpec]], list[RunRecord]] | None = None,
+                 ) -> None:
         if workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {workers}")
         if retries < 0:
@@ -109,30 +143,41 @@ class PoolExecutor:
         self.workers = workers
         self.retries = retries
         self.task = task or run_one
+        self.group_task = group_task or run_group
 
     def run(self, specs: Sequence[RunSpec]) -> Generator[RunRecord, None, None]:
         """Yields each spec's record as its worker finishes it."""
-        todo = list(specs)
+        return self.run_groups([(s,) for s in specs])
+
+    def _submit(self, pool: ProcessPoolExecutor, unit: tuple[RunSpec, ...]) -> Future[Any]:
+        if len(unit) == 1:
+            return pool.submit(self.task, unit[0])
+        return pool.submit(self.group_task, list(unit))
+
+    def run_groups(self, units: Sequence[Unit]) -> Generator[RunRecord, None, None]:
+        """Yields each unit's records as its worker finishes it; a unit whose worker died is
+        resubmitted whole."""
+        todo = [tuple(u) for u in units if len(u)]
         attempts = 0
         while todo:
             pool = ProcessPoolExecutor(max_workers=min(self.workers, len(todo)),
                                        mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_init_worker)
-            futures: dict[Future[RunRecord], RunSpec] = {}
+            futures: dict[Future[Any], tuple[RunSpec, ...]] = {}
             broken: BaseException | None = None
             try:
-                futures = {pool.submit(self.task, s): s for s in todo}
+                futures = {self._submit(pool, u): u for u in todo}
                 remaining = set(futures)
                 while remaining:
                     done, remaining = wait(remaining, return_when=FIRST_COMPLETED)
                     for fut in done:
                         try:
-                            record = fut.result()
+                            result = fut.result()
                         except BrokenProcessPool as exc:
                             broken = exc
                             continue
                         todo.remove(futures[fut])
-                        yield record
+                        yield from (result if isinstance(result, list) else [result])
                     if broken is not None:
                         break
             finally:
@@ -141,9 +186,10 @@ class PoolExecutor:
                 return
             attempts += 1
             if attempts > self.retries:
-                for spec in todo:
-                    yield _lost(spec, f"worker process died ({broken}); gave up after "
-                                f"{self.retries} retries")
+                for unit in todo:
+                    for spec in unit:
+                        yield _lost(spec, f"worker process died ({broken}); gave up after "
+                                    f"{self.retries} retries")
                 return
 
 
@@ -175,14 +221,17 @@ class RayExecutor:
     Uses the Ray instance this process already started; otherwise connects to ``address``
     (``auto`` or ``HOST:PORT``), or starts a local instance when ``address`` is None, and shuts
     down what it started when done. ``task`` (default :func:`run_payload`) maps a spec dict to a
-    record dict. Workers need depthscale installed; a task lost after all retries is recorded as
-    failed with Ray's error.
+    record dict, ``group_task`` (default :func:`run_group_payload`) a list of them to a list.
+    Workers need depthscale installed; a task lost after all retries is recorded as failed (every
+    run of its unit) with Ray's error.
     """
 
     name = "ray"
 
     def __init__(self, address: str | None = None, retries: int = 3, workers: int | None = None,
-                 task: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+                 task: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 group_task: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+                 ) -> None:
         if retries < 0:
             raise ConfigError(f"--retries must be >= 0, got {retries}")
         self.ray = _import_ray()
@@ -190,6 +239,7 @@ class RayExecutor:
         self.retries = retries
         self.workers = workers
         self.task = task or run_payload
+        self.group_task = group_task or run_group_payload
 
     def _connect(self) -> bool:
         """Make sure Ray is initialised; True if this call started or connected it."""
@@ -209,24 +259,38 @@ class RayExecutor:
 
     def run(self, specs: Sequence[RunSpec]) -> Generator[RunRecord, None, None]:
         """Submits every spec, yields records as tasks finish, cancels the rest if closed."""
-        if not specs:
+        return self.run_groups([(s,) for s in specs])
+
+    def run_groups(self, units: Sequence[Unit]) -> Generator[RunRecord, None, None]:
+        """Submits every unit as one task, yields its records as it finishes, cancels the rest
+        if closed."""
+        todo = [tuple(u) for u in units if len(u)]
+        if not todo:
             return
         ray = self.ray
         started = self._connect()
-        remote = ray.remote(num_cpus=1, max_retries=self.retries)(self.task)
-        pending: dict[Any, RunSpec] = {}
+        options = {"num_cpus": 1, "max_retries": self.retries}
+        single = ray.remote(**options)(self.task)
+        group = ray.remote(**options)(self.group_task)
+        pending: dict[Any, tuple[RunSpec, ...]] = {}
         try:
-            pending = {remote.remote(s.to_dict()): s for s in specs}
+            for unit in todo:
+                if len(unit) == 1:
+                    pending[single.remote(unit[0].to_dict())] = unit
+                else:
+                    pending[group.remote([s.to_dict() for s in unit])] = unit
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
-                    spec = pending.pop(ref)
+                    finished = pending.pop(ref)
                     try:
-                        record = RunRecord.from_dict(ray.get(ref))
+                        out = ray.get(ref)
+                        records = [RunRecord.from_dict(d)
+                                   for d in (out if isinstance(out, list) else [out])]
                     except ray.exceptions.RayError as exc:
-                        record = _lost(spec, f"ray task lost after {self.retries} retries: "
-                                       f"{type(exc).__name__}: {exc}")
-                    yield record
+                        records = [_lost(s, f"ray task lost after {self.retries} retries: "
+                                         f"{type(exc).__name__}: {exc}") for s in finished]
+                    yield from records
         finally:
             for ref in pending:
                 with contextlib.suppress(Exception):

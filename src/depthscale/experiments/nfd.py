@@ -2,19 +2,35 @@
 
 Quick scale trains on MNIST-1D (generated offline) on CPU in minutes; full scale uses the
 paper's CIFAR-10 settings from ``--data-dir``. Every number in a verdict is measured here.
+
+The training grids of Fig. 2 and Fig. 5 row 2 are studies (``depthscale.experiments.study``):
+their TOML is written to ``OUT/<claim>/spec.toml`` and run through :func:`run_study` into that
+folder's results store, so a killed ``reproduce`` resumes, and ``depthscale sweep`` +
+``depthscale fit`` on ``examples/nfd_fig2.toml`` / ``examples/nfd_transfer.toml`` give the same
+numbers by hand.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from depthscale import data as ds_data
+from depthscale.experiments.analysis import (
+    criterion_value,
+    lr_spread,
+    optimal_lrs,
+    scan_axis,
+    seed_summary,
+)
 from depthscale.experiments.claims import (
     ClaimContext,
     ClaimOutcome,
@@ -23,13 +39,15 @@ from depthscale.experiments.claims import (
     finite_or_none,
 )
 from depthscale.experiments.nfd_limits import limit_gia_gap
-from depthscale.fits import log_minimum, loglog_slope
+from depthscale.experiments.store import open_store
+from depthscale.experiments.sweep import run_study
+from depthscale.fits import loglog_slope
 from depthscale.models import build
 from depthscale.probes import snapshot, two_layer_updates
 from depthscale.report import figures
-from depthscale.train import TrainConfig, TrainResult, evaluate, train
+from depthscale.train import TrainConfig, evaluate, train
 
-__all__: list[str] = []
+__all__ = ["fig2_study_toml", "transfer_study_toml"]
 
 _QUICK_DATA = {"dataset": "mnist1d"}
 _FULL_DATA = {"dataset": "cifar10"}
@@ -40,18 +58,95 @@ def _dataset(ctx: ClaimContext) -> ds_data.Dataset:
     return ds_data.load(ctx.settings["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
 
 
-def _fit(ctx: ClaimContext, data: ds_data.Dataset, model: str, recipe: str, *, width: int,
-         depth: int, lr: float, seed: int, plan_options: dict[str, Any] | None = None,
-         steps: int | None = None, epochs: float | None = None, batch_size: int = 128,
-         **model_options: Any) -> tuple[torch.nn.Module, TrainResult]:
-    """Build ``model`` under ``recipe`` and train it with SGD (the nfd experiments' optimizer)."""
-    net, plan = build(
-        model, recipe, input_shape=data.sample_shape, n_out=data.n_out, width=width,
-        depth=depth, seed=seed, plan_options=plan_options, **model_options,
+def _toml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)  # a TOML basic string
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return repr(v)
+
+
+def _study_toml(name: str, model: str, recipe: str | None, s: Mapping[str, Any], *, seed: int,
+                device: str, data_dir: str | Path | None, grid: dict[str, Any],
+                plan_grid: dict[str, Any], analysis: dict[str, str]) -> str:
+    """One nfd study: SGD, batch 128, cross-entropy, ``s["epochs"]`` epochs, the claim's
+    dataset (its split seed = the claim's seed), runs seeded ``seed ... seed + s["seeds"] - 1``."""
+    lines = ["[study]", f"name = {_toml(name)}", f"model = {_toml(model)}",
+             *([f"recipe = {_toml(recipe)}"] if recipe else []),
+             f"dataset = {_toml(s['dataset'])}", "[data]", f"seed = {seed}",
+             *([f"dir = {_toml(str(Path(data_dir).resolve()))}"] if data_dir else []),
+             "[train]", 'optimizer = "sgd"', f"epochs = {s['epochs']!r}", "batch_size = 128",
+             'loss = "ce"', *([f"device = {_toml(device)}"] if device != "cpu" else []),
+             "[grid]", *(f"{k} = {_toml(v)}" for k, v in grid.items() if k != "lr"),
+             f"seed = {_toml(list(range(seed, seed + s['seeds'])))}", f"lr = {_toml(grid['lr'])}",
+             *(["[grid.plan]", *(f"{k} = {_toml(v)}" for k, v in plan_grid.items())]
+               if plan_grid else []),
+             "[analysis]", *(f"{k} = {_toml(v)}" for k, v in analysis.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _fig2_depths(s: Mapping[str, Any]) -> list[int]:
+    return list(dict.fromkeys([s["depth"], *s["grid_depths"]]))
+
+
+def fig2_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
+                    data_dir: str | Path | None = None) -> str:
+    """The TOML of nfd-fig2's study (settings ``s``): depth-muP pre-act ResNet (nfd Eq. 1),
+    SGD at lr = eta_c, the time horizon T swept (Fig. 2a-b), more depths at full scale
+    (Fig. 2c-d); analysed as the final train loss vs T per depth."""
+    return _study_toml(
+        "nfd-fig2", "resnet1", "depth-mup", s, seed=seed, device=device, data_dir=data_dir,
+        grid={"depth": _fig2_depths(s), "width": [s["width"]], "lr": [s["eta_c"]]},
+        plan_grid={"T": s["Ts"]},
+        analysis={"criterion": "final", "axis": "depth", "optimize": "plan.T"},
     )
-    cfg = TrainConfig(lr=lr, steps=steps, epochs=epochs, batch_size=batch_size, seed=seed,
-                      device=ctx.device)
-    return net, train(net, plan, data, cfg)
+
+
+def transfer_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
+                        data_dir: str | Path | None = None) -> str:
+    """The TOML of nfd-transfer's study (settings ``s``): two-layer-block ResNet, depth-muP vs
+    the Eq. 8 LR (nfd-depth), an eta_c grid per depth (Fig. 5 row 2); analysed per recipe as
+    the eta_c minimising the seed-mean last-epoch training loss."""
+    return _study_toml(
+        "nfd-transfer", "resnet2", None, s, seed=seed, device=device, data_dir=data_dir,
+        grid={"recipe": ["depth-mup", "nfd-depth"], "depth": s["depths"],
+              "width": [s["width"]], "lr": s["eta_cs"]},
+        plan_grid={},
+        analysis={"criterion": "last-epoch", "axis": "depth", "group": "recipe",
+                  "aggregate": "loss"},
+    )
+
+
+def _run_study(ctx: ClaimContext, name: str, text: str) -> list[dict[str, Any]]:
+    """Write ``OUT/<name>/spec.toml``, run (or resume, retrying failed runs) the study into that
+    folder and return its planned runs' records."""
+    folder = ctx.out_dir / name
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = folder / "spec.toml"
+    spec.write_text(text, encoding="utf-8")
+
+    @contextlib.contextmanager
+    def progress(total: int) -> Iterator[Callable[[int], None]]:
+        ctx.set_total(total)
+        yield ctx.progress
+
+    # ``reproduce --workers`` (ClaimContext.workers): a process pool; the runs are identical
+    run_study(spec, folder, progress=progress, retry_failed=True,
+              workers=ctx.workers)
+    with open_store(folder, readonly=True) as store:
+        records = [dict(r) for r in store.records(planned_only=True)]
+    failed = [r for r in records if r["status"] == "failed"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} run(s) of {name} failed, first: {failed[0]['error']} "
+                           f"(see 'depthscale status {folder}')")
+    return records
+
+
+def _metric(record: Mapping[str, Any], key: str) -> float:
+    value = record.get(key)
+    return math.nan if value is None else float(value)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -82,7 +177,8 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
     ctx.set_total(len(s["depths"]) * s["seeds"])
     rows = []
     for L in s["depths"]:
-        post_mean, pre_rms = [], []
+        post_mean: list[float] = []
+        pre_rms: list[float] = []
         for seed in range(ctx.seed, ctx.seed + s["seeds"]):
             with torch.no_grad():
                 for name, store in (("resnet1-post", post_mean), ("resnet1", pre_rms)):
@@ -132,29 +228,21 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
 def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     """Depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for each T: final
     full-train-set loss (mean over seeds; diverged runs counted separately). Full scale adds
-    the T x L grid of Fig. 2c-d."""
+    the T x L grid of Fig. 2c-d. The runs are the study :func:`fig2_study_toml`."""
     s = ctx.settings
-    data = _dataset(ctx)
-    depths = [s["depth"], *[L for L in s["grid_depths"] if s["depth"] != L]]
-    ctx.set_total(len(depths) * len(s["Ts"]) * s["seeds"])
-    rows = []
-    for L in depths:
-        for T in s["Ts"]:
-            for seed in range(ctx.seed, ctx.seed + s["seeds"]):
-                _, res = _fit(ctx, data, "resnet1", "depth-mup", width=s["width"], depth=L,
-                              lr=s["eta_c"], seed=seed, plan_options={"T": T},
-                              epochs=s["epochs"])
-                rows.append({"depth": L, "T": T, "seed": seed, "status": res.status,
-                             "train_loss": res.final.get("train_loss", math.nan),
-                             "test_loss": res.final.get("test_loss", math.nan),
-                             "test_acc": res.final.get("test_acc", math.nan)})
-                ctx.progress(1)
-    main = [r for r in rows if r["depth"] == s["depth"]]
-    Ts = s["Ts"]
-    loss_by_T = [_mean([r["train_loss"] for r in main if r["T"] == T]) for T in Ts]
-    diverged_by_T = [sum(r["status"] == "diverged" for r in main if r["T"] == T) / s["seeds"]
-                     for T in Ts]
-    best = int(np.nanargmin(np.where(np.isfinite(loss_by_T), loss_by_T, np.inf)))
+    records = _run_study(ctx, "nfd-fig2", fig2_study_toml(s, seed=ctx.seed, device=ctx.device,
+                                                          data_dir=ctx.data_dir))
+    depths = _fig2_depths(s)
+    rows = sorted(({"depth": r["depth"], "T": r["plan.T"], "seed": r["seed"],
+                    "status": r["status"], "train_loss": criterion_value(r, "final"),
+                    "test_loss": _metric(r, "final_test_loss"),
+                    "test_acc": _metric(r, "final_test_acc")} for r in records),
+                  key=lambda r: (depths.index(r["depth"]), r["T"], r["seed"]))
+    main = next(sc for sc in scan_axis(records, "plan.T", "final", "depth")
+                if sc.depth == s["depth"])
+    Ts = list(main.values)
+    loss_by_T, diverged_by_T = list(main.losses), list(main.diverged)
+    best = 0 if main.best_index is None else main.best_index
     largest_worse = (diverged_by_T[-1] > 0.5) or (
         math.isfinite(loss_by_T[-1]) and loss_by_T[-1] > loss_by_T[best])
     measured = {
@@ -180,7 +268,8 @@ def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_xlabel("time horizon T")
     ax.set_ylabel("final test loss")
     ax.legend(fontsize=7)
-    note = f"diverged runs per T: {dict(zip(Ts, diverged_by_T, strict=True))}"
+    note = "diverged fraction per T: " + ", ".join(
+        f"{T:g}: {d:.3g}" for T, d in zip(Ts, diverged_by_T, strict=True))
     return claim_outcome(ctx, "nfd-fig2", measured, bands, rows, fig, note)
 
 
@@ -361,52 +450,48 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
 def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 2: per depth, the eta_c minimising the epoch-averaged training loss of
     the last epoch (mean over seeds, refined by a parabola in log eta_c); spread = max - min of
-    log10 eta_c* across depths, for depth-muP and for nfd-depth (Eq. 8)."""
+    log10 eta_c* across depths, for depth-muP and for nfd-depth (Eq. 8). The runs are the study
+    :func:`transfer_study_toml`."""
     s = ctx.settings
-    data = _dataset(ctx)
-    ctx.set_total(2 * len(s["depths"]) * len(s["eta_cs"]) * s["seeds"])
-    rows, optima = [], {}
-    for recipe in ("depth-mup", "nfd-depth"):
-        optima[recipe] = []
-        for L in s["depths"]:
-            losses = []
-            for eta in s["eta_cs"]:
-                per_seed = []
-                for seed in range(ctx.seed, ctx.seed + s["seeds"]):
-                    _, res = _fit(ctx, data, "resnet2", recipe, width=s["width"], depth=L,
-                                  lr=eta, seed=seed, epochs=s["epochs"])
-                    last = res.epoch_losses[-1] if res.status == "ok" else math.nan
-                    per_seed.append(last)
-                    rows.append({"recipe": recipe, "depth": L, "eta_c": eta, "seed": seed,
-                                 "status": res.status, "last_epoch_train_loss": last,
-                                 "test_loss": res.final.get("test_loss", math.nan)})
-                    ctx.progress(1)
-                losses.append(statistics.fmean(per_seed) if all(map(math.isfinite, per_seed))
-                              else math.nan)
-            optima[recipe].append(log_minimum(s["eta_cs"], losses))
-    spread = {r: float(np.ptp([math.log10(o.x) for o in optima[r]])) for r in optima}
-    edges = [f"{r} L={L}" for r in optima for L, o in zip(s["depths"], optima[r], strict=True)
-             if o.on_edge]
+    records = _run_study(ctx, "nfd-transfer", transfer_study_toml(
+        s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
+    recipes = ("depth-mup", "nfd-depth")
+    rows = sorted(({"recipe": r["recipe"], "depth": r["depth"], "eta_c": r["lr"],
+                    "seed": r["seed"], "status": r["status"],
+                    "last_epoch_train_loss": criterion_value(r, "last-epoch"),
+                    "test_loss": _metric(r, "final_test_loss")} for r in records),
+                  key=lambda r: (recipes.index(r["recipe"]), r["depth"], r["eta_c"], r["seed"]))
+    found = optimal_lrs(records, "last-epoch", "depth", group="recipe", aggregate="loss")
+    optima = {(o.group, o.depth): o for o in found}
+    missing = [f"{r} L={L}" for r in recipes for L in s["depths"] if (r, L) not in optima]
+    spread = lr_spread(seed_summary(found))
+    spread = {r: math.nan if any(m.startswith(f"{r} ") for m in missing) else spread[r]
+              for r in recipes}
+    edges = [f"{r} L={L}" for r in recipes for L in s["depths"]
+             if (r, L) in optima and optima[r, L].on_edge]
     measured = {
-        "spread_depth_mup": spread["depth-mup"],
-        "spread_nfd_depth": spread["nfd-depth"],
-        "spread_nfd_minus_depth_mup": spread["nfd-depth"] - spread["depth-mup"],
-        **{f"eta_star_{r.replace('-', '_')}_L{L}": o.x
-           for r in optima for L, o in zip(s["depths"], optima[r], strict=True)},
+        "spread_depth_mup": finite_or_none(spread["depth-mup"]),
+        "spread_nfd_depth": finite_or_none(spread["nfd-depth"]),
+        "spread_nfd_minus_depth_mup": finite_or_none(spread["nfd-depth"] - spread["depth-mup"]),
+        **{f"eta_star_{r.replace('-', '_')}_L{L}": optima[r, L].lr if (r, L) in optima else None
+           for r in recipes for L in s["depths"]},
     }
     bands = {"spread_nfd_minus_depth_mup": (None, -0.01)}
     fig, axes = figures.new_figure(ncols=2)
-    for ax, recipe in zip(axes.flat, ("depth-mup", "nfd-depth"), strict=True):
-        for L, o in zip(s["depths"], optima[recipe], strict=True):
+    for ax, recipe in zip(axes.flat, recipes, strict=True):
+        for L in s["depths"]:
             ys = [_mean([r["last_epoch_train_loss"] for r in rows if r["recipe"] == recipe
                          and r["depth"] == L and r["eta_c"] == e]) for e in s["eta_cs"]]
             line = ax.semilogx(s["eta_cs"], ys, "o-", label=f"L = {L}")[0]
-            ax.axvline(o.x, color=line.get_color(), ls=":", lw=1)
+            if (recipe, L) in optima:
+                ax.axvline(optima[recipe, L].lr, color=line.get_color(), ls=":", lw=1)
         ax.set_xlabel("eta_c")
         ax.set_ylabel("train loss (last epoch)")
         ax.set_title(f"{recipe}: spread {spread[recipe]:.2f} decades", fontsize=8)
         ax.legend(fontsize=7)
-    note = f"optimum on the grid edge for: {', '.join(edges)}" if edges else ""
+    note = "; ".join(n for n in (
+        edges and f"optimum on the grid edge for: {', '.join(edges)}",
+        missing and f"every eta_c diverged (no optimum) for: {', '.join(missing)}") if n)
     return claim_outcome(ctx, "nfd-transfer", measured, bands, rows, fig, note)
 
 

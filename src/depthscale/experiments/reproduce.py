@@ -79,15 +79,19 @@ def reproduce(
     device: str = "cpu",
     data_dir: Path | None = None,
     seed: int = 0,
+    workers: int = 1,
     on_claim: ClaimHooks | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
     A claim whose data is missing ends as SKIP with the reason; a crash (a bug, not a user
     mistake) ends as SKIP with the error and is listed in the second return value.
+    ``workers``: processes each claim's sweeps may use (the runs are the same either way).
     """
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    if workers < 1:
+        raise ConfigError(f"workers must be >= 1, got {workers}")
     chosen = select_claims(ids)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {r["id"]: r for r in _existing(out_dir)}
@@ -96,7 +100,7 @@ def reproduce(
         advance, set_total = on_claim(cid) if on_claim else (lambda _k: None, lambda _k: None)
         ctx = ClaimContext(scale=scale, out_dir=out_dir, device=device, data_dir=data_dir,
                            seed=seed, settings=dict(CLAIMS[cid].settings[scale]),
-                           progress=advance, set_total=set_total)
+                           progress=advance, set_total=set_total, workers=workers)
         t0 = time.perf_counter()
         try:
             outcome = CLAIMS[cid].run(ctx)

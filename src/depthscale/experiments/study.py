@@ -4,7 +4,9 @@ A study is loaded and validated by :func:`load_study` (unknown keys and impossib
 :class:`~depthscale.errors.ConfigError` naming the file and the key) and expanded by
 :func:`expand` into :class:`RunSpec` s. Each run is a pure function of its spec: :func:`run_one`
 seeds everything from it, trains on one CPU thread and returns a :class:`RunRecord`. A run is
-identified by :func:`run_id`, a hash of its canonical JSON and :data:`SPEC_SCHEMA`.
+identified by :func:`run_id`, a hash of its canonical JSON and :data:`SPEC_SCHEMA`. Runs that
+differ only in ``lr`` may instead be trained together by :func:`run_group` (opt-in batching, see
+:func:`lr_groups`), with the same records to float rounding.
 
 The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
 
@@ -15,7 +17,7 @@ The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
     [train]                 # optimizer, steps | epochs, batch_size, loss, momentum, ...
     [grid]                  # lr, depth, width, seed (lists) + optional recipe or [train] axes
     [grid.model] / [grid.plan] / [grid.data]   # option axes
-    [analysis]              # criterion = "running" | "final", axis = "depth" | "width"
+    [analysis]              # criterion, axis, optimize, group, aggregate (AnalysisSpec)
 
 A grid axis is a list of values or ``{logspace = [start, stop, num]}`` (powers of ten). A key is
 either fixed in its section or swept in ``[grid]``, never both.
@@ -32,7 +34,7 @@ import platform
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from functools import cached_property
@@ -43,6 +45,7 @@ from depthscale.errors import ConfigError
 
 __all__ = [
     "ANALYSIS_AXES",
+    "ANALYSIS_KEYS",
     "MAX_CURVE_POINTS",
     "SPEC_SCHEMA",
     "STATUSES",
@@ -54,8 +57,11 @@ __all__ = [
     "check_run",
     "expand",
     "load_study",
+    "lr_groups",
+    "parse_analysis",
     "parse_study",
     "prepare",
+    "run_group",
     "run_id",
     "run_one",
     "versions",
@@ -68,7 +74,9 @@ STATUSES = ("done", "diverged", "failed")
 #: Longer per-step loss curves are stored as this many bucket means.
 MAX_CURVE_POINTS = 1000
 ANALYSIS_AXES = ("depth", "width")
-_CRITERIA = ("running", "final")
+ANALYSIS_KEYS = ("criterion", "axis", "optimize", "group", "aggregate")
+_CRITERIA = ("running", "final", "last-epoch")
+_AGGREGATES = ("optima", "loss")
 
 _SECTIONS = ("study", "model", "plan", "data", "train", "grid", "analysis")
 _STUDY_KEYS = ("name", "model", "recipe", "dataset")
@@ -106,10 +114,26 @@ class TrainSettings:
 
 @dataclass(frozen=True)
 class AnalysisSpec:
-    """How the study is analysed: LR criterion ("running" or "final") and the size axis."""
+    """How ``depthscale fit`` analyses the study (its ``[analysis]`` table).
+
+    * ``criterion``: the loss minimised: "running" (mean training loss over all steps, laws
+      Sec. 4.1), "final" (full training-set loss at the end) or "last-epoch" (mean training
+      loss over the last epoch, nfd Fig. 5 row 2).
+    * ``axis``: the size the optimum is followed along, "depth" or "width".
+    * ``optimize``: the grid axis the optimum is taken over: "lr" (eta*, refined between grid
+      points, power law in the size) or another axis such as "plan.T" (the best grid value per
+      size, nfd Fig. 2).
+    * ``group``: a grid axis (e.g. "recipe") whose values are analysed separately; None: one.
+    * ``aggregate``: how seeds combine: "optima" (one eta* per seed, then the mean and CI of
+      log10 eta*; laws Sec. 4.1) or "loss" (the criterion averaged over seeds first, one
+      optimum per size; nfd Fig. 5). ``optimize`` other than "lr" takes "loss" only.
+    """
 
     criterion: str = "running"
     axis: str = "depth"
+    optimize: str = "lr"
+    group: str | None = None
+    aggregate: str = "optima"
 
 
 @dataclass(frozen=True)
@@ -373,13 +397,7 @@ def parse_study(text: str, *, source: str = "<string>",
             for r in values:
                 v.choice(f"grid.{key}", r, OPTIMIZERS if key == "optimizer" else LOSSES)
 
-    analysis_raw = raw.get("analysis", {})
-    v.keys("analysis", analysis_raw, ("criterion", "axis"))
-    analysis = AnalysisSpec(
-        criterion=v.choice("analysis.criterion", analysis_raw.get("criterion", "running"),
-                           _CRITERIA),
-        axis=v.choice("analysis.axis", analysis_raw.get("axis", "depth"), ANALYSIS_AXES),
-    )
+    analysis = parse_analysis(raw.get("analysis", {}), axes=[k for k, _ in axes], source=source)
     spec = StudySpec(
         name=name, model=model, recipe=recipe, dataset=dataset,
         train=TrainSettings(**train_kw),
@@ -390,6 +408,43 @@ def parse_study(text: str, *, source: str = "<string>",
     )
     _check_runs(spec, v)
     return spec
+
+
+def parse_analysis(table: Any, *, axes: Sequence[str] | None = None,
+                   source: str = "<string>") -> AnalysisSpec:
+    """Validate an ``[analysis]`` table (keys: :data:`ANALYSIS_KEYS`, see :class:`AnalysisSpec`).
+
+    ``axes`` are the study's grid axis names (``lr``, ``depth``, ``recipe``, ``plan.T``...):
+    ``optimize`` and ``group`` must be among them (None: not checked). Raises ConfigError naming
+    the key.
+    """
+    v = _Validator(source)
+    v.keys("analysis", table, ANALYSIS_KEYS)
+    criterion = v.choice("analysis.criterion", table.get("criterion", "running"), _CRITERIA)
+    axis = v.choice("analysis.axis", table.get("axis", "depth"), ANALYSIS_AXES)
+    optimize = v.string("analysis.optimize", table.get("optimize", "lr"))
+    group = table.get("group")
+    if group is not None:
+        v.string("analysis.group", group)
+    for key, value in (("optimize", optimize), ("group", group)):
+        if value is None or (key == "optimize" and value == "lr"):
+            continue
+        if axes is not None and value not in axes:
+            v.fail(f"analysis.{key}", f"{value!r} is not an axis of [grid]; swept: "
+                   f"{', '.join(axes)}")
+        if value in ("seed", axis):
+            v.fail(f"analysis.{key}", f"cannot be {value!r}: seeds are averaged and {axis} is "
+                   "the size axis (analysis.axis)")
+    if group is not None and group == optimize:
+        v.fail("analysis.group", f"cannot be the axis optimised over ({optimize!r})")
+    aggregate = v.choice("analysis.aggregate",
+                         table.get("aggregate", "optima" if optimize == "lr" else "loss"),
+                         _AGGREGATES)
+    if optimize != "lr" and aggregate != "loss":
+        v.fail("analysis.aggregate", f"{aggregate!r} needs optimize = \"lr\"; the best "
+               f"{optimize} is taken on the seed-mean loss (aggregate = \"loss\")")
+    return AnalysisSpec(criterion=criterion, axis=axis, optimize=optimize, group=group,
+                        aggregate=aggregate)
 
 
 class _Validator:
@@ -726,7 +781,6 @@ def run_one(spec: RunSpec) -> RunRecord:
 
     from depthscale.train import train
 
-    rid = run_id(spec)
     threads = torch.get_num_threads()
     t0 = time.perf_counter()
     try:
@@ -734,12 +788,21 @@ def run_one(spec: RunSpec) -> RunRecord:
         model, plan, data = prepare(spec)
         result = train(model, plan, data, spec.train_config())
     except Exception as exc:  # recorded, not raised: one bad run must not stop the study
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        return RunRecord(run_id=rid, spec=spec, status="failed", error=message[:2000],
-                         seconds=time.perf_counter() - t0, versions=versions(),
-                         finished_at=_now(), worker=_worker())
+        return _failed(spec, exc, time.perf_counter() - t0)
     finally:
         torch.set_num_threads(threads)
+    return _record(spec, result, time.perf_counter() - t0, _worker())
+
+
+def _failed(spec: RunSpec, exc: Exception, seconds: float) -> RunRecord:
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return RunRecord(run_id=run_id(spec), spec=spec, status="failed", error=message[:2000],
+                     seconds=seconds, versions=versions(), finished_at=_now(),
+                     worker=_worker())
+
+
+def _record(spec: RunSpec, result: Any, seconds: float, worker: str) -> RunRecord:
+    """The record of a finished :class:`~depthscale.train.TrainResult`."""
     metrics: dict[str, Any] = {
         "running_loss": _finite(result.running_loss),
         "steps_done": result.steps_done,
@@ -750,11 +813,94 @@ def run_one(spec: RunSpec) -> RunRecord:
     }
     steps, losses = _downsample(result.losses)
     return RunRecord(
-        run_id=rid, spec=spec, status="done" if result.status == "ok" else "diverged",
-        metrics=metrics, curve_steps=steps, curve_losses=losses,
-        seconds=time.perf_counter() - t0, versions=versions(), finished_at=_now(),
-        worker=_worker(),
+        run_id=run_id(spec), spec=spec, status="done" if result.status == "ok" else "diverged",
+        metrics=metrics, curve_steps=steps, curve_losses=losses, seconds=seconds,
+        versions=versions(), finished_at=_now(), worker=worker,
     )
+
+
+def _lr_group_key(spec: RunSpec) -> str:
+    """What runs of one LR group share: every field but ``lr`` (``data_dir`` included)."""
+    fields_ = {k: v for k, v in spec.to_dict().items() if k != "lr"}
+    return json.dumps(fields_, sort_keys=True, default=str)
+
+
+def _batchable(spec: RunSpec) -> bool:
+    """Whether :func:`~depthscale.train.train_batched` can train ``spec``'s runs: plain SGD and
+    a model that :func:`~depthscale.train.check_batchable` accepts (built here to check)."""
+    from depthscale.train import check_batchable
+
+    if (spec.optimizer, spec.momentum, spec.weight_decay) != ("sgd", 0.0, 0.0):
+        return False
+    try:
+        spec.train_config().validate()
+        model, _, _ = prepare(spec)
+        check_batchable(model)
+    except Exception:  # not batchable, or not buildable: one by one, where errors are recorded
+        return False
+    return True
+
+
+def lr_groups(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, ...]]:
+    """``specs`` split into the units :func:`run_group` trains: runs equal in everything but
+    ``lr`` whose settings :func:`_batchable` accepts form one group, every other run is alone.
+
+    Groups are in order of their first run, runs in their given order. Building one model per
+    group to check it, this is cheap next to training.
+    """
+    by_key: dict[str, list[RunSpec]] = {}
+    for spec in specs:
+        by_key.setdefault(_lr_group_key(spec), []).append(spec)
+    out: list[tuple[RunSpec, ...]] = []
+    for members in by_key.values():
+        if len(members) > 1 and _batchable(members[0]):
+            out.append(tuple(members))
+        else:
+            out.extend((m,) for m in members)
+    return out
+
+
+def run_group(specs: Sequence[RunSpec]) -> list[RunRecord]:
+    """Train runs that differ only in ``lr`` in one :func:`~depthscale.train.train_batched` pass;
+    one record per run, in order. Never raises for the runs' own errors.
+
+    Each record has the fields and metrics :func:`run_one` gives, equal to float rounding
+    (batched matmuls round differently); a diverging member is recorded ``diverged`` while the
+    others train on. ``seconds`` is the group's wall time (build, train, evaluate) divided by G,
+    and ``worker`` says so: ``host:pid [batch of G: seconds = group time / G]``. One intra-op CPU
+    thread, as :func:`run_one`. A group :func:`~depthscale.train.train_batched` refuses (other
+    optimizer, buffers, dropout) or that raises is run one by one with :func:`run_one` instead.
+    """
+    import torch
+
+    from depthscale.train import check_batchable, train_batched
+
+    specs = list(specs)
+    if not specs:
+        return []
+    key = _lr_group_key(specs[0])
+    for s in specs[1:]:
+        if _lr_group_key(s) != key:
+            raise ConfigError(f"run_group needs runs that differ only in lr; {s.label()} and "
+                              f"{specs[0].label()} differ in more")
+    if len(specs) == 1:
+        return [run_one(specs[0])]
+    threads = torch.get_num_threads()
+    t0 = time.perf_counter()
+    try:
+        torch.set_num_threads(1)
+        model, plan, data = prepare(specs[0])
+        check_batchable(model)
+        results = train_batched(model, plan, data, specs[0].train_config(),
+                                [s.lr for s in specs])
+    except Exception:  # not batchable after all, or a failure: each run on its own records it
+        return [run_one(s) for s in specs]
+    finally:
+        torch.set_num_threads(threads)
+    g = len(specs)
+    seconds = (time.perf_counter() - t0) / g
+    worker = f"{_worker()} [batch of {g}: seconds = group time / {g}]"
+    return [_record(s, r, seconds, worker) for s, r in zip(specs, results, strict=True)]
 
 
 def _now() -> str:

@@ -3,6 +3,15 @@
 :func:`run_study` is restartable: runs already in the store (done, diverged, or failed unless
 ``retry_failed``) are skipped, each finished run is committed as it arrives, and a study killed
 at any point loses at most the runs in flight.
+
+With ``batch_lrs`` the runs that differ only in ``lr`` (and whose model and optimizer
+:func:`~depthscale.train.train_batched` supports) are trained as one batched group per worker
+task (:func:`~depthscale.experiments.study.lr_groups`); a group's records are committed when it
+finishes, so a kill loses at most the groups in flight, and a rerun batches only the members the
+store lacks. Batching is opt-in: records then equal one-by-one runs only to float rounding (so
+a run's outcome would depend on the flag), a group is one task (less parallelism with many
+workers), and the CPU gain depends on width (about 2x at width 32, 1.2-1.4x at width 128 in the
+``batched-sweep`` benchmark).
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from pathlib import Path
 from depthscale.errors import DataError
 from depthscale.experiments.executors import make_executor
 from depthscale.experiments.store import StoreSummary, open_store
-from depthscale.experiments.study import check_run, expand, load_study
+from depthscale.experiments.study import check_run, expand, load_study, lr_groups
 
 __all__ = ["ProgressFactory", "StudyResult", "run_study"]
 
@@ -28,7 +37,8 @@ ProgressFactory = Callable[[int], AbstractContextManager[Callable[[int], None]]]
 @dataclass(frozen=True)
 class StudyResult:
     """What one :func:`run_study` call did: runs planned, already stored (skipped), run now,
-    their counts by status, and the store's summary afterwards."""
+    their counts by status, the store's summary afterwards, and how many of the runs to do were
+    planned in batched LR groups (``batched``, in ``groups`` groups; 0 without ``batch_lrs``)."""
 
     name: str
     out_dir: Path
@@ -37,6 +47,8 @@ class StudyResult:
     ran: int
     counts: dict[str, int] = field(default_factory=dict)
     summary: StoreSummary | None = None
+    batched: int = 0
+    groups: int = 0
 
 
 @contextlib.contextmanager
@@ -55,6 +67,7 @@ def run_study(
     retries: int = 3,
     retry_failed: bool = False,
     wait: float = 5.0,
+    batch_lrs: bool = False,
 ) -> StudyResult:
     """Run the study at ``spec_path`` into the store in ``out_dir``.
 
@@ -63,7 +76,9 @@ def run_study(
     process after ``wait`` seconds, read-only, not a depthscale store), then the first pending
     run is built (ConfigError/DataError for settings that cannot run). Then the planned set and
     a copy of the spec (``out_dir/study.toml``) are written and the pending runs executed; the
-    driver records each one in its own transaction as it finishes.
+    driver records each one in its own transaction as it finishes. ``batch_lrs`` trains the
+    pending runs that differ only in ``lr`` as batched groups (see the module docstring) on any
+    backend; runs that cannot be batched run one by one.
     """
     study = load_study(spec_path)
     runs = expand(study)
@@ -78,9 +93,11 @@ def run_study(
             check_run(todo[0], check_device=backend != "ray")
         store.set_plan(study, runs)
         _copy_spec(out, study.text)
+        units = lr_groups(todo) if batch_lrs else [(s,) for s in todo]
+        grouped = [u for u in units if len(u) > 1]
         ran = 0
         with (progress or _no_progress)(len(todo)) as advance, \
-                contextlib.closing(executor.run(todo)) as results:
+                contextlib.closing(executor.run_groups(units)) as results:
             for record in results:
                 if store.record(record):
                     counts[record.status] += 1
@@ -88,7 +105,8 @@ def run_study(
                 advance(1)
         summary = store.summary()
     return StudyResult(name=study.name, out_dir=out, planned=len(runs),
-                       skipped=len(runs) - len(todo), ran=ran, counts=counts, summary=summary)
+                       skipped=len(runs) - len(todo), ran=ran, counts=counts, summary=summary,
+                       batched=sum(len(u) for u in grouped), groups=len(grouped))
 
 
 def _copy_spec(out: Path, text: str) -> None:

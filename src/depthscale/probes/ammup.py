@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.func import functional_call, jvp
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from depthscale.errors import ConfigError
 from depthscale.param import Plan
@@ -74,7 +75,9 @@ def update_energy(
     def traced(theta: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         return functional_call(view, theta, (x_eval,))  # type: ignore[no-any-return]
 
-    _, tangents = jvp(traced, (primals,), (tangent,))
+    # forward-mode AD needs attention's composite (math) kernel: the fused ones lack a JVP
+    with sdpa_kernel(SDPBackend.MATH):
+        _, tangents = jvp(traced, (primals,), (tangent,))
     return UpdateEnergy([float(t.pow(2).mean()) for t in tangents])
 
 

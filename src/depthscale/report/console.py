@@ -21,11 +21,12 @@ def _quantities(r: dict[str, Any]) -> Text:
         if j:
             text.append("\n")
         shown = "not measured" if value is None else _fmt.number(value)
-        style = "red" if _fmt.in_band(value, band) is False else ""
+        missed = _fmt.in_band(value, band) is False
         text.append(f"{name} = ")
-        text.append(shown, style=style)
-        if band is not None:
-            text.append(f" in {_fmt.band_text(band)}", style="dim")
+        text.append(shown, style="red" if missed else "")
+        if band is not None:  # readable without colour too: "outside" marks a miss
+            where = "outside" if missed else "band"
+            text.append(f" ({where} {_fmt.band_text(band)})", style="dim")
     return text
 
 

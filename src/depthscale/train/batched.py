@@ -1,12 +1,20 @@
 """Train G copies of one model in a single pass: the hot path of a learning-rate sweep.
 
-:func:`train_batched` stacks the parameters of G identical models along a leading axis, runs
-``torch.func.functional_call`` under ``torch.func.vmap`` (with ``torch.func.grad_and_value``
-for the gradients) and takes one plain-SGD step for all members at once, each with its own base
-learning rate times the plan's per-parameter multipliers ``c``. Member ``i`` reproduces, to float
-rounding, what :func:`depthscale.train.train` gives for the same model with ``lr = lrs[i]``
-(and ``seed = seeds[i]``): the same data order, per-step losses, epoch-averaged losses,
-periodic and final evaluations and divergence record.
+:func:`train_batched` stacks the parameters of G identical models along a leading axis and takes
+one plain-SGD step for all members at once, each with its own base learning rate times the
+plan's per-parameter multipliers ``c`` (an in-place ``addcmul_`` with a ``[G, 1, ...]`` step
+tensor). Member ``i`` reproduces, to float rounding, what :func:`depthscale.train.train` gives
+for the same model with ``lr = lrs[i]`` (and ``seed = seeds[i]``): the same data order, per-step
+losses, epoch-averaged losses, periodic and final evaluations and divergence record.
+
+Two ways to compute the members' gradients:
+
+* :class:`~depthscale.models.MLPResNet` and :class:`~depthscale.models.PlainMLP` (standard
+  backward) have a hand-batched forward, the model's own equations on ``[G, out, in]`` weights
+  with batched matmuls, differentiated by ordinary autograd (:func:`stacked_forward`). On the
+  CPU it is 1.5-3x faster than the generic path, whose vmapped backward pays per-op overhead.
+* Any other model runs ``torch.func.functional_call`` under ``torch.func.vmap`` with
+  ``torch.func.grad_and_value``.
 
 A member whose loss stops being finite is recorded as diverged at that step and its rows are
 dropped from the stack before the update, so it is frozen, its NaNs never reach another member
@@ -21,19 +29,27 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
 from depthscale.errors import ConfigError
+from depthscale.models.layers import ScaledLinear
+from depthscale.models.mlp import MLPResNet, PlainMLP
 from depthscale.param import Plan
 from depthscale.train.loop import TrainConfig, TrainResult, loss_fn, resolve_device
 
-__all__ = ["EVAL_CHUNK", "check_batchable", "train_batched"]
+__all__ = ["EVAL_CHUNK", "check_batchable", "stacked_forward", "train_batched"]
 
-#: Samples per vmapped evaluation chunk (as :func:`depthscale.train.evaluate`).
+#: Samples per evaluation chunk (as :func:`depthscale.train.evaluate`).
 EVAL_CHUNK = 2048
 
 Tensors = dict[str, torch.Tensor]
+#: ``forward(params, x, per_member)``: outputs ``[G, B, ...]`` of every stacked member; ``x`` is
+#: ``[B, ...]`` shared by all members, or ``[G, B, ...]`` when ``per_member``.
+Forward = Callable[[Tensors, torch.Tensor, bool], torch.Tensor]
+#: ``step(trainable, fixed, x, y)``: (gradients of the trainable parameters, losses ``[G]``).
+Step = Callable[[Tensors, Tensors, torch.Tensor, torch.Tensor], tuple[Tensors, torch.Tensor]]
 
 
 def check_batchable(model: nn.Module) -> None:
@@ -147,26 +163,179 @@ def _stack(
     return trainable, fixed, {n: multipliers[n] for n in trainable}
 
 
+class _StackedLinear(torch.autograd.Function):
+    """``(x W^T) * a`` per member for ``W`` ``[G, out, in]`` and ``x`` ``[G, B, in]`` (or
+    ``[B, in]`` shared), differentiated as autograd does ``F.linear(x, W) * a`` in the loop:
+    ``g' = g a``, ``grad_x = g' W`` and ``grad_W = g'^T x`` (not ``(x^T g')^T``, which rounds
+    differently), so each member's gradient is the loop's to the bit."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, a: float) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        ctx.a = a
+        return torch.matmul(x, w.mT).mul_(a)
+
+    @staticmethod
+    def backward(
+        ctx: Any, g: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+        x, w = ctx.saved_tensors
+        g = g * ctx.a
+        grad_x = grad_w = None
+        if ctx.needs_input_grad[0]:
+            grad_x = torch.bmm(g, w)
+            if x.dim() == 2:  # shared input: every member's contribution
+                grad_x = grad_x.sum(0)
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.matmul(g.mT, x)
+        return grad_x, grad_w, None
+
+
+def _plain_linear(module: nn.Module) -> ScaledLinear | None:
+    """``module`` when it is a :class:`ScaledLinear` with the standard backward, else None."""
+    if type(module) is ScaledLinear and module.backward_mode == "standard":
+        return module
+    return None
+
+
+def stacked_forward(model: nn.Module) -> Forward | None:
+    """The hand-batched forward of ``model``, or None when it has none (vmap is used then).
+
+    Covers :class:`~depthscale.models.MLPResNet` (nfd Eq. 1, 6, 9) and
+    :class:`~depthscale.models.PlainMLP` (nfd Fig. 4a) whose layers are all standard-backward
+    :class:`~depthscale.models.ScaledLinear` s: the same equations as their ``trace``, each
+    ``a x W^T (+ b)`` a batched matmul over the member axis, so autograd gives each member its
+    own gradient, rounded as the one-by-one loop rounds it. Subclasses (which may change the
+    forward) are not covered.
+    """
+    if type(model) not in (MLPResNet, PlainMLP):
+        return None
+    assert isinstance(model, (MLPResNet, PlainMLP))
+    layers: dict[str, ScaledLinear] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, ScaledLinear):
+            linear = _plain_linear(module)
+            if linear is None:
+                return None
+            layers[name] = linear
+    phi = model.phi
+
+    def lin(params: Tensors, name: str, x: torch.Tensor) -> torch.Tensor:
+        layer = layers[name]
+        y = _StackedLinear.apply(x, params[f"{name}.weight"], layer.multiplier)
+        if layer.bias is not None:
+            y = y + params[f"{name}.bias"].unsqueeze(-2)
+        return y
+
+    if isinstance(model, MLPResNet):
+        block, style, depth = model.block, model.style, model.depth
+
+        def forward(params: Tensors, x: torch.Tensor, per_member: bool) -> torch.Tensor:
+            h = lin(params, "embed", x.flatten(2 if per_member else 1))
+            if style == "post":
+                h = phi(h)
+            for i in range(depth):
+                if block == 2:
+                    inner = lin(params, f"branches.{i}.inner", h)
+                    delta = lin(params, f"branches.{i}.outer", phi(inner))
+                elif style == "pre":
+                    delta = lin(params, f"branches.{i}", phi(h))
+                else:
+                    delta = phi(lin(params, f"branches.{i}", h))
+                h = h + delta
+            return lin(params, "readout", h)
+
+        return forward
+
+    n_layers = len(model.layers)
+
+    def forward_mlp(params: Tensors, x: torch.Tensor, per_member: bool) -> torch.Tensor:
+        z = lin(params, "embed", x.flatten(2 if per_member else 1))
+        for i in range(n_layers):
+            z = lin(params, f"layers.{i}", phi(z))
+        return lin(params, "readout", phi(z))
+
+    return forward_mlp
+
+
+def _vmapped_forward(model: nn.Module) -> Forward:
+    """The generic forward: ``functional_call`` under vmap over the member axis."""
+
+    def call(params: Tensors, x: torch.Tensor) -> torch.Tensor:
+        return functional_call(model, params, (x,))
+
+    shared = vmap(call, in_dims=(0, None))
+    own = vmap(call, in_dims=(0, 0))
+
+    def forward(params: Tensors, x: torch.Tensor, per_member: bool) -> torch.Tensor:
+        return (own if per_member else shared)(params, x)
+
+    return forward
+
+
+def _member_losses(loss: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``loss_fn(loss, out[g], y[g])`` for every member g at once: a ``[G]`` tensor.
+
+    ``out`` is ``[G, B, C]``; ``y`` is ``[B]`` / ``[B, C]`` (shared) or ``[G, B]`` / ``[G, B, C]``.
+    """
+    g, b = out.shape[0], out.shape[1]
+    labels = y.dtype == torch.long
+    if y.dim() == (1 if labels else 2):
+        y = y.expand(g, *y.shape)
+    if loss == "ce":
+        if not labels:
+            return loss_fn(loss, out, y)  # raises the loop's error
+        per_sample = F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none")
+        return per_sample.view(g, b).mean(1)
+    target = F.one_hot(y, out.shape[-1]).to(out.dtype) if labels else y
+    return 0.5 * (out - target).pow(2).sum(-1).mean(-1)
+
+
+def _autograd_step(forward: Forward, loss: str, per_member: bool) -> Step:
+    """Gradients of the members' summed losses by ordinary autograd: member g's parameters
+    only reach member g's loss, so each gets exactly its own gradient."""
+
+    def step(
+        trainable: Tensors, fixed: Tensors, xb: torch.Tensor, yb: torch.Tensor
+    ) -> tuple[Tensors, torch.Tensor]:
+        leaves = {k: v.detach().requires_grad_() for k, v in trainable.items()}
+        with torch.enable_grad():
+            losses = _member_losses(loss, forward({**leaves, **fixed}, xb, per_member), yb)
+            grads = torch.autograd.grad(losses.sum(), list(leaves.values()))
+        return dict(zip(leaves, grads, strict=True)), losses.detach()
+
+    return step
+
+
+def _vmapped_step(template: nn.Module, loss: str, per_member: bool) -> Step:
+    """``grad_and_value`` of one member's loss under vmap over the member axis."""
+
+    def member_loss(
+        train_p: Tensors, fixed_p: Tensors, xb: torch.Tensor, yb: torch.Tensor
+    ) -> torch.Tensor:
+        return loss_fn(loss, functional_call(template, {**train_p, **fixed_p}, (xb,)), yb)
+
+    data_dim = 0 if per_member else None
+    return vmap(grad_and_value(member_loss), in_dims=(0, 0, data_dim, data_dim))
+
+
 @torch.no_grad()
 def _evaluate(
-    model: nn.Module, params: Tensors, x: torch.Tensor, y: torch.Tensor, loss: str,
+    forward: Forward, params: Tensors, x: torch.Tensor, y: torch.Tensor, loss: str,
 ) -> list[dict[str, float]]:
-    """:func:`depthscale.train.evaluate` for every stacked member, vmapped over chunks."""
+    """:func:`depthscale.train.evaluate` for every stacked member, in chunks (eval mode is the
+    caller's to set)."""
     g = next(iter(params.values())).shape[0]
-    was_training = model.training
-    model.eval()
-    forward = vmap(lambda p, xb: functional_call(model, p, (xb,)), in_dims=(0, None))
     totals, correct = [0.0] * g, [0] * g
     labels = y.dtype == torch.long
     for i in range(0, len(x), EVAL_CHUNK):
-        out = forward(params, x[i : i + EVAL_CHUNK])
         yb = y[i : i + EVAL_CHUNK]
-        values = vmap(lambda o, yy=yb: loss_fn(loss, o, yy))(out).tolist()
+        out = forward(params, x[i : i + EVAL_CHUNK], False)
+        values = _member_losses(loss, out, yb).tolist()
         totals = [t + v * len(yb) for t, v in zip(totals, values, strict=True)]
         if labels:
             hits = (out.argmax(-1) == yb).sum(-1).tolist()
             correct = [c + h for c, h in zip(correct, hits, strict=True)]
-    model.train(was_training)
     res: list[dict[str, float]] = [{"loss": t / len(x)} for t in totals]
     if labels:
         for r, c in zip(res, correct, strict=True):
@@ -218,14 +387,14 @@ def train_batched(
         assert config.epochs is not None  # validate() allows exactly one of the two
         total = max(1, round(config.epochs * per_epoch))
 
-    def member_loss(
-        train_p: Tensors, fixed_p: Tensors, xb: torch.Tensor, yb: torch.Tensor
-    ) -> torch.Tensor:
-        return loss_fn(config.loss, functional_call(template, {**train_p, **fixed_p}, (xb,)), yb)
-
     shared = len(set(member_seeds)) == 1
-    data_dim = None if shared else 0
-    step_fn = vmap(grad_and_value(member_loss), in_dims=(0, 0, data_dim, data_dim))
+    fast = stacked_forward(template)
+    if fast is not None:
+        forward = fast
+        step_fn = _autograd_step(fast, config.loss, not shared)
+    else:
+        forward = _vmapped_forward(template)
+        step_fn = _vmapped_step(template, config.loss, not shared)
     order_seeds = member_seeds[:1] if shared else member_seeds
     gens = [torch.Generator().manual_seed(s) for s in order_seeds]
 
@@ -234,7 +403,8 @@ def train_batched(
             return torch.randperm(n, generator=gens[0])
         return torch.stack([torch.randperm(n, generator=gens[i]) for i in active_rows])
 
-    # Negative per-member step sizes lr_i * c, shaped to broadcast over each parameter.
+    # Negative per-member step sizes lr_i * c, shaped [G, 1, ...] to broadcast over each
+    # parameter (torch.optim.SGD's p -= lr * c * grad, member by member).
     def step_sizes(rows: list[int]) -> Tensors:
         out: Tensors = {}
         for name, p in trainable.items():
@@ -242,6 +412,13 @@ def train_batched(
             shape = (-1, *[1] * (p.ndim - 1))
             out[name] = torch.tensor(vals, dtype=p.dtype, device=device).view(shape)
         return out
+
+    def evaluate_all(x: torch.Tensor, y: torch.Tensor) -> list[dict[str, float]]:
+        template.eval()
+        try:
+            return _evaluate(forward, {**trainable, **fixed}, x, y, config.loss)
+        finally:
+            template.train()
 
     results = [TrainResult(status="ok", steps_done=0) for _ in range(g)]
     active = list(range(g))
@@ -283,14 +460,14 @@ def train_batched(
             with torch.no_grad():
                 for name, p in trainable.items():
                     p.addcmul_(neg_lr[name], grads[name])
+            del grads
             for i, value in zip(active, values, strict=True):
                 res = results[i]
                 res.losses.append(value)
                 res.steps_done = step
                 sums[i], counts[i] = sums[i] + value, counts[i] + 1
             if config.eval_every and step % config.eval_every == 0:
-                evals = _evaluate(template, {**trainable, **fixed}, xt, yt, config.loss)
-                for i, ev in zip(active, evals, strict=True):
+                for i, ev in zip(active, evaluate_all(xt, yt), strict=True):
                     results[i].evals.append(
                         {"step": step, **{f"test_{k}": v for k, v in ev.items()}}
                     )
@@ -301,9 +478,8 @@ def train_batched(
             if counts[i]:
                 results[i].epoch_losses.append(sums[i] / counts[i])
         if active:
-            params = {**trainable, **fixed}
-            train_evs = _evaluate(template, params, xs, ys, config.loss)
-            test_evs = _evaluate(template, params, xt, yt, config.loss)
+            train_evs = evaluate_all(xs, ys)
+            test_evs = evaluate_all(xt, yt)
             for i, train_ev, test_ev in zip(active, train_evs, test_evs, strict=True):
                 _finish(results[i], train_ev, test_ev)
     finally:
