@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints-ci.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/depthscale reproduce --scale quick --out reproduce-out
+	$(BIN)/depthscale reproduce --scale quick --out reproduce-out --workers 2
 
 test: $(STAMP)
 	$(BIN)/pytest
