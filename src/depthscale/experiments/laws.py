@@ -366,31 +366,32 @@ def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
 
 # ---------------------------------------------------------------------------------------------
 # laws Table 3 and App. E.2-E.3: each variant changes one thing of its family's baseline
-_ABLATION_GRID = {"depths": [2, 3, 4, 6, 8], "lr_logspace": [-3, 0.5, 12]}
 _ADAM_LRS = {"lr_logspace": [-4.5, -1, 12]}
+# each family's baseline at the ablation grid (smaller than Table 1's, 12 studies in all)
+_CNN_BASE = {**_CNN1D, "depths": [2, 3, 4, 6, 8], "lr_logspace": [-3, 0.5, 12],
+             "data": _MNIST1D_HALF}
+_RESNET_BASE = {**_CONVRESNET1D, "depths": [1, 2, 4, 8, 16], "lr_logspace": [-3, 0.5, 12]}
+_VIT_BASE = {**_VIT1D, "depths": [1, 2, 3, 4, 6], "lr_logspace": [-4, 0, 12]}
+
+
+def _options(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """``base`` with its model options updated by ``changes`` (one ablation variant)."""
+    return {**base, "options": {**base.get("options", {}), **changes}}
+
+
 _ABLATIONS_QUICK: dict[str, dict[str, Any]] = {
-    "cnn-baseline": {**_CNN1D, **_ABLATION_GRID, "data": _MNIST1D_HALF},
-    "cnn-gelu": {**_CNN1D, **_ABLATION_GRID, "data": _MNIST1D_HALF,
-                 "options": {"padding": "circular", "activation": "gelu"}},
-    "cnn-adam": {**_CNN1D, **_ABLATION_GRID, **_ADAM_LRS, "data": _MNIST1D_HALF,
-                 "optimizer": "adam"},
-    "cnn-zero-padding": {**_CNN1D, **_ABLATION_GRID, "data": _MNIST1D_HALF,
-                         "options": {"padding": "zero"}},
-    "cnn-kernel4": {**_CNN1D, **_ABLATION_GRID, "data": _MNIST1D_HALF,
-                    "options": {"padding": "circular", "kernel_size": 4}},
-    "cnn-kernel5": {**_CNN1D, **_ABLATION_GRID, "data": _MNIST1D_HALF,
-                    "options": {"padding": "circular", "kernel_size": 5}},
-    "resnet-baseline": {**_CONVRESNET1D, "depths": [1, 2, 4, 8, 16],
-                        "lr_logspace": [-3, 0.5, 12]},
-    "resnet-batchnorm": {**_CONVRESNET1D, "depths": [1, 2, 4, 8, 16],
-                         "lr_logspace": [-3, 0.5, 12], "options": {"batchnorm": True}},
-    "resnet-dropout": {**_CONVRESNET1D, "depths": [1, 2, 4, 8, 16],
-                       "lr_logspace": [-3, 0.5, 12], "options": {"dropout": 0.1}},
-    "resnet-adam": {**_CONVRESNET1D, "depths": [1, 2, 4, 8, 16], **_ADAM_LRS,
-                    "optimizer": "adam"},
-    "vit-post-ln": {**_VIT1D, "depths": [1, 2, 3, 4, 6], "lr_logspace": [-4, 0, 12]},
-    "vit-pre-ln": {**_VIT1D, "depths": [1, 2, 3, 4, 6], "lr_logspace": [-4, 0, 12],
-                   "options": {**_VIT1D["options"], "norm": "pre"}},
+    "cnn-baseline": _CNN_BASE,
+    "cnn-gelu": _options(_CNN_BASE, activation="gelu"),
+    "cnn-adam": {**_CNN_BASE, **_ADAM_LRS, "optimizer": "adam"},
+    "cnn-zero-padding": _options(_CNN_BASE, padding="zero"),
+    "cnn-kernel4": _options(_CNN_BASE, kernel_size=4),
+    "cnn-kernel5": _options(_CNN_BASE, kernel_size=5),
+    "resnet-baseline": _RESNET_BASE,
+    "resnet-batchnorm": _options(_RESNET_BASE, batchnorm=True),
+    "resnet-dropout": _options(_RESNET_BASE, dropout=0.1),
+    "resnet-adam": {**_RESNET_BASE, **_ADAM_LRS, "optimizer": "adam"},
+    "vit-post-ln": _VIT_BASE,
+    "vit-pre-ln": _options(_VIT_BASE, norm="pre"),
 }
 _R2_MIN = 0.7
 
@@ -400,17 +401,17 @@ def _full_ablations() -> dict[str, dict[str, Any]]:
     adam = {"optimizer": "adam", "lr_logspace": [-5.5, 0, 80]}
     return {
         "cnn-baseline": cnn,
-        "cnn-gelu": {**cnn, "options": {**cnn["options"], "activation": "gelu"}},
+        "cnn-gelu": _options(cnn, activation="gelu"),
         "cnn-adam": {**cnn, **adam},
-        "cnn-zero-padding": {**cnn, "options": {"padding": "zero"}},
-        "cnn-kernel4": {**cnn, "options": {**cnn["options"], "kernel_size": 4}},
-        "cnn-kernel5": {**cnn, "options": {**cnn["options"], "kernel_size": 5}},
+        "cnn-zero-padding": _options(cnn, padding="zero"),
+        "cnn-kernel4": _options(cnn, kernel_size=4),
+        "cnn-kernel5": _options(cnn, kernel_size=5),
         "resnet-baseline": resnet,
-        "resnet-batchnorm": {**resnet, "options": {"batchnorm": True}},
-        "resnet-dropout": {**resnet, "options": {"dropout": 0.1}},
+        "resnet-batchnorm": _options(resnet, batchnorm=True),
+        "resnet-dropout": _options(resnet, dropout=0.1),
         "resnet-adam": {**resnet, **adam},
         "vit-post-ln": vit,
-        "vit-pre-ln": {**vit, "options": {**vit["options"], "norm": "pre"}},
+        "vit-pre-ln": _options(vit, norm="pre"),
     }
 
 
