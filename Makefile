@@ -23,6 +23,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
+	$(BIN)/mypy src
 
 bench: $(STAMP)
 	$(BIN)/depthscale bench --json bench.json

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from depthscale.errors import ConfigError
-from depthscale.fits import log_minimum, loglog_slope
+from depthscale.fits import fit_error_law, log_minimum, loglog_slope
 
 
 def test_loglog_slope_is_exact_on_a_power_law() -> None:
@@ -30,3 +31,14 @@ def test_log_minimum_flags_the_edge_and_skips_diverged_points() -> None:
     assert log_minimum([1, 2, 4], [1.0, 2.0, 3.0]).on_edge
     m = log_minimum([1, 2, 4, 8], [float("nan"), 2.0, 1.0, float("inf")])
     assert m.grid_x == 4 and m.x == 4  # neighbour diverged: no refinement past it
+
+
+def test_error_law_fit_recovers_a_and_b_with_intervals() -> None:
+    L = np.array([1, 2, 4, 8, 16, 32] * 3, dtype=float)
+    M = np.repeat([1.0, 10.0, 100.0], 6)
+    err = 0.15 / L + 0.22 / np.sqrt(L * M)
+    law = fit_error_law(L, M, err, form="a/L + b/sqrt(LM)")
+    assert (law.a, law.b) == pytest.approx((0.15, 0.22))
+    assert law.a_ci[0] <= 0.15 <= law.a_ci[1]
+    with pytest.raises(ConfigError, match="unknown form"):
+        fit_error_law(L, M, err, form="a/L^2")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from depthscale.cli import main
-from depthscale.experiments.store import open_store
 from depthscale.fits import log_minimum
+from depthscale.studies.store import open_store
 
 _HEAD = ('[study]\nmodel = "{model}"\n{recipe}dataset = "digits"\n'
          "[data]\nn_train = 64\nn_test = 32\n[train]\nsteps = 3\nbatch_size = 32\n")

@@ -31,8 +31,8 @@ import math
 import numpy as np
 import pytest
 
+from depthscale.claims.nfd_limits import online_sgd_finite, teacher_stream
 from depthscale.errors import ConfigError
-from depthscale.experiments.nfd_limits import online_sgd_finite, teacher_stream
 from depthscale.fits import loglog_slope
 from depthscale.limits import nfd as nfd_module
 from depthscale.limits.gaussian import expect_dphi_dphi, expect_phi_phi

@@ -236,8 +236,8 @@ def sweep_level(
     """Seconds of ``run_study`` on one LR group of ``members`` runs (MNIST-1D, this model),
     one by one and with ``batch_lrs`` (best of ``repeats``, alternating, after a 1-step warm-up
     of each), their ratio, and the largest relative difference of the runs' final metrics."""
-    from depthscale.experiments.store import open_store
-    from depthscale.experiments.sweep import run_study
+    from depthscale.studies.store import open_store
+    from depthscale.studies.sweep import run_study
 
     lrs = learning_rates(members)
     times = {False: math.inf, True: math.inf}

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -60,6 +61,12 @@ _D, _N, _DATA_SEED = 10, 10, 0
 _J_CHOICES = (4, 8, 16, 32)
 _CALIBRATION_PARTICLES = 256
 T = TypeVar("T")
+
+
+def _pair(limit: Callable[..., np.ndarray], j: int) -> tuple[np.ndarray, np.ndarray]:
+    """The limit at J = j and 2j from one shared particle draw (the depth-error calibration)."""
+    return (limit(j, _CALIBRATION_PARTICLES, 0, "shared"),
+            limit(2 * j, _CALIBRATION_PARTICLES, 0, "shared"))
 
 
 def _timed(fn: Callable[[], T]) -> tuple[T, float]:
@@ -96,9 +103,8 @@ def run(quick: bool = False) -> BenchResult:
         ode = MeanODE(_D, depth_steps=J, particles=Q, coupling=coupling, seed=seed)
         return ode.train(X, Y, K, track_travel=False).outputs[-1]
 
-    baseline = [_timed(lambda r=r: train_finite_resnet(X, Y, depth=LM, hidden=LM, steps=K,
-                                                       seed=r, track_travel=False))
-                for r in seeds]
+    baseline = [_timed(partial(train_finite_resnet, X, Y, depth=LM, hidden=LM, steps=K, seed=r,
+                               track_travel=False)) for r in seeds]
     refs, ref_seconds = _timed(
         lambda: np.stack([limit(s["ref_J"], s["ref_Q"], 1000 + r) for r in range(s["ref_runs"])]))
     reference = refs.mean(axis=0)
@@ -111,8 +117,7 @@ def run(quick: bool = False) -> BenchResult:
     calibration_seconds = 0.0
     J = _J_CHOICES[-1]
     for j in _J_CHOICES:
-        pair, seconds = _timed(lambda j=j: (limit(j, _CALIBRATION_PARTICLES, 0, "shared"),
-                                            limit(2 * j, _CALIBRATION_PARTICLES, 0, "shared")))
+        pair, seconds = _timed(partial(_pair, limit, j))
         calibration_seconds += seconds
         depth_error = rms_error(*pair)
         calibration.append({"J": j, "depth_error_J_vs_2J": depth_error, "seconds": seconds})
@@ -123,7 +128,7 @@ def run(quick: bool = False) -> BenchResult:
     sweep: list[dict[str, float]] = []
     count = int(s["Q_start"])
     while True:
-        runs = [_timed(lambda q=count, r=r: limit(J, q, r)) for r in seeds]
+        runs = [_timed(partial(limit, J, count, r)) for r in seeds]
         err = _rms([rms_error(out, reference) for out, _ in runs])
         sweep.append({"particles": count, "seconds": float(np.mean([t for _, t in runs])),
                       "error": err})
@@ -131,7 +136,7 @@ def run(quick: bool = False) -> BenchResult:
             break
         count *= 2
     final = sweep[-1]
-    shared = [_timed(lambda r=r: limit(J, int(final["particles"]), r, "shared")) for r in seeds]
+    shared = [_timed(partial(limit, J, int(final["particles"]), r, "shared")) for r in seeds]
     return BenchResult(
         name="mean-ode",
         baseline=f"brute-force finite ResNet L = M = {LM} (chizat2lp, mean-ode plan, GD)",

@@ -1,6 +1,6 @@
 """Benchmark "sweep-overhead": what the study machinery costs per run.
 
-Ours: :func:`depthscale.experiments.sweep.run_study` (spec parsing, run hashing, the SQLite
+Ours: :func:`depthscale.studies.sweep.run_study` (spec parsing, run hashing, the SQLite
 store with one transaction per run, the in-process executor) on a study of runs that each train
 for about a second. Baseline: the same runs through :func:`run_one` in a plain loop, no store.
 Goal (issue): overhead at most 5% of the training time, i.e. ratio baseline/ours >= 0.95.
@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 from depthscale.benchmarks.core import BenchResult
-from depthscale.experiments.study import expand, parse_study, run_one
-from depthscale.experiments.sweep import run_study
+from depthscale.studies.runner import run_one
+from depthscale.studies.spec import expand, parse_study
+from depthscale.studies.sweep import run_study
 
 __all__ = ["run"]
 

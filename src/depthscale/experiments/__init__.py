@@ -1,11 +1,16 @@
-"""Claims registry and the ``reproduce`` runner (nfd claims register on import)."""
+"""Deprecated since 0.2: ``depthscale.experiments`` was split into :mod:`depthscale.claims` (the
+papers' claims, ``reproduce``) and :mod:`depthscale.studies` (sweeps, store, analysis). This
+shim keeps the old import paths working for one release, with a DeprecationWarning; it will be
+removed in 0.3."""
 
-from depthscale.experiments import chizat as _chizat  # noqa: F401
-from depthscale.experiments import laws as _laws  # noqa: F401
-from depthscale.experiments import nfd as _nfd  # noqa: F401  (registers the nfd claims)
-from depthscale.experiments import nfd_init as _nfd_init  # noqa: F401
-from depthscale.experiments import nfd_limits as _nfd_limits  # noqa: F401
-from depthscale.experiments.claims import (
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+import warnings
+
+from depthscale.claims import (  # noqa: F401  (the old package-level names)
     CLAIMS,
     PLANNED,
     SCALES,
@@ -13,17 +18,40 @@ from depthscale.experiments.claims import (
     ClaimContext,
     ClaimOutcome,
     band_verdict,
+    reproduce,
+    select_claims,
 )
-from depthscale.experiments.reproduce import reproduce, select_claims
 
-__all__ = [
-    "CLAIMS",
-    "PLANNED",
-    "SCALES",
-    "Claim",
-    "ClaimContext",
-    "ClaimOutcome",
-    "band_verdict",
-    "reproduce",
-    "select_claims",
-]
+warnings.warn(
+    "depthscale.experiments is deprecated and will be removed in 0.3: import the claims from "
+    "depthscale.claims and the study engine from depthscale.studies (see the README's changelog)",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+#: old submodule -> the modules its names now live in
+MOVED: dict[str, tuple[str, ...]] = {
+    "study": ("depthscale.studies.spec", "depthscale.studies.records", "depthscale.studies.runner"),
+    "store": ("depthscale.studies.store",),
+    "executors": ("depthscale.studies.executors",),
+    "sweep": ("depthscale.studies.sweep",),
+    "analysis": ("depthscale.studies.analysis", "depthscale.fits"),
+    "claims": ("depthscale.claims.registry", "depthscale.claims.verdicts"),
+    "reproduce": ("depthscale.claims.reproduce",),
+    "nfd": ("depthscale.claims.nfd",),
+    "nfd_init": ("depthscale.claims.nfd_init",),
+    "nfd_limits": ("depthscale.claims.nfd_limits",),
+    "laws": ("depthscale.claims.laws",),
+    "chizat": ("depthscale.claims.chizat",),
+}
+
+for _old, _targets in MOVED.items():
+    if len(_targets) == 1:  # moved whole: the old name is the new module
+        _alias = importlib.import_module(_targets[0])
+    else:  # split: a module holding the public names of its parts
+        _alias = types.ModuleType(f"{__name__}.{_old}", f"Moved to {', '.join(_targets)}.")
+        for _target in _targets:
+            _part = importlib.import_module(_target)
+            _alias.__dict__.update({k: getattr(_part, k) for k in _part.__all__})
+    sys.modules[f"{__name__}.{_old}"] = _alias
+    globals()[_old] = _alias

@@ -72,7 +72,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -452,7 +452,7 @@ def _rms(a: Array, axis: tuple[int, ...] | None = None) -> Array:
     return np.sqrt(np.mean(np.square(a), axis=axis))
 
 
-def _rms_diff(a: Array, b: Array) -> float:
+def _rms_diff(a: Array, b: Array | float) -> float:
     """``sqrt(mean (a - b)^2)`` with one temporary and a BLAS dot (a per-step statistic)."""
     d = np.subtract(a, b)
     return math.sqrt(float(np.vdot(d, d)) / d.size)
@@ -742,6 +742,7 @@ def train_finite_resnet(
     Cost O(steps L M n D) time, O(L M D) memory.
     """
     from depthscale.models import build  # models import torch layers; keep limits light
+    from depthscale.models.chizat import TwoLayerPerceptronResNet
 
     L, M = _positive_int(depth, "depth"), _positive_int(hidden, "hidden")
     K = _positive_int(steps, "steps", 0)
@@ -756,14 +757,14 @@ def train_finite_resnet(
     options: dict[str, Any] = {"alpha": float(alpha), "eta_u_scale": e_u / e_v}
     if sigma_u is not None:
         options["sigma_u"] = float(sigma_u)
-    model, plan = build("chizat2lp", "mean-ode", input_shape=(D,), n_out=D, width=D, depth=L,
+    built, plan = build("chizat2lp", "mean-ode", input_shape=(D,), n_out=D, width=D, depth=L,
                         hidden=M, seed=seed, plan_options=options)
-    model = model.to(dtype)
+    model = cast(TwoLayerPerceptronResNet, built.to(dtype))
     opt = plan.optimizer(model, "sgd", lr=e_v)
 
     def units() -> tuple[Array, Array]:
-        U = torch.stack([lay.weight.detach() for lay in model.U])  # (L, M, D): u^{j,l}
-        V = torch.stack([lay.weight.detach().T for lay in model.V])  # (L, M, D): v^{j,l}
+        U = torch.stack([cast(torch.Tensor, lay.weight).detach() for lay in model.U])  # u^{j,l}
+        V = torch.stack([cast(torch.Tensor, lay.weight).detach().T for lay in model.V])  # v^{j,l}
         return U.cpu().numpy().copy(), V.cpu().numpy().copy()
 
     U0, V0 = units()

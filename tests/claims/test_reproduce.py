@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from depthscale.claims import CLAIMS, ClaimOutcome, band_verdict, reproduce
 from depthscale.cli import main
-from depthscale.experiments import CLAIMS, ClaimOutcome, band_verdict, reproduce
 from depthscale.report import validate_results
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from depthscale.errors import ConfigError, DataError
-from depthscale.experiments.store import LOCK_FILE, STORE_FILE, open_store
-from depthscale.experiments.study import RunRecord, RunSpec, parse_study, run_id
+from depthscale.studies.records import RunRecord
+from depthscale.studies.spec import RunSpec, parse_study, run_id
+from depthscale.studies.store import LOCK_FILE, STORE_FILE, open_store
 
 SPEC = """
 [study]
@@ -48,7 +49,7 @@ def _record(spec: RunSpec, status: str = "done", loss: float = 1.5) -> RunRecord
 
 @pytest.fixture
 def study_runs() -> tuple:
-    from depthscale.experiments.study import expand
+    from depthscale.studies.spec import expand
 
     study = parse_study(SPEC, source="store-test.toml")
     return study, expand(study)

@@ -6,10 +6,9 @@
 * :func:`seed_summary`: mean and 95% CI of log10 eta* across seeds, per depth.
 * :func:`lr_spread`: max - min of log10 eta* across sizes (nfd Fig. 5 row 2: transfer).
 * :func:`wls_power_law`: weighted least squares of log10 eta* = beta0 + alpha log10 L with
-  weights 1/variance, the slope's 95% CI and R^2.
+  weights 1/variance, the slope's 95% CI and R^2 (the fit itself is :mod:`depthscale.fits`).
 * :func:`scan_axis`: the loss against another swept setting (e.g. the time horizon T, nfd
   Fig. 2) per size: seed means, diverged fractions, the best value, interior or on the edge.
-* :func:`fit_error_law`: error = a/L + b/n (or b/sqrt(L M)) by least squares with bootstrap CIs.
 
 Every run is used; nothing is dropped because of the slope it gives.
 """
@@ -26,18 +25,15 @@ import numpy as np
 from scipy import stats
 
 from depthscale.errors import ConfigError
-from depthscale.fits import log_minimum
+from depthscale.fits import LawFit, log_minimum, weighted_loglog_fit
 
 __all__ = [
     "AGGREGATES",
     "CRITERIA",
     "AxisScan",
-    "ErrorLaw",
-    "LawFit",
     "Optimum",
     "SeedSummary",
     "criterion_value",
-    "fit_error_law",
     "lr_spread",
     "optimal_lrs",
     "scan_axis",
@@ -83,17 +79,6 @@ class SeedSummary:
     group: Any = None
 
 
-@dataclass(frozen=True)
-class LawFit:
-    """log10 eta* = intercept + slope log10 L (weighted), with the slope's 95% CI and R^2."""
-
-    slope: float
-    intercept: float
-    slope_ci: tuple[float, float]
-    r2: float
-    n_points: int
-
-
 def criterion_value(record: Mapping[str, Any], criterion: str) -> float:
     """The loss ``criterion`` (a key of :data:`CRITERIA`) of one run record: NaN unless the run
     is "done" with a finite value (diverged runs are never optimal)."""
@@ -117,7 +102,7 @@ def _order(value: Any) -> tuple[int, Any]:
 
 
 def _spec_keys(record: Mapping[str, Any]) -> list[str]:
-    from depthscale.experiments.study import RunSpec
+    from depthscale.studies.spec import RunSpec
 
     names = {f.name for f in fields(RunSpec)} - {"data_dir"}
     return [k for k in record if k in names or ("." in k and not k.startswith("version."))]
@@ -230,73 +215,12 @@ def lr_spread(summaries: Sequence[SeedSummary]) -> dict[Any, float]:
 
 
 def wls_power_law(summaries: Sequence[SeedSummary], min_sem: float = 1e-3) -> LawFit:
-    """Weighted least squares of mean log10 eta* on log10 L, weights 1/SEM^2 (laws Sec. 4.1).
-
-    A SEM below ``min_sem`` decades (seeds that agree to the grid point) is raised to it so no
-    depth gets infinite weight; with single seeds all weights are equal.
-    """
+    """log10 eta* ~ alpha log10 L across sizes, weights 1/SEM^2 of the seed means (laws Sec.
+    4.1; :func:`depthscale.fits.weighted_loglog_fit`)."""
     if len(summaries) < 3:
         raise ConfigError(f"a slope with a CI needs >= 3 depths, got {len(summaries)}")
-    x = np.log10([s.depth for s in summaries])
-    y = np.array([s.mean_log10_lr for s in summaries])
-    sem = np.array([s.sem for s in summaries])
-    w = np.ones_like(y) if np.isnan(sem).any() else 1.0 / np.maximum(sem, min_sem) ** 2
-    X = np.column_stack([np.ones_like(x), x])
-    W = np.diag(w)
-    cov_unscaled = np.linalg.inv(X.T @ W @ X)
-    beta = cov_unscaled @ X.T @ W @ y
-    resid = y - X @ beta
-    dof = len(y) - 2
-    sigma2 = float(resid @ W @ resid) / dof if dof > 0 else math.nan
-    se_slope = math.sqrt(sigma2 * cov_unscaled[1, 1]) if dof > 0 else math.nan
-    half = float(stats.t.ppf(0.975, dof)) * se_slope if dof > 0 else math.nan
-    ybar = float(np.sum(w * y) / np.sum(w))
-    ss_tot = float(np.sum(w * (y - ybar) ** 2))
-    r2 = 1.0 - float(np.sum(w * resid**2)) / ss_tot if ss_tot > 0 else 1.0
-    slope = float(beta[1])
-    return LawFit(slope, float(beta[0]), (slope - half, slope + half), r2, len(y))
-
-
-@dataclass(frozen=True)
-class ErrorLaw:
-    """error ~ a/L + b g(n), with 95% bootstrap intervals for a and b."""
-
-    a: float
-    b: float
-    a_ci: tuple[float, float]
-    b_ci: tuple[float, float]
-    form: str
-
-
-def fit_error_law(
-    depth: Sequence[float],
-    width: Sequence[float],
-    error: Sequence[float],
-    *,
-    form: str = "a/L + b/n",
-    boot: int = 1000,
-    seed: int = 0,
-) -> ErrorLaw:
-    """Least squares of ``error`` on the two terms of ``form``: "a/L + b/n" or
-    "a/L + b/sqrt(LM)" (``width`` = M; chizat Thm. 1), with a case-resampling bootstrap."""
-    L, n, e = (np.asarray(v, dtype=float) for v in (depth, width, error))
-    if not (L.shape == n.shape == e.shape) or L.size < 3:
-        raise ConfigError("fit_error_law needs >= 3 paired (depth, width, error) points")
-    if form == "a/L + b/n":
-        A = np.column_stack([1 / L, 1 / n])
-    elif form == "a/L + b/sqrt(LM)":
-        A = np.column_stack([1 / L, 1 / np.sqrt(L * n)])
-    else:
-        raise ConfigError(f"unknown form {form!r}; use 'a/L + b/n' or 'a/L + b/sqrt(LM)'")
-    coef = np.linalg.lstsq(A, e, rcond=None)[0]
-    rng = np.random.default_rng(seed)
-    draws = np.empty((boot, 2))
-    for i in range(boot):
-        idx = rng.integers(0, len(e), len(e))
-        draws[i] = np.linalg.lstsq(A[idx], e[idx], rcond=None)[0]
-    lo, hi = np.percentile(draws, [2.5, 97.5], axis=0)
-    return ErrorLaw(float(coef[0]), float(coef[1]), (float(lo[0]), float(hi[0])),
-                    (float(lo[1]), float(hi[1])), form)
+    return weighted_loglog_fit([s.depth for s in summaries], [s.mean_log10_lr for s in summaries],
+                               [s.sem for s in summaries], min_sem=min_sem)
 
 
 @dataclass(frozen=True)

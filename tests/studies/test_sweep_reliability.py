@@ -21,9 +21,9 @@ import pytest
 
 from depthscale.cli import main
 from depthscale.errors import DataError
-from depthscale.experiments.store import STORE_FILE, open_store
-from depthscale.experiments.study import expand, load_study
-from depthscale.experiments.sweep import run_study
+from depthscale.studies.spec import expand, load_study
+from depthscale.studies.store import STORE_FILE, open_store
+from depthscale.studies.sweep import run_study
 
 TINY = """
 [study]
@@ -140,7 +140,7 @@ def test_same_spec_twice_gives_identical_metrics(
 
 
 def _run_ids(spec: Path) -> list[str]:
-    from depthscale.experiments.study import run_id
+    from depthscale.studies.spec import run_id
 
     return [run_id(r) for r in expand(load_study(spec))]
 
@@ -312,7 +312,7 @@ def test_ray_backend_gives_the_same_results_and_retries_lost_workers(
     tiny: tuple[Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'depthscale[ray]')")
-    from depthscale.experiments.executors import RayExecutor, run_payload
+    from depthscale.studies.executors import RayExecutor, run_payload
 
     spec, _, outcomes = tiny
     markers = tmp_path / "markers"

@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from depthscale.claims.registry import CLAIMS, PLANNED, SCALES, ClaimContext
+from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError, DataError, DepthscaleError
-from depthscale.experiments.claims import CLAIMS, PLANNED, SCALES, ClaimContext, ClaimOutcome
 from depthscale.report import read_claims_json, write_claims_json, write_index_html
 
 __all__ = ["ClaimHooks", "reproduce", "select_claims"]

@@ -14,19 +14,13 @@ import pytest
 
 from depthscale.cli import main
 from depthscale.errors import ConfigError
-from depthscale.experiments import executors
-from depthscale.experiments.executors import InProcessExecutor
-from depthscale.experiments.store import open_store
-from depthscale.experiments.study import (
-    RunRecord,
-    RunSpec,
-    expand,
-    load_study,
-    lr_groups,
-    run_group,
-    run_one,
-)
-from depthscale.experiments.sweep import run_study
+from depthscale.studies import executors
+from depthscale.studies.executors import InProcessExecutor
+from depthscale.studies.records import RunRecord
+from depthscale.studies.runner import lr_groups, run_group, run_one
+from depthscale.studies.spec import RunSpec, expand, load_study
+from depthscale.studies.store import open_store
+from depthscale.studies.sweep import run_study
 
 #: Batched members agree with one-by-one runs to this relative tolerance (float32 rounding of
 #: a batched matmul against a single one; measured ~3e-7 here).

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import depthscale.experiments.nfd_limits as nfd_limits
-from depthscale.experiments.claims import CLAIMS, PLANNED
-from depthscale.experiments.reproduce import reproduce
+import depthscale.claims.nfd_limits as nfd_limits
+from depthscale.claims.registry import CLAIMS, PLANNED
+from depthscale.claims.reproduce import reproduce
 from depthscale.report import validate_results
 
 OURS = ("nfd-thm1", "nfd-fig6")

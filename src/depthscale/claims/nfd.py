@@ -3,7 +3,7 @@
 Quick scale trains on MNIST-1D (generated offline) on CPU in minutes; full scale uses the
 paper's CIFAR-10 settings from ``--data-dir``. Every number in a verdict is measured here.
 
-The training grids of Fig. 2 and Fig. 5 row 2 are studies (``depthscale.experiments.study``):
+The training grids of Fig. 2 and Fig. 5 row 2 are studies (``depthscale.studies``):
 their TOML is written to ``OUT/<claim>/spec.toml`` and run through :func:`run_study` into that
 folder's results store, so a killed ``reproduce`` resumes, and ``depthscale sweep`` +
 ``depthscale fit`` on ``examples/nfd_fig2.toml`` / ``examples/nfd_transfer.toml`` give the same
@@ -18,33 +18,29 @@ import math
 import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from depthscale import data as ds_data
-from depthscale.experiments.analysis import (
+from depthscale.claims.nfd_limits import limit_gia_gap
+from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.verdicts import ClaimOutcome, claim_outcome, finite_or_none
+from depthscale.fits import loglog_slope
+from depthscale.models import build
+from depthscale.models.mlp import MLPResNet
+from depthscale.probes import snapshot, two_layer_updates
+from depthscale.report import figures
+from depthscale.studies.analysis import (
     criterion_value,
     lr_spread,
     optimal_lrs,
     scan_axis,
     seed_summary,
 )
-from depthscale.experiments.claims import (
-    ClaimContext,
-    ClaimOutcome,
-    claim,
-    claim_outcome,
-    finite_or_none,
-)
-from depthscale.experiments.nfd_limits import limit_gia_gap
-from depthscale.experiments.store import open_store
-from depthscale.experiments.sweep import run_study
-from depthscale.fits import loglog_slope
-from depthscale.models import build
-from depthscale.probes import snapshot, two_layer_updates
-from depthscale.report import figures
+from depthscale.studies.store import open_store
+from depthscale.studies.sweep import run_study
 from depthscale.train import TrainConfig, evaluate, train
 
 __all__ = ["fig2_study_toml", "transfer_study_toml"]
@@ -184,7 +180,7 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
                 for name, store in (("resnet1-post", post_mean), ("resnet1", pre_rms)):
                     net, _ = build(name, "depth-mup", input_shape=data.sample_shape,
                                    n_out=data.n_out, width=n, depth=L, seed=seed)
-                    h = net.trace(x).streams[-1]
+                    h = cast(MLPResNet, net).trace(x).streams[-1]
                     store.append(float(h.mean()) if name == "resnet1-post"
                                  else float(h.pow(2).mean().sqrt()))
             ctx.progress(1)
@@ -303,7 +299,8 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     s = ctx.settings
     data = _dataset(ctx)
     ctx.set_total(len(_COR1_ARCHS) * len(s["depths"]) * s["seeds"] * 2)
-    rows, gaps = [], {}
+    rows: list[dict[str, Any]] = []
+    gaps: dict[str, list[float]] = {}
     for model, recipe, label in _COR1_ARCHS:
         gaps[label] = []
         for L in s["depths"]:
@@ -369,8 +366,8 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
         for mode, style in (("standard", "-"), ("decoupled", "--")):
             pts = [r for r in rows if r["model"] == label and r["depth"] == deep
                    and r["backward"] == mode]
-            ep = sorted({r["epoch"] for r in pts})
-            ax.plot(ep, [_mean([r["train_loss"] for r in pts if r["epoch"] == e]) for e in ep],
+            seen = sorted({r["epoch"] for r in pts})
+            ax.plot(seen, [_mean([r["train_loss"] for r in pts if r["epoch"] == e]) for e in seen],
                     style, label=f"{label} {mode}")
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"train loss (L = {deep})")
@@ -510,7 +507,7 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
     s = ctx.settings
     data = _dataset(ctx)
     ctx.set_total(2 * s["seeds"])
-    rows = []
+    rows: list[dict[str, Any]] = []
     for recipe in ("depth-mup", "nfd-depth"):
         for seed in range(ctx.seed, ctx.seed + s["seeds"]):
             net, plan = build("resnet2", recipe, input_shape=data.sample_shape,

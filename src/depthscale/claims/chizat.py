@@ -32,18 +32,12 @@ from typing import Any
 
 import numpy as np
 from scipy.interpolate import CubicSpline
-from scipy.optimize import nnls
 from threadpoolctl import threadpool_limits
 
 from depthscale import data as ds_data
-from depthscale.experiments.claims import (
-    ClaimContext,
-    ClaimOutcome,
-    claim,
-    claim_outcome,
-    finite_or_none,
-)
-from depthscale.fits import loglog_slope
+from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.verdicts import Band, ClaimOutcome, claim_outcome, finite_or_none
+from depthscale.fits import fit_error_law, loglog_slope
 from depthscale.limits.mean_ode import (
     MeanODE,
     MeanODEResult,
@@ -54,7 +48,6 @@ from depthscale.report import figures
 
 __all__ = ["alpha_grid", "finite_resnet", "limit_reference", "paper_grid"]
 
-Band = tuple[float | None, float | None]
 
 
 def paper_grid(stop: float, count: int) -> list[int]:
@@ -161,8 +154,8 @@ def chizat_fig2(ctx: ClaimContext) -> ClaimOutcome:
         for L in s["depths"]:
             for M in s["widths"]:
                 errs = []
-                for r in range(s["repeats"]):
-                    res = finite_resnet(X, Y, L=L, M=M, K=K, seed=ctx.seed + 1000 * r + 1)
+                for rep in range(s["repeats"]):
+                    res = finite_resnet(X, Y, L=L, M=M, K=K, seed=ctx.seed + 1000 * rep + 1)
                     errs.append(rms_error(res.outputs[-1], ref[-1, -1]))
                     ctx.progress(1)
                 rows.append({"L": L, "M": M, "rms_error": float(np.sqrt(np.mean(np.square(errs)))),
@@ -170,9 +163,10 @@ def chizat_fig2(ctx: ClaimContext) -> ClaimOutcome:
     fit = [r for r in rows if r["L"] >= 3 and r["L"] * r["M"] >= 4 * D]
     a = b = math.nan
     if len(fit) >= 2:
-        A = np.array([[1 / r["L"], math.sqrt(D / (r["L"] * r["M"]))] for r in fit])
-        e = np.array([r["rms_error"] for r in fit])
-        (a, b), _ = nnls(A / e[:, None], np.ones(len(fit)))
+        law = fit_error_law([r["L"] for r in fit], [r["M"] for r in fit],
+                            [r["rms_error"] for r in fit], form="a/L + b/sqrt(LM)",
+                            nonnegative=True, relative=True, boot=0)
+        a, b = law.a, law.b / math.sqrt(D)  # the law's b is the coefficient of 1/sqrt(LM)
     for r in rows:
         r["fit"] = a / r["L"] + b * math.sqrt(D / (r["L"] * r["M"]))
         r["in_fit"] = r in fit

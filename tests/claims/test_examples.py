@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from depthscale.experiments import CLAIMS
-from depthscale.experiments.laws import study_toml
-from depthscale.experiments.nfd import fig2_study_toml, transfer_study_toml
-from depthscale.experiments.study import expand, load_study, parse_study
+from depthscale.claims import CLAIMS
+from depthscale.claims.laws import study_toml
+from depthscale.claims.nfd import fig2_study_toml, transfer_study_toml
+from depthscale.studies.spec import expand, load_study, parse_study
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

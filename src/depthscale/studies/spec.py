@@ -2,11 +2,9 @@
 
 A study is loaded and validated by :func:`load_study` (unknown keys and impossible values raise
 :class:`~depthscale.errors.ConfigError` naming the file and the key) and expanded by
-:func:`expand` into :class:`RunSpec` s. Each run is a pure function of its spec: :func:`run_one`
-seeds everything from it, trains on one CPU thread and returns a :class:`RunRecord`. A run is
-identified by :func:`run_id`, a hash of its canonical JSON and :data:`SPEC_SCHEMA`. Runs that
-differ only in ``lr`` may instead be trained together by :func:`run_group` (opt-in batching, see
-:func:`lr_groups`), with the same records to float rounding.
+:func:`expand` into :class:`RunSpec` s. A run is identified by :func:`run_id`, a hash of its
+canonical JSON and :data:`SPEC_SCHEMA`. Running a spec is :mod:`depthscale.studies.runner`'s
+business; this module only describes runs.
 
 The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
 
@@ -30,14 +28,8 @@ import itertools
 import json
 import math
 import os
-import platform
-import socket
-import time
-from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timezone
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -46,33 +38,20 @@ from depthscale.errors import ConfigError
 __all__ = [
     "ANALYSIS_AXES",
     "ANALYSIS_KEYS",
-    "MAX_CURVE_POINTS",
     "SPEC_SCHEMA",
-    "STATUSES",
     "AnalysisSpec",
-    "RunRecord",
     "RunSpec",
     "StudySpec",
     "TrainSettings",
-    "check_run",
     "expand",
     "load_study",
-    "lr_groups",
     "parse_analysis",
     "parse_study",
-    "prepare",
-    "run_group",
     "run_id",
-    "run_one",
-    "versions",
 ]
 
 #: Version of the run-spec schema; it is part of every run's hash, so bumping it reruns all.
 SPEC_SCHEMA = 1
-#: A run's final status: trained to the end, loss stopped being finite, or raised an error.
-STATUSES = ("done", "diverged", "failed")
-#: Longer per-step loss curves are stored as this many bucket means.
-MAX_CURVE_POINTS = 1000
 ANALYSIS_AXES = ("depth", "width")
 ANALYSIS_KEYS = ("criterion", "axis", "optimize", "group", "aggregate")
 _CRITERIA = ("running", "final", "last-epoch")
@@ -613,299 +592,3 @@ def expand(spec: StudySpec) -> list[RunSpec]:
                 direct[attr] = tuple(sorted(merged.items()))
         runs.append(replace(base, **direct))
     return runs
-
-
-# ---- records ----------------------------------------------------------------------------------
-def _finite(x: Any) -> Any:
-    """Floats that are not finite become None (JSON has no NaN)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
-@dataclass(frozen=True)
-class RunRecord(Mapping[str, Any]):
-    """What one run produced. Also a read-only mapping of its flat row (:meth:`row`): spec
-    fields by name (``depth``, ``lr``, ``seed``, ``model.activation``...), ``run_id``,
-    ``status``, ``error``, every metric (``running_loss``, ``final_train_loss``...),
-    ``seconds``, ``finished_at``, ``worker`` and ``version.<package>``.
-
-    ``metrics`` holds ``running_loss`` (mean training loss over all steps done),
-    ``steps_done``, ``diverged_at``, ``epoch_losses``, ``evals`` and ``final_<split>_<metric>``
-    (absent after divergence or failure); non-finite values are None. ``curve_steps`` /
-    ``curve_losses`` are the per-step training loss, or bucket means ending at those steps when
-    longer than :data:`MAX_CURVE_POINTS`.
-    """
-
-    run_id: str
-    spec: RunSpec
-    status: str
-    metrics: dict[str, Any] = field(default_factory=dict)
-    curve_steps: list[int] = field(default_factory=list)
-    curve_losses: list[float | None] = field(default_factory=list)
-    seconds: float = 0.0
-    versions: dict[str, str] = field(default_factory=dict)
-    error: str | None = None
-    finished_at: str = ""
-    worker: str = ""
-
-    __hash__ = None  # type: ignore[assignment]  # holds dicts and lists
-
-    def outcome(self) -> dict[str, Any]:
-        """The part that is a pure function of the spec (no timing, host or versions)."""
-        return {"run_id": self.run_id, "status": self.status, "error": self.error,
-                "metrics": self.metrics, "curve_steps": self.curve_steps,
-                "curve_losses": self.curve_losses}
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict; :meth:`from_dict` inverts it."""
-        return {"run_id": self.run_id, "spec": self.spec.to_dict(), "status": self.status,
-                "metrics": self.metrics, "curve_steps": self.curve_steps,
-                "curve_losses": self.curve_losses, "seconds": self.seconds,
-                "versions": self.versions, "error": self.error,
-                "finished_at": self.finished_at, "worker": self.worker}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RunRecord:
-        """The record :meth:`to_dict` wrote."""
-        return cls(**{**d, "spec": RunSpec.from_dict(d["spec"])})
-
-    @cached_property
-    def _row(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"run_id": self.run_id, "status": self.status, "error": self.error}
-        row.update(self.spec.flat())
-        row.update(self.metrics)
-        row.update({"curve_steps": self.curve_steps, "curve_losses": self.curve_losses,
-                    "seconds": self.seconds, "finished_at": self.finished_at,
-                    "worker": self.worker})
-        row.update({f"version.{k}": v for k, v in self.versions.items()})
-        return row
-
-    def row(self) -> dict[str, Any]:
-        """A copy of the flat row (see the class docstring)."""
-        return dict(self._row)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._row[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._row)
-
-    def __len__(self) -> int:
-        return len(self._row)
-
-
-def versions() -> dict[str, str]:
-    """Versions of depthscale, torch and Python in this process."""
-    import torch
-
-    import depthscale
-
-    return {"depthscale": depthscale.__version__, "torch": str(torch.__version__),
-            "python": platform.python_version()}
-
-
-def _downsample(losses: list[float]) -> tuple[list[int], list[float | None]]:
-    n = len(losses)
-    if n <= MAX_CURVE_POINTS:
-        return list(range(1, n + 1)), [_finite(float(x)) for x in losses]
-    steps, values = [], []
-    for b in range(MAX_CURVE_POINTS):
-        lo, hi = b * n // MAX_CURVE_POINTS, (b + 1) * n // MAX_CURVE_POINTS
-        steps.append(hi)
-        values.append(_finite(math.fsum(losses[lo:hi]) / (hi - lo)))
-    return steps, values
-
-
-# ---- running ----------------------------------------------------------------------------------
-_DATA_CACHE: OrderedDict[str, Any] = OrderedDict()
-_DATA_CACHE_SIZE = 2
-
-
-def _dataset(spec: RunSpec) -> Any:
-    """The run's dataset, cached in this process (the last two distinct ones)."""
-    from depthscale.data import load
-
-    key = json.dumps([spec.dataset, spec.data_dir, spec.data_options], sort_keys=True)
-    if key in _DATA_CACHE:
-        _DATA_CACHE.move_to_end(key)
-        return _DATA_CACHE[key]
-    opts = dict(spec.data_options)
-    data = load(spec.dataset, data_dir=spec.data_dir, seed=opts.pop("seed", 0), **opts)
-    _DATA_CACHE[key] = data
-    while len(_DATA_CACHE) > _DATA_CACHE_SIZE:
-        _DATA_CACHE.popitem(last=False)
-    return data
-
-
-def prepare(spec: RunSpec) -> tuple[Any, Any, Any]:
-    """``(model, plan, data)`` of a run, initialised from its seed; raises ConfigError or
-    DataError for settings that cannot run (a sweep checks its first run this way)."""
-    from depthscale.models import build
-
-    data = _dataset(spec)
-    model, plan = build(spec.model, spec.recipe, input_shape=data.sample_shape,
-                        n_out=data.n_out, width=spec.width, depth=spec.depth, seed=spec.seed,
-                        plan_options=dict(spec.plan_options), **dict(spec.model_options))
-    return model, plan, data
-
-
-def check_run(spec: RunSpec, *, check_device: bool = True) -> None:
-    """Build ``spec``'s data and model (and check its device) without training; any problem is
-    raised as one ConfigError/DataError line. A sweep calls it on its first pending run so a
-    setting that cannot run stops the study before any work instead of failing every run."""
-    from depthscale.errors import DepthscaleError
-    from depthscale.train import resolve_device
-
-    try:
-        spec.train_config().validate()
-        if check_device:
-            resolve_device(spec.device)
-        prepare(spec)
-    except DepthscaleError:
-        raise
-    except Exception as exc:
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise ConfigError(f"the run {spec.label()} cannot be built: {message}") from None
-
-
-def run_one(spec: RunSpec) -> RunRecord:
-    """Build, train and measure one run; never raises for the run's own errors.
-
-    Status "done", "diverged" (non-finite loss; the sweep goes on) or "failed" (any exception,
-    recorded as ``error``: one line ``Type: message``). The run uses one intra-op CPU thread
-    (restored afterwards), so its metrics are identical in-process, in a worker pool or on Ray.
-    KeyboardInterrupt and SystemExit propagate.
-    """
-    import torch
-
-    from depthscale.train import train
-
-    threads = torch.get_num_threads()
-    t0 = time.perf_counter()
-    try:
-        torch.set_num_threads(1)
-        model, plan, data = prepare(spec)
-        result = train(model, plan, data, spec.train_config())
-    except Exception as exc:  # recorded, not raised: one bad run must not stop the study
-        return _failed(spec, exc, time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(threads)
-    return _record(spec, result, time.perf_counter() - t0, _worker())
-
-
-def _failed(spec: RunSpec, exc: Exception, seconds: float) -> RunRecord:
-    message = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return RunRecord(run_id=run_id(spec), spec=spec, status="failed", error=message[:2000],
-                     seconds=seconds, versions=versions(), finished_at=_now(),
-                     worker=_worker())
-
-
-def _record(spec: RunSpec, result: Any, seconds: float, worker: str) -> RunRecord:
-    """The record of a finished :class:`~depthscale.train.TrainResult`."""
-    metrics: dict[str, Any] = {
-        "running_loss": _finite(result.running_loss),
-        "steps_done": result.steps_done,
-        "diverged_at": result.diverged_at,
-        **{f"final_{k}": _finite(float(v)) for k, v in result.final.items()},
-        "epoch_losses": [_finite(float(x)) for x in result.epoch_losses],
-        "evals": [{k: _finite(x) for k, x in e.items()} for e in result.evals],
-    }
-    steps, losses = _downsample(result.losses)
-    return RunRecord(
-        run_id=run_id(spec), spec=spec, status="done" if result.status == "ok" else "diverged",
-        metrics=metrics, curve_steps=steps, curve_losses=losses, seconds=seconds,
-        versions=versions(), finished_at=_now(), worker=worker,
-    )
-
-
-def _lr_group_key(spec: RunSpec) -> str:
-    """What runs of one LR group share: every field but ``lr`` (``data_dir`` included)."""
-    fields_ = {k: v for k, v in spec.to_dict().items() if k != "lr"}
-    return json.dumps(fields_, sort_keys=True, default=str)
-
-
-def _batchable(spec: RunSpec) -> bool:
-    """Whether :func:`~depthscale.train.train_batched` can train ``spec``'s runs: plain SGD and
-    a model that :func:`~depthscale.train.check_batchable` accepts (built here to check)."""
-    from depthscale.train import check_batchable
-
-    if (spec.optimizer, spec.momentum, spec.weight_decay) != ("sgd", 0.0, 0.0):
-        return False
-    try:
-        spec.train_config().validate()
-        model, _, _ = prepare(spec)
-        check_batchable(model)
-    except Exception:  # not batchable, or not buildable: one by one, where errors are recorded
-        return False
-    return True
-
-
-def lr_groups(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, ...]]:
-    """``specs`` split into the units :func:`run_group` trains: runs equal in everything but
-    ``lr`` whose settings :func:`_batchable` accepts form one group, every other run is alone.
-
-    Groups are in order of their first run, runs in their given order. Building one model per
-    group to check it, this is cheap next to training.
-    """
-    by_key: dict[str, list[RunSpec]] = {}
-    for spec in specs:
-        by_key.setdefault(_lr_group_key(spec), []).append(spec)
-    out: list[tuple[RunSpec, ...]] = []
-    for members in by_key.values():
-        if len(members) > 1 and _batchable(members[0]):
-            out.append(tuple(members))
-        else:
-            out.extend((m,) for m in members)
-    return out
-
-
-def run_group(specs: Sequence[RunSpec]) -> list[RunRecord]:
-    """Train runs that differ only in ``lr`` in one :func:`~depthscale.train.train_batched` pass;
-    one record per run, in order. Never raises for the runs' own errors.
-
-    Each record has the fields and metrics :func:`run_one` gives, equal to float rounding
-    (batched matmuls round differently); a diverging member is recorded ``diverged`` while the
-    others train on. ``seconds`` is the group's wall time (build, train, evaluate) divided by G,
-    and ``worker`` says so: ``host:pid [batch of G: seconds = group time / G]``. One intra-op CPU
-    thread, as :func:`run_one`. A group :func:`~depthscale.train.train_batched` refuses (other
-    optimizer, buffers, dropout) or that raises is run one by one with :func:`run_one` instead.
-    """
-    import torch
-
-    from depthscale.train import check_batchable, train_batched
-
-    specs = list(specs)
-    if not specs:
-        return []
-    key = _lr_group_key(specs[0])
-    for s in specs[1:]:
-        if _lr_group_key(s) != key:
-            raise ConfigError(f"run_group needs runs that differ only in lr; {s.label()} and "
-                              f"{specs[0].label()} differ in more")
-    if len(specs) == 1:
-        return [run_one(specs[0])]
-    threads = torch.get_num_threads()
-    t0 = time.perf_counter()
-    try:
-        torch.set_num_threads(1)
-        model, plan, data = prepare(specs[0])
-        check_batchable(model)
-        results = train_batched(model, plan, data, specs[0].train_config(),
-                                [s.lr for s in specs])
-    except Exception:  # not batchable after all, or a failure: each run on its own records it
-        return [run_one(s) for s in specs]
-    finally:
-        torch.set_num_threads(threads)
-    g = len(specs)
-    seconds = (time.perf_counter() - t0) / g
-    worker = f"{_worker()} [batch of {g}: seconds = group time / {g}]"
-    return [_record(s, r, seconds, worker) for s, r in zip(specs, results, strict=True)]
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _worker() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"

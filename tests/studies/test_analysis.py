@@ -9,17 +9,16 @@ import pytest
 from scipy import stats
 
 from depthscale.errors import ConfigError
-from depthscale.experiments.analysis import (
+from depthscale.studies.analysis import (
     Optimum,
     criterion_value,
-    fit_error_law,
     lr_spread,
     optimal_lrs,
     scan_axis,
     seed_summary,
     wls_power_law,
 )
-from depthscale.experiments.study import AnalysisSpec, parse_analysis, parse_study
+from depthscale.studies.spec import AnalysisSpec, parse_analysis, parse_study
 
 LRS = list(np.logspace(-4, 0, 17))
 
@@ -75,17 +74,6 @@ def test_wls_downweights_an_uncertain_depth() -> None:
     assert fit.slope == pytest.approx(-1.5, abs=0.2)
     with pytest.raises(ConfigError, match=">= 3 depths"):
         wls_power_law(seed_summary(optima)[:2])
-
-
-def test_error_law_fit_recovers_a_and_b_with_intervals() -> None:
-    L = np.array([1, 2, 4, 8, 16, 32] * 3, dtype=float)
-    M = np.repeat([1.0, 10.0, 100.0], 6)
-    err = 0.15 / L + 0.22 / np.sqrt(L * M)
-    law = fit_error_law(L, M, err, form="a/L + b/sqrt(LM)")
-    assert (law.a, law.b) == pytest.approx((0.15, 0.22))
-    assert law.a_ci[0] <= 0.15 <= law.a_ci[1]
-    with pytest.raises(ConfigError, match="unknown form"):
-        fit_error_law(L, M, err, form="a/L^2")
 
 
 # ---- [analysis] options: criterion "last-epoch", group, aggregate "loss", optimize ------------

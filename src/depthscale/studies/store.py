@@ -1,6 +1,6 @@
 """The results store of a study: one SQLite file in the study folder (WAL mode).
 
-One row per run, keyed by its :func:`~depthscale.experiments.study.run_id`, with its status
+One row per run, keyed by its :func:`~depthscale.studies.spec.run_id`, with its status
 (done, diverged, failed with its error), JSON columns for spec, metrics, loss curve and
 versions, and timing. :meth:`Store.record` writes a run in one transaction, so a study killed at
 any moment (``kill -9`` included) keeps every finished run and never a torn row.
@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.errors import ConfigError, DataError
-from depthscale.experiments.study import RunRecord, RunSpec, StudySpec, run_id
+from depthscale.studies.records import RunRecord
+from depthscale.studies.spec import RunSpec, StudySpec, run_id
 
 __all__ = [
     "LOCK_FILE",

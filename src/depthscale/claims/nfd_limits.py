@@ -17,14 +17,9 @@ import numpy as np
 import torch
 
 from depthscale import data as ds_data
+from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.verdicts import ClaimOutcome, claim_outcome, finite_or_none
 from depthscale.errors import ConfigError
-from depthscale.experiments.claims import (
-    ClaimContext,
-    ClaimOutcome,
-    claim,
-    claim_outcome,
-    finite_or_none,
-)
 from depthscale.fits import loglog_slope
 from depthscale.limits.kernel import min_eigenvalue
 from depthscale.limits.nfd import NFD, loss_derivative

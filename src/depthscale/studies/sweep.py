@@ -6,7 +6,7 @@ at any point loses at most the runs in flight.
 
 With ``batch_lrs`` the runs that differ only in ``lr`` (and whose model and optimizer
 :func:`~depthscale.train.train_batched` supports) are trained as one batched group per worker
-task (:func:`~depthscale.experiments.study.lr_groups`); a group's records are committed when it
+task (:func:`~depthscale.studies.runner.lr_groups`); a group's records are committed when it
 finishes, so a kill loses at most the groups in flight, and a rerun batches only the members the
 store lacks. Batching is opt-in: records then equal one-by-one runs only to float rounding (so
 a run's outcome would depend on the flag), a group is one task (less parallelism with many
@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depthscale.errors import DataError
-from depthscale.experiments.executors import make_executor
-from depthscale.experiments.store import StoreSummary, open_store
-from depthscale.experiments.study import check_run, expand, load_study, lr_groups
+from depthscale.studies.executors import make_executor
+from depthscale.studies.runner import check_run, lr_groups
+from depthscale.studies.spec import expand, load_study
+from depthscale.studies.store import StoreSummary, open_store
 
 __all__ = ["ProgressFactory", "StudyResult", "run_study"]
 

@@ -6,9 +6,9 @@ one CPU thread, so the records' outcomes are identical whichever executor ran th
 iterator early (an exception in the driver, Ctrl-C) stops the executor: at most the runs in
 flight are lost, and they are simply pending on the next start.
 
-``run_groups`` takes units instead (:func:`~depthscale.experiments.study.lr_groups`): a unit of
+``run_groups`` takes units instead (:func:`~depthscale.studies.runner.lr_groups`): a unit of
 one run is trained by :func:`run_one`, a larger one (runs that differ only in ``lr``) as one
-batched task by :func:`~depthscale.experiments.study.run_group`, and its records are yielded
+batched task by :func:`~depthscale.studies.runner.run_group`, and its records are yielded
 together when it finishes. All three executors run units the same way (Ray as one task each).
 
 * :class:`InProcessExecutor`: one run after another in the driver.
@@ -33,14 +33,9 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from depthscale.errors import ConfigError
-from depthscale.experiments.study import (
-    RunRecord,
-    RunSpec,
-    run_group,
-    run_id,
-    run_one,
-    versions,
-)
+from depthscale.studies.records import RunRecord, versions
+from depthscale.studies.runner import run_group, run_one
+from depthscale.studies.spec import RunSpec, run_id
 
 __all__ = [
     "BACKENDS",

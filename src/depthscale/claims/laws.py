@@ -1,6 +1,6 @@
 """Claims of the depth LR-law paper (laws): the L^(-3/2) law, zero-shot transfer, AM-muP.
 
-Each architecture's sweep is a study (``depthscale.experiments.study``) written as TOML into
+Each architecture's sweep is a study (``depthscale.studies``) written as TOML into
 ``OUT/<study>/spec.toml`` and run through :func:`run_study` into that folder's results store:
 killed and rerun, a claim runs only the missing runs, and claims that need the same sweep share
 it. ``depthscale sweep OUT/<study>/spec.toml`` + ``depthscale fit OUT/<study>`` reproduce any
@@ -22,25 +22,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from depthscale.experiments.analysis import (
+from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.verdicts import ClaimOutcome, claim_outcome
+from depthscale.fits import loglog_slope
+from depthscale.models import build, create
+from depthscale.probes import update_energy
+from depthscale.report import figures
+from depthscale.studies.analysis import (
     LawFit,
     SeedSummary,
     optimal_lrs,
     seed_summary,
     wls_power_law,
 )
-from depthscale.experiments.claims import (
-    ClaimContext,
-    ClaimOutcome,
-    claim,
-    claim_outcome,
-)
-from depthscale.experiments.store import open_store
-from depthscale.experiments.sweep import run_study
-from depthscale.fits import loglog_slope
-from depthscale.models import build, create
-from depthscale.probes import update_energy
-from depthscale.report import figures
+from depthscale.studies.store import open_store
+from depthscale.studies.sweep import run_study
 
 __all__ = ["study_toml"]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import depthscale.experiments.chizat as chizat
-from depthscale.experiments.claims import CLAIMS, PLANNED
-from depthscale.experiments.reproduce import reproduce
+import depthscale.claims.chizat as chizat
+from depthscale.claims.registry import CLAIMS, PLANNED
+from depthscale.claims.reproduce import reproduce
 from depthscale.limits import MeanODE, train_finite_resnet
 from depthscale.report import validate_results
 

@@ -7,16 +7,13 @@ Each compares finite networks (or the limit objects themselves) with the solvers
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import torch
 
-from depthscale.experiments.claims import (
-    ClaimContext,
-    ClaimOutcome,
-    claim,
-    claim_outcome,
-)
+from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.verdicts import ClaimOutcome, claim_outcome
 from depthscale.fits import loglog_slope
 from depthscale.limits import (
     coupled_finite_network,
@@ -27,6 +24,7 @@ from depthscale.limits import (
     nngp_kernel,
 )
 from depthscale.models import build
+from depthscale.models.mlp import MLPResNet
 from depthscale.report import figures
 
 __all__: list[str] = []
@@ -156,7 +154,7 @@ def nfd_prop3(ctx: ClaimContext) -> ClaimOutcome:
                                plan_options={"T": s["T"], "regime": "kernel"},
                                activation=s["phi"])
                 with torch.no_grad():
-                    h = net.double().trace(xt).streams[-1]
+                    h = cast(MLPResNet, net.double()).trace(xt).streams[-1]
                 acc += (h @ h.T).numpy() / n
             err = float(np.linalg.norm(acc / s["trials"] - exact) / np.linalg.norm(exact))
             rows.append({"sweep": axis, "width": n, "depth": L, "relative_error": err})

@@ -12,17 +12,10 @@ import pytest
 import torch
 
 from depthscale.errors import ConfigError
-from depthscale.experiments import study as study_mod
-from depthscale.experiments.study import (
-    SPEC_SCHEMA,
-    RunRecord,
-    RunSpec,
-    expand,
-    load_study,
-    parse_study,
-    run_id,
-    run_one,
-)
+from depthscale.studies import records, runner
+from depthscale.studies.records import RunRecord
+from depthscale.studies.runner import run_one
+from depthscale.studies.spec import SPEC_SCHEMA, RunSpec, expand, load_study, parse_study, run_id
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "quick_resnet_depth_lr.toml"
 
@@ -204,26 +197,26 @@ def test_run_one_records_divergence_and_failure_without_raising() -> None:
 
 def test_long_curves_are_downsampled_to_bucket_means() -> None:
     losses = [float(i) for i in range(1, 2501)]
-    steps, values = study_mod._downsample(losses)
-    assert len(steps) == len(values) == study_mod.MAX_CURVE_POINTS
+    steps, values = records.downsample(losses)
+    assert len(steps) == len(values) == records.MAX_CURVE_POINTS
     assert steps[-1] == 2500 and steps[0] == 2 and values[0] == pytest.approx(1.5)
-    assert study_mod._downsample([1.0, math.inf]) == ([1, 2], [1.0, None])
+    assert records.downsample([1.0, math.inf]) == ([1, 2], [1.0, None])
 
 
 def test_check_run_reports_any_build_problem_as_one_config_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    study_mod.check_run(_spec())
+    runner.check_run(_spec())
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="CUDA is not available"):
-            study_mod.check_run(_spec(device="cuda"))
-        study_mod.check_run(_spec(device="cuda"), check_device=False)  # Ray workers' business
+            runner.check_run(_spec(device="cuda"))
+        runner.check_run(_spec(device="cuda"), check_device=False)  # Ray workers' business
 
     def broken(spec: RunSpec) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(study_mod, "prepare", broken)
+    monkeypatch.setattr(runner, "prepare", broken)
     with pytest.raises(ConfigError) as exc:
-        study_mod.check_run(_spec())
+        runner.check_run(_spec())
     assert str(exc.value) == ("the run resnet1/laws width 8 depth 2 lr 0.1 seed 0 data.n_test 64 "
                               "data.n_train 128 cannot be built: RuntimeError: boom second line")

@@ -1,0 +1,24 @@
+"""The papers' claims: one module of runners per paper, the registry they register in on
+import, their verdicts, and ``reproduce``. Built on studies, limits, models and probes; nothing
+but the CLI imports this package."""
+
+from depthscale.claims import chizat as _chizat  # noqa: F401  (each module registers its claims)
+from depthscale.claims import laws as _laws  # noqa: F401
+from depthscale.claims import nfd as _nfd  # noqa: F401
+from depthscale.claims import nfd_init as _nfd_init  # noqa: F401
+from depthscale.claims import nfd_limits as _nfd_limits  # noqa: F401
+from depthscale.claims.registry import CLAIMS, PLANNED, SCALES, Claim, ClaimContext
+from depthscale.claims.reproduce import reproduce, select_claims
+from depthscale.claims.verdicts import ClaimOutcome, band_verdict
+
+__all__ = [
+    "CLAIMS",
+    "PLANNED",
+    "SCALES",
+    "Claim",
+    "ClaimContext",
+    "ClaimOutcome",
+    "band_verdict",
+    "reproduce",
+    "select_claims",
+]

@@ -1,0 +1,41 @@
+"""The ``depthscale`` command. Thin: parse, validate, call the library, print.
+
+One module per command group (:mod:`~depthscale.cli.model`, :mod:`~depthscale.cli.studies`,
+:mod:`~depthscale.cli.claims`, :mod:`~depthscale.cli.limits`, :mod:`~depthscale.cli.bench`).
+User mistakes (unknown names, impossible sizes, non-finite LRs, missing data) print one line
+and exit with code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from depthscale.cli import bench, claims, limits, model, studies
+from depthscale.cli.common import Parser
+from depthscale.errors import DepthscaleError
+
+__all__ = ["main"]
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``depthscale`` argument parser with every command."""
+    p = Parser(prog="depthscale", description="Scale residual networks in depth and width.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for group in (model, claims, studies, limits, bench):
+        group.register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``depthscale`` command; returns the exit code."""
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except DepthscaleError as exc:
+        print(f"depthscale: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("depthscale: interrupted; finished results are kept", file=sys.stderr)
+        return 130

@@ -1,0 +1,5 @@
+"""``python -m depthscale.cli`` runs the ``depthscale`` command."""
+
+from depthscale.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""``depthscale reproduce``: the papers' claims, verdicts and the HTML report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from depthscale.claims import CLAIMS, PLANNED, reproduce, select_claims
+    from depthscale.report import console_table
+
+    if args.list:
+        for cid, c in CLAIMS.items():
+            print(f"{cid:16} {c.title}")
+        for cid, why in PLANNED.items():
+            print(f"{cid:16} (planned: needs {why})")
+        return 0
+    select_claims(args.claims)  # validate before any work
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description:<14}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=console) as bar:
+
+        def on_claim(cid: str) -> tuple[Callable[[int], None], Callable[[int], None]]:
+            task = bar.add_task(cid, total=None)
+            return (lambda k: bar.advance(task, k)), (lambda n: bar.update(task, total=n))
+
+        results, crashed = reproduce(args.claims, scale=args.scale, out_dir=args.out,
+                                     device=args.device, data_dir=args.data_dir, seed=args.seed,
+                                     workers=args.workers, on_claim=on_claim)
+    Console().print(console_table(results))
+    print(f"report: {args.out / 'index.html'}")
+    if crashed:
+        print(f"depthscale: error: claim(s) crashed: {', '.join(crashed)} (see claims.json)",
+              file=sys.stderr)
+        return 1
+    if args.strict and any(r["verdict"] == "FAIL" for r in results):
+        return 1
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add this module's commands to the ``depthscale`` subparsers."""
+    r = sub.add_parser("reproduce", help="run paper claims; verdicts, figures, data, HTML")
+    r.add_argument("claims", nargs="*", help="claim ids (default: all registered)")
+    r.add_argument("--scale", default="quick", choices=("quick", "full"))
+    r.add_argument("--out", type=Path, default=Path("reproduce-out"))
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--data-dir", type=Path, default=None)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--workers", type=int, default=1,
+                   help="processes for the claims' LR sweeps (results do not depend on it)")
+    r.add_argument("--strict", action="store_true", help="exit 1 if any claim FAILs")
+    r.add_argument("--list", action="store_true", help="list the claims and exit")
+    r.set_defaults(func=_cmd_reproduce)

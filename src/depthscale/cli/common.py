@@ -1,0 +1,131 @@
+"""What the commands share: the one-line-error parser, argument types, model flags,
+progress displays and JSON helpers."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "Parser",
+    "build_from_args",
+    "finite_float",
+    "fmt",
+    "int_list",
+    "json_safe",
+    "model_flags",
+    "progress",
+    "status",
+]
+
+DEFAULT_DATASET = "mnist1d"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"depthscale: error: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(2)
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def model_flags(p: argparse.ArgumentParser) -> None:
+    """The flags explain, train and coord-check share."""
+    from depthscale.data import DATASETS
+    from depthscale.models import MODELS
+    from depthscale.param import RECIPES
+
+    p.add_argument("--model", default="resnet1", help=f"one of: {', '.join(MODELS)}")
+    p.add_argument("--param", default="depth-mup", help=f"recipe, one of: {', '.join(RECIPES)}")
+    p.add_argument("--width", type=int, default=128, help="width n (channels for CNNs)")
+    p.add_argument("--depth", type=int, default=8, help="depth L (residual blocks / layers)")
+    p.add_argument("--lr", type=finite_float, default=0.1,
+                   help="base learning rate (eta_c; each parameter trains at lr x c)")
+    p.add_argument("--T", type=finite_float, default=1.0, help="time horizon T (nfd Eq. 1)")
+    p.add_argument("--hidden", type=int, default=None, help="hidden width M (chizat2lp)")
+    p.add_argument("--dataset", default=DEFAULT_DATASET, help=f"one of: {', '.join(DATASETS)}")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="folder with the official CIFAR files (cifar-10-batches-py/...)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--seed", type=int, default=0, help="seed of init and data order")
+
+
+def build_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from depthscale.data import load
+    from depthscale.models import build
+
+    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
+    options: dict[str, Any] = {}
+    plan_options: dict[str, Any] = {"T": args.T}
+    if args.hidden is not None:
+        options["hidden"] = args.hidden
+    if getattr(args, "backward", "standard") != "standard":
+        options["backward"] = args.backward
+    model, plan = build(
+        args.model, args.param, input_shape=data.sample_shape, n_out=data.n_out,
+        width=args.width, depth=args.depth, seed=args.seed, plan_options=plan_options, **options,
+    )
+    return model, plan, data
+
+
+def status(message: str) -> Any:
+    """A rich spinner on stderr for work without a step count."""
+    from rich.console import Console
+
+    return Console(stderr=True).status(message)
+
+
+@contextmanager
+def progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields advance(k)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda k: bar.advance(task, k)
+
+
+def json_safe(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_safe(v) for v in x]
+    return x
+
+
+def fmt(x: float, spec: str = "+.3f") -> str:
+    return format(x, spec) if math.isfinite(x) else "-"

@@ -1,0 +1,29 @@
+"""Studies: grids of training runs described by a TOML spec, run into a resumable store, and
+analysed (laws Sec. 4.1). General machinery that knows nothing of any paper's claims.
+
+* :mod:`~depthscale.studies.spec`: parse, validate and expand a spec into runs;
+* :mod:`~depthscale.studies.records`: what a run produced;
+* :mod:`~depthscale.studies.runner`: run one run, or a batched group of LR siblings;
+* :mod:`~depthscale.studies.store`: the SQLite results store and its writer lock;
+* :mod:`~depthscale.studies.executors`: in-process, process-pool and Ray executors;
+* :mod:`~depthscale.studies.sweep`: the run loop (:func:`run_study`: skip what is stored);
+* :mod:`~depthscale.studies.analysis`: optima per size, seed summaries, fits.
+"""
+
+from depthscale.studies.records import RunRecord
+from depthscale.studies.spec import AnalysisSpec, RunSpec, StudySpec, expand, load_study, run_id
+from depthscale.studies.store import open_store
+from depthscale.studies.sweep import StudyResult, run_study
+
+__all__ = [
+    "AnalysisSpec",
+    "RunRecord",
+    "RunSpec",
+    "StudyResult",
+    "StudySpec",
+    "expand",
+    "load_study",
+    "open_store",
+    "run_id",
+    "run_study",
+]

@@ -1,0 +1,216 @@
+"""Running a study's runs, each a pure function of its spec.
+
+:func:`run_one` seeds everything from the spec, trains on one CPU thread and returns a
+:class:`~depthscale.studies.records.RunRecord`. Runs that differ only in ``lr`` may instead be
+trained together by :func:`run_group` (opt-in batching, see :func:`lr_groups`), with the same
+records to float rounding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from depthscale.errors import ConfigError
+from depthscale.studies.records import RunRecord, downsample, nan_to_none, versions
+from depthscale.studies.spec import RunSpec, run_id
+
+__all__ = ["check_run", "lr_groups", "prepare", "run_group", "run_one"]
+
+_DATA_CACHE: OrderedDict[str, Any] = OrderedDict()
+_DATA_CACHE_SIZE = 2
+
+
+def _dataset(spec: RunSpec) -> Any:
+    """The run's dataset, cached in this process (the last two distinct ones)."""
+    from depthscale.data import load
+
+    key = json.dumps([spec.dataset, spec.data_dir, spec.data_options], sort_keys=True)
+    if key in _DATA_CACHE:
+        _DATA_CACHE.move_to_end(key)
+        return _DATA_CACHE[key]
+    opts = dict(spec.data_options)
+    data = load(spec.dataset, data_dir=spec.data_dir, seed=opts.pop("seed", 0), **opts)
+    _DATA_CACHE[key] = data
+    while len(_DATA_CACHE) > _DATA_CACHE_SIZE:
+        _DATA_CACHE.popitem(last=False)
+    return data
+
+
+def prepare(spec: RunSpec) -> tuple[Any, Any, Any]:
+    """``(model, plan, data)`` of a run, initialised from its seed; raises ConfigError or
+    DataError for settings that cannot run (a sweep checks its first run this way)."""
+    from depthscale.models import build
+
+    data = _dataset(spec)
+    model, plan = build(spec.model, spec.recipe, input_shape=data.sample_shape,
+                        n_out=data.n_out, width=spec.width, depth=spec.depth, seed=spec.seed,
+                        plan_options=dict(spec.plan_options), **dict(spec.model_options))
+    return model, plan, data
+
+
+def check_run(spec: RunSpec, *, check_device: bool = True) -> None:
+    """Build ``spec``'s data and model (and check its device) without training; any problem is
+    raised as one ConfigError/DataError line. A sweep calls it on its first pending run so a
+    setting that cannot run stops the study before any work instead of failing every run."""
+    from depthscale.errors import DepthscaleError
+    from depthscale.train import resolve_device
+
+    try:
+        spec.train_config().validate()
+        if check_device:
+            resolve_device(spec.device)
+        prepare(spec)
+    except DepthscaleError:
+        raise
+    except Exception as exc:
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise ConfigError(f"the run {spec.label()} cannot be built: {message}") from None
+
+
+def run_one(spec: RunSpec) -> RunRecord:
+    """Build, train and measure one run; never raises for the run's own errors.
+
+    Status "done", "diverged" (non-finite loss; the sweep goes on) or "failed" (any exception,
+    recorded as ``error``: one line ``Type: message``). The run uses one intra-op CPU thread
+    (restored afterwards), so its metrics are identical in-process, in a worker pool or on Ray.
+    KeyboardInterrupt and SystemExit propagate.
+    """
+    import torch
+
+    from depthscale.train import train
+
+    threads = torch.get_num_threads()
+    t0 = time.perf_counter()
+    try:
+        torch.set_num_threads(1)
+        model, plan, data = prepare(spec)
+        result = train(model, plan, data, spec.train_config())
+    except Exception as exc:  # recorded, not raised: one bad run must not stop the study
+        return _failed(spec, exc, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return _record(spec, result, time.perf_counter() - t0, _worker())
+
+
+def _failed(spec: RunSpec, exc: Exception, seconds: float) -> RunRecord:
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return RunRecord(run_id=run_id(spec), spec=spec, status="failed", error=message[:2000],
+                     seconds=seconds, versions=versions(), finished_at=_now(),
+                     worker=_worker())
+
+
+def _record(spec: RunSpec, result: Any, seconds: float, worker: str) -> RunRecord:
+    """The record of a finished :class:`~depthscale.train.TrainResult`."""
+    metrics: dict[str, Any] = {
+        "running_loss": nan_to_none(result.running_loss),
+        "steps_done": result.steps_done,
+        "diverged_at": result.diverged_at,
+        **{f"final_{k}": nan_to_none(float(v)) for k, v in result.final.items()},
+        "epoch_losses": [nan_to_none(float(x)) for x in result.epoch_losses],
+        "evals": [{k: nan_to_none(x) for k, x in e.items()} for e in result.evals],
+    }
+    steps, losses = downsample(result.losses)
+    return RunRecord(
+        run_id=run_id(spec), spec=spec, status="done" if result.status == "ok" else "diverged",
+        metrics=metrics, curve_steps=steps, curve_losses=losses, seconds=seconds,
+        versions=versions(), finished_at=_now(), worker=worker,
+    )
+
+
+def _lr_group_key(spec: RunSpec) -> str:
+    """What runs of one LR group share: every field but ``lr`` (``data_dir`` included)."""
+    fields_ = {k: v for k, v in spec.to_dict().items() if k != "lr"}
+    return json.dumps(fields_, sort_keys=True, default=str)
+
+
+def _batchable(spec: RunSpec) -> bool:
+    """Whether :func:`~depthscale.train.train_batched` can train ``spec``'s runs: plain SGD and
+    a model that :func:`~depthscale.train.check_batchable` accepts (built here to check)."""
+    from depthscale.train import check_batchable
+
+    if (spec.optimizer, spec.momentum, spec.weight_decay) != ("sgd", 0.0, 0.0):
+        return False
+    try:
+        spec.train_config().validate()
+        model, _, _ = prepare(spec)
+        check_batchable(model)
+    except Exception:  # not batchable, or not buildable: one by one, where errors are recorded
+        return False
+    return True
+
+
+def lr_groups(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, ...]]:
+    """``specs`` split into the units :func:`run_group` trains: runs equal in everything but
+    ``lr`` whose settings :func:`_batchable` accepts form one group, every other run is alone.
+
+    Groups are in order of their first run, runs in their given order. Building one model per
+    group to check it, this is cheap next to training.
+    """
+    by_key: dict[str, list[RunSpec]] = {}
+    for spec in specs:
+        by_key.setdefault(_lr_group_key(spec), []).append(spec)
+    out: list[tuple[RunSpec, ...]] = []
+    for members in by_key.values():
+        if len(members) > 1 and _batchable(members[0]):
+            out.append(tuple(members))
+        else:
+            out.extend((m,) for m in members)
+    return out
+
+
+def run_group(specs: Sequence[RunSpec]) -> list[RunRecord]:
+    """Train runs that differ only in ``lr`` in one :func:`~depthscale.train.train_batched` pass;
+    one record per run, in order. Never raises for the runs' own errors.
+
+    Each record has the fields and metrics :func:`run_one` gives, equal to float rounding
+    (batched matmuls round differently); a diverging member is recorded ``diverged`` while the
+    others train on. ``seconds`` is the group's wall time (build, train, evaluate) divided by G,
+    and ``worker`` says so: ``host:pid [batch of G: seconds = group time / G]``. One intra-op CPU
+    thread, as :func:`run_one`. A group :func:`~depthscale.train.train_batched` refuses (other
+    optimizer, buffers, dropout) or that raises is run one by one with :func:`run_one` instead.
+    """
+    import torch
+
+    from depthscale.train import check_batchable, train_batched
+
+    specs = list(specs)
+    if not specs:
+        return []
+    key = _lr_group_key(specs[0])
+    for s in specs[1:]:
+        if _lr_group_key(s) != key:
+            raise ConfigError(f"run_group needs runs that differ only in lr; {s.label()} and "
+                              f"{specs[0].label()} differ in more")
+    if len(specs) == 1:
+        return [run_one(specs[0])]
+    threads = torch.get_num_threads()
+    t0 = time.perf_counter()
+    try:
+        torch.set_num_threads(1)
+        model, plan, data = prepare(specs[0])
+        check_batchable(model)
+        results = train_batched(model, plan, data, specs[0].train_config(),
+                                [s.lr for s in specs])
+    except Exception:  # not batchable after all, or a failure: each run on its own records it
+        return [run_one(s) for s in specs]
+    finally:
+        torch.set_num_threads(threads)
+    g = len(specs)
+    seconds = (time.perf_counter() - t0) / g
+    worker = f"{_worker()} [batch of {g}: seconds = group time / {g}]"
+    return [_record(s, r, seconds, worker) for s, r in zip(specs, results, strict=True)]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _worker() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
