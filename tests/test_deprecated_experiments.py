@@ -13,13 +13,14 @@ def test_old_import_paths_warn_and_give_the_moved_objects() -> None:
         del sys.modules[name]
     with pytest.warns(DeprecationWarning, match="depthscale.claims"):
         importlib.import_module("depthscale.experiments")
-    from depthscale.claims import CLAIMS
-    from depthscale.claims.nfd_limits import teacher_stream
-    from depthscale.experiments import CLAIMS as OLD_CLAIMS
     from depthscale.experiments.analysis import fit_error_law, wls_power_law
     from depthscale.experiments.claims import band_verdict, claim
     from depthscale.experiments.nfd_limits import teacher_stream as old_teacher_stream
     from depthscale.experiments.study import RunRecord, expand, load_study, run_one
+
+    from depthscale.claims import CLAIMS
+    from depthscale.claims.nfd_limits import teacher_stream
+    from depthscale.experiments import CLAIMS as OLD_CLAIMS
     from depthscale.fits import fit_error_law as new_fit_error_law
     from depthscale.studies.runner import run_one as new_run_one
 

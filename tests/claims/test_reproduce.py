@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,45 @@ def test_band_verdict_is_closed_interval_and_needs_every_value() -> None:
     verdict, band, why = band_verdict({"a": 2.5, "b": None}, {"a": (1.0, 2.0), "b": (0.0, None)})
     assert verdict == "FAIL" and band == {"a": [1.0, 2.0], "b": [0.0, None]}
     assert "a = 2.5" in why and "b not measurable" in why
+
+
+def _fixed(verdict: str) -> object:
+    def run(_ctx: object) -> ClaimOutcome:
+        return ClaimOutcome(verdict, {"x": 1.0}, {}, "")
+    return run
+
+
+def test_two_runs_into_one_folder_keep_each_others_verdicts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """While a run of nfd-deep is busy, a second run writes nfd-prop1 into the same folder;
+    the first run's results must then merge with it, not overwrite it with its stale view."""
+    monkeypatch.setitem(CLAIMS, "nfd-prop1",
+                        dataclasses.replace(CLAIMS["nfd-prop1"], run=_fixed("PASS")))
+
+    def slow(_ctx: object) -> ClaimOutcome:
+        reproduce(["nfd-prop1"], scale="quick", out_dir=tmp_path)  # the "other" run finishes
+        return ClaimOutcome("FAIL", {"x": 2.0}, {}, "")
+
+    monkeypatch.setitem(CLAIMS, "nfd-deep", dataclasses.replace(CLAIMS["nfd-deep"], run=slow))
+    results, _ = reproduce(["nfd-deep"], scale="quick", out_dir=tmp_path)
+    on_disk = {r["id"]: r["verdict"] for r in json.loads((tmp_path / "claims.json").read_text())}
+    assert on_disk == {"nfd-prop1": "PASS", "nfd-deep": "FAIL"}
+    assert {r["id"] for r in results} == set(on_disk)
+    html = (tmp_path / "index.html").read_text()
+    assert "nfd-prop1" in html and "nfd-deep" in html
+
+
+def test_a_held_folder_lock_names_its_holder(tmp_path: Path) -> None:
+    from depthscale.claims.reproduce import LOCK_FILE
+    from depthscale.errors import DataError
+    from depthscale.outputs import acquire_lock, release_lock
+
+    fd = acquire_lock(tmp_path, LOCK_FILE, 0.0, "reproduce folder")
+    try:
+        with pytest.raises(DataError, match=rf"in use by another depthscale process \(pid "
+                                            rf"{os.getpid()}"):
+            acquire_lock(tmp_path, LOCK_FILE, 0.1, "reproduce folder")
+    finally:
+        release_lock(fd)
+    release_lock(acquire_lock(tmp_path, LOCK_FILE, 0.0, "reproduce folder"))  # free again

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ def test_index_lists_every_claim_and_verdict(page: str) -> None:
 def test_index_has_images_links_and_bands(page: str) -> None:
     imgs = re.findall(r'<img src="([^"]+)"', page)
     assert imgs == ["lr-transfer.png", "depth-limit.png", "figs/x%20y.png"]
-    assert '<a href="lr-transfer.csv">' in page
+    assert '<a href="lr-transfer.csv" download="lr-transfer.csv">' in page  # no file: a link
     assert "laws-cnn.csv" not in page
     assert "slope = <span class=\"v\">-0.5</span>" in page
     assert "[-0.6, -0.4]" in page
@@ -76,6 +77,20 @@ def test_index_escapes_user_text_and_is_offline(page: str) -> None:
     assert "a &lt; b &amp; c" in page
     assert not re.search(r"(src|href)=\"(https?:)?//", page)
     assert "<style>" in page
+
+
+def test_index_embeds_figures_and_data_that_exist_beside_it(tmp_path: Path) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    (tmp_path / "lr-transfer.png").write_bytes(png)
+    (tmp_path / "lr-transfer.csv").write_text("depth,lr\n2,0.1\n")
+    page = write_index_html(tmp_path, RESULTS).read_text(encoding="utf-8")
+    imgs = re.findall(r'<img src="([^"]+)"', page)
+    assert imgs[0].startswith("data:image/png;base64,")
+    assert base64.b64decode(imgs[0].split(",", 1)[1]) == png
+    assert imgs[1:] == ["depth-limit.png", "figs/x%20y.png"]  # missing: linked, not dropped
+    csv = re.search(r'<a href="data:text/csv;base64,([^"]+)" download="lr-transfer.csv">', page)
+    assert csv is not None and base64.b64decode(csv.group(1)) == b"depth,lr\n2,0.1\n"
+    assert (tmp_path / "lr-transfer.png").read_bytes() == png  # the files stay beside it
 
 
 def test_index_validates_and_keeps_old_page(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """Run registered claims and write claims.json, a figure and a CSV per claim, and index.html.
 
 Results are written after every claim (atomically), so a killed run keeps every claim that
-finished. Running a subset into a folder that already has results replaces only those ids.
+finished. Running a subset into a folder that already has results replaces only those ids; two
+runs into one folder merge their results under the folder's lock (:data:`LOCK_FILE`), so
+neither drops the other's verdicts.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ from typing import Any
 from depthscale.claims.registry import CLAIMS, PLANNED, SCALES, ClaimContext
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError, DataError, DepthscaleError
+from depthscale.outputs import check_output_dir, folder_lock
 from depthscale.report import read_claims_json, write_claims_json, write_index_html
 
-__all__ = ["ClaimHooks", "reproduce", "select_claims"]
+__all__ = ["LOCK_FILE", "ClaimHooks", "reproduce", "select_claims"]
+
+#: held while claims.json and index.html are read, merged and rewritten
+LOCK_FILE = "reproduce.lock"
+_LOCK_WAIT = 60.0
 
 #: on_claim(claim_id) -> (advance(k), set_total(n)) for progress display.
 ClaimHooks = Callable[[str], tuple[Callable[[int], None], Callable[[int], None]]]
@@ -48,6 +55,18 @@ def _existing(out_dir: Path) -> list[dict[str, Any]]:
             f"{path} exists but is not a valid claims file ({exc}); move it away or pick "
             "another --out"
         ) from None
+
+
+def _merge(out_dir: Path, record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Under the folder's lock: re-read claims.json, put ``record`` in, write claims.json and
+    index.html. Two reproduce runs into one folder thus keep each other's verdicts."""
+    with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
+        results = {r["id"]: r for r in _existing(out_dir)}
+        results[record["id"]] = record
+        ordered = list(results.values())
+        write_claims_json(out_dir, ordered)
+        write_index_html(out_dir, ordered)
+    return results
 
 
 def _record(claim_id: str, scale: str, seconds: float, outcome: ClaimOutcome,
@@ -94,8 +113,10 @@ def reproduce(
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
     chosen = select_claims(ids)
+    out_dir = check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = {r["id"]: r for r in _existing(out_dir)}
+    with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
+        results = {r["id"]: r for r in _existing(out_dir)}  # a bad claims.json stops us here
     crashed: list[str] = []
     for cid in chosen:
         advance, set_total = on_claim(cid) if on_claim else (lambda _k: None, lambda _k: None)
@@ -113,8 +134,6 @@ def reproduce(
             crashed.append(cid)
             last = traceback.format_exception_only(exc)[-1].strip()
             outcome = ClaimOutcome("SKIP", reason=f"crashed: {last}")
-        results[cid] = _record(cid, scale, time.perf_counter() - t0, outcome, out_dir)
-        ordered = list(results.values())
-        write_claims_json(out_dir, ordered)
-        write_index_html(out_dir, ordered)
+        mine = _record(cid, scale, time.perf_counter() - t0, outcome, out_dir)
+        results = _merge(out_dir, mine)
     return list(results.values()), crashed

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from depthscale.cli import bench, claims, limits, model, studies
-from depthscale.cli.common import Parser
+from depthscale.cli.common import Parser, check_outputs
 from depthscale.errors import DepthscaleError
 
 __all__ = ["main"]
@@ -32,6 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``depthscale`` command; returns the exit code."""
     args = parser().parse_args(argv)
     try:
+        check_outputs(args)
         return int(args.func(args))
     except DepthscaleError as exc:
         print(f"depthscale: error: {exc}", file=sys.stderr)

@@ -27,4 +27,4 @@ def register(sub: Any) -> None:
     b.add_argument("names", nargs="*", help="benchmark names (default: all)")
     b.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     b.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
-    b.set_defaults(func=_cmd_bench)
+    b.set_defaults(func=_cmd_bench, output_files=("json",))

@@ -59,4 +59,4 @@ def register(sub: Any) -> None:
                    help="processes for the claims' LR sweeps (results do not depend on it)")
     r.add_argument("--strict", action="store_true", help="exit 1 if any claim FAILs")
     r.add_argument("--list", action="store_true", help="list the claims and exit")
-    r.set_defaults(func=_cmd_reproduce)
+    r.set_defaults(func=_cmd_reproduce, output_dirs=("out",))

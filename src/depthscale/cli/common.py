@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_DATASET",
     "Parser",
     "build_from_args",
+    "check_outputs",
     "finite_float",
     "fmt",
     "int_list",
@@ -55,6 +56,24 @@ def int_list(text: str) -> list[int]:
     if not values:
         raise argparse.ArgumentTypeError("expected at least one integer")
     return values
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """The one check of everything a command will write, before it does any work: each dest
+    named in the command's ``output_dirs`` must be a folder that can be created and written,
+    each in ``output_files`` a file that can (:mod:`depthscale.outputs`); else ConfigError."""
+    from depthscale.outputs import check_output_dir, check_output_file
+
+    for dest in getattr(args, "output_dirs", ()):
+        if getattr(args, dest) is not None:
+            check_output_dir(getattr(args, dest), _flag(dest))
+    for dest in getattr(args, "output_files", ()):
+        if getattr(args, dest) is not None:
+            check_output_file(getattr(args, dest), _flag(dest))
+
+
+def _flag(dest: str) -> str:
+    return f"--{dest.replace('_', '-')}"
 
 
 def model_flags(p: argparse.ArgumentParser) -> None:

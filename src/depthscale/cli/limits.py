@@ -153,4 +153,4 @@ def register(sub: Any) -> None:
                      help="particles (default 10000 for sde; 4096 for nfd and mean-ode)")
     lim.add_argument("--seed", type=int, default=0)
     lim.add_argument("--out", type=Path, default=Path("runs/limit"))
-    lim.set_defaults(func=_cmd_limit)
+    lim.set_defaults(func=_cmd_limit, output_dirs=("out",))

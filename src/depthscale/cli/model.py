@@ -10,7 +10,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from depthscale.cli.common import build_from_args, finite_float, int_list, model_flags, progress
+from depthscale.cli.common import (
+    build_from_args,
+    finite_float,
+    int_list,
+    model_flags,
+    progress,
+)
 from depthscale.errors import ConfigError
 
 
@@ -120,7 +126,7 @@ def register(sub: Any) -> None:
     t.add_argument("--backward", default="standard", choices=BACKWARD_MODES,
                    help="decoupled backward pass for the GIA experiments (nfd Cor. 1)")
     t.add_argument("--out", type=Path, default=Path("runs/train"))
-    t.set_defaults(func=_cmd_train)
+    t.set_defaults(func=_cmd_train, output_dirs=("out",))
 
     c = sub.add_parser("coord-check", help="activation/update sizes over width and depth")
     model_flags(c)
@@ -130,4 +136,4 @@ def register(sub: Any) -> None:
     c.add_argument("--seeds", type=int, default=3, help="models averaged per size")
     c.add_argument("--batch-size", type=int, default=128)
     c.add_argument("--out", type=Path, default=Path("runs/coord-check"))
-    c.set_defaults(func=_cmd_coord_check)
+    c.set_defaults(func=_cmd_coord_check, output_dirs=("out",))

@@ -11,7 +11,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from depthscale.cli.common import finite_float, fmt, int_list, json_safe, progress
+from depthscale.cli.common import (
+    finite_float,
+    fmt,
+    int_list,
+    json_safe,
+    progress,
+)
 from depthscale.errors import ConfigError
 
 
@@ -57,8 +63,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     optimal LR per size with its power-law fit and spread (laws Sec. 4.1, nfd Fig. 5 row 2),
     per group if asked, or the best value of another swept setting per size (nfd Fig. 2)."""
     from depthscale.models import create
+    from depthscale.outputs import check_output_dir
     from depthscale.studies.store import open_store
 
+    # fit.json goes beside the study unless --out says otherwise (then DIR is only read)
+    out = args.out or check_output_dir(args.dir, "DIR (where fit.json goes without --out)")
     with open_store(args.dir, readonly=True) as store:
         records = [dict(r) for r in store.records(planned_only=True)]
     done = [r for r in records if r["status"] in ("done", "diverged")]
@@ -75,7 +84,6 @@ def _cmd_fit(args: argparse.Namespace) -> int:
                 sizes[r["depth"]] = int(getattr(net, "effective_depth", r["depth"]))
             r["effective_depth"] = sizes[r["depth"]]
         axis = "effective_depth"
-    out = args.out or args.dir
     out.mkdir(parents=True, exist_ok=True)
     if analysis.optimize == "lr":
         _fit_lr(done, analysis, axis, out)
@@ -280,14 +288,15 @@ def register(sub: Any) -> None:
                          "parallelism with --workers), and the CPU gain depends on width (about "
                          "2x at width 32, 1.2-1.4x at width 128: 'depthscale bench "
                          "batched-sweep')")
-    sw.set_defaults(func=_cmd_sweep)
+    sw.set_defaults(func=_cmd_sweep, output_dirs=("out",))
 
     st = sub.add_parser("status", help="progress of a study folder; export its runs")
     st.add_argument("dir", type=Path, help="study folder given to 'depthscale sweep --out'")
-    st.add_argument("--csv", type=Path, default=None, help="write every run as CSV here")
+    st.add_argument("--csv", type=Path, default=None,
+                    help="write every run as CSV here")
     st.add_argument("--parquet", type=Path, default=None,
                     help="write every run as Parquet here (needs pyarrow)")
-    st.set_defaults(func=_cmd_status)
+    st.set_defaults(func=_cmd_status, output_files=("csv", "parquet"))
 
     fi = sub.add_parser("fit", help="optimal LR (or other setting) per size of a sweep, with "
                         "its power-law fit and spread")
@@ -306,8 +315,9 @@ def register(sub: Any) -> None:
                     "of the seed-mean loss (loss)")
     fi.add_argument("--effective-depth", action="store_true",
                     help="fit against the effective depth L = m + K (laws Sec. 3.4)")
-    fi.add_argument("--out", type=Path, default=None, help="where fit.json/png go (default DIR)")
-    fi.set_defaults(func=_cmd_fit)
+    fi.add_argument("--out", type=Path, default=None,
+                    help="where fit.json/png go (default DIR)")
+    fi.set_defaults(func=_cmd_fit, output_dirs=("out",))
 
     tr = sub.add_parser("transfer", help="predict the LR at another depth (and width)")
     tr.add_argument("--rule", required=True, choices=tuple(TRANSFER_RULES))

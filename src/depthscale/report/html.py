@@ -1,7 +1,11 @@
-"""``index.html``: one self-contained page (inline CSS, no scripts) for a reproduce run."""
+"""``index.html``: one self-contained page for a reproduce run: inline CSS, no scripts, each
+claim's figure embedded as a base64 PNG and its CSV as a ``data:`` download link (up to
+:data:`EMBED_LIMIT` bytes), so the page can be mailed or attached alone. The PNG and CSV files
+stay beside it; a file that is missing (or too large) is linked by its relative path instead."""
 
 from __future__ import annotations
 
+import base64
 import re
 from html import escape
 from pathlib import Path, PureWindowsPath
@@ -12,9 +16,11 @@ from depthscale.report import _fmt
 from depthscale.report.atomic import atomic_write
 from depthscale.report.schema import validate_results
 
-__all__ = ["INDEX_FILE", "render_index_html", "write_index_html"]
+__all__ = ["EMBED_LIMIT", "INDEX_FILE", "render_index_html", "write_index_html"]
 
 INDEX_FILE = "index.html"
+#: files up to this size are embedded in the page; larger ones are linked
+EMBED_LIMIT = 8 * 2**20
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;
@@ -66,7 +72,20 @@ def _quantities(r: dict[str, Any]) -> str:
     return "".join(parts) or "&mdash;"
 
 
-def _section(i: int, r: dict[str, Any]) -> str:
+def _source(rel: str, base: Path | None, mime: str) -> str:
+    """A ``data:`` URI of ``base/rel`` when it exists and is at most :data:`EMBED_LIMIT` bytes,
+    else the escaped relative URL."""
+    if base is not None:
+        path = base / rel
+        try:
+            if path.is_file() and path.stat().st_size <= EMBED_LIMIT:
+                return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+        except OSError:
+            pass
+    return _url(rel)
+
+
+def _section(i: int, r: dict[str, Any], base: Path | None) -> str:
     out = [
         f'<section id="{_anchor(i, r["id"])}">',
         f"<h2>{_e(r['id'])}: {_e(r['title'])} {_verdict(r['verdict'])}</h2>",
@@ -78,19 +97,23 @@ def _section(i: int, r: dict[str, Any]) -> str:
     out.append(f"<p>{_quantities(r)}</p>")
     if r["figure"]:
         out.append(
-            f'<figure><img src="{_url(r["figure"])}" alt="figure for claim {_e(r["id"])}">'
-            "</figure>"
+            f'<figure><img src="{_source(r["figure"], base, "image/png")}" '
+            f'alt="figure for claim {_e(r["id"])}"></figure>'
         )
     if r["data"]:
-        out.append(f'<p><a href="{_url(r["data"])}">data (CSV): {_e(r["data"])}</a></p>')
+        name = _e(PureWindowsPath(r["data"]).name)
+        out.append(f'<p><a href="{_source(r["data"], base, "text/csv")}" download="{name}">'
+                   f'data (CSV): {_e(r["data"])}</a></p>')
     out.append("</section>")
     return "\n".join(out)
 
 
 def render_index_html(
-    results: list[dict[str, Any]], *, title: str = "depthscale reproduce"
+    results: list[dict[str, Any]], *, title: str = "depthscale reproduce",
+    base: Path | None = None,
 ) -> str:
-    """The page as a string (results are validated first)."""
+    """The page as a string (results are validated first). Figures and CSVs are embedded from
+    the folder ``base`` (their paths are relative to it); without ``base`` they are linked."""
     clean = validate_results(results)
     s = _fmt.summary(clean)
     counts = "".join(
@@ -106,7 +129,7 @@ def render_index_html(
         "</tr>"
         for i, r in enumerate(clean)
     )
-    sections = "\n".join(_section(i, r) for i, r in enumerate(clean))
+    sections = "\n".join(_section(i, r, base) for i, r in enumerate(clean))
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -137,8 +160,9 @@ results in <a href="claims.json">claims.json</a></p>
 def write_index_html(
     out_dir: Path, results: list[dict[str, Any]], *, title: str = "depthscale reproduce"
 ) -> Path:
-    """Write ``out_dir/index.html`` atomically; every user-provided string is HTML-escaped."""
-    page = render_index_html(results, title=title)
+    """Write ``out_dir/index.html`` atomically, figures and CSVs embedded from ``out_dir``;
+    every user-provided string is HTML-escaped."""
+    page = render_index_html(results, title=title, base=Path(out_dir))
     path = Path(out_dir) / INDEX_FILE
     with atomic_write(path) as fh:
         fh.write(page)

@@ -17,9 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.errors import ConfigError, DataError
+from depthscale.outputs import acquire_lock, release_lock
 from depthscale.studies.records import RunRecord
 from depthscale.studies.spec import RunSpec, StudySpec, run_id
 
@@ -119,7 +118,7 @@ class Store:
         with contextlib.suppress(sqlite3.Error):
             self._conn.close()
         if self._lock_fd is not None:
-            _unlock(self._lock_fd)
+            release_lock(self._lock_fd)
             self._lock_fd = None
 
     def __enter__(self) -> Store:
@@ -334,75 +333,6 @@ def _store_error(path: Path, exc: sqlite3.Error) -> DataError:
     return DataError(f"store {path} is not a depthscale store ({text}); move it away")
 
 
-def _lock(directory: Path, wait: float) -> int:
-    """An exclusive lock on ``directory/LOCK_FILE`` holding our PID; DataError on timeout."""
-    path = directory / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise DataError(f"store {directory} is read-only or not accessible (cannot open its "
-                        f"lock file: {exc.strerror or exc}); run the study into a folder you "
-                        "can write") from None
-    deadline = time.monotonic() + max(wait, 0.0)
-    while True:
-        try:
-            _try_lock(fd)
-            break
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                holder = _read_holder(path)
-                os.close(fd)
-                raise DataError(
-                    f"store {directory} is in use by another depthscale process ({holder}); "
-                    "wait for it to finish or stop it, then run again"
-                ) from None
-            time.sleep(0.05)
-        except OSError as exc:
-            os.close(fd)
-            raise DataError(f"cannot lock store {directory} ({exc.strerror or exc})") from None
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
-    return fd
-
-
-def _read_holder(path: Path) -> str:
-    try:
-        pid, _, host = path.read_text(encoding="utf-8").strip().partition(" ")
-    except OSError:
-        return "pid unknown"
-    return f"pid {pid} on {host}" if pid else "pid unknown"
-
-
-try:
-    import fcntl
-
-    def _try_lock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-    def _unlock(fd: int) -> None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-except ImportError:  # Windows
-    import msvcrt
-
-    def _try_lock(fd: int) -> None:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-        except OSError as exc:
-            raise BlockingIOError(str(exc)) from None
-
-    def _unlock(fd: int) -> None:
-        with contextlib.suppress(OSError):
-            os.lseek(fd, 0, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
 def _check_format(path: Path, conn: sqlite3.Connection, *, create: bool) -> None:
     """Raise DataError unless ``conn`` is a depthscale store (an empty file is initialised when
     ``create``)."""
@@ -447,7 +377,7 @@ def open_store(directory: str | os.PathLike[str], *, readonly: bool = False,
         d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DataError(f"cannot create store folder {d} ({exc.strerror or exc})") from None
-    fd = _lock(d, wait)
+    fd = acquire_lock(d, LOCK_FILE, wait, "store")
     conn = None
     try:
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None,
@@ -467,12 +397,12 @@ def open_store(directory: str | os.PathLike[str], *, readonly: bool = False,
     except sqlite3.DatabaseError as exc:
         if conn is not None:
             conn.close()
-        _unlock(fd)
+        release_lock(fd)
         raise _store_error(path, exc) from None
     except BaseException:
         if conn is not None:
             conn.close()
-        _unlock(fd)
+        release_lock(fd)
         raise
     return Store(d, conn, writable=True, lock_fd=fd)
 
