@@ -51,9 +51,17 @@ def test_good_result_is_accepted_and_normalised() -> None:
     assert isinstance(out["measured"]["spread"], float)
     assert out["band"] == {"slope": [-0.6, -0.4]}
     assert out["figure"] is None and out["data"] is None
-    for verdict in ("PASS", "FAIL", "SKIP"):
-        assert validate_result(good(verdict=verdict))["verdict"] == verdict
-    assert validate_result(good(scale="full", measured={}, band={}))["scale"] == "full"
+    for verdict in ("PASS", "FAIL", "REFUTED", "UNSTABLE", "INCONCLUSIVE", "SKIP"):
+        checked = validate_result(good(verdict=verdict, reason="evidence: slope -0.52"))
+        assert checked["verdict"] == verdict
+    for scale in ("medium", "full"):
+        assert validate_result(good(scale=scale, measured={}, band={}))["scale"] == scale
+    assert (out["paper_version"], out["seeds"], out["control"]) == ("", [], None)  # optional
+    seeds = [{"seed": 0, "verdict": "PASS", "measured": {"slope": -0.5}},
+             {"seed": 1, "verdict": "FAIL", "measured": {"slope": -0.2}}]
+    out = validate_result(good(verdict="UNSTABLE", reason="1 of 2 seeds pass", seeds=seeds,
+                               paper_version="arXiv 2512.21075v1"))
+    assert out["seeds"] == seeds and out["paper_version"] == "arXiv 2512.21075v1"
 
 
 BAD: list[tuple[str, dict[str, Any], str]] = [
@@ -62,7 +70,9 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("unknown key", good(extra=1), "unknown key(s) extra"),
     ("verdict", good(verdict="OK"), "verdict must be one of"),
     ("verdict case", good(verdict="pass"), "verdict"),
-    ("scale", good(scale="medium"), "scale must be one of"),
+    ("scale", good(scale="huge"), "scale must be one of"),
+    ("fail without evidence", good(verdict="FAIL"), "reason must not be empty"),
+    ("seed entry", good(seeds=[{"seed": 0, "verdict": "MAYBE", "measured": {}}]), "seeds[0]"),
     ("nan measured", good(measured={"slope": math.nan}), "measured['slope'] is nan"),
     ("inf measured", good(measured={"slope": math.inf}), "measured['slope'] is inf"),
     ("string measured", good(measured={"slope": "0.5"}), "measured['slope'] must be a number"),
@@ -114,7 +124,8 @@ def test_claims_json_round_trip(tmp_path: Path) -> None:
         good("a"),
         good("b", verdict="SKIP", reason="needs <data> & time", measured={}, figure=None,
              data=None),
-        good("c", verdict="FAIL", scale="full", title="ünïcode ∆", seconds=0),
+        good("c", verdict="FAIL", reason="slope = -0.52 outside [-1.9, -1.0]", scale="full",
+             title="ünïcode ∆", seconds=0),
     ]
     path = write_claims_json(tmp_path / "out", results)
     assert path == tmp_path / "out" / "claims.json"

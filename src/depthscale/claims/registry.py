@@ -15,9 +15,21 @@ from typing import Any
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError
 
-__all__ = ["CLAIMS", "PLANNED", "SCALES", "Claim", "ClaimContext", "claim"]
+__all__ = ["CLAIMS", "PAPERS", "PLANNED", "SCALES", "Claim", "ClaimContext", "Control", "claim"]
 
-SCALES = ("quick", "full")
+#: quick: CPU minutes (CI's demo); medium: about 30 CPU minutes a claim, where quick cannot
+#: decide (a claim without medium settings runs its quick ones); full: the paper's setting.
+SCALES = ("quick", "medium", "full")
+
+#: The version of each paper that the claims reproduce (shared/papers/).
+PAPERS: dict[str, str] = {
+    "nfd": "arXiv 2512.21075v1 (Yao, Wu et al., Understanding Scaling Laws in Deep Neural "
+           "Networks via Feature Learning Dynamics; v3 drops the two-layer and eta_1 claims)",
+    "laws": "Zhang, Wu, Ma et al., Hyperparameter Transfer Laws for Non-Recurrent Multi-Path "
+            "Neural Networks (the text in shared/papers)",
+    "chizat": "Chizat, The Hidden Width of Deep ResNets: Tight Error Bounds and Phase Diagrams "
+              "(September 15, 2025)",
+}
 
 #: Rows of CLAIMS.md that later issues implement: id -> what it waits for.
 PLANNED: dict[str, str] = {
@@ -47,14 +59,45 @@ class ClaimContext:
 
 
 @dataclass(frozen=True)
+class Control:
+    """A claim's negative control: ``settings`` merged over any scale's settings make the
+    check's premise deliberately wrong (a missing sqrt(L), the wrong coupling, shuffled
+    labels...), so a check that can fail comes out FAIL. ``what`` says what was changed.
+    ``contrast``: at the smoke settings the correct run PASSes, so the tests check both sides;
+    False where only a larger scale lets the correct run pass (then the tests check the FAIL).
+    """
+
+    what: str
+    settings: Mapping[str, Any]
+    contrast: bool = True
+
+
+@dataclass(frozen=True)
 class Claim:
-    """One row of CLAIMS.md: id, paper, what it says, and its runner with quick/full settings."""
+    """One row of CLAIMS.md: id, paper, what it says, its runner with its settings per scale
+    (and ``smoke``, the tests' tiny ones), and its negative control."""
 
     id: str
     paper: str
     title: str
     run: Callable[[ClaimContext], ClaimOutcome]
     settings: Mapping[str, Mapping[str, Any]]
+    control: Control | None = None
+
+    @property
+    def paper_version(self) -> str:
+        """The version of the paper this claim reproduces."""
+        return PAPERS.get(self.paper, "")
+
+    def settings_for(self, scale: str, *, control: bool = False) -> dict[str, Any]:
+        """The settings at ``scale`` (medium falls back to quick), with the negative control's
+        changes merged in when ``control``."""
+        base = self.settings.get(scale) or self.settings["quick"]
+        if not control:
+            return dict(base)
+        if self.control is None:
+            raise ConfigError(f"claim {self.id!r} has no negative control")
+        return {**base, **self.control.settings}
 
 
 CLAIMS: dict[str, Claim] = {}
@@ -68,11 +111,14 @@ def claim(
     quick: Mapping[str, Any],
     full: Mapping[str, Any],
     smoke: Mapping[str, Any],
+    medium: Mapping[str, Any] | None = None,
+    control: Control | None = None,
 ) -> Callable[[Callable[[ClaimContext], ClaimOutcome]], Callable[[ClaimContext], ClaimOutcome]]:
     """Decorator that registers a claim runner under ``claim_id``.
 
     ``smoke`` are tiny settings (seconds, on small data) with which the test suite runs every
-    registered runner end to end; they are never a scale a user selects.
+    registered runner end to end and its negative ``control``; they are never a scale a user
+    selects. ``medium`` exists where quick cannot decide the claim.
     """
 
     Runner = Callable[[ClaimContext], ClaimOutcome]
@@ -80,9 +126,11 @@ def claim(
     def register(fn: Runner) -> Runner:
         if claim_id in CLAIMS:
             raise ConfigError(f"claim {claim_id!r} registered twice")
-        CLAIMS[claim_id] = Claim(
-            claim_id, paper, title, fn, {"quick": quick, "full": full, "smoke": smoke}
-        )
+        if paper not in PAPERS:
+            raise ConfigError(f"claim {claim_id!r}: unknown paper {paper!r}")
+        settings = {"quick": quick, "full": full, "smoke": smoke,
+                    **({"medium": medium} if medium is not None else {})}
+        CLAIMS[claim_id] = Claim(claim_id, paper, title, fn, settings, control)
         return fn
 
     return register

@@ -4,6 +4,11 @@ Results are written after every claim (atomically), so a killed run keeps every 
 finished. Running a subset into a folder that already has results replaces only those ids; two
 runs into one folder merge their results under the folder's lock (:data:`LOCK_FILE`), so
 neither drops the other's verdicts.
+
+``seeds=N`` reruns each claim at base seeds ``seed .. seed + N - 1`` (each in ``OUT/seed-S/``)
+and reports the verdict per seed; seeds that disagree make the claim UNSTABLE. ``control=True``
+runs each claim's negative control instead (in ``OUT/control/``, ids ``<claim>/control``): a
+deliberately wrong setting under which a check that can fail comes out FAIL.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ def _record(claim_id: str, scale: str, seconds: float, outcome: ClaimOutcome,
     c = CLAIMS[claim_id]
 
     def rel(p: Path | None) -> str | None:
-        return None if p is None else str(Path(p).resolve().relative_to(out_dir.resolve()))
+        return None if p is None else Path(p).resolve().relative_to(out_dir.resolve()).as_posix()
 
     # banded values that were not measurable are already named by the verdict's reason
     unmeasurable = [k for k, v in outcome.measured.items() if v is None and k not in outcome.band]
@@ -82,12 +87,54 @@ def _record(claim_id: str, scale: str, seconds: float, outcome: ClaimOutcome,
         r for r in (outcome.reason, unmeasurable and f"not measurable: {', '.join(unmeasurable)}")
         if r
     )
+    if not reason and outcome.verdict != "PASS":
+        reason = f"{outcome.verdict} without evidence from the runner (a bug: report it)"
     measured = {k: v for k, v in outcome.measured.items() if v is not None}
     return {
         "id": claim_id, "title": c.title, "paper": c.paper, "verdict": outcome.verdict,
         "reason": reason, "measured": measured, "band": outcome.band,
         "scale": scale, "seconds": round(seconds, 2), "figure": rel(outcome.figure),
-        "data": rel(outcome.data),
+        "data": rel(outcome.data), "paper_version": c.paper_version, "seeds": [],
+        "control": None,
+    }
+
+
+def _run_claim(cid: str, ctx: ClaimContext, crashed: list[str]) -> ClaimOutcome:
+    """One claim runner call; a missing dataset or an impossible setting is a SKIP with the
+    reason, a crash (a bug) a SKIP named in ``crashed``."""
+    try:
+        return CLAIMS[cid].run(ctx)
+    except DataError as exc:
+        return ClaimOutcome("SKIP", reason=f"data unavailable: {exc}")
+    except DepthscaleError as exc:
+        return ClaimOutcome("SKIP", reason=f"cannot run: {exc}")
+    except Exception as exc:  # a bug: keep the other claims, report it loudly
+        if cid not in crashed:
+            crashed.append(cid)
+        last = traceback.format_exception_only(exc)[-1].strip()
+        return ClaimOutcome("SKIP", reason=f"crashed: {last}")
+
+
+def _combine_seeds(cid: str, per_seed: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """One record from the records of several base seeds: their common verdict, or UNSTABLE
+    when they disagree; measured values are seed means (of the values every seed measured),
+    the figure and data those of the first seed, ``seeds`` each seed's verdict and values."""
+    first = per_seed[0][1]
+    verdicts = [r["verdict"] for _, r in per_seed]
+    n_pass = verdicts.count("PASS")
+    counted = sorted({v for v in verdicts if v != "SKIP"})  # a SKIP (no data) is no vote
+    verdict = {0: "SKIP", 1: counted[0] if counted else "SKIP"}.get(len(counted), "UNSTABLE")
+    common = [k for k in first["measured"] if all(k in r["measured"] for _, r in per_seed)]
+    measured = {k: sum(r["measured"][k] for _, r in per_seed) / len(per_seed) for k in common}
+    each = "; ".join(f"seed {s}: {r['verdict']}" + (f" ({r['reason']})" if r["reason"] else "")
+                     for s, r in per_seed)
+    reason = (f"{n_pass} of {len(per_seed)} base seeds pass; measured values are seed means. "
+              f"{each}")
+    return {
+        **first, "verdict": verdict, "reason": reason, "measured": measured,
+        "seconds": round(sum(r["seconds"] for _, r in per_seed), 2),
+        "seeds": [{"seed": s, "verdict": r["verdict"], "measured": r["measured"]}
+                  for s, r in per_seed],
     }
 
 
@@ -99,6 +146,8 @@ def reproduce(
     device: str = "cpu",
     data_dir: Path | None = None,
     seed: int = 0,
+    seeds: int = 1,
+    control: bool = False,
     workers: int = 1,
     on_claim: ClaimHooks | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
@@ -107,33 +156,46 @@ def reproduce(
     A claim whose data is missing ends as SKIP with the reason; a crash (a bug, not a user
     mistake) ends as SKIP with the error and is listed in the second return value.
     ``workers``: processes each claim's sweeps may use (the runs are the same either way).
+    ``seeds``: base seeds per claim (UNSTABLE where their verdicts differ); ``control``: run
+    the negative controls instead of the claims.
     """
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"seeds must be a whole number >= 1, got {seeds!r}")
     chosen = select_claims(ids)
+    if control:
+        lacking = [cid for cid in chosen if CLAIMS[cid].control is None]
+        if lacking:
+            raise ConfigError(f"no negative control for: {', '.join(lacking)}")
     out_dir = check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
         results = {r["id"]: r for r in _existing(out_dir)}  # a bad claims.json stops us here
     crashed: list[str] = []
+    run_dir = out_dir / "control" if control else out_dir
     for cid in chosen:
         advance, set_total = on_claim(cid) if on_claim else (lambda _k: None, lambda _k: None)
-        ctx = ClaimContext(scale=scale, out_dir=out_dir, device=device, data_dir=data_dir,
-                           seed=seed, settings=dict(CLAIMS[cid].settings[scale]),
-                           progress=advance, set_total=set_total, workers=workers)
-        t0 = time.perf_counter()
-        try:
-            outcome = CLAIMS[cid].run(ctx)
-        except DataError as exc:
-            outcome = ClaimOutcome("SKIP", reason=f"data unavailable: {exc}")
-        except DepthscaleError as exc:
-            outcome = ClaimOutcome("SKIP", reason=f"cannot run: {exc}")
-        except Exception as exc:  # a bug: keep the other claims, report it loudly
-            crashed.append(cid)
-            last = traceback.format_exception_only(exc)[-1].strip()
-            outcome = ClaimOutcome("SKIP", reason=f"crashed: {last}")
-        mine = _record(cid, scale, time.perf_counter() - t0, outcome, out_dir)
-        results = _merge(out_dir, mine)
+        per_seed = []
+        for base in range(seed, seed + seeds):
+            where = run_dir / f"seed-{base}" if seeds > 1 else run_dir
+            where.mkdir(parents=True, exist_ok=True)
+            ctx = ClaimContext(scale=scale, out_dir=where, device=device, data_dir=data_dir,
+                               seed=base, settings=CLAIMS[cid].settings_for(scale,
+                                                                            control=control),
+                               progress=advance, set_total=set_total, workers=workers)
+            t0 = time.perf_counter()
+            outcome = _run_claim(cid, ctx, crashed)
+            per_seed.append((base, _record(cid, scale, time.perf_counter() - t0, outcome,
+                                           out_dir)))
+        record = per_seed[0][1] if seeds == 1 else _combine_seeds(cid, per_seed)
+        if scale == "medium" and "medium" not in CLAIMS[cid].settings:
+            note = "no medium settings: the quick settings already decide this claim"
+            record = {**record, "reason": "; ".join(r for r in (record["reason"], note) if r)}
+        if control:
+            what = CLAIMS[cid].control.what  # type: ignore[union-attr]  # checked above
+            record = {**record, "id": f"{cid}/control", "control": what}
+        results = _merge(out_dir, record)
     return list(results.values()), crashed

@@ -40,8 +40,8 @@ def quantities(result: dict[str, Any]) -> list[tuple[str, float | None, list[flo
 
 
 def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Counts per verdict, total seconds and the scale(s) of a run."""
-    counts = {v: sum(r["verdict"] == v for r in results) for v in VERDICTS}
+    """Counts per verdict that occurs (in :data:`VERDICTS` order), total seconds, scale(s)."""
+    counts = {v: n for v in VERDICTS if (n := sum(r["verdict"] == v for r in results))}
     scales = sorted({r["scale"] for r in results})
     return {
         "counts": counts,
@@ -60,3 +60,13 @@ def duration(seconds: float) -> str:
         return f"{minutes} min {sec:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+def seeds_text(result: dict[str, Any]) -> str:
+    """``""``, or one line of per-seed verdicts: ``seeds 0: PASS, 1: FAIL (1/2 pass)``."""
+    seeds = result.get("seeds") or []
+    if not seeds:
+        return ""
+    passing = sum(e["verdict"] == "PASS" for e in seeds)
+    each = ", ".join(f"{e['seed']}: {e['verdict']}" for e in seeds)
+    return f"\nseeds {each} ({passing}/{len(seeds)} pass)"

@@ -12,7 +12,10 @@ from depthscale.report.schema import validate_results
 
 __all__ = ["VERDICT_STYLES", "console_table"]
 
-VERDICT_STYLES: dict[str, str] = {"PASS": "bold green", "FAIL": "bold red", "SKIP": "bold yellow"}
+VERDICT_STYLES: dict[str, str] = {
+    "PASS": "bold green", "FAIL": "bold red", "REFUTED": "bold magenta",
+    "UNSTABLE": "bold dark_orange", "INCONCLUSIVE": "bold blue", "SKIP": "bold yellow",
+}
 
 
 def _quantities(r: dict[str, Any]) -> Text:
@@ -48,9 +51,10 @@ def console_table(results: list[dict[str, Any]]) -> Table:
     table.add_column("time", justify="right", no_wrap=True)
     for r in clean:
         reason = f"\n[{r['reason']}]" if r["reason"] and r["verdict"] != "PASS" else ""
+        control = f"\nNEGATIVE CONTROL: {r['control']}" if r["control"] else ""
         table.add_row(
             Text(r["id"]),
-            Text(r["title"] + reason),
+            Text(r["title"] + control + reason + _fmt.seeds_text(r)),
             Text(r["verdict"], style=VERDICT_STYLES[r["verdict"]]),
             _quantities(r),
             _fmt.duration(r["seconds"]),

@@ -32,7 +32,9 @@ th,td{border:1px solid #ddd;padding:.35rem .5rem;text-align:left;vertical-align:
 th{background:#f4f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .verdict{font-weight:700;padding:.1rem .45rem;border-radius:.3rem;white-space:nowrap}
 .PASS{background:#d9f2dc;color:#11621d}.FAIL{background:#fbdada;color:#9b1111}
-.SKIP{background:#fff1c7;color:#7a5a00}
+.SKIP{background:#fff1c7;color:#7a5a00}.REFUTED{background:#ecd9f7;color:#5b1a80}
+.UNSTABLE{background:#ffe2c4;color:#8a4400}.INCONCLUSIVE{background:#dce8fb;color:#1c4587}
+.control{font-weight:700;color:#5b1a80}
 .q{display:block;white-space:nowrap;font-variant-numeric:tabular-nums}
 .q.out .v{color:#9b1111;font-weight:700}.band{color:#666}
 .counts span{margin-right:1rem}
@@ -89,9 +91,15 @@ def _section(i: int, r: dict[str, Any], base: Path | None) -> str:
     out = [
         f'<section id="{_anchor(i, r["id"])}">',
         f"<h2>{_e(r['id'])}: {_e(r['title'])} {_verdict(r['verdict'])}</h2>",
-        f'<p class="meta">{_e(r["paper"])} &middot; scale {_e(r["scale"])} &middot; '
-        f"{_e(_fmt.duration(r['seconds']))}</p>",
+        f'<p class="meta">{_e(r["paper"])}'
+        + (f" ({_e(r['paper_version'])})" if r["paper_version"] else "")
+        + f" &middot; scale {_e(r['scale'])} &middot; {_e(_fmt.duration(r['seconds']))}</p>",
     ]
+    if r["control"]:
+        out.append(f'<p class="control">Negative control: {_e(r["control"])} (a correct check '
+                   "FAILs here)</p>")
+    if r["seeds"]:
+        out.append(f"<p>{_e(_fmt.seeds_text(r).strip())}</p>")
     if r["reason"]:
         out.append(f'<p class="reason">{_e(r["reason"])}</p>')
     out.append(f"<p>{_quantities(r)}</p>")

@@ -1,8 +1,17 @@
 """The claim-result contract: one dict per claim, the elements of ``claims.json``.
 
-``{"id", "title", "paper", "verdict" (PASS/FAIL/SKIP), "reason", "measured" {name: float},
-"band" {name: [low, high]} (either end may be None), "scale" (quick/full), "seconds",
-"figure" (relative path or None), "data" (relative CSV path or None)}``.
+``{"id", "title", "paper", "verdict", "reason", "measured" {name: float}, "band" {name: [low,
+high]} (either end may be None), "scale" (quick/medium/full), "seconds", "figure" (relative path
+or None), "data" (relative CSV path or None)}``, and the optional keys ``"paper_version"`` (the
+version of the paper reproduced), ``"seeds"`` (one ``{"seed", "verdict", "measured"}`` per base
+seed of a ``--seeds N`` run) and ``"control"`` (what the negative control changed, for a
+``--control`` run; None otherwise).
+
+The verdict is one of :data:`VERDICTS`: PASS (reproduced); FAIL (not reproduced, our code
+suspected); REFUTED (the paper's statement contradicted by two independent routes, with a
+negative control showing the check sees the effect); UNSTABLE (the verdict changes across
+seeds); INCONCLUSIVE (the signal is below the noise at this scale); SKIP (not run: data
+missing, or a crash). ``reason`` is the evidence: every verdict but PASS must carry one.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "CLAIM_KEYS",
+    "OPTIONAL_KEYS",
     "SCALES",
     "VERDICTS",
     "ClaimSchemaError",
@@ -21,12 +31,14 @@ __all__ = [
     "validate_results",
 ]
 
-VERDICTS: tuple[str, ...] = ("PASS", "FAIL", "SKIP")
-SCALES: tuple[str, ...] = ("quick", "full")
+VERDICTS: tuple[str, ...] = ("PASS", "FAIL", "REFUTED", "UNSTABLE", "INCONCLUSIVE", "SKIP")
+SCALES: tuple[str, ...] = ("quick", "medium", "full")
 CLAIM_KEYS: tuple[str, ...] = (
     "id", "title", "paper", "verdict", "reason", "measured", "band", "scale", "seconds",
     "figure", "data",
 )
+#: keys a result may carry, with the value a result without them has
+OPTIONAL_KEYS: dict[str, Any] = {"paper_version": "", "seeds": [], "control": None}
 
 
 class ClaimSchemaError(ValueError):
@@ -100,11 +112,11 @@ def validate_result(result: Any, index: int = 0) -> dict[str, Any]:
     missing = [k for k in CLAIM_KEYS if k not in result]
     if missing:
         raise ClaimSchemaError(f"{who}: missing key(s) {', '.join(missing)}")
-    unknown = [str(k) for k in result if k not in CLAIM_KEYS]
+    unknown = [str(k) for k in result if k not in CLAIM_KEYS and k not in OPTIONAL_KEYS]
     if unknown:
-        raise ClaimSchemaError(
-            f"{who}: unknown key(s) {', '.join(unknown)}; the contract has: {', '.join(CLAIM_KEYS)}"
-        )
+        known = ", ".join((*CLAIM_KEYS, *OPTIONAL_KEYS))
+        raise ClaimSchemaError(f"{who}: unknown key(s) {', '.join(unknown)}; the contract has: "
+                               f"{known}")
     out: dict[str, Any] = {"id": _text(who, "id", cid, empty=False)}
     out["title"] = _text(who, "title", result["title"])
     out["paper"] = _text(who, "paper", result["paper"])
@@ -114,7 +126,7 @@ def validate_result(result: Any, index: int = 0) -> dict[str, Any]:
             f"{who}: verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}"
         )
     out["verdict"] = verdict
-    out["reason"] = _text(who, "reason", result["reason"])
+    out["reason"] = _text(who, "reason", result["reason"], empty=verdict == "PASS")
     measured = result["measured"]
     if not isinstance(measured, Mapping):
         raise ClaimSchemaError(f"{who}: measured must be a dict of name -> number")
@@ -137,6 +149,30 @@ def validate_result(result: Any, index: int = 0) -> dict[str, Any]:
     out["seconds"] = seconds
     out["figure"] = _rel_path(who, "figure", result["figure"])
     out["data"] = _rel_path(who, "data", result["data"])
+    out["paper_version"] = _text(who, "paper_version", result.get("paper_version", ""))
+    out["seeds"] = _seeds(who, result.get("seeds", []))
+    control = result.get("control")
+    out["control"] = None if control is None else _text(who, "control", control, empty=False)
+    return out
+
+
+def _seeds(who: str, value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise ClaimSchemaError(f"{who}: seeds must be a list, got {type(value).__name__}")
+    out = []
+    for i, entry in enumerate(value):
+        where = f"seeds[{i}]"
+        if not isinstance(entry, Mapping) or set(entry) != {"seed", "verdict", "measured"}:
+            raise ClaimSchemaError(f"{who}: {where} must have exactly seed, verdict, measured")
+        if not isinstance(entry["seed"], int) or isinstance(entry["seed"], bool):
+            raise ClaimSchemaError(f"{who}: {where}.seed must be an integer")
+        if entry["verdict"] not in VERDICTS:
+            raise ClaimSchemaError(f"{who}: {where}.verdict must be one of {', '.join(VERDICTS)}")
+        if not isinstance(entry["measured"], Mapping):
+            raise ClaimSchemaError(f"{who}: {where}.measured must be a dict")
+        measured = {str(k): _finite(who, f"{where}.measured[{k!r}]", v)
+                    for k, v in entry["measured"].items()}
+        out.append({"seed": entry["seed"], "verdict": entry["verdict"], "measured": measured})
     return out
 
 
