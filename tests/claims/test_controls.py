@@ -83,3 +83,11 @@ def test_bad_seed_counts_are_refused_before_work(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="seeds must be"):
             reproduce(["nfd-prop1"], scale="quick", out_dir=tmp_path, seeds=bad)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_docs_catalogue_is_generated_from_the_registry() -> None:
+    from depthscale.claims.catalogue import catalogue_markdown
+
+    docs = Path(__file__).parents[2] / "docs" / "claims.md"
+    assert docs.read_text(encoding="utf-8") == catalogue_markdown(), (
+        "docs/claims.md is stale: python -m depthscale.claims.catalogue > docs/claims.md")

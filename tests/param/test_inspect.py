@@ -1,0 +1,186 @@
+"""Structure inference (issue 11): roles, residual branches, width and effective depth read from
+one forward pass, with no roles written by hand: our models (checked against the roles they
+declare), a GPT written in plain torch (pre-LN, causal attention, tied or untied embeddings,
+with or without biases), and a ResNet with projection shortcuts and in-place additions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from depthscale.errors import ConfigError
+from depthscale.models import create
+from depthscale.param.inspect import inspect
+
+
+def _declared(model: nn.Module) -> dict[str, str]:
+    out = {}
+    for mod_name, module in model.named_modules():
+        for p_name, _ in module.named_parameters(recurse=False):
+            role = getattr(module, "param_roles", {}).get(p_name)
+            if role is None and p_name == "bias":
+                role = "vector"
+            if role is None and isinstance(module, nn.LayerNorm):
+                role = "norm"
+            out[f"{mod_name}.{p_name}" if mod_name else p_name] = role
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "effective"),
+    [("resnet1", (40,), None), ("resnet2", (40,), None), ("resnet1-post", (40,), None),
+     ("mlp", (40,), None), ("convresnet1d", (1, 40), None), ("vit", (1, 40), None),
+     # laws Eq. 3 counts a plain CNN's conv layers only; the inferred rule also counts the head
+     ("cnn1d", (1, 40), 4)],
+)
+def test_our_models_roles_and_depths_match_what_they_declare(
+    name: str, shape: tuple[int, ...], effective: int | None
+) -> None:
+    model = create(name, input_shape=shape, n_out=10, width=16, depth=3)
+    st = inspect(model, torch.randn(4, *shape))
+    assert st.roles == _declared(model)
+    assert st.unclassified == {} and st.tied == {}
+    assert st.width == 16
+    assert st.effective_depth == (effective or model.effective_depth)
+    residual = name not in ("mlp", "cnn1d")
+    assert st.depth == (model.plan_depth if residual else 0)
+
+
+class Block(nn.Module):
+    """Pre-LN block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, n: int, heads: int, bias: bool) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(n, bias=bias), nn.LayerNorm(n, bias=bias)
+        self.qkv = nn.Linear(n, 3 * n, bias=bias)
+        self.proj = nn.Linear(n, n, bias=bias)
+        self.fc = nn.Linear(n, 4 * n, bias=bias)
+        self.out = nn.Linear(4 * n, n, bias=bias)
+
+    def attn(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, n = x.shape
+        q, k, v = self.qkv(x).split(n, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, n // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    """A GPT in plain torch, as a practitioner writes one."""
+
+    def __init__(self, vocab: int = 50, n: int = 32, blocks: int = 3, ctx: int = 16,
+                 tied: bool = True, bias: bool = True) -> None:
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, n), nn.Embedding(ctx, n)
+        self.h = nn.ModuleList(Block(n, 4, bias) for _ in range(blocks))
+        self.ln_f = nn.LayerNorm(n, bias=bias)
+        self.lm_head = nn.Linear(n, vocab, bias=False)
+        if tied:
+            self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_plain_torch_gpt_is_read_without_any_roles(tied: bool, bias: bool) -> None:
+    model = GPT(tied=tied, bias=bias)
+    st = inspect(model, torch.randint(0, 50, (2, 16)))
+    r = st.roles
+    assert r["wte.weight"] == "input" and r["wpe.weight"] == "token"
+    for i in range(3):
+        assert r[f"h.{i}.qkv.weight"] == r[f"h.{i}.fc.weight"] == "branch_in"
+        assert r[f"h.{i}.proj.weight"] == r[f"h.{i}.out.weight"] == "branch_out"
+        assert r[f"h.{i}.ln1.weight"] == r[f"h.{i}.ln2.weight"] == "norm"
+        if bias:
+            assert r[f"h.{i}.proj.bias"] == "vector"
+    assert st.depth == 6 and st.width == 32 and len(st.blocks) == 3
+    assert all(len(v) == 2 for v in st.blocks.values())  # attention + MLP per block
+    if tied:
+        assert st.tied == {"lm_head.weight": "wte.weight"} and "lm_head.weight" not in r
+        assert st.effective_depth == 6 + 1  # the embedding; the head is the same matrix
+    else:
+        assert r["lm_head.weight"] == "output" and st.effective_depth == 6 + 2
+    assert set(r) == set(dict(model.named_parameters()))
+    assert st.branches[0].readers == ("h.0.qkv",) and st.branches[0].writers == ("h.0.proj",)
+
+
+class Bottleneck(nn.Module):
+    """torchvision-style basic block: in-place ``out += identity``, projection shortcut."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                         nn.BatchNorm2d(cout)) if stride != 1 or cin != cout
+                           else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        out += identity
+        return F.relu(out)
+
+
+def test_a_torchvision_style_resnet_with_projection_shortcuts() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                          nn.ReLU(), Bottleneck(8, 8, 1), Bottleneck(8, 16, 2),
+                          Bottleneck(16, 16, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(16, 10))
+    st = inspect(model, torch.randn(2, 3, 16, 16))
+    r = st.roles
+    assert r["0.weight"] == "input" and r["8.weight"] == "output" and r["1.weight"] == "norm"
+    for b in (3, 4, 5):
+        assert r[f"{b}.conv1.weight"] == "branch_in" and r[f"{b}.conv2.weight"] == "branch_out"
+    assert r["4.downsample.0.weight"] == "hidden"
+    assert st.branches[1].shortcut == ("4.downsample.0", "4.downsample.1")
+    assert st.depth == 3 and st.effective_depth == 2 + 3
+    assert st.width in (8, 16)
+
+
+def test_a_parameter_the_forward_never_uses_is_named_not_guessed() -> None:
+    class WithSpare(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+            self.spare = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)
+
+    st = inspect(WithSpare(), torch.randn(3, 4))
+    assert set(st.unclassified) == {"spare.weight", "spare.bias"}
+    assert st.roles["net.0.weight"] == "input" and st.roles["net.2.weight"] == "output"
+    assert "not classified: spare.weight" in st.summary()
+
+
+def test_a_forward_that_fails_is_a_clear_error_and_changes_nothing() -> None:
+    model = nn.Linear(4, 2)
+    before = model.weight.detach().clone()
+    with pytest.raises(ConfigError, match="forward pass on the example input failed"):
+        inspect(model, torch.randn(3, 5))
+    assert torch.equal(model.weight, before) and model.training
+
+
+def test_summary_reads_like_a_sentence() -> None:
+    st = inspect(GPT(tied=False), torch.randint(0, 50, (1, 8)))
+    text = st.summary()
+    assert text.startswith("width 32, 6 residual branches in 3 blocks, effective depth 8")
+    assert math.isclose(st.effective_depth, st.plain_layers + st.depth)
