@@ -32,8 +32,10 @@ def test_every_claim_runs_and_claims_json_matches_the_contract(
     assert [r["id"] for r in on_disk] == list(CLAIMS)
     for r in on_disk:
         assert set(r) == {"id", "title", "paper", "verdict", "reason", "measured", "band",
-                          "scale", "seconds", "figure", "data"}
-        assert r["verdict"] in ("PASS", "FAIL"), r
+                          "scale", "seconds", "figure", "data", "paper_version", "seeds",
+                          "control"}
+        assert r["paper_version"] and r["seeds"] == [] and r["control"] is None
+        assert r["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE", "REFUTED"), r
         assert r["scale"] == "quick" and r["seconds"] >= 0
         assert (tmp_path / r["figure"]).read_bytes()[:4] == b"\x89PNG"
         assert (tmp_path / r["data"]).read_text().count("\n") >= 2

@@ -35,7 +35,7 @@ from scipy.interpolate import CubicSpline
 from threadpoolctl import threadpool_limits
 
 from depthscale import data as ds_data
-from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import Band, ClaimOutcome, claim_outcome, finite_or_none
 from depthscale.fits import fit_error_law, loglog_slope
 from depthscale.limits.mean_ode import (
@@ -68,14 +68,24 @@ def _data(D: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def finite_resnet(X: np.ndarray, Y: np.ndarray, *, L: int, M: int, K: int, alpha: float = 1.0,
                   eta_u: float | None = None, eta_v: float | None = None,
-                  seed: int = 0) -> MeanODEResult:
+                  seed: int = 0, sigma_v_power: float = 0.5) -> MeanODEResult:
     """GD on the ResNet of chizat Eq. 24-25 (``L`` layers of ``M`` units, ``sigma_v = alpha
     sqrt(D)``, LRs default ``D``), as forward Euler with one iid unit set per layer; node ``j``
-    holds layer ``j + 1`` and node ``L`` is an unused extra set. Cost O(K L M n D)."""
+    holds layer ``j + 1`` and node ``L`` is an unused extra set. ``sigma_v_power`` other than
+    1/2 (``sigma_v = alpha D^power``) is the negative controls' wrong scaling. Cost
+    O(K L M n D)."""
     D = X.shape[1]
-    ode = MeanODE(D, sigma_v=alpha * math.sqrt(D), eta_u=eta_u, eta_v=eta_v, depth_steps=L,
-                  particles=M, method="euler", sampler="iid", coupling="independent", seed=seed)
+    ode = MeanODE(D, sigma_v=_sigma_v(alpha, D, sigma_v_power), eta_u=eta_u, eta_v=eta_v,
+                  depth_steps=L, particles=M, method="euler", sampler="iid",
+                  coupling="independent", seed=seed)
     return ode.train(X, Y, K)
+
+
+def _sigma_v(alpha: float, D: int, power: float = 0.5) -> float:
+    """``sigma_v = alpha D^power``: the paper's ``alpha sqrt(D)`` at ``power = 1/2`` (chizat
+    Thm. 3: complete feature learning iff ``sigma_v = Theta(sqrt(D))``); the negative controls
+    set another power (``D^1``)."""
+    return alpha * float(D) ** power
 
 
 def _layer_travel(res: MeanODEResult) -> float:
@@ -123,6 +133,8 @@ def _ratio_spread(values: Sequence[float]) -> float:
 
 
 _SMOKE_REF = {"ref_J": 2, "ref_Q": 32, "ref_runs": 2}
+#: the negative controls' wrong init scale: sigma_v = alpha D, not chizat's alpha sqrt(D)
+_WRONG_SIGMA_V = {"sigma_v_power": 1.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,6 +146,10 @@ _SMOKE_REF = {"ref_J": 2, "ref_Q": 32, "ref_runs": 2}
     full={"D": 10, "K": 100, "depths": paper_grid(2.5, 10), "widths": paper_grid(2.5, 10),
           "repeats": 10, "ref_J": 16, "ref_Q": 32768, "ref_runs": 4},
     smoke={"D": 4, "K": 3, "depths": [2, 8], "widths": [2, 8], "repeats": 1, **_SMOKE_REF},
+    # finite nets at another sigma_v scaling converge to another limit: the error to the
+    # paper's limit stops falling with L and M, and the fitted a leaves its band
+    control=Control("finite nets with sigma_v = D instead of sqrt(D) (the limit keeps sqrt(D))",
+                    _WRONG_SIGMA_V),
 )
 def chizat_fig2(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Fig. 2 / Thm. 1 and 4: entrywise RMS of ``h^L_K(x_i) - h_K(1, x_i)`` (RMS over
@@ -155,7 +171,8 @@ def chizat_fig2(ctx: ClaimContext) -> ClaimOutcome:
             for M in s["widths"]:
                 errs = []
                 for rep in range(s["repeats"]):
-                    res = finite_resnet(X, Y, L=L, M=M, K=K, seed=ctx.seed + 1000 * rep + 1)
+                    res = finite_resnet(X, Y, L=L, M=M, K=K, seed=ctx.seed + 1000 * rep + 1,
+                                        sigma_v_power=s.get("sigma_v_power", 0.5))
                     errs.append(rms_error(res.outputs[-1], ref[-1, -1]))
                     ctx.progress(1)
                 rows.append({"L": L, "M": M, "rms_error": float(np.sqrt(np.mean(np.square(errs)))),
@@ -213,6 +230,7 @@ def _fig5_runs(ctx: ClaimContext, *, K: int,
     differ), ``sigma_v = alpha sqrt(D)``, ``eta_u = D min(1, alpha^-2)``, ``eta_v = D``."""
     s = ctx.settings
     L, M = s["L"], s["M"]
+    power = s.get("sigma_v_power", 0.5)  # the negative control's wrong scaling: 1
     rows: list[dict[str, Any]] = []
     with _one_thread():
         for D in s["Ds"]:
@@ -222,7 +240,8 @@ def _fig5_runs(ctx: ClaimContext, *, K: int,
                 for r in range(s["repeats"]):
                     runs.append(finite_resnet(X, Y, L=L, M=M, K=K, alpha=alpha,
                                               eta_u=D * min(1.0, alpha**-2), eta_v=float(D),
-                                              seed=ctx.seed + 1000 * r + 1))
+                                              seed=ctx.seed + 1000 * r + 1,
+                                              sigma_v_power=power))
                     ctx.progress(1)
                 rows.append({"D": D, "alpha": alpha, "L": L, "M": M,
                              "below_threshold": alpha < math.sqrt(L * M / D), **record(runs)})
@@ -258,7 +277,10 @@ def _fig5_plot(rows: list[dict[str, Any]], key: str, formula: str, ylabel: str, 
            "repeats": 8},
     full={"K": 10, "L": 1000, "M": 10, "Ds": [10, 31, 100], "alphas": alpha_grid(20),
           "repeats": 10},
-    smoke={"K": 2, "L": 8, "M": 4, "Ds": [4], "alphas": [0.1, 1.0, 10.0], "repeats": 3},
+    # D = 16 so that the wrong sigma_v (a factor sqrt(D) = 4) stands clear of the [0.5, 2] band
+    smoke={"K": 2, "L": 8, "M": 4, "Ds": [16], "alphas": [0.3, 1.0], "repeats": 8},
+    # sigma_v = alpha D: the output std grows by sqrt(D) against the formula's alpha sqrt(D) term
+    control=Control("sigma_v = alpha D instead of alpha sqrt(D)", _WRONG_SIGMA_V),
 )
 def chizat_fig5a(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Fig. 5a / Eq. 30: per (D, alpha), the entrywise std of ``h^L_K(x_i)`` across
@@ -305,7 +327,12 @@ def chizat_fig5a(ctx: ClaimContext) -> ClaimOutcome:
            "repeats": 2},
     full={"K": 50, "L": 1000, "M": 10, "Ds": [10, 31, 100], "alphas": alpha_grid(20),
           "repeats": 10},
-    smoke={"K": 2, "L": 8, "M": 4, "Ds": [4], "alphas": [0.1, 1.0, 10.0], "repeats": 1},
+    # K = 50 as the claim (the formula is the travel after 50 steps); L M / D = 144 keeps
+    # alpha = 10 below the threshold; D = 16 makes the wrong sigma_v a factor 4
+    smoke={"K": 50, "L": 48, "M": 48, "Ds": [16], "alphas": [0.1, 0.3, 3.0, 10.0],
+           "repeats": 1},
+    # sigma_v = alpha D: travel at large alpha is sqrt(D) too large and no longer falls like 1/alpha
+    control=Control("sigma_v = alpha D instead of alpha sqrt(D)", _WRONG_SIGMA_V),
 )
 def chizat_fig5b(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Fig. 5b / Thm. 3(iii): ``sqrt(sum (u_K - u_0)^2 / (L M D))`` (mean over
@@ -355,8 +382,13 @@ def chizat_fig5b(ctx: ClaimContext) -> ClaimOutcome:
            "J": 8, "Q": 1024, "limit_alphas": [4, 8, 16, 32, 64]},
     full={"D": 10, "K": 10, "L": 1000, "M": 1000, "alphas": [1, 2, 4, 8, 16, 32],
           "repeats": 3, "J": 16, "Q": 8192, "limit_alphas": [4, 8, 16, 32, 64, 128]},
-    smoke={"D": 4, "K": 2, "L": 6, "M": 6, "alphas": [1, 4], "repeats": 1, "J": 2, "Q": 32,
+    # alphas 2 and 4: two finite alphas >= 2, so the finite spreads measure something
+    smoke={"D": 4, "K": 2, "L": 6, "M": 6, "alphas": [1, 2, 4], "repeats": 1, "J": 2, "Q": 32,
            "limit_alphas": [4, 8]},
+    # sigma_v = alpha D (nets and Mean ODE; the tangent ODE stays the lazy limit of alpha
+    # sqrt(D)): the limit no longer approaches the tangent ODE as alpha grows. Only the
+    # solver-vs-solver checks see it at smoke: the finite spreads stay in their band.
+    control=Control("sigma_v = alpha D instead of alpha sqrt(D)", _WRONG_SIGMA_V),
 )
 def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Thm. 2 with 2LP blocks: ``sigma_v = alpha sqrt(D)``, ``eta_u = D / alpha^2``,
@@ -382,12 +414,13 @@ def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
                              ).train(X, Y, K)
         ctx.progress(1)
         tan_update = rms_error(tangent.outputs[-1], tangent.outputs[0])
+        power = s.get("sigma_v_power", 0.5)  # the negative control's wrong scaling: 1
         for alpha in s["alphas"]:
             travels, updates, gaps = [], [], []
             for r in range(s["repeats"]):
                 res = finite_resnet(X, Y, L=s["L"], M=s["M"], K=K, alpha=alpha,
                                     eta_u=D / alpha**2, eta_v=float(D),
-                                    seed=ctx.seed + 1000 * r + 1)
+                                    seed=ctx.seed + 1000 * r + 1, sigma_v_power=power)
                 travels.append(alpha * _layer_travel(res))
                 updates.append(rms_error(res.outputs[-1], res.outputs[0]))
                 gaps.append(rms_error(res.outputs[-1], tangent.outputs[-1]))
@@ -397,7 +430,7 @@ def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
                          "forward_update": float(np.mean(updates)),
                          "gap_to_tangent": float(np.sqrt(np.mean(np.square(gaps))))})
         for alpha in s["limit_alphas"]:
-            mean = MeanODE(D, sigma_v=alpha * math.sqrt(D), eta_u=D / alpha**2, eta_v=D,
+            mean = MeanODE(D, sigma_v=_sigma_v(alpha, D, power), eta_u=D / alpha**2, eta_v=D,
                            depth_steps=s["J"], particles=s["Q"], seed=ctx.seed + 5)
             res = mean.train(X, Y, K)
             rows.append({
@@ -465,8 +498,13 @@ def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
     full={"Ds": [10, 31, 100, 316, 1000], "alphas": alpha_grid(17), "Q": 8192,
           "semi_Ds": [10, 100, 1000], "semi_alphas": [0.01, 0.03, 0.1, 0.3], "semi_K": 10,
           "J": 8},
-    smoke={"Ds": [4, 8], "alphas": [0.1, 1.0, 10.0], "Q": 64, "semi_Ds": [4],
-           "semi_alphas": [0.01, 0.1], "semi_K": 2, "J": 2},
+    # enough alphas on each side of 1 for both slopes; D from 4 to 16 for the spread across D
+    smoke={"Ds": [4, 16], "alphas": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0], "Q": 64,
+           "semi_Ds": [4], "semi_alphas": [0.01, 0.1], "semi_K": 2, "J": 2},
+    # sigma_v = alpha D: complete feature learning needs sigma_v = Theta(sqrt(D)), so the travel
+    # at alpha = 1 now grows like sqrt(D). Only the spread across D sees it: the slopes and the
+    # peak stay at +-1 and alpha = 1 whatever sigma_v's scaling (issue 10: they cannot fail).
+    control=Control("sigma_v = alpha D instead of alpha sqrt(D)", _WRONG_SIGMA_V),
 )
 def chizat_thm3(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Thm. 3 / Fig. 4 on the Mean ODE (Sobol' pairs: exact first pass), ``sigma_u =
@@ -483,12 +521,14 @@ def chizat_thm3(ctx: ClaimContext) -> ClaimOutcome:
     s = ctx.settings
     ctx.set_total(len(s["Ds"]) * len(s["alphas"]) + len(s["semi_Ds"]) * (len(s["semi_alphas"])
                                                                          + 1))
+    power = s.get("sigma_v_power", 0.5)  # the negative control's wrong scaling: 1
     rows: list[dict[str, Any]] = []
     with _one_thread():
         for D in s["Ds"]:
             X, Y = _data(D, ctx.seed)
             for alpha in s["alphas"]:
-                ode = MeanODE(D, sigma_v=alpha * math.sqrt(D), eta_u=D * min(1.0, alpha**-2),
+                ode = MeanODE(D, sigma_v=_sigma_v(alpha, D, power),
+                              eta_u=D * min(1.0, alpha**-2),
                               eta_v=D, depth_steps=s["J"], particles=s["Q"], seed=ctx.seed + 3)
                 res = ode.train(X, Y, 1)
                 rows.append({"kind": "first_step", "D": D, "alpha": alpha,
@@ -499,7 +539,7 @@ def chizat_thm3(ctx: ClaimContext) -> ClaimOutcome:
 
             def run(alpha: float, D: int = D, X: np.ndarray = X, Y: np.ndarray = Y
                     ) -> MeanODEResult:
-                return MeanODE(D, sigma_v=alpha * math.sqrt(D), eta_u=D, eta_v=D,
+                return MeanODE(D, sigma_v=_sigma_v(alpha, D, power), eta_u=D, eta_v=D,
                                depth_steps=s["J"], particles=s["Q"], seed=ctx.seed + 3
                                ).train(X, Y, s["semi_K"])
 
@@ -576,7 +616,14 @@ def chizat_thm3(ctx: ClaimContext) -> ClaimOutcome:
            "ref_J": 8, "ref_Q": 4096, "ref_runs": 2},
     full={"D": 10, "K": 100, "M": 1, "depths": [10, 31, 100, 316, 1000, 3162], "repeats": 5,
           "ref_J": 16, "ref_Q": 32768, "ref_runs": 4},
-    smoke={"D": 4, "K": 3, "M": 1, "depths": [2, 4], "repeats": 1, **_SMOKE_REF},
+    # K = 10 and L up to 128 so the distance falls clearly; a finer reference than _SMOKE_REF
+    smoke={"D": 4, "K": 10, "M": 1, "depths": [8, 32, 128], "repeats": 2, "ref_J": 4,
+           "ref_Q": 256, "ref_runs": 2},
+    # the untrained limit curve: the nets' training displacement stays, the distance stops
+    # falling with L. (sigma_v = D on the nets is not seen at smoke: at K = 10 that limit is
+    # close to the paper's, below the M = 1 fluctuations.)
+    control=Control("the limit before training (ref_K = 0) instead of after K steps",
+                    {"ref_K": 0}),
 )
 def chizat_fig1(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Fig. 1: after K GD steps, ResNets with M = 1 and depths L; distance to the limit
@@ -591,7 +638,8 @@ def chizat_fig1(ctx: ClaimContext) -> ClaimOutcome:
     X, Y = _data(D, ctx.seed)
     ctx.set_total(len(s["depths"]) * s["repeats"] + 1)
     with _one_thread():
-        ref, ref_se = limit_reference(X, Y, K=K, J=s["ref_J"], Q=s["ref_Q"],
+        # the negative control compares with a wrong limit: the one after ref_K != K steps
+        ref, ref_se = limit_reference(X, Y, K=s.get("ref_K", K), J=s["ref_J"], Q=s["ref_Q"],
                                       runs=s["ref_runs"], seed=ctx.seed + 100)
         ctx.progress(1)
         curve = CubicSpline(np.linspace(0.0, 1.0, s["ref_J"] + 1), ref[-1], axis=0)
@@ -599,7 +647,8 @@ def chizat_fig1(ctx: ClaimContext) -> ClaimOutcome:
         for L in s["depths"]:
             dists = []
             for r in range(s["repeats"]):
-                res = finite_resnet(X, Y, L=L, M=M, K=K, seed=ctx.seed + 1000 * r + 1)
+                res = finite_resnet(X, Y, L=L, M=M, K=K, seed=ctx.seed + 1000 * r + 1,
+                                    sigma_v_power=s.get("sigma_v_power", 0.5))
                 path = res.forward[-1]  # (L + 1, n, D): h^l for l = 0..L
                 target = curve(np.arange(L + 1) / L)
                 dists.append(float(np.max(np.sqrt(np.mean((path - target) ** 2, axis=(1, 2))))))

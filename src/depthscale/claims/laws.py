@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import ClaimOutcome, claim_outcome
 from depthscale.fits import loglog_slope
 from depthscale.models import build, create
@@ -44,11 +44,13 @@ _LAW_BAND = (-1.9, -1.0)
 
 
 def study_toml(name: str, arch: dict[str, Any], *, seeds: int, epochs: float,
-               data: dict[str, Any], first_seed: int = 0, device: str = "cpu") -> str:
-    """The TOML of one architecture's depth x LR study (laws Sec. 4.1 protocol)."""
+               data: dict[str, Any], first_seed: int = 0, device: str = "cpu",
+               recipe: str = "laws") -> str:
+    """The TOML of one architecture's depth x LR study (laws Sec. 4.1 protocol; ``recipe``
+    other than the paper's ``laws`` is the negative controls' wrong parameterization)."""
     lo, hi, num = arch["lr_logspace"]
     lines = [
-        "[study]", f'name = "{name}"', f'model = "{arch["model"]}"', 'recipe = "laws"',
+        "[study]", f'name = "{name}"', f'model = "{arch["model"]}"', f'recipe = "{recipe}"',
         f'dataset = "{arch["dataset"]}"', "[model]",
         *(f"{k} = {_toml(v)}" for k, v in arch.get("options", {}).items()),
         "[data]", *(f"{k} = {_toml(v)}" for k, v in data.items()),
@@ -75,7 +77,8 @@ def _sweep(ctx: ClaimContext, name: str, arch: dict[str, Any],
     """Run (or resume) one depth x LR study in ``ctx.out_dir/name``; its planned records, each
     with the model's ``effective_depth`` (laws Sec. 3.4: L = m + K)."""
     s = ctx.settings
-    folder = ctx.out_dir / name
+    recipe = _recipe(s)
+    folder = ctx.out_dir / (name if recipe == "laws" else f"{name}-{recipe}")
     folder.mkdir(parents=True, exist_ok=True)
     spec = folder / "spec.toml"
     data = {**s.get("data", {}), **arch.get("data", {})}
@@ -83,7 +86,7 @@ def _sweep(ctx: ClaimContext, name: str, arch: dict[str, Any],
         data["dir"] = str(Path(ctx.data_dir).resolve())
     spec.write_text(study_toml(name, arch, seeds=s["seeds"],
                                epochs=s["epochs"] if epochs is None else epochs, data=data,
-                               first_seed=ctx.seed, device=ctx.device))
+                               first_seed=ctx.seed, device=ctx.device, recipe=recipe))
 
     @contextlib.contextmanager
     def progress(total: int) -> Iterator[Callable[[int], None]]:
@@ -97,6 +100,23 @@ def _sweep(ctx: ClaimContext, name: str, arch: dict[str, Any],
     for r in records:
         r["effective_depth"] = eff[int(r["depth"])]
     return records
+
+
+def _recipe(settings: dict[str, Any]) -> str:
+    """The parameterization of every sweep: the paper's ``laws`` (He fan-in init, residual
+    branches x K^(-1/2)) unless a negative control sets ``recipe`` (``sp``: N(0, 1/fan_in),
+    no q = 1/2 correction and no K^(-1/2), under which the plain nets' signal halves per layer
+    and the ResNets' stream grows with K, so eta* no longer follows L^(-3/2))."""
+    recipe: str = settings.get("recipe", "laws")
+    return recipe
+
+
+#: the negative control of the law claims (see _recipe). contrast=False: at the smoke size (3
+#: depths, 3 LRs, 0.1 epoch of 256 samples, ~seconds) eta* is not resolved, so the correct
+#: recipe does not pass there either; only the quick scale shows the contrast
+_WRONG_RECIPE = Control(
+    "standard parameterization (N(0, 1/fan_in), no He q = 1/2 and no residual K^(-1/2)) "
+    "instead of the laws recipe", {"recipe": "sp"}, contrast=False)
 
 
 def _effective_depth(arch: dict[str, Any], depth: int) -> int:
@@ -202,6 +222,7 @@ def _rows(results: dict[str, tuple[list[SeedSummary], LawFit]]) -> list[dict[str
     smoke={"archs": {"cnn1d": {**_ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
                                "lr_logspace": [-2, 0, 3]}},
            "seeds": 1, "epochs": 0.1, "data": {"n_train": 256, "n_test": 64}},
+    control=_WRONG_RECIPE,
 )
 def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 1: alpha (WLS slope of log10 eta* on log10 L, weights 1/SEM^2) per
@@ -247,6 +268,11 @@ _SOURCE_DEPTHS_QUICK = {"cnn1d": 5, "convresnet1d": 4, "cnn2d": 4, "vit": 3}
                                "lr_logspace": [-2, 0, 3]}},
            "source_depths": {"cnn1d": 2}, "verdict_on": "cnn1d", "seeds": 1, "epochs": 0.1,
            "data": {"n_train": 256, "n_test": 64}},
+    # a constant LR ("raw" transfer under another name): no gain over raw transfer, by
+    # construction; the check's band excludes the null. contrast=False: the smoke sweep (3 LRs,
+    # 0.1 epoch) cannot locate eta*, so the correct rule does not pass there
+    control=Control("a constant LR across depths (transfer exponent 0 instead of -3/2)",
+                    {"transfer_exponent": 0.0}, contrast=False),
 )
 def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 5: calibrate eta* at the source depth, predict the other depths with the
@@ -263,11 +289,12 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
         source = _effective_depth(arch, s["source_depths"][key])
         by_depth = {su.depth: su.mean_log10_lr for su in summaries}
         log_eta0 = by_depth[source]
+        exponent = s.get("transfer_exponent", -1.5)  # the negative control's constant LR: 0
         scaled_err, raw_err = [], []
         for depth_eff, oracle in by_depth.items():
             if depth_eff == source:
                 continue
-            scaled = log_eta0 - 1.5 * math.log10(depth_eff / source)
+            scaled = log_eta0 + exponent * math.log10(depth_eff / source)
             scaled_err.append(abs(scaled - oracle))
             raw_err.append(abs(log_eta0 - oracle))
             rows.append({"architecture": key, "source_effective_depth": source,
@@ -305,6 +332,7 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
                                "lr_logspace": [-2, 0, 3]}},
            "probe_seeds": 1, "batch": 16, "seeds": 1, "epochs": 0.1,
            "data": {"n_train": 256, "n_test": 64}},
+    control=_WRONG_RECIPE,
 )
 def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
     """laws Sec. 3.2: for each depth, eta*_AM = (mean_l A_l)^(-1/2) from the linearised
@@ -327,7 +355,7 @@ def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
         for depth in arch["depths"]:
             etas = []
             for seed in range(ctx.seed, ctx.seed + s["probe_seeds"]):
-                net, plan = build(arch["model"], "laws", input_shape=data.sample_shape,
+                net, plan = build(arch["model"], _recipe(s), input_shape=data.sample_shape,
                                   n_out=data.n_out, width=arch["width"], depth=depth, seed=seed,
                                   **arch.get("options", {}))
                 g = torch.Generator().manual_seed(seed)
@@ -419,6 +447,7 @@ def _full_ablations() -> dict[str, dict[str, Any]]:
     smoke={"variants": {k: {**_ABLATIONS_QUICK[k], "width": 8, "depths": [1, 2, 3],
                             "lr_logspace": [-2, 0, 3]} for k in ("cnn-baseline", "cnn-adam")},
            "seeds": 1, "epochs": 0.1, "data": {"n_train": 256, "n_test": 64}},
+    control=_WRONG_RECIPE,
 )
 def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 3 and Figs. 5-7: the Table 1 protocol on each variant (one change to its
@@ -439,6 +468,7 @@ def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
           "widths": [288, 384, 480], "epochs": 3, "seeds": 3, "data": {}},
     smoke={"arch": {**_CNN1D, "width": 8, "depths": [1, 2, 3], "lr_logspace": [-2, 0, 3]},
            "widths": [4, 8], "epochs": 2, "seeds": 1, "data": {"n_train": 256, "n_test": 64}},
+    control=_WRONG_RECIPE,
 )
 def laws_widths(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 4: one sweep per proxy width trained for ``epochs`` epochs; eta* after epoch

@@ -13,6 +13,7 @@ numbers by hand.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import statistics
@@ -25,8 +26,9 @@ import torch
 
 from depthscale import data as ds_data
 from depthscale.claims.nfd_limits import limit_gia_gap
-from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import ClaimOutcome, claim_outcome, finite_or_none
+from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
@@ -51,7 +53,19 @@ _SMOKE_DATA = {"dataset": "digits"}
 
 
 def _dataset(ctx: ClaimContext) -> ds_data.Dataset:
-    return ds_data.load(ctx.settings["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
+    """The claim's dataset; setting ``labels = "shuffled"`` (a negative control) permutes the
+    train and the test labels independently (seeded from the claim's seed), so that nothing
+    learnable links inputs to labels."""
+    data = ds_data.load(ctx.settings["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
+    labels = ctx.settings.get("labels", "true")
+    if labels == "true":
+        return data
+    if labels != "shuffled":
+        raise ConfigError(f"labels must be 'true' or 'shuffled', got {labels!r}")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    return dataclasses.replace(
+        data, y_train=data.y_train[torch.randperm(len(data.y_train), generator=gen)],
+        y_test=data.y_test[torch.randperm(len(data.y_test), generator=gen)])
 
 
 def _toml(v: Any) -> str:
@@ -93,7 +107,8 @@ def fig2_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
     SGD at lr = eta_c, the time horizon T swept (Fig. 2a-b), more depths at full scale
     (Fig. 2c-d); analysed as the final train loss vs T per depth."""
     return _study_toml(
-        "nfd-fig2", "resnet1", "depth-mup", s, seed=seed, device=device, data_dir=data_dir,
+        "nfd-fig2", "resnet1", s.get("recipe", "depth-mup"), s, seed=seed, device=device,
+        data_dir=data_dir,
         grid={"depth": _fig2_depths(s), "width": [s["width"]], "lr": [s["eta_c"]]},
         plan_grid={"T": s["Ts"]},
         analysis={"criterion": "final", "axis": "depth", "optimize": "plan.T"},
@@ -107,7 +122,8 @@ def transfer_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "c
     the eta_c minimising the seed-mean last-epoch training loss."""
     return _study_toml(
         "nfd-transfer", "resnet2", None, s, seed=seed, device=device, data_dir=data_dir,
-        grid={"recipe": ["depth-mup", "nfd-depth"], "depth": s["depths"],
+        grid={"recipe": list(dict.fromkeys(r for _, r in _corrected_arms(s))),
+              "depth": s["depths"],
               "width": [s["width"]], "lr": s["eta_cs"]},
         plan_grid={},
         analysis={"criterion": "last-epoch", "axis": "depth", "group": "recipe",
@@ -159,6 +175,10 @@ def _mean(values: Sequence[float]) -> float:
           "batch": 128},
     smoke={**_SMOKE_DATA,
            "width": 16, "depths": [2, 8], "seeds": 1, "batch": 16},
+    control=Control(
+        "recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch multiplier): the pre-act net's "
+        "features grow with depth, so 'pre-act stays O(1)' must fail",
+        {"recipe": "mup"}),
 )
 def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
     """At init under depth-muP: mean of h_L (post-act, Eq. 9) vs the Prop. 1 lower bound
@@ -178,7 +198,8 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
         for seed in range(ctx.seed, ctx.seed + s["seeds"]):
             with torch.no_grad():
                 for name, store in (("resnet1-post", post_mean), ("resnet1", pre_rms)):
-                    net, _ = build(name, "depth-mup", input_shape=data.sample_shape,
+                    net, _ = build(name, s.get("recipe", "depth-mup"),
+                                   input_shape=data.sample_shape,
                                    n_out=data.n_out, width=n, depth=L, seed=seed)
                     h = cast(MLPResNet, net).trace(x).streams[-1]
                     store.append(float(h.mean()) if name == "resnet1-post"
@@ -220,6 +241,12 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
     smoke={**_SMOKE_DATA,
            "width": 16, "depth": 2, "Ts": [0.5, 2, 8], "eta_c": 0.1, "epochs": 0.2,
            "seeds": 1, "grid_depths": [3]},
+    control=Control(
+        "recipe 'mup' instead of 'depth-mup': branch 1/sqrt(n) with no sqrt(T/L), so the time "
+        "horizon T no longer enters the network; every T trains the same net, no T can be an "
+        "interior optimum and the largest T is not worse. No contrast at smoke: the correct "
+        "run needs quick-scale epochs and T grid to show an interior optimum",
+        {"recipe": "mup"}, contrast=False),
 )
 def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     """Depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for each T: final
@@ -272,6 +299,8 @@ def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
 # ---------------------------------------------------------------------------------------------
 _COR1_ARCHS = (("mlp", "mup", "vanilla DNN"), ("resnet1", "mup", "muP-ResNet"),
                ("resnet1", "depth-mup", "depth-muP ResNet"))
+#: setting ``recipe``: the recipe of the "depth-muP ResNet" arm (a negative control changes it)
+_COR1_DEPTH_ARM = "depth-muP ResNet"
 
 
 @claim(
@@ -284,6 +313,12 @@ _COR1_ARCHS = (("mlp", "mup", "vanilla DNN"), ("resnet1", "mup", "muP-ResNet"),
     smoke={**_SMOKE_DATA,
            "width": 16, "depths": [2, 4], "eta_c": 0.1, "epochs": 1, "seeds": 1,
            "limit_depths": [2, 4], "limit_particles": 256},
+    control=Control(
+        "the depth-muP arm built with recipe 'mup' (no 1/sqrt(L) branch multiplier): it is "
+        "then the muP-ResNet arm, whose gap must not fall, so 'falls for depth-muP' and "
+        "'does not fall for muP' cannot both hold. No contrast at smoke: the correct run needs "
+        "quick-scale depths and epochs",
+        {"recipe": "mup"}, contrast=False),
 )
 def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     """Standard vs decoupled backward (W~ = W~_0 + (W - W_0), same forward init and data
@@ -308,7 +343,9 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
             initial = []
             for seed in range(ctx.seed, ctx.seed + s["seeds"]):
                 for mode in curves:
-                    net, plan = build(model, recipe, input_shape=data.sample_shape,
+                    arch_recipe = (s.get("recipe", recipe) if label == _COR1_DEPTH_ARM
+                                   else recipe)
+                    net, plan = build(model, arch_recipe, input_shape=data.sample_shape,
                                       n_out=data.n_out, width=s["width"], depth=L, seed=seed,
                                       backward=mode)
                     if mode == "standard":
@@ -376,6 +413,17 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
 
 
 # ---------------------------------------------------------------------------------------------
+_ARM_LABELS = {"depth_mup": "depth-muP ({})", "nfd_depth": "Eq. 8 arm ({})"}
+
+
+def _corrected_arms(s: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(tag, recipe) of the two arms of Fig. 5: vanilla depth-muP and the Eq. 8 correction,
+    whose recipe is the setting ``corrected_recipe`` (default ``nfd-depth``; a negative control
+    puts a recipe without the correction there)."""
+    return ("depth_mup", "depth-mup"), ("nfd_depth", s.get("corrected_recipe", "nfd-depth"))
+
+
+# ---------------------------------------------------------------------------------------------
 @claim(
     "nfd-collapse", "nfd",
     "Two-layer blocks: first-layer update ~ L^(-1/2) under depth-muP; Eq. 8 removes it",
@@ -386,6 +434,13 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     smoke={**_SMOKE_DATA,
            "width": 16, "depths": [2, 4], "eta_c": 0.1, "steps": 3, "seeds": 1,
            "probe_batch": 16},
+    control=Control(
+        "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
+        "eta_1 missing): its first-layer update collapses like L^(-1/2) too, so the "
+        "'no longer vanishes' band [-0.15, 0.15] must fail. No contrast at smoke: a run short "
+        "and shallow enough for seconds does not show the slopes (width 64, depths 4-16, 50 "
+        "steps: Eq. 8 slope +0.28); checked at quick scale instead",
+        {"corrected_recipe": "depth-mup"}, contrast=False),
 )
 def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 1: after ``steps`` SGD steps, the block-averaged internal update
@@ -396,7 +451,8 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     probe = data.x_train[: s["probe_batch"]]
     ctx.set_total(2 * len(s["depths"]) * s["seeds"])
     rows = []
-    for recipe in ("depth-mup", "nfd-depth"):
+    arms = _corrected_arms(s)
+    for tag, recipe in arms:
         for L in s["depths"]:
             for seed in range(ctx.seed, ctx.seed + s["seeds"]):
                 net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
@@ -405,16 +461,17 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
                 cfg = TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed, device=ctx.device)
                 res = train(net, plan, data, cfg)
                 upd = two_layer_updates(net, init, probe.to(next(net.parameters()).device))
-                rows.append({"recipe": recipe, "depth": L, "seed": seed, "status": res.status,
+                rows.append({"arm": tag, "recipe": recipe, "depth": L, "seed": seed,
+                             "status": res.status,
                              "internal_update": statistics.fmean(upd["internal"]),
                              "stream_update": statistics.fmean(upd["stream"]),
                              "final_train_loss": res.final.get("train_loss", math.nan)})
                 ctx.progress(1)
     measured: dict[str, float | None] = {}
-    for recipe, tag in (("depth-mup", "depth_mup"), ("nfd-depth", "nfd_depth")):
+    for tag, _recipe in arms:
         for key in ("internal", "stream"):
             ys = [_mean([r[f"{key}_update"] for r in rows
-                         if r["recipe"] == recipe and r["depth"] == L]) for L in s["depths"]]
+                         if r["arm"] == tag and r["depth"] == L]) for L in s["depths"]]
             ok = all(math.isfinite(v) and v > 0 for v in ys)
             slope = loglog_slope(s["depths"], ys).slope if ok else math.nan
             measured[f"{key}_slope_{tag}"] = finite_or_none(slope)
@@ -423,10 +480,10 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     fig, axes = figures.new_figure(ncols=2)
     for ax, key, title in ((axes.flat[0], "internal", "first-layer update |x - x~|/sqrt(n)"),
                            (axes.flat[1], "stream", "residual-stream update |dh - dh~|/sqrt(n)")):
-        for recipe, label in (("depth-mup", "depth-muP"), ("nfd-depth", "Eq. 8 (nfd-depth)")):
+        for tag, recipe in arms:
             ys = [_mean([r[f"{key}_update"] for r in rows
-                         if r["recipe"] == recipe and r["depth"] == L]) for L in s["depths"]]
-            figures.loglog_fit_panel(ax, s["depths"], ys, label=label)
+                         if r["arm"] == tag and r["depth"] == L]) for L in s["depths"]]
+            figures.loglog_fit_panel(ax, s["depths"], ys, label=_ARM_LABELS[tag].format(recipe))
         ax.set_xlabel("depth L")
         ax.set_title(title, fontsize=8)
     return claim_outcome(ctx, "nfd-collapse", measured, bands, rows, fig)
@@ -443,6 +500,12 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     smoke={**_SMOKE_DATA,
            "width": 16, "depths": [2, 3], "eta_cs": [0.1, 1.0, 10.0], "epochs": 0.2,
            "seeds": 1},
+    control=Control(
+        "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
+        "eta_1 missing): both arms are the same runs, so the spread cannot be smaller with the "
+        "'correction'. No contrast at smoke: the correct run needs quick-scale depths, epochs "
+        "and LR grid to locate the optima",
+        {"corrected_recipe": "depth-mup"}, contrast=False),
 )
 def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 2: per depth, the eta_c minimising the epoch-averaged training loss of
@@ -452,7 +515,7 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     s = ctx.settings
     records = _run_study(ctx, "nfd-transfer", transfer_study_toml(
         s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
-    recipes = ("depth-mup", "nfd-depth")
+    recipes = tuple(r for _, r in _corrected_arms(s))  # (depth-mup, the Eq. 8 arm)
     rows = sorted(({"recipe": r["recipe"], "depth": r["depth"], "eta_c": r["lr"],
                     "seed": r["seed"], "status": r["status"],
                     "last_epoch_train_loss": criterion_value(r, "last-epoch"),
@@ -467,11 +530,11 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     edges = [f"{r} L={L}" for r in recipes for L in s["depths"]
              if (r, L) in optima and optima[r, L].on_edge]
     measured = {
-        "spread_depth_mup": finite_or_none(spread["depth-mup"]),
-        "spread_nfd_depth": finite_or_none(spread["nfd-depth"]),
-        "spread_nfd_minus_depth_mup": finite_or_none(spread["nfd-depth"] - spread["depth-mup"]),
-        **{f"eta_star_{r.replace('-', '_')}_L{L}": optima[r, L].lr if (r, L) in optima else None
-           for r in recipes for L in s["depths"]},
+        "spread_depth_mup": finite_or_none(spread[recipes[0]]),
+        "spread_nfd_depth": finite_or_none(spread[recipes[1]]),
+        "spread_nfd_minus_depth_mup": finite_or_none(spread[recipes[1]] - spread[recipes[0]]),
+        **{f"eta_star_{tag}_L{L}": optima[r, L].lr if (r, L) in optima else None
+           for tag, r in _corrected_arms(s) for L in s["depths"]},
     }
     bands = {"spread_nfd_minus_depth_mup": (None, -0.01)}
     fig, axes = figures.new_figure(ncols=2)
@@ -500,6 +563,14 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     full={**_FULL_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 30, "seeds": 3},
     smoke={**_SMOKE_DATA,
            "width": 16, "depth": 4, "eta_c": 0.1, "epochs": 1, "seeds": 1},
+    # A control that only removes the correction (corrected_recipe = "depth-mup") gives
+    # differences of exactly 0, which the closed bands (None, 0.0) / (0.0, None) accept: this
+    # check cannot see an absent effect, only a reversed one.
+    control=Control(
+        "Eq. 8 arm replaced by recipe 'completep' (branch multiplier T/L instead of "
+        "sqrt(T/L), branch LRs x L): the wrong depth multiplier, whose branches are too small "
+        "to use the extra LR; it must not beat depth-muP",
+        {"corrected_recipe": "completep"}),
 )
 def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 3: depth-64 width-128 two-layer-block ResNet, vanilla depth-muP vs the
@@ -508,7 +579,8 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
     data = _dataset(ctx)
     ctx.set_total(2 * s["seeds"])
     rows: list[dict[str, Any]] = []
-    for recipe in ("depth-mup", "nfd-depth"):
+    arms = _corrected_arms(s)
+    for tag, recipe in arms:
         for seed in range(ctx.seed, ctx.seed + s["seeds"]):
             net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
                               n_out=data.n_out, width=s["width"], depth=s["depth"], seed=seed)
@@ -517,31 +589,33 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
                               eval_every=per_epoch)
             res = train(net, plan, data, cfg)
             for ep, (tl, ev) in enumerate(zip(res.epoch_losses, res.evals, strict=False), 1):
-                rows.append({"recipe": recipe, "seed": seed, "epoch": ep, "train_loss": tl,
+                rows.append({"arm": tag, "recipe": recipe, "seed": seed, "epoch": ep,
+                             "train_loss": tl,
                              "test_loss": ev["test_loss"], "test_acc": ev["test_acc"],
                              "status": res.status})
-            rows.append({"recipe": recipe, "seed": seed, "epoch": "final", "status": res.status,
+            rows.append({"arm": tag, "recipe": recipe, "seed": seed, "epoch": "final",
+                         "status": res.status,
                          "train_loss": res.final.get("train_loss", math.nan),
                          "test_loss": res.final.get("test_loss", math.nan),
                          "test_acc": res.final.get("test_acc", math.nan)})
             ctx.progress(1)
 
-    def final(recipe: str, key: str) -> float:
-        return _mean([r[key] for r in rows if r["recipe"] == recipe and r["epoch"] == "final"])
+    def final(tag: str, key: str) -> float:
+        return _mean([r[key] for r in rows if r["arm"] == tag and r["epoch"] == "final"])
 
-    measured = {f"{k}_{tag}": finite_or_none(final(rec, k))
-                for rec, tag in (("depth-mup", "depth_mup"), ("nfd-depth", "nfd_depth"))
-                for k in ("train_loss", "test_loss", "test_acc")}
+    measured = {f"{k}_{tag}": finite_or_none(final(tag, k))
+                for tag, _recipe in arms for k in ("train_loss", "test_loss", "test_acc")}
     for k in ("train_loss", "test_loss", "test_acc"):
         measured[f"{k}_nfd_minus_depth_mup"] = finite_or_none(
-            final("nfd-depth", k) - final("depth-mup", k))
+            final("nfd_depth", k) - final("depth_mup", k))
     bands = {"train_loss_nfd_minus_depth_mup": (None, 0.0),
              "test_loss_nfd_minus_depth_mup": (None, 0.0),
              "test_acc_nfd_minus_depth_mup": (0.0, None)}
     fig, axes = figures.new_figure(ncols=3)
     for ax, key in zip(axes.flat, ("train_loss", "test_loss", "test_acc"), strict=True):
-        for recipe, label in (("depth-mup", "depth-muP"), ("nfd-depth", "Eq. 8")):
-            pts = [r for r in rows if r["recipe"] == recipe and r["epoch"] != "final"]
+        for tag, recipe in arms:
+            label = _ARM_LABELS[tag].format(recipe)
+            pts = [r for r in rows if r["arm"] == tag and r["epoch"] != "final"]
             eps = sorted({r["epoch"] for r in pts})
             ax.plot(eps, [_mean([r[key] for r in pts if r["epoch"] == e]) for e in eps], "o-",
                     label=label)

@@ -7,13 +7,14 @@ Each compares finite networks (or the limit objects themselves) with the solvers
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import ClaimOutcome, claim_outcome
+from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.limits import (
     coupled_finite_network,
@@ -39,6 +40,21 @@ def _slope(xs: list[int], ys: list[float]) -> float | None:
     return loglog_slope(xs, ys).slope if ok else None
 
 
+#: The residual-branch multiplier of the network (setting ``branch``): nfd Eq. 1's
+#: sqrt(T/(L n)), or the negative control's sqrt(T/n) (the 1/sqrt(L) factor missing).
+_BRANCHES = ("sqrt(T/(L n))", "sqrt(T/n)")
+
+
+def _branch_T(s: dict[str, Any], L: int) -> float:
+    """The time horizon that makes the coupling's branch sqrt(T'/(L n)) equal the network's
+    multiplier: T for nfd Eq. 1; T L without the 1/sqrt(L) factor, whose SDE horizon then grows
+    with the depth (no depth limit to converge to)."""
+    branch = s.get("branch", _BRANCHES[0])
+    if branch not in _BRANCHES:
+        raise ConfigError(f"branch must be one of {_BRANCHES}, got {branch!r}")
+    return float(s["T"]) * (1 if branch == _BRANCHES[0] else L)
+
+
 def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome:
     s = ctx.settings
     x = _gaussian_inputs(1, s["dim"], ctx.seed)[0]
@@ -48,12 +64,13 @@ def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome
     for axis, sizes, fixed in sweeps:
         for size in sizes:
             n, L = (size, fixed) if axis == "width" else (fixed, size)
+            T = _branch_T(s, L)
             if backward:
-                res = coupled_finite_network_backward(x, s["phi"], s["T"], n, L, seed=ctx.seed,
+                res = coupled_finite_network_backward(x, s["phi"], T, n, L, seed=ctx.seed,
                                                       trials=s["trials"])
                 err = float(res.mse[0])  # g_0, after the whole backward pass
             else:
-                res = coupled_finite_network(x, s["phi"], s["T"], n, L, seed=ctx.seed,
+                res = coupled_finite_network(x, s["phi"], T, n, L, seed=ctx.seed,
                                              trials=s["trials"],
                                              explicit_weights=axis == "width")
                 err = float(res.mse[-1])  # h_L, after the whole forward pass
@@ -88,8 +105,13 @@ _COUPLING_QUICK = {"phi": "relu", "T": 1.0, "dim": 16}
            "depths": [2, 4, 8, 16, 32], "width_at": 2**20, "trials": 8},
     full={**_COUPLING_QUICK, "widths": [32, 64, 128, 256, 512, 1024], "depth_at": 128,
           "depths": [4, 8, 16, 32, 64, 128], "width_at": 2**22, "trials": 32},
-    smoke={**_COUPLING_QUICK, "widths": [16, 32], "depth_at": 4, "depths": [2, 4],
-           "width_at": 4096, "trials": 1},
+    smoke={**_COUPLING_QUICK, "widths": [32, 128, 512], "depth_at": 4, "depths": [2, 4],
+           "width_at": 4096, "trials": 2},
+    control=Control(
+        "residual branch sqrt(T/n) instead of sqrt(T/(L n)) (the 1/sqrt(L) factor missing; the "
+        "coupled SDE's horizon becomes T L): each layer's step no longer shrinks with depth, so "
+        "the coupling error cannot fall with L",
+        {"branch": "sqrt(T/n)"}),
 )
 def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
     """Synchronous coupling (nfd App. C.1) of the Eq. 1 network and the forward SDE: mean-square
@@ -107,6 +129,13 @@ def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
           "depth_at": 32, "depths": [2, 4, 8, 16, 32, 64], "width_at": 8192, "trials": 16},
     smoke={**_COUPLING_QUICK, "phi": "tanh", "widths": [16, 32], "depth_at": 4,
            "depths": [2, 4], "width_at": 64, "trials": 1},
+    # Not the missing sqrt(L) of nfd-prop2: with tanh a horizon T L saturates phi', g barely
+    # moves and the coupling still converges (measured: depth exponent -1.2 at smoke).
+    control=Control(
+        "ReLU instead of tanh: phi' = 1{h > 0} jumps, outside Prop. 6's regularity assumption; "
+        "the network's and the SDE's phi'(h) disagree wherever their h straddle 0, so the "
+        "backward coupling error no longer falls at the 1/L + 1/n rate",
+        {"phi": "relu"}),
 )
 def nfd_prop6(ctx: ClaimContext) -> ClaimOutcome:
     """Synchronous coupling of the finite network's backward pass (shared W_l, nfd Eq. 3) with
@@ -128,8 +157,12 @@ def nfd_prop6(ctx: ClaimContext) -> ClaimOutcome:
     full={"phi": "relu", "T": 1.0, "inputs": 16, "dim": 32,
           "widths": [64, 128, 256, 512, 1024, 2048], "depth_at": 64,
           "depths": [1, 2, 4, 8, 16], "width_at": 8192, "trials": 32},
-    smoke={"phi": "relu", "T": 1.0, "inputs": 3, "dim": 4, "widths": [16, 32], "depth_at": 2,
-           "depths": [1, 2], "width_at": 32, "trials": 1},
+    smoke={"phi": "relu", "T": 1.0, "inputs": 3, "dim": 4, "widths": [32, 512], "depth_at": 2,
+           "depths": [1, 4], "width_at": 1024, "trials": 8},
+    control=Control(
+        "finite nets under recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch "
+        "multiplier): their kernel moves away from C_T as L grows, so the depth error cannot fall",
+        {"recipe": "mup"}),
 )
 def nfd_prop3(ctx: ClaimContext) -> ClaimOutcome:
     """Monte Carlo kernel of finite depth-muP ResNets in the kernel regime (alpha = 1):
@@ -149,7 +182,8 @@ def nfd_prop3(ctx: ClaimContext) -> ClaimOutcome:
             n, L = (size, fixed) if axis == "width" else (fixed, size)
             acc = np.zeros_like(exact)
             for trial in range(s["trials"]):
-                net, _ = build("resnet1", "depth-mup", input_shape=(s["dim"],), n_out=1,
+                net, _ = build("resnet1", s.get("recipe", "depth-mup"),
+                               input_shape=(s["dim"],), n_out=1,
                                width=n, depth=L, seed=ctx.seed * 10_007 + trial,
                                plan_options={"T": s["T"], "regime": "kernel"},
                                activation=s["phi"])
@@ -177,6 +211,10 @@ def nfd_prop3(ctx: ClaimContext) -> ClaimOutcome:
     quick={"phi": "relu", "inputs": 64, "dim": 16, "times": [0.25, 0.5, 1, 2, 4, 8]},
     full={"phi": "relu", "inputs": 256, "dim": 32, "times": [0.1, 0.25, 0.5, 1, 2, 4, 8, 16]},
     smoke={"phi": "relu", "inputs": 6, "dim": 3, "times": [0.5, 1, 2]},
+    control=Control(
+        "identity activation instead of ReLU (polynomial, outside Prop. 4): with more points "
+        "than input dimensions C_t is singular, so 'min eig C_t > 0' must fail",
+        {"phi": "identity"}),
 )
 def nfd_prop4_5(ctx: ClaimContext) -> ClaimOutcome:
     """Min eigenvalue of C_t on distinct points (more points than input dimensions, so
