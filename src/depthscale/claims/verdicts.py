@@ -1,6 +1,14 @@
 """Verdicts of claims: measured numbers judged against bands fixed before running.
 
-The verdict is computed from measured values and bands, never asserted.
+The verdict is computed from measured values and bands, never asserted. Beyond PASS/FAIL of
+the bands, two rules decide the other classes of CLAIMS.md:
+
+* :func:`routes_verdict`: a claim measured along independent routes (finite networks and a limit
+  solver, say) is REFUTED only when at least two routes contradict it *and* an in-run contrast
+  (a setting where the effect must show) shows the check can see the effect; routes that
+  disagree are a FAIL (our code is suspected first).
+* :func:`noise_gate`: a signal that does not exceed its noise (seed-to-seed spread, a CI that
+  spans both sides of the band) makes the claim INCONCLUSIVE, with what would decide it.
 """
 
 from __future__ import annotations
@@ -14,15 +22,84 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from depthscale.claims.registry import ClaimContext
 
-__all__ = ["Band", "ClaimOutcome", "band_verdict", "claim_outcome", "finite_or_none"]
+__all__ = [
+    "Band", "ClaimOutcome", "Decision", "Route", "band_verdict", "claim_outcome",
+    "finite_or_none", "noise_gate", "routes_verdict",
+]
 
 #: A closed interval [low, high]; None is unbounded on that side.
 Band = tuple[float | None, float | None]
 
+#: A verdict with its evidence: (verdict class, evidence text with numbers).
+Decision = tuple[str, str]
+
+#: What one route says of the claim.
+ROUTE_FINDINGS = ("supports", "contradicts", "undecided")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One independent route to a claim's quantity (finite nets, a limit solver...):
+    ``finding`` is "supports", "contradicts" or "undecided" (signal below its noise), and
+    ``evidence`` the numbers behind it."""
+
+    name: str
+    finding: str
+    evidence: str
+
+    def __post_init__(self) -> None:
+        if self.finding not in ROUTE_FINDINGS:
+            raise ValueError(f"route finding must be one of {ROUTE_FINDINGS}, got {self.finding!r}")
+
+
+def routes_verdict(
+    routes: list[Route], *, contrast_seen: bool, contrast_evidence: str
+) -> Decision:
+    """The verdict of a claim checked along independent routes (CLAIMS.md verdict classes).
+
+    PASS when every route supports the claim; INCONCLUSIVE when any route is undecided and none
+    contradicts; REFUTED when at least two routes contradict, none supports, and the in-run
+    contrast shows the check sees the effect (``contrast_seen``); FAIL otherwise: routes that
+    disagree, a single contradicting route, or a contrast that does not show the effect.
+    """
+    if not routes:
+        raise ValueError("routes_verdict needs at least one route")
+    said = "; ".join(f"{r.name}: {r.finding} ({r.evidence})" for r in routes)
+    findings = [r.finding for r in routes]
+    contrast = f"contrast: {'seen' if contrast_seen else 'NOT seen'} ({contrast_evidence})"
+    if all(f == "supports" for f in findings):
+        return "PASS", said
+    n_contra = findings.count("contradicts")
+    if n_contra == 0:
+        return "INCONCLUSIVE", said
+    if n_contra >= 2 and "supports" not in findings and contrast_seen:
+        return "REFUTED", f"{said}; {contrast}"
+    why = ("routes disagree, our code is suspected first" if "supports" in findings else
+           "only one route contradicts" if n_contra < 2 else
+           "the contrast does not show the effect, so the check may be blind")
+    return "FAIL", f"{said}; {contrast}; {why}"
+
+
+def noise_gate(
+    decision: Decision, *, signal: float, noise: float, what: str, decide: str
+) -> Decision:
+    """INCONCLUSIVE when ``signal`` (the effect the verdict rests on) does not exceed ``noise``
+    (its seed-to-seed spread or CI half-width); otherwise ``decision`` unchanged. ``decide``
+    says what scale or setting would decide the claim."""
+    if math.isfinite(signal) and math.isfinite(noise) and abs(signal) > noise:
+        return decision
+    return "INCONCLUSIVE", (
+        f"{what}: signal {signal:.3g} is not above its noise {noise:.3g}, so the measured "
+        f"{decision[0]} is not decided at this scale; {decide}"
+        + (f" [{decision[1]}]" if decision[1] else "")
+    )
+
 
 @dataclass
 class ClaimOutcome:
-    """A claim's result. ``verdict`` is PASS/FAIL (computed) or SKIP (with ``reason``)."""
+    """A claim's result. ``verdict`` is one of the classes of CLAIMS.md (computed by
+    :func:`band_verdict`, :func:`routes_verdict` or :func:`noise_gate`) or SKIP; every verdict
+    but PASS carries its evidence in ``reason``."""
 
     verdict: str
     measured: dict[str, float | None] = field(default_factory=dict)
@@ -61,14 +138,20 @@ def claim_outcome(
     rows: list[dict[str, Any]],
     fig: Any,
     note: str = "",
+    decision: Decision | None = None,
 ) -> ClaimOutcome:
     """The usual end of a runner: verdict from the bands, the figure as ``<id>.png`` and the
-    data behind it as ``<id>.csv`` in the output folder, a reason joining misses and ``note``."""
+    data behind it as ``<id>.csv`` in the output folder, a reason joining misses and ``note``.
+    ``decision`` (from :func:`routes_verdict` or :func:`noise_gate`) replaces the band verdict;
+    its evidence leads the reason."""
     from depthscale.report import figures, write_csv
 
     verdict, band, misses = band_verdict(measured, bands)
+    evidence = ""
+    if decision is not None:
+        verdict, evidence = decision
     return ClaimOutcome(
-        verdict, dict(measured), band, "; ".join(r for r in (misses, note) if r),
+        verdict, dict(measured), band, "; ".join(r for r in (evidence, misses, note) if r),
         figures.save_figure(fig, ctx.path(claim_id, ".png")),
         write_csv(ctx.path(claim_id, ".csv"), rows),
     )

@@ -1,0 +1,55 @@
+"""The verdict rules of CLAIMS.md: routes (REFUTED needs two routes and a seen contrast) and the
+noise gate (INCONCLUSIVE when the signal does not exceed its noise)."""
+
+import pytest
+
+from depthscale.claims.verdicts import Route, noise_gate, routes_verdict
+
+S, C, U = "supports", "contradicts", "undecided"
+
+
+def _routes(*findings: str) -> list[Route]:
+    return [Route(f"r{i}", f, f"value {i}") for i, f in enumerate(findings)]
+
+
+@pytest.mark.parametrize(
+    ("findings", "seen", "want"),
+    [
+        ((S, S), True, "PASS"),
+        ((S,), False, "PASS"),
+        ((C, C), True, "REFUTED"),
+        ((C, C), False, "FAIL"),      # a blind check cannot refute
+        ((C,), True, "FAIL"),         # one route is not enough
+        ((C, S), True, "FAIL"),       # disagreement: our code first
+        ((C, U), True, "FAIL"),
+        ((S, U), True, "INCONCLUSIVE"),
+        ((U, U), True, "INCONCLUSIVE"),
+        ((C, C, U), True, "REFUTED"),
+    ],
+)
+def test_routes_verdict_classes(findings: tuple[str, ...], seen: bool, want: str) -> None:
+    verdict, evidence = routes_verdict(_routes(*findings), contrast_seen=seen,
+                                       contrast_evidence="gap slope +0.6")
+    assert verdict == want
+    for i, f in enumerate(findings):  # every route's evidence is carried
+        assert f"r{i}: {f} (value {i})" in evidence
+    if want in ("REFUTED", "FAIL") and C in findings:
+        assert "gap slope +0.6" in evidence
+
+
+def test_route_rejects_unknown_finding_and_empty_routes() -> None:
+    with pytest.raises(ValueError, match="finding"):
+        Route("x", "maybe", "")
+    with pytest.raises(ValueError, match="at least one"):
+        routes_verdict([], contrast_seen=True, contrast_evidence="")
+
+
+def test_noise_gate() -> None:
+    d = ("FAIL", "slope -0.2 outside band")
+    assert noise_gate(d, signal=0.3, noise=0.1, what="w", decide="x") == d
+    assert noise_gate(d, signal=-0.3, noise=0.1, what="w", decide="x") == d
+    verdict, why = noise_gate(d, signal=0.05, noise=0.1, what="loss range over LRs",
+                              decide="256 steps would decide it")
+    assert verdict == "INCONCLUSIVE"
+    assert "0.05" in why and "0.1" in why and "256 steps" in why and "FAIL" in why
+    assert noise_gate(d, signal=float("nan"), noise=0.1, what="w", decide="x")[0] == "INCONCLUSIVE"
