@@ -53,3 +53,37 @@ def test_noise_gate() -> None:
     assert verdict == "INCONCLUSIVE"
     assert "0.05" in why and "0.1" in why and "256 steps" in why and "FAIL" in why
     assert noise_gate(d, signal=float("nan"), noise=0.1, what="w", decide="x")[0] == "INCONCLUSIVE"
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "band", "want"),
+    [
+        (-1.6, -1.2, (-1.9, -1.0), "supports"),
+        (-1.9, -1.0, (-1.9, -1.0), "supports"),      # closed band
+        (-0.9, -0.5, (-1.9, -1.0), "contradicts"),
+        (-2.5, -2.0, (-1.9, -1.0), "contradicts"),
+        (-1.2, -0.8, (-1.9, -1.0), "undecided"),
+        (-3.0, 0.0, (-1.9, -1.0), "undecided"),
+        (0.1, 0.3, (None, 0.0), "contradicts"),
+        (-5.0, -0.1, (None, 0.0), "supports"),
+        (float("nan"), -1.2, (-1.9, -1.0), "undecided"),
+    ],
+)
+def test_interval_finding(low: float, high: float, band: tuple, want: str) -> None:
+    from depthscale.claims.verdicts import interval_finding
+
+    assert interval_finding(low, high, band) == want
+
+
+def test_findings_verdict() -> None:
+    from depthscale.claims.verdicts import findings_verdict
+
+    assert findings_verdict({"a": (S, "x"), "b": (S, "y")}) == ("PASS", "")
+    verdict, why = findings_verdict({"a": (S, "x"), "b": (U, "ci [-1.2, -0.8]")})
+    assert verdict == "INCONCLUSIVE" and why == "b: undecided (ci [-1.2, -0.8])"
+    verdict, why = findings_verdict({"a": (C, "ci [-0.9, -0.5]"), "b": (U, "flat")})
+    assert verdict == "FAIL" and "a: contradicts (ci [-0.9, -0.5])" in why and "b: undecided" in why
+    with pytest.raises(ValueError):
+        findings_verdict({})
+    with pytest.raises(ValueError):
+        findings_verdict({"a": ("maybe", "")})

@@ -78,6 +78,22 @@ def test_laws_init_is_he_fan_in_with_residual_k_scaling() -> None:
     assert all(b.multiplier == 1.0 for b in model.branches)
 
 
+def test_laws_fanin_has_no_residual_k_scaling() -> None:
+    """The paper's Transformers (laws Sec. 3.5) use Eq. 1 on every weight: the same std for
+    branch weights at depth 2 and 16, while recipe 'laws' divides it by sqrt(K)."""
+    width = 64
+    for depth in (2, 16):
+        specs = {s.name: s for s in plan("laws-fanin", width=width, depth=depth).resolve(
+            plan("laws-fanin", width=width, depth=depth).apply(MLPResNet(64, 10, width, depth)))}
+        laws = {s.name: s for s in plan("laws", width=width, depth=depth).resolve(
+            plan("laws", width=width, depth=depth).apply(MLPResNet(64, 10, width, depth)))}
+        name = "branches.0.weight"
+        assert specs[name].b == pytest.approx(1 / math.sqrt(0.5 * width))
+        assert laws[name].b == pytest.approx(1 / math.sqrt(0.5 * width * depth))
+        assert specs["readout.weight"].b == laws["readout.weight"].b
+        assert specs["embed.weight"].b == laws["embed.weight"].b
+
+
 def test_sp_init_std_is_one_over_sqrt_fan_in_and_one_lr() -> None:
     model = MLPResNet(32, 10, 256, 2)
     p = plan("sp", width=256, depth=2)

@@ -11,7 +11,9 @@ from scipy import stats
 from depthscale.errors import ConfigError
 from depthscale.studies.analysis import (
     Optimum,
+    bootstrap_slope_ci,
     criterion_value,
+    grid_signals,
     lr_spread,
     optimal_lrs,
     scan_axis,
@@ -36,8 +38,9 @@ def test_optimum_is_refined_between_grid_points_and_ignores_diverged_runs() -> N
     (o2,) = optimal_lrs(_records(8, 0, best=0.5, diverge_above=0.05))
     # the best finite LR sits next to a diverged one: no refinement across it
     assert o2.grid_lr == pytest.approx(10**-1.5) and o2.lr == o2.grid_lr and not o2.on_edge
+    assert o2.next_to_diverged and not o.next_to_diverged
     (edge,) = optimal_lrs(_records(8, 0, best=10.0))
-    assert edge.on_edge and edge.lr == LRS[-1]
+    assert edge.on_edge and edge.lr == LRS[-1] and not edge.next_to_diverged
     with pytest.raises(ConfigError, match="criterion"):
         optimal_lrs([], criterion="best")
 
@@ -206,3 +209,55 @@ def test_study_spec_checks_analysis_axes_against_its_grid() -> None:
     assert spec.analysis.optimize == "plan.T" and spec.analysis.aggregate == "loss"
     with pytest.raises(ConfigError, match=r"analysis\.group 'recipe' is not an axis of"):
         parse_study(text + 'group = "recipe"\n')
+
+
+def _optima(values: dict[int, list[float]]) -> list[Optimum]:
+    return [Optimum(d, seed, lr, lr, False, "running") for d, lrs in values.items()
+            for seed, lr in enumerate(lrs)]
+
+
+def test_seed_bootstrap_of_the_slope() -> None:
+    # seeds that agree exactly: every resample is the same exact power law, zero-width interval
+    exact = _optima({d: [0.1 * d**-1.5] * 3 for d in (2, 4, 8, 16)})
+    low, high = bootstrap_slope_ci(exact)
+    assert low == pytest.approx(-1.5, abs=1e-9) and high == pytest.approx(-1.5, abs=1e-9)
+    # one seed per depth: resamples cannot vary
+    one = _optima({d: [0.1 * d**-1.2] for d in (2, 4, 8)})
+    assert bootstrap_slope_ci(one) == pytest.approx((-1.2, -1.2), abs=1e-9)
+    # noisy seeds (log10 noise 0.3): the interval contains the truth and has real width;
+    # with ten times less noise it is about ten times narrower (fixed seeds)
+    rng = np.random.default_rng(3)
+    depths = (2, 4, 8, 16, 32)
+    z = rng.normal(size=(len(depths), 3))
+    wide, narrow = (
+        bootstrap_slope_ci(_optima({d: list(0.1 * d**-1.5 * 10 ** (sd * z[i]))
+                                    for i, d in enumerate(depths)}), seed=1)
+        for sd in (0.3, 0.03))
+    assert wide[0] < -1.5 < wide[1] and 0.3 < wide[1] - wide[0] < 3.0
+    assert (narrow[1] - narrow[0]) == pytest.approx((wide[1] - wide[0]) / 10, rel=0.35)
+    assert math.isnan(bootstrap_slope_ci(_optima({2: [0.1], 4: [0.05]}))[0])
+    with pytest.raises(ConfigError, match="one optimum per seed"):
+        bootstrap_slope_ci([Optimum(2, None, 0.1, 0.1, False, "running")] * 3)
+
+
+def test_grid_signal_separates_a_resolved_optimum_from_a_flat_grid() -> None:
+    records = []
+    for seed, shift in enumerate((0.0, 0.02, -0.02)):
+        # depth 4: a clear minimum (range 1.6 over the grid), seeds 0.04 apart
+        records += [{"depth": 4, "seed": seed, "lr": lr, "status": "done",
+                     "running_loss": (math.log10(lr) + 2) ** 2 / 2.5 + 1.0 + shift}
+                    for lr in LRS]
+        # depth 16: flat at chance (2.30) up to seed noise of +-0.02 and a 0.01 bump
+        records += [{"depth": 16, "seed": seed, "lr": lr, "status": "done",
+                     "running_loss": 2.30 + shift + (0.01 if i == 3 else 0.0)}
+                    for i, lr in enumerate(LRS)]
+    records.append({"depth": 16, "seed": 0, "lr": 1.0, "status": "diverged",
+                    "running_loss": None})
+    clear, flat = grid_signals(records)
+    assert (clear.depth, flat.depth) == (4, 16)
+    assert clear.loss_range == pytest.approx(1.6) and clear.seed_spread == pytest.approx(0.04)
+    assert not clear.flat and clear.n_lrs == 17
+    # the diverged LR is left out of the range; the 0.01 bump is below the 0.04 spread
+    assert flat.loss_range == pytest.approx(0.01) and flat.flat and flat.n_lrs == 16
+    (single,) = grid_signals([r for r in records if r["seed"] == 0 and r["depth"] == 16])
+    assert math.isnan(single.seed_spread) and not single.flat

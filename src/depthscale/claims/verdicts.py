@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Band", "ClaimOutcome", "Decision", "Route", "band_verdict", "claim_outcome",
-    "finite_or_none", "noise_gate", "routes_verdict",
+    "findings_verdict", "finite_or_none", "interval_finding", "noise_gate", "routes_verdict",
 ]
 
 #: A closed interval [low, high]; None is unbounded on that side.
@@ -78,6 +78,38 @@ def routes_verdict(
            "only one route contradicts" if n_contra < 2 else
            "the contrast does not show the effect, so the check may be blind")
     return "FAIL", f"{said}; {contrast}; {why}"
+
+
+def interval_finding(low: float, high: float, band: Band) -> str:
+    """What a confidence interval [low, high] says of a band: "supports" when it lies inside,
+    "contradicts" when it lies wholly outside, "undecided" when it straddles an edge or is not
+    finite (a fit's verdict rests on its CI, not its point estimate)."""
+    lo_b = -math.inf if band[0] is None else band[0]
+    hi_b = math.inf if band[1] is None else band[1]
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "undecided"
+    if lo_b <= low and high <= hi_b:
+        return "supports"
+    if high < lo_b or low > hi_b:
+        return "contradicts"
+    return "undecided"
+
+
+def findings_verdict(findings: Mapping[str, tuple[str, str]]) -> Decision:
+    """One verdict from several checks of one route, each (finding, evidence): FAIL if any
+    contradicts, else INCONCLUSIVE if any is undecided, else PASS. The evidence names every
+    check that did not support the claim."""
+    if not findings:
+        raise ValueError("findings_verdict needs at least one finding")
+    for name, (finding, _) in findings.items():
+        if finding not in ROUTE_FINDINGS:
+            raise ValueError(f"{name}: finding must be one of {ROUTE_FINDINGS}, got {finding!r}")
+    said = "; ".join(f"{name}: {f} ({ev})" for name, (f, ev) in findings.items()
+                     if f != "supports")
+    kinds = {f for f, _ in findings.values()}
+    verdict = "FAIL" if "contradicts" in kinds else "INCONCLUSIVE" if "undecided" in kinds else (
+        "PASS")
+    return verdict, said
 
 
 def noise_gate(

@@ -127,7 +127,14 @@ def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> 
     from rich.table import Table
 
     from depthscale.report.figures import new_figure
-    from depthscale.studies.analysis import lr_spread, optimal_lrs, seed_summary, wls_power_law
+    from depthscale.studies.analysis import (
+        bootstrap_slope_ci,
+        grid_signals,
+        lr_spread,
+        optimal_lrs,
+        seed_summary,
+        wls_power_law,
+    )
 
     group, criterion = analysis.group, analysis.criterion
     optima = optimal_lrs(done, criterion, axis=axis, group=group, aggregate=analysis.aggregate)
@@ -135,15 +142,21 @@ def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> 
         raise ConfigError("every run diverged: no optimal LR to fit")
     summaries = seed_summary(optima)
     spreads = lr_spread(summaries)
+    signals = {(g.group, g.depth): g for g in grid_signals(done, criterion, axis, group=group)}
+    beside = {(o.group, o.depth) for o in optima if o.next_to_diverged}
     table = Table(title=f"eta* per {axis} ({criterion} criterion)")
     for col in (*([group] if group else []), axis, "mean log10 eta*", "95% CI", "seeds",
-                "edge?"):
+                "edge?", "next to diverged?", "loss range / seed spread"):
         table.add_column(col)
     for su in summaries:
         ci = f"[{fmt(su.ci_low)}, {fmt(su.ci_high)}]" if math.isfinite(su.sem) else "-"
+        sig = signals.get((su.group, su.depth))
+        flat = "-" if sig is None else (f"{sig.loss_range:.3g} / {sig.seed_spread:.3g}"
+                                        + (" FLAT: eta* is noise" if sig.flat else ""))
         table.add_row(*([str(su.group)] if group else []), str(su.depth),
                       f"{su.mean_log10_lr:+.3f}", ci, str(su.n_seeds),
-                      "yes" if su.any_on_edge else "")
+                      "yes" if su.any_on_edge else "",
+                      "yes" if (su.group, su.depth) in beside else "", flat)
     Console().print(table)
     if analysis.aggregate == "loss":
         print("(one eta* per size: the loss was averaged over the seeds before minimising)")
@@ -154,6 +167,7 @@ def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> 
         part = [s for s in summaries if s.group == g]
         name = f"{group} {g}: " if group else ""
         fit = wls_power_law(part) if len(part) >= 3 else None
+        boot = (math.nan, math.nan)
         if fit is None:
             print(f"{name}no power-law fit (needs >= 3 sizes, has {len(part)})")
         else:
@@ -162,10 +176,15 @@ def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> 
             print(f"{name}log10 eta* = {fit.intercept:+.3f} + ({fit.slope:+.3f}) log10 {axis}; "
                   f"slope 95% CI [{fmt(fit.slope_ci[0])}, {fmt(fit.slope_ci[1])}], R^2 "
                   f"{fit.r2:.3f} (weighted least squares, {weights})")
+            if analysis.aggregate == "optima":
+                boot = bootstrap_slope_ci([o for o in optima if o.group == g])
+                print(f"{name}slope 95% seed-bootstrap interval [{fmt(boot[0])}, "
+                      f"{fmt(boot[1])}]")
         print(f"{name}spread of log10 eta* across {axis}s (max - min): {spread:.3f} decades")
         entry = {"group": g, "spread_log10_lr": spread, "n_sizes": len(part),
                  "slope": None if fit is None else fit.slope,
                  "slope_ci": None if fit is None else list(fit.slope_ci),
+                 "slope_bootstrap_ci": [v if math.isfinite(v) else None for v in boot],
                  "intercept": None if fit is None else fit.intercept,
                  "r2": None if fit is None else fit.r2}
         groups.append(entry)
@@ -188,9 +207,12 @@ def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> 
     single = groups[0] if group is None else {}
     payload = {"axis": axis, "criterion": criterion, "optimize": "lr", "group": group,
                "aggregate": analysis.aggregate, "slope": single.get("slope"),
-               "slope_ci": single.get("slope_ci"), "intercept": single.get("intercept"),
+               "slope_ci": single.get("slope_ci"),
+               "slope_bootstrap_ci": single.get("slope_bootstrap_ci"),
+               "intercept": single.get("intercept"),
                "r2": single.get("r2"), "spread_log10_lr": single.get("spread_log10_lr"),
                "groups": groups, "per_size": [vars(s) for s in summaries],
+               "grid_signals": [vars(g) for g in signals.values()],
                "optima": [vars(o) for o in optima]}
     _write_fit(out, payload, fig)
 

@@ -299,6 +299,21 @@ LAWS = Recipe(
     },
 )
 
+# The paper's Transformers use plain fan-in init on the attention and FFN maps (laws Sec. 3.1
+# Eq. 1, Prop. 3.5); the K^(-1/2) of Eq. 5 is for ResNets' residual branches (Sec. 4.3).
+LAWS_FANIN = Recipe(
+    "laws-fanin",
+    "Depth LR-law setting for Transformers (laws Sec. 3.1 Eq. 1, Sec. 3.5): fan-in init "
+    "Var = 1/(q fan_in) on every weight, residual branches included (no K^(-1/2)), linear "
+    "fan-in head, one base LR.",
+    "laws Sec. 3.1 Eq. 1 and Sec. 3.5",
+    {
+        **{role: _laws_plain for role in ("input", "hidden", "branch", "branch_in", "branch_out")},
+        "output": LAWS.rules["output"],
+        **_vectors(ONE, ONE, _LAWS),
+    },
+)
+
 RECIPES: dict[str, Recipe] = {
-    r.name: r for r in (SP, MUP, DEPTH_MUP, NFD_DEPTH, COMPLETEP, MEAN_ODE, LAWS)
+    r.name: r for r in (SP, MUP, DEPTH_MUP, NFD_DEPTH, COMPLETEP, MEAN_ODE, LAWS, LAWS_FANIN)
 }

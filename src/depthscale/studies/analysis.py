@@ -7,6 +7,9 @@
 * :func:`lr_spread`: max - min of log10 eta* across sizes (nfd Fig. 5 row 2: transfer).
 * :func:`wls_power_law`: weighted least squares of log10 eta* = beta0 + alpha log10 L with
   weights 1/variance, the slope's 95% CI and R^2 (the fit itself is :mod:`depthscale.fits`).
+* :func:`bootstrap_slope_ci`: the same slope's 95% interval when seeds are resampled.
+* :func:`grid_signals`: per size, whether the LR grid's loss range stands above the seed noise
+  (if not, the argmin is noise and no eta* can be read from that sweep).
 * :func:`scan_axis`: the loss against another swept setting (e.g. the time horizon T, nfd
   Fig. 2) per size: seed means, diverged fractions, the best value, interior or on the edge.
 
@@ -31,9 +34,12 @@ __all__ = [
     "AGGREGATES",
     "CRITERIA",
     "AxisScan",
+    "GridSignal",
     "Optimum",
     "SeedSummary",
+    "bootstrap_slope_ci",
     "criterion_value",
+    "grid_signals",
     "lr_spread",
     "optimal_lrs",
     "scan_axis",
@@ -53,7 +59,8 @@ class Optimum:
     """eta* of one (size, seed) sweep: refined value, best grid value, on the grid's edge?
     ``depth`` is the size the sweep is grouped by (depth, effective depth or width); ``group``
     the value of the group axis (None: ungrouped). ``seed`` is None when the loss was averaged
-    over ``n_seeds`` seeds before minimising."""
+    over ``n_seeds`` seeds before minimising. ``next_to_diverged``: a grid neighbour of the
+    best LR diverged, so the optimum may sit on the stability edge rather than a loss minimum."""
 
     depth: int
     seed: int | None
@@ -63,6 +70,7 @@ class Optimum:
     criterion: str
     group: Any = None
     n_seeds: int = 1
+    next_to_diverged: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,7 +173,8 @@ def optimal_lrs(
             if not any(math.isfinite(v) for v in losses):
                 continue  # every LR diverged: no optimum at this (size, seed); the summary says so
             m = log_minimum(lrs, losses)
-            out.append(Optimum(size, seed, m.x, m.grid_x, m.on_edge, criterion, group=g))
+            out.append(Optimum(size, seed, m.x, m.grid_x, m.on_edge, criterion, group=g,
+                               next_to_diverged=_next_to_diverged(lrs, losses, m.grid_x)))
         return out
     per_size: dict[tuple[Any, int], dict[float, list[float]]] = {}
     seeds: dict[tuple[Any, int], set[int]] = {}
@@ -181,8 +190,15 @@ def optimal_lrs(
             continue
         m = log_minimum(lrs, losses)
         out.append(Optimum(size, None, m.x, m.grid_x, m.on_edge, criterion, group=g,
-                           n_seeds=len(seeds[(g, size)])))
+                           n_seeds=len(seeds[(g, size)]),
+                           next_to_diverged=_next_to_diverged(lrs, losses, m.grid_x)))
     return out
+
+
+def _next_to_diverged(lrs: Sequence[float], losses: Sequence[float], best: float) -> bool:
+    """Whether a grid neighbour of the best LR has no finite loss (diverged)."""
+    i = list(lrs).index(best)
+    return any(not math.isfinite(losses[j]) for j in (i - 1, i + 1) if 0 <= j < len(lrs))
 
 
 def seed_summary(optima: Sequence[Optimum]) -> list[SeedSummary]:
@@ -202,6 +218,85 @@ def seed_summary(optima: Sequence[Optimum]) -> list[SeedSummary]:
         half = float(stats.t.ppf(0.975, k - 1) * sem) if k > 1 else math.nan
         out.append(SeedSummary(depth, mean, sem, mean - half, mean + half,
                                sum(o.n_seeds for o in group), any(o.on_edge for o in group), g))
+    return out
+
+
+def bootstrap_slope_ci(
+    optima: Sequence[Optimum], *, n_boot: int = 2000, seed: int = 0, min_sem: float = 1e-3
+) -> tuple[float, float]:
+    """95% percentile interval of the weighted power-law slope (:func:`wls_power_law`) under a
+    seed bootstrap: at every size the per-seed optima are resampled with replacement, the seed
+    means and SEMs recomputed and the fit redone (``n_boot`` times, generator ``seed``). It
+    sits beside the t-interval of the 1/SEM^2 fit, which trusts 3 seeds' SEMs; with one seed
+    per size the resamples do not vary and the interval has zero width (NaN for < 3 sizes)."""
+    by_size: dict[int, list[float]] = {}
+    for o in optima:
+        if o.seed is None:
+            raise ConfigError("a seed bootstrap needs one optimum per seed (aggregate = "
+                              "\"optima\")")
+        by_size.setdefault(o.depth, []).append(math.log10(o.lr))
+    if len(by_size) < 3:
+        return math.nan, math.nan
+    sizes = sorted(by_size)
+    x = np.log10(np.asarray(sizes, dtype=float))
+    rng = np.random.default_rng(seed)
+    means = np.empty((n_boot, len(sizes)))
+    sems = np.empty((n_boot, len(sizes)))
+    for j, size in enumerate(sizes):
+        logs = np.asarray(by_size[size])
+        draw = logs[rng.integers(0, len(logs), size=(n_boot, len(logs)))]
+        means[:, j] = draw.mean(axis=1)
+        k = len(logs)
+        sems[:, j] = draw.std(axis=1, ddof=1) / math.sqrt(k) if k > 1 else 1.0
+    w = 1.0 / np.maximum(sems, min_sem) ** 2
+    # closed-form weighted least-squares slope, one per resample
+    xbar = (w * x).sum(axis=1) / w.sum(axis=1)
+    ybar = (w * means).sum(axis=1) / w.sum(axis=1)
+    dx = x[None, :] - xbar[:, None]
+    slopes = (w * dx * (means - ybar[:, None])).sum(axis=1) / (w * dx**2).sum(axis=1)
+    low, high = np.percentile(slopes, [2.5, 97.5])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class GridSignal:
+    """How well one size's LR sweep locates an optimum. ``loss_range``: max - min over the grid
+    of the seed-mean criterion (LRs at which every seed finished); ``seed_spread``: the median
+    over those LRs of max - min across seeds; ``flat``: the range does not exceed the seed
+    spread, so the argmin is noise. NaN spread (one seed) is never called flat."""
+
+    depth: int
+    loss_range: float
+    seed_spread: float
+    n_lrs: int
+    flat: bool
+    group: Any = None
+
+
+def grid_signals(
+    records: Iterable[Mapping[str, Any]], criterion: str = "running", axis: str = "depth",
+    *, group: str | None = None,
+) -> list[GridSignal]:
+    """Per (group, size): the LR grid's loss range against the seed-to-seed spread (see
+    :class:`GridSignal`). A sweep whose range is within its seed noise gives no eta*: the
+    verdict that rests on it is INCONCLUSIVE, not PASS or FAIL."""
+    cells: dict[tuple[Any, int], dict[float, list[float]]] = {}
+    for r in records:
+        key = (_group_of(r, group), int(r[axis]))
+        cells.setdefault(key, {}).setdefault(float(r["lr"]), []).append(
+            criterion_value(r, criterion))
+    out = []
+    for (g, size), by_lr in sorted(cells.items(), key=lambda kv: (_order(kv[0][0]), kv[0][1])):
+        full = [v for v in by_lr.values() if v and all(map(math.isfinite, v))]
+        if not full:
+            out.append(GridSignal(size, math.nan, math.nan, 0, False, g))
+            continue
+        means = [statistics.fmean(v) for v in full]
+        loss_range = max(means) - min(means)
+        spreads = [max(v) - min(v) for v in full if len(v) > 1]
+        spread = float(np.median(spreads)) if spreads else math.nan
+        flat = math.isfinite(spread) and loss_range <= spread
+        out.append(GridSignal(size, loss_range, spread, len(full), flat, g))
     return out
 
 
