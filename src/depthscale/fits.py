@@ -23,6 +23,7 @@ __all__ = [
     "fit_error_law",
     "log_minimum",
     "loglog_slope",
+    "mean_ci",
     "weighted_loglog_fit",
 ]
 
@@ -67,6 +68,19 @@ class LogMinimum:
     x: float
     grid_x: float
     on_edge: bool
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean of ``values`` (e.g. per-seed paired differences) and its Student-t 95% interval;
+    one value gives a zero-width interval at that value (no noise estimate)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0 or not np.isfinite(v).all():
+        return math.nan, math.nan, math.nan
+    mean = float(v.mean())
+    if v.size == 1:
+        return mean, mean, mean
+    half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return mean, mean - half, mean + half
 
 
 def log_minimum(x: Sequence[float], y: Sequence[float]) -> LogMinimum:

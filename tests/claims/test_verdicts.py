@@ -87,3 +87,36 @@ def test_findings_verdict() -> None:
         findings_verdict({})
     with pytest.raises(ValueError):
         findings_verdict({"a": ("maybe", "")})
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "sign", "want"),
+    [
+        (-0.3, -0.1, -1, "supports"),
+        (0.0, 0.0, -1, "contradicts"),   # identical arms: no effect
+        (0.1, 0.2, -1, "contradicts"),
+        (-0.2, 0.1, -1, "undecided"),
+        (-0.2, 0.0, -1, "undecided"),
+        (0.1, 0.3, 1, "supports"),
+        (-0.1, -0.05, 1, "contradicts"),
+        (-0.1, 0.05, 1, "undecided"),
+        (float("nan"), 0.1, 1, "undecided"),
+    ],
+)
+def test_sign_finding(low: float, high: float, sign: int, want: str) -> None:
+    from depthscale.claims.verdicts import sign_finding
+
+    assert sign_finding(low, high, sign) == want
+
+
+def test_mean_ci_is_the_student_t_interval() -> None:
+    from scipy import stats
+
+    from depthscale.fits import mean_ci
+
+    mean, low, high = mean_ci([1.0, 2.0, 4.0])
+    half = stats.t.ppf(0.975, 2) * ((7 / 3) ** 0.5 / 3**0.5)  # sample std sqrt(7/3)
+    assert mean == pytest.approx(7 / 3) and low == pytest.approx(7 / 3 - half)
+    assert high == pytest.approx(7 / 3 + half)
+    assert mean_ci([0.5]) == (0.5, 0.5, 0.5)
+    assert all(v != v for v in mean_ci([1.0, float("nan")]))

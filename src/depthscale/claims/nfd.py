@@ -27,9 +27,15 @@ import torch
 from depthscale import data as ds_data
 from depthscale.claims.nfd_limits import limit_gia_gap
 from depthscale.claims.registry import ClaimContext, Control, claim
-from depthscale.claims.verdicts import ClaimOutcome, claim_outcome, finite_or_none
+from depthscale.claims.verdicts import (
+    ClaimOutcome,
+    claim_outcome,
+    findings_verdict,
+    finite_or_none,
+    sign_finding,
+)
 from depthscale.errors import ConfigError
-from depthscale.fits import loglog_slope
+from depthscale.fits import loglog_slope, mean_ci
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
 from depthscale.probes import snapshot, two_layer_updates
@@ -563,9 +569,8 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     full={**_FULL_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 30, "seeds": 3},
     smoke={**_SMOKE_DATA,
            "width": 16, "depth": 4, "eta_c": 0.1, "epochs": 1, "seeds": 1},
-    # A control that only removes the correction (corrected_recipe = "depth-mup") gives
-    # differences of exactly 0, which the closed bands (None, 0.0) / (0.0, None) accept: this
-    # check cannot see an absent effect, only a reversed one.
+    # Removing the correction (corrected_recipe = "depth-mup") gives differences of exactly 0,
+    # which the strict check calls a FAIL too (tests/claims/test_nfd_deep.py).
     control=Control(
         "Eq. 8 arm replaced by recipe 'completep' (branch multiplier T/L instead of "
         "sqrt(T/L), branch LRs x L): the wrong depth multiplier, whose branches are too small "
@@ -574,7 +579,10 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
 )
 def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 3: depth-64 width-128 two-layer-block ResNet, vanilla depth-muP vs the
-    Eq. 8 correction at the same eta_c; final train/test loss and test accuracy, seed means."""
+    Eq. 8 correction at the same eta_c and seeds; final train/test loss and test accuracy.
+    Verdict on the seed-paired differences' 95% t-intervals: PASS when each lies strictly on
+    the claimed side of 0, FAIL when one lies on the other side or is exactly 0, INCONCLUSIVE
+    when one straddles 0 (the seeds do not settle it)."""
     s = ctx.settings
     data = _dataset(ctx)
     ctx.set_total(2 * s["seeds"])
@@ -603,11 +611,25 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
     def final(tag: str, key: str) -> float:
         return _mean([r[key] for r in rows if r["arm"] == tag and r["epoch"] == "final"])
 
+    def per_seed(tag: str, key: str) -> list[float]:
+        return [r[key] for r in rows if r["arm"] == tag and r["epoch"] == "final"]
+
     measured = {f"{k}_{tag}": finite_or_none(final(tag, k))
                 for tag, _recipe in arms for k in ("train_loss", "test_loss", "test_acc")}
-    for k in ("train_loss", "test_loss", "test_acc"):
-        measured[f"{k}_nfd_minus_depth_mup"] = finite_or_none(
-            final("nfd_depth", k) - final("depth_mup", k))
+    findings: dict[str, tuple[str, str]] = {}
+    for k, sign in (("train_loss", -1), ("test_loss", -1), ("test_acc", 1)):
+        diffs = [a - b for a, b in zip(per_seed("nfd_depth", k), per_seed("depth_mup", k),
+                                       strict=True)]
+        mean, low, high = mean_ci(diffs)
+        name = f"{k}_nfd_minus_depth_mup"
+        measured |= {name: finite_or_none(mean), f"{name}_ci_low": finite_or_none(low),
+                     f"{name}_ci_high": finite_or_none(high)}
+        findings[name] = (sign_finding(low, high, sign),
+                          f"mean of {len(diffs)} seed-paired differences {mean:.4g}, 95% CI "
+                          f"[{low:.4g}, {high:.4g}], claimed {'< 0' if sign < 0 else '> 0'}"
+                          + ("; one seed: no noise estimate" if len(diffs) == 1 else ""))
+    # bands on the point values, for the table; the verdict reads the seed-paired intervals,
+    # strictly: identical arms (a difference of exactly 0) do not reproduce an improvement
     bands = {"train_loss_nfd_minus_depth_mup": (None, 0.0),
              "test_loss_nfd_minus_depth_mup": (None, 0.0),
              "test_acc_nfd_minus_depth_mup": (0.0, None)}
@@ -622,4 +644,5 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
         ax.set_xlabel("epoch")
         ax.set_title(key.replace("_", " "), fontsize=8)
         ax.legend(fontsize=7)
-    return claim_outcome(ctx, "nfd-deep", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-deep", measured, bands, rows, fig,
+                         decision=findings_verdict(findings))

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Band", "ClaimOutcome", "Decision", "Route", "band_verdict", "claim_outcome",
     "findings_verdict", "finite_or_none", "interval_finding", "noise_gate", "routes_verdict",
+    "sign_finding",
 ]
 
 #: A closed interval [low, high]; None is unbounded on that side.
@@ -91,6 +92,23 @@ def interval_finding(low: float, high: float, band: Band) -> str:
     if lo_b <= low and high <= hi_b:
         return "supports"
     if high < lo_b or low > hi_b:
+        return "contradicts"
+    return "undecided"
+
+
+def sign_finding(low: float, high: float, sign: int) -> str:
+    """What an interval of a difference says of the claim "it is < 0" (``sign`` -1) or "> 0"
+    (+1): "supports" when the interval lies strictly on that side of 0, "contradicts" when it
+    lies on the other side or is exactly 0 (no effect is not the claimed effect), "undecided"
+    when it straddles 0 with width (the seeds do not settle it) or is not finite."""
+    if sign not in (-1, 1):
+        raise ValueError(f"sign must be -1 or +1, got {sign}")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "undecided"
+    lo, hi = (low, high) if sign == 1 else (-high, -low)
+    if lo > 0:
+        return "supports"
+    if hi <= 0 or lo == hi:
         return "contradicts"
     return "undecided"
 
