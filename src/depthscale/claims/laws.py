@@ -63,24 +63,29 @@ __all__ = ["study_toml"]
 _LAW_BAND = (-1.9, -1.0)
 
 
-def study_toml(name: str, arch: dict[str, Any], *, seeds: int, epochs: float,
+def study_toml(name: str, arch: dict[str, Any], *, seeds: int, epochs: float | None,
                data: dict[str, Any], first_seed: int = 0, device: str = "cpu",
-               recipe: str | None = None) -> str:
+               recipe: str | None = None, steps: int | None = None) -> str:
     """The TOML of one architecture's depth x LR study (laws Sec. 4.1 protocol). The recipe is
     the architecture's (``laws``; ``laws-fanin`` for Transformers) unless ``recipe`` names
-    another (the negative controls' wrong parameterization)."""
+    another (the negative controls' wrong parameterization). The budget is ``epochs``, or
+    ``steps`` when given; the LRs are ``arch["lrs"]`` when given, else its ``lr_logspace``."""
     recipe = recipe or arch.get("recipe", "laws")
-    lo, hi, num = arch["lr_logspace"]
+    if "lrs" in arch:
+        lr_line = f"lr = {[float(v) for v in arch['lrs']]}"
+    else:
+        lo, hi, num = arch["lr_logspace"]
+        lr_line = f"lr = {{ logspace = [{lo}, {hi}, {num}] }}"
+    budget = f"steps = {steps}" if steps is not None else f"epochs = {epochs}"
     lines = [
         "[study]", f'name = "{name}"', f'model = "{arch["model"]}"', f'recipe = "{recipe}"',
         f'dataset = "{arch["dataset"]}"', "[model]",
         *(f"{k} = {_toml(v)}" for k, v in arch.get("options", {}).items()),
         "[data]", *(f"{k} = {_toml(v)}" for k, v in data.items()),
-        "[train]", f'optimizer = "{arch.get("optimizer", "sgd")}"', f"epochs = {epochs}",
+        "[train]", f'optimizer = "{arch.get("optimizer", "sgd")}"', budget,
         "batch_size = 128", 'loss = "ce"', *([f'device = "{device}"'] if device != "cpu" else []),
         "[grid]", f"depth = {arch['depths']}", f"width = [{arch['width']}]",
-        f"seed = {list(range(first_seed, first_seed + seeds))}",
-        f"lr = {{ logspace = [{lo}, {hi}, {num}] }}",
+        f"seed = {list(range(first_seed, first_seed + seeds))}", lr_line,
         "[analysis]", 'criterion = "running"', 'axis = "depth"',
     ]
     return "\n".join(lines) + "\n"
@@ -94,10 +99,36 @@ def _toml(v: Any) -> str:
     return repr(v)
 
 
-def _sweep(ctx: ClaimContext, name: str, arch: dict[str, Any],
-           epochs: float | None = None) -> list[dict[str, Any]]:
+def _sweep(ctx: ClaimContext, name: str, arch: dict[str, Any]) -> list[dict[str, Any]]:
     """Run (or resume) one depth x LR study in ``ctx.out_dir/name``; its planned records, each
-    with the model's ``effective_depth`` (laws Sec. 3.4: L = m + K)."""
+    with the model's ``effective_depth`` (laws Sec. 3.4: L = m + K).
+
+    With settings ``refine = {"half_width": w, "step": d}`` (the medium scale) the grid has two
+    stages: the coarse ``lr_logspace`` on the first seed only (study ``name-coarse``), then per
+    depth a fine grid of step ``d`` decades within ``w`` decades of that depth's coarse optimum,
+    on every seed (studies ``name-fine-L<depth>``); the records are the fine stages'."""
+    s = ctx.settings
+    refine = s.get("refine")
+    if refine is None:
+        records = _run_laws_study(ctx, name, arch, seeds=s["seeds"])
+    else:
+        coarse = _run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
+        records = []
+        for o in optimal_lrs(coarse, "running", axis="depth"):
+            center = math.log10(o.grid_lr)
+            k = round(refine["half_width"] / refine["step"])
+            lrs = [10 ** (center + i * refine["step"]) for i in range(-k, k + 1)]
+            fine = {**arch, "depths": [o.depth], "lrs": lrs}
+            records += _run_laws_study(ctx, f"{name}-fine-L{o.depth}", fine, seeds=s["seeds"])
+    eff = {d: _effective_depth(arch, d) for d in arch["depths"]}
+    for r in records:
+        r["effective_depth"] = eff[int(r["depth"])]
+    return records
+
+
+def _run_laws_study(ctx: ClaimContext, name: str, arch: dict[str, Any],
+                    seeds: int) -> list[dict[str, Any]]:
+    """One study (spec written from the settings, run or resumed), its planned records."""
     s = ctx.settings
     control = s.get("recipe")
     folder = ctx.out_dir / (name if control is None else f"{name}-{control}")
@@ -106,10 +137,9 @@ def _sweep(ctx: ClaimContext, name: str, arch: dict[str, Any],
     data = {**s.get("data", {}), **arch.get("data", {})}
     if ctx.data_dir is not None and arch["dataset"].startswith("cifar"):
         data["dir"] = str(Path(ctx.data_dir).resolve())
-    spec.write_text(study_toml(name, arch, seeds=s["seeds"],
-                               epochs=s["epochs"] if epochs is None else epochs, data=data,
-                               first_seed=ctx.seed, device=ctx.device,
-                               recipe=_recipe(s, arch)))
+    spec.write_text(study_toml(name, arch, seeds=seeds, epochs=s.get("epochs"),
+                               steps=s.get("steps"), data=data, first_seed=ctx.seed,
+                               device=ctx.device, recipe=_recipe(s, arch)))
 
     @contextlib.contextmanager
     def progress(total: int) -> Iterator[Callable[[int], None]]:
@@ -118,11 +148,7 @@ def _sweep(ctx: ClaimContext, name: str, arch: dict[str, Any],
 
     run_study(spec, folder, progress=progress, workers=ctx.workers)
     with open_store(folder, readonly=True) as store:
-        records = [dict(r) for r in store.records(planned_only=True)]
-    eff = {d: _effective_depth(arch, d) for d in arch["depths"]}
-    for r in records:
-        r["effective_depth"] = eff[int(r["depth"])]
-    return records
+        return [dict(r) for r in store.records(planned_only=True)]
 
 
 def _recipe(settings: dict[str, Any], arch: dict[str, Any]) -> str:
@@ -204,7 +230,7 @@ def _flat_evidence(key: str, law: LawResult) -> str:
         return ""
     return f"{key}: LR grid flat within seed noise at " + ", ".join(
         f"L={g.depth} (loss range {g.loss_range:.3g} <= seed spread {g.seed_spread:.3g})"
-        for g in flat) + "; longer training (the medium scale) would separate the LRs"
+        for g in flat) + "; longer training or more seeds (the medium scale) would separate the LRs"
 
 
 def _at_epoch(records: list[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:
@@ -250,6 +276,21 @@ _ARCHS_FULL: dict[str, dict[str, Any]] = {
     "vit": {"model": "vit", "dataset": "cifar10", "input_shape": [3, 32, 32], "width": 384,
             "recipe": "laws-fanin", "depths": [2, 4, 6, 8, 12, 16], "lr_logspace": [-5, 0, 80],
             "options": {"patch_size": 4, "heads": 6, "norm": "post", "activation": "relu"}},
+}
+
+
+#: medium scale (issue 10): all 4000 MNIST-1D signals, 256 SGD steps, 5 seeds, a two-stage LR
+#: grid (0.35 decades on one seed, then 0.1 decades within half a decade of that optimum on
+#: every seed), deeper nets than quick; about 30 CPU minutes for the four sweeps on 2 cores
+_REFINE = {"half_width": 0.5, "step": 0.1}
+_MEDIUM_BUDGET = {"steps": 256, "seeds": 5, "refine": _REFINE, "data": {}}
+_ARCHS_MEDIUM: dict[str, dict[str, Any]] = {
+    "cnn1d": {**_CNN1D, "depths": [2, 3, 4, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 11]},
+    "convresnet1d": {**_CONVRESNET1D, "data": {}, "depths": [1, 2, 4, 8, 16, 32],
+                     "lr_logspace": [-3, 0.5, 11]},
+    "cnn2d": {**_ARCHS_QUICK["cnn2d"], "lr_logspace": [-3, 0.5, 11]},
+    "vit": {**_VIT1D, "width": 64, "data": {}, "depths": [1, 2, 3, 4, 6, 8],
+            "lr_logspace": [-4, 0, 12]},
 }
 
 
@@ -304,6 +345,7 @@ def _rows(results: dict[str, LawResult]) -> list[dict[str, Any]]:
     "laws-table1", "laws",
     "The optimal LR follows eta* ~ L^alpha with alpha near -3/2 for CNNs, ResNets and ViTs",
     quick={"archs": _ARCHS_QUICK, "seeds": 3, "epochs": 1, "data": {}},
+    medium={"archs": _ARCHS_MEDIUM, **_MEDIUM_BUDGET},
     full={"archs": _ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}},
     smoke={"archs": {"cnn1d": {**_ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
                                "lr_logspace": [-2, 0, 3]}},
@@ -385,6 +427,9 @@ _SOURCE_DEPTHS_QUICK = {"cnn1d": 5, "convresnet1d": 4, "cnn2d": 4, "vit": 3}
     "Zero-shot eta(L) = eta(L0)(L/L0)^(-3/2) beats raw transfer of the tuned LR",
     quick={"archs": _ARCHS_QUICK, "source_depths": _SOURCE_DEPTHS_QUICK, "verdict_on": "vit",
            "seeds": 3, "epochs": 1, "data": {}},
+    medium={"archs": _ARCHS_MEDIUM, "source_depths": {"cnn1d": 6, "convresnet1d": 8,
+                                                     "cnn2d": 4, "vit": 4},
+            "verdict_on": "vit", **_MEDIUM_BUDGET},
     full={"archs": {"vit": {**_ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 10, 12, 16, 20]}},
           "source_depths": {"vit": 12}, "verdict_on": "vit", "seeds": 3, "epochs": 3,
           "data": {}},
@@ -455,6 +500,8 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
     "AM-muP: eta* solving S_bar(eta) = 1 scales like L^(-3/2), without training",
     quick={"archs": {k: _ARCHS_QUICK[k] for k in ("cnn1d", "vit")}, "probe_seeds": 3,
            "batch": 128, "seeds": 3, "epochs": 1, "data": {}},
+    medium={"archs": {k: _ARCHS_MEDIUM[k] for k in ("cnn1d", "vit")}, "probe_seeds": 5,
+            "batch": 128, **_MEDIUM_BUDGET},
     full={"archs": {"cnn2d": _ARCHS_FULL["cnn2d"]}, "probe_seeds": 8, "batch": 128,
           "seeds": 3, "epochs": 1, "data": {}},
     smoke={"archs": {"cnn1d": {**_ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
@@ -593,6 +640,9 @@ def _full_ablations() -> dict[str, dict[str, Any]]:
     "laws-ablations", "laws",
     "GELU, Adam, BatchNorm, dropout, Pre/Post-LN, padding and kernel size keep a power law",
     quick={"variants": _ABLATIONS_QUICK, "seeds": 2, "epochs": 1, "data": {}},
+    # 13 variants: 3 seeds and a fine stage of +-0.4 decades keep it near 40 CPU minutes
+    medium={"variants": {k: {**v, "data": {}} for k, v in _ABLATIONS_QUICK.items()},
+            "steps": 256, "seeds": 3, "refine": {"half_width": 0.4, "step": 0.1}, "data": {}},
     full={"variants": _full_ablations(), "seeds": 3, "epochs": 1, "data": {}},
     smoke={"variants": {k: {**_ABLATIONS_QUICK[k], "width": 8, "depths": [1, 2, 3],
                             "lr_logspace": [-2, 0, 3]} for k in ("cnn-baseline", "cnn-adam")},
@@ -614,6 +664,8 @@ def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     "The fitted exponent is stable across proxy widths and LR selection after epochs 1-3",
     quick={"arch": {**_VIT1D, "depths": [1, 2, 4, 6], "lr_logspace": [-4, 0, 10]},
            "widths": [16, 32, 64], "epochs": 3, "seeds": 2, "data": {}},
+    medium={"arch": {**_VIT1D, "data": {}, "depths": [1, 2, 4, 6, 8], "lr_logspace": [-4, 0, 12]},
+            "widths": [16, 32, 64], "epochs": 3, "seeds": 3, "refine": _REFINE, "data": {}},
     full={"arch": {**_ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 12, 16]},
           "widths": [288, 384, 480], "epochs": 3, "seeds": 3, "data": {}},
     smoke={"arch": {**_CNN1D, "width": 8, "depths": [1, 2, 3], "lr_logspace": [-2, 0, 3]},

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from depthscale.claims.registry import ClaimContext, Control, claim
-from depthscale.claims.verdicts import ClaimOutcome, claim_outcome
+from depthscale.claims.verdicts import ClaimOutcome, band_verdict, claim_outcome, noise_gate
 from depthscale.errors import ConfigError
-from depthscale.fits import loglog_slope
+from depthscale.fits import fit_error_law, loglog_slope
 from depthscale.limits import (
     coupled_finite_network,
     coupled_finite_network_backward,
@@ -56,6 +56,11 @@ def _branch_T(s: dict[str, Any], L: int) -> float:
 
 
 def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome:
+    """Coupling error of h_L (forward) or g_0 (backward) vs width and vs depth; exponents
+    <= -0.7. The error law a/L + b/n is also fitted over both sweeps (relative NNLS, bootstrap
+    CIs). Where the error's drop across the depth sweep is not above twice its trial noise
+    (the two ends' SEMs), the depth exponent measures the 1/n floor and noise, not the depth
+    rate: the claim is then INCONCLUSIVE, with the width (n ~ b L / a) that would decide it."""
     s = ctx.settings
     x = _gaussian_inputs(1, s["dim"], ctx.seed)[0]
     ctx.set_total(len(s["widths"]) + len(s["depths"]))
@@ -68,19 +73,51 @@ def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome
             if backward:
                 res = coupled_finite_network_backward(x, s["phi"], T, n, L, seed=ctx.seed,
                                                       trials=s["trials"])
-                err = float(res.mse[0])  # g_0, after the whole backward pass
+                at = 0  # g_0, after the whole backward pass
             else:
                 res = coupled_finite_network(x, s["phi"], T, n, L, seed=ctx.seed,
                                              trials=s["trials"],
                                              explicit_weights=axis == "width")
-                err = float(res.mse[-1])  # h_L, after the whole forward pass
-            rows.append({"sweep": axis, "width": n, "depth": L, "mse": err,
-                         "mse_max_over_layers": float(res.mse.max())})
+                at = -1  # h_L, after the whole forward pass
+            per_trial = res.mse_per_trial[:, at]
+            sem = (float(per_trial.std(ddof=1)) / math.sqrt(len(per_trial))
+                   if len(per_trial) > 1 else math.nan)
+            rows.append({"sweep": axis, "width": n, "depth": L, "mse": float(res.mse[at]),
+                         "mse_sem": sem, "mse_max_over_layers": float(res.mse.max())})
             ctx.progress(1)
     by = {a: [r["mse"] for r in rows if r["sweep"] == a] for a in ("width", "depth")}
-    measured = {"exponent_vs_width": _slope(s["widths"], by["width"]),
-                "exponent_vs_depth": _slope(s["depths"], by["depth"])}
+    measured: dict[str, float | None] = {
+        "exponent_vs_width": _slope(s["widths"], by["width"]),
+        "exponent_vs_depth": _slope(s["depths"], by["depth"])}
     bands = {"exponent_vs_width": (None, -0.7), "exponent_vs_depth": (None, -0.7)}
+    law = fit_error_law([r["depth"] for r in rows], [r["width"] for r in rows],
+                        [max(r["mse"], 1e-300) for r in rows], nonnegative=True, relative=True,
+                        boot=500, seed=ctx.seed)
+    L_lo, L_hi = min(s["depths"]), max(s["depths"])
+    ends = {r["depth"]: r for r in rows if r["sweep"] == "depth" and r["depth"] in (L_lo, L_hi)}
+    signal = ends[L_lo]["mse"] - ends[L_hi]["mse"]
+    noise = 2 * math.hypot(ends[L_lo]["mse_sem"], ends[L_hi]["mse_sem"])
+    floor = law.b / s["width_at"]
+    measured |= {"fit_a": law.a, "fit_a_ci_low": law.a_ci[0], "fit_a_ci_high": law.a_ci[1],
+                 "fit_b": law.b, "fit_b_ci_low": law.b_ci[0], "fit_b_ci_high": law.b_ci[1],
+                 "depth_signal": signal, "depth_noise": noise if math.isfinite(noise) else None,
+                 "width_floor": floor}
+    verdict, _, misses = band_verdict(measured, bands)
+    width_ok = "exponent_vs_width" not in misses
+    decision = None
+    if width_ok and math.isfinite(noise):
+        needed = law.b * L_hi / law.a if law.a > 0 else math.inf
+        decision = noise_gate(
+            (verdict, misses), signal=signal, noise=noise,
+            what=(f"error drop from L = {L_lo} to {L_hi} at n = {s['width_at']} (two trial "
+                  f"SEMs as noise; fitted a/L + b/n: a = {law.a:.3g}, b = {law.b:.3g}, floor "
+                  f"b/n = {floor:.3g})"),
+            decide=("the fitted depth term is 0: no width resolves it at this depth range"
+                    if not math.isfinite(needed) else
+                    f"more trials would decide the depth rate (the floor b/n is already below "
+                    f"a/L at L = {L_hi})" if needed <= s["width_at"] else
+                    f"a width near {needed:.3g} (where b/n falls to a/L at L = {L_hi}) with "
+                    "more trials would decide the depth rate"))
     fig, axes = figures.new_figure(ncols=2)
     state = "g_0" if backward else "h_L"
     for ax, axis, sizes, fixed in ((axes[0], "width", s["widths"], s["depth_at"]),
@@ -92,7 +129,10 @@ def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome
     note = ("depth sweep uses the exact Gaussian law of a fresh layer given h (one input), "
             "so the width can be large enough for the depth term to show"
             if not backward else "")
-    return claim_outcome(ctx, cid, measured, bands, rows, fig, note)
+    if not math.isfinite(noise):
+        note = "; ".join(n for n in (note, "one trial: no noise estimate for the depth term")
+                         if n)
+    return claim_outcome(ctx, cid, measured, bands, rows, fig, note, decision=decision)
 
 
 _COUPLING_QUICK = {"phi": "relu", "T": 1.0, "dim": 16}
@@ -106,7 +146,7 @@ _COUPLING_QUICK = {"phi": "relu", "T": 1.0, "dim": 16}
     full={**_COUPLING_QUICK, "widths": [32, 64, 128, 256, 512, 1024], "depth_at": 128,
           "depths": [4, 8, 16, 32, 64, 128], "width_at": 2**22, "trials": 32},
     smoke={**_COUPLING_QUICK, "widths": [32, 128, 512], "depth_at": 4, "depths": [2, 4],
-           "width_at": 4096, "trials": 2},
+           "width_at": 4096, "trials": 8},
     control=Control(
         "residual branch sqrt(T/n) instead of sqrt(T/(L n)) (the 1/sqrt(L) factor missing; the "
         "coupled SDE's horizon becomes T L): each layer's step no longer shrinks with depth, so "

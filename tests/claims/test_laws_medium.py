@@ -1,0 +1,36 @@
+"""The medium scale's two-stage LR grid: coarse on one seed, then per depth a fine grid around
+that depth's coarse optimum on every seed; only the fine runs feed the law."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from depthscale.claims import CLAIMS, ClaimContext
+from depthscale.claims.laws import _sweep
+from depthscale.studies.analysis import optimal_lrs
+
+
+def test_two_stage_grid_centres_each_depth_on_its_coarse_optimum(tmp_path: Path) -> None:
+    arch = {**CLAIMS["laws-table1"].settings["smoke"]["archs"]["cnn1d"],
+            "lr_logspace": [-2, 0, 5]}
+    settings = {"seeds": 2, "steps": 4, "refine": {"half_width": 0.2, "step": 0.1},
+                "data": {"n_train": 128, "n_test": 32}}
+    ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=3,
+                       settings=settings)
+    records = _sweep(ctx, "laws-x", arch)
+    coarse = _sweep(ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None,
+                                 seed=3, settings={**settings, "refine": None, "seeds": 1}),
+                    "laws-x-coarse", arch)  # the same study, resumed: nothing reruns
+    assert {r["seed"] for r in coarse} == {3} and len(coarse) == 3 * 5
+    centre = {o.depth: math.log10(o.grid_lr) for o in optimal_lrs(coarse, axis="depth")}
+    assert {int(r["depth"]) for r in records} == set(arch["depths"])
+    assert {r["seed"] for r in records} == {3, 4}
+    assert len(records) == len(arch["depths"]) * 5 * 2
+    for depth, c in centre.items():
+        lrs = sorted({r["lr"] for r in records if int(r["depth"]) == depth})
+        assert [math.log10(v) for v in lrs] == pytest.approx([c + k * 0.1 for k in range(-2, 3)])
+        assert (tmp_path / f"laws-x-fine-L{depth}" / "spec.toml").exists()
+    assert all(r["effective_depth"] >= r["depth"] for r in records)
