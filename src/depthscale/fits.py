@@ -23,6 +23,7 @@ __all__ = [
     "fit_error_law",
     "log_minimum",
     "loglog_slope",
+    "loglog_slope_ci",
     "mean_ci",
     "weighted_loglog_fit",
 ]
@@ -55,6 +56,30 @@ def loglog_slope(x: Sequence[float], y: Sequence[float]) -> PowerLaw:
     ss_tot = float(((ly - ly.mean()) ** 2).sum())
     r2 = 1.0 - float((resid**2).sum()) / ss_tot if ss_tot > 0 else 1.0
     return PowerLaw(float(slope), float(intercept), r2)
+
+
+def loglog_slope_ci(
+    x: Sequence[float], y: Sequence[float], y_sem: Sequence[float]
+) -> tuple[float, float, float]:
+    """Slope of log10 y on log10 x weighted by the points' known errors (delta method:
+    sd(log10 y) = sem / (y ln 10)), with a 95% interval from the larger of the known-error and
+    the residual standard errors (so neither a lucky fit nor optimistic SEMs narrow it).
+    Non-finite SEMs (one trial) give the ordinary slope and a NaN interval."""
+    slope = loglog_slope(x, y).slope
+    xa, ya, sa = (np.asarray(v, dtype=float) for v in (x, y, y_sem))
+    if not np.isfinite(sa).all() or xa.size < 3:
+        return slope, math.nan, math.nan
+    lx, ly = np.log10(xa), np.log10(ya)
+    sd = np.maximum(sa / (ya * math.log(10)), 1e-12)
+    w = 1.0 / sd**2
+    xbar = float((w * lx).sum() / w.sum())
+    sxx = float((w * (lx - xbar) ** 2).sum())
+    b = float((w * (lx - xbar) * (ly - (w * ly).sum() / w.sum())).sum() / sxx)
+    resid = ly - (w * ly).sum() / w.sum() - b * (lx - xbar)
+    known = math.sqrt(1.0 / sxx)
+    scatter = math.sqrt(float((w * resid**2).sum()) / (xa.size - 2) / sxx)
+    half = 1.96 * max(known, scatter)
+    return b, b - half, b + half
 
 
 @dataclass(frozen=True)
