@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 import torch
+from torch import nn
 
 from depthscale import data as ds_data
 from depthscale.claims.nfd_limits import limit_gia_gap
@@ -32,6 +33,7 @@ from depthscale.claims.verdicts import (
     claim_outcome,
     findings_verdict,
     finite_or_none,
+    interval_finding,
     sign_finding,
 )
 from depthscale.errors import ConfigError
@@ -50,6 +52,7 @@ from depthscale.studies.analysis import (
 from depthscale.studies.store import open_store
 from depthscale.studies.sweep import run_study
 from depthscale.train import TrainConfig, evaluate, train
+from depthscale.train.loop import Hook
 
 __all__ = ["fig2_study_toml", "transfer_study_toml"]
 
@@ -430,6 +433,24 @@ def _corrected_arms(s: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, s
 
 
 # ---------------------------------------------------------------------------------------------
+def _update_readout(rows: list[dict[str, Any]], base: dict[str, Any], steps: set[int],
+                    init: dict[str, torch.Tensor], probe: torch.Tensor) -> Hook:
+    """A training hook that appends the nfd App. H updates (Eq. 27, Eq. 33-34) and the mean of
+    the last 10 running losses to ``rows`` at each step in ``steps``."""
+    recent: list[float] = []
+
+    def hook(step: int, model: nn.Module, loss: float) -> None:
+        recent.append(loss)
+        if step in steps:
+            upd = two_layer_updates(model, init, probe.to(next(model.parameters()).device))
+            rows.append({**base, "step": step,
+                         "internal_update": statistics.fmean(upd["internal"]),
+                         "stream_update": statistics.fmean(upd["stream"]),
+                         "running_loss_last10": statistics.fmean(recent[-10:])})
+
+    return hook
+
+
 @claim(
     "nfd-collapse", "nfd",
     "Two-layer blocks: first-layer update ~ L^(-1/2) under depth-muP; Eq. 8 removes it",
@@ -451,48 +472,82 @@ def _corrected_arms(s: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, s
 def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 1: after ``steps`` SGD steps, the block-averaged internal update
     |x - x~|/sqrt(n) (Eq. 27) and residual-stream update (Eq. 33-34) vs depth, under
-    depth-muP (eta_c n for both layers) and nfd-depth (Eq. 8)."""
+    depth-muP (eta_c n for both layers) and nfd-depth (Eq. 8).
+
+    The updates are also read at a third and two thirds of the run. A slope whose band verdict
+    changes with the step it is read at is undecided (INCONCLUSIVE): the quantity then tracks
+    how far training has got (deeper Eq. 8 nets train faster), not a depth scaling; the loss
+    at each readout is in the data."""
     s = ctx.settings
     data = _dataset(ctx)
     probe = data.x_train[: s["probe_batch"]]
+    readouts = sorted({max(1, s["steps"] // 3), max(1, 2 * s["steps"] // 3), s["steps"]})
     ctx.set_total(2 * len(s["depths"]) * s["seeds"])
-    rows = []
+    rows: list[dict[str, Any]] = []
     arms = _corrected_arms(s)
     for tag, recipe in arms:
         for L in s["depths"]:
             for seed in range(ctx.seed, ctx.seed + s["seeds"]):
                 net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
                                   n_out=data.n_out, width=s["width"], depth=L, seed=seed)
-                init = snapshot(net)
+                hook = _update_readout(rows, {"arm": tag, "recipe": recipe, "depth": L,
+                                               "seed": seed}, set(readouts), snapshot(net), probe)
                 cfg = TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed, device=ctx.device)
-                res = train(net, plan, data, cfg)
-                upd = two_layer_updates(net, init, probe.to(next(net.parameters()).device))
-                rows.append({"arm": tag, "recipe": recipe, "depth": L, "seed": seed,
-                             "status": res.status,
-                             "internal_update": statistics.fmean(upd["internal"]),
-                             "stream_update": statistics.fmean(upd["stream"]),
-                             "final_train_loss": res.final.get("train_loss", math.nan)})
+                res = train(net, plan, data, cfg, hooks=[hook])
+                for r in rows:
+                    if (r["arm"], r["depth"], r["seed"]) == (tag, L, seed):
+                        r["status"] = res.status
                 ctx.progress(1)
-    measured: dict[str, float | None] = {}
-    for tag, _recipe in arms:
-        for key in ("internal", "stream"):
-            ys = [_mean([r[f"{key}_update"] for r in rows
-                         if r["arm"] == tag and r["depth"] == L]) for L in s["depths"]]
-            ok = all(math.isfinite(v) and v > 0 for v in ys)
-            slope = loglog_slope(s["depths"], ys).slope if ok else math.nan
-            measured[f"{key}_slope_{tag}"] = finite_or_none(slope)
     bands = {"internal_slope_depth_mup": (-0.65, -0.35), "internal_slope_nfd_depth": (-0.15, 0.15),
              "stream_slope_depth_mup": (-0.15, 0.15), "stream_slope_nfd_depth": (-0.15, 0.15)}
+
+    def slope_at(tag: str, key: str, step: int) -> float:
+        ys = [_mean([r[f"{key}_update"] for r in rows
+                     if r["arm"] == tag and r["depth"] == L and r["step"] == step])
+              for L in s["depths"]]
+        ok = all(math.isfinite(v) and v > 0 for v in ys)
+        return loglog_slope(s["depths"], ys).slope if ok else math.nan
+
+    measured: dict[str, float | None] = {}
+    findings: dict[str, tuple[str, str]] = {}
+    for tag, _recipe in arms:
+        for key in ("internal", "stream"):
+            name = f"{key}_slope_{tag}"
+            by_step = {k: slope_at(tag, key, k) for k in readouts}
+            measured[name] = finite_or_none(by_step[s["steps"]])
+            for k, v in by_step.items():
+                if k != s["steps"]:
+                    measured[f"{name}_step{k}"] = finite_or_none(v)
+            said = {k: interval_finding(v, v, bands[name]) for k, v in by_step.items()}
+            text = ", ".join(f"step {k}: {v:.3g}" for k, v in by_step.items())
+            if len(set(said.values())) > 1:
+                loss = {k: _mean([r["running_loss_last10"] for r in rows
+                                  if r["arm"] == tag and r["step"] == k and
+                                  r["depth"] == s["depths"][-1]]) for k in readouts}
+                first = _mean([r["running_loss_last10"] for r in rows
+                               if r["arm"] == tag and r["step"] == s["steps"]
+                               and r["depth"] == s["depths"][0]])
+                findings[name] = (
+                    "undecided",
+                    f"the slope moves with the step it is read at ({text}; band "
+                    f"{list(bands[name])}): it tracks training progress (loss at L = "
+                    f"{s['depths'][-1]}: " + ", ".join(f"{v:.3g}" for v in loss.values())
+                    + f"; at L = {s['depths'][0]}, step {s['steps']}: {first:.3g}); a wider "
+                    "net or a readout at matched loss would decide it")
+            else:
+                findings[name] = (said[s["steps"]], f"slope {text} against band "
+                                  f"{list(bands[name])}")
     fig, axes = figures.new_figure(ncols=2)
     for ax, key, title in ((axes.flat[0], "internal", "first-layer update |x - x~|/sqrt(n)"),
                            (axes.flat[1], "stream", "residual-stream update |dh - dh~|/sqrt(n)")):
         for tag, recipe in arms:
-            ys = [_mean([r[f"{key}_update"] for r in rows
-                         if r["arm"] == tag and r["depth"] == L]) for L in s["depths"]]
+            ys = [_mean([r[f"{key}_update"] for r in rows if r["arm"] == tag and r["depth"] == L
+                         and r["step"] == s["steps"]]) for L in s["depths"]]
             figures.loglog_fit_panel(ax, s["depths"], ys, label=_ARM_LABELS[tag].format(recipe))
         ax.set_xlabel("depth L")
         ax.set_title(title, fontsize=8)
-    return claim_outcome(ctx, "nfd-collapse", measured, bands, rows, fig)
+    return claim_outcome(ctx, "nfd-collapse", measured, bands, rows, fig,
+                         decision=findings_verdict(findings))
 
 
 # ---------------------------------------------------------------------------------------------
