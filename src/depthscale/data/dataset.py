@@ -82,16 +82,15 @@ class Dataset:
         """The checks of one split: shapes and dtypes, size, then values."""
         where = f"dataset {self.name!r}"
         shape = ", ".join(map(str, self.sample_shape))
+        fits = tuple(x.shape[1:]) == tuple(self.sample_shape)
         if tokens:
-            if x.dtype != torch.int64 or len(self.sample_shape) != 1 or x.ndim != 2 or tuple(
-                x.shape[1:]
-            ) != tuple(self.sample_shape):
+            if x.dtype != torch.int64 or x.ndim != 2 or not fits:
                 raise DataError(
                     f"{where}: token inputs x_{split} must be int64 of shape (N, seq) with "
                     f"sample_shape (seq,), got {x.dtype} {tuple(x.shape)} and sample_shape "
                     f"{tuple(self.sample_shape)}"
                 )
-        elif x.dtype != torch.float32 or tuple(x.shape[1:]) != tuple(self.sample_shape):
+        elif x.dtype != torch.float32 or not fits:
             raise DataError(
                 f"{where}: x_{split} must be float32 (or int64 token ids) of shape "
                 f"(N, {shape}), got {x.dtype} {tuple(x.shape)}"
