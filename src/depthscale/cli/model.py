@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -27,40 +28,66 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from depthscale.report import atomic_write, write_csv
-    from depthscale.train import TrainConfig, train
+    """Train one model; an interrupt keeps the finished steps (metrics.json, losses.csv)."""
+    from depthscale.train import TrainConfig, TrainInterrupted, check_data, train
 
-    model, plan, data = build_from_args(args)
-    if (args.steps is None) == (args.epochs is None):
-        if args.steps is None and args.epochs is None:
-            args.epochs = 1.0
-        else:
-            raise ConfigError("give --steps or --epochs, not both")
-    cfg = TrainConfig(optimizer=args.optimizer, lr=args.lr, steps=args.steps, epochs=args.epochs,
-                      batch_size=args.batch_size, loss=args.loss, momentum=args.momentum,
-                      weight_decay=args.weight_decay, seed=args.seed, device=args.device,
-                      eval_every=args.eval_every)
-    cfg.validate()
-    per_epoch = math.ceil(len(data.x_train) / min(cfg.batch_size, len(data.x_train)))
-    total = cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
-    with progress(f"train {args.model} ({args.param})", total) as advance:
-        res = train(model, plan, data, cfg, progress=advance)
+    nothing_kept = "depthscale: interrupted before the first training step; nothing was kept"
+    try:
+        model, plan, data = build_from_args(args)
+        if (args.steps is None) == (args.epochs is None):
+            if args.steps is None and args.epochs is None:
+                args.epochs = 1.0
+            else:
+                raise ConfigError("give --steps or --epochs, not both")
+        cfg = TrainConfig(optimizer=args.optimizer, lr=args.lr, steps=args.steps,
+                          epochs=args.epochs, batch_size=args.batch_size, loss=args.loss,
+                          momentum=args.momentum, weight_decay=args.weight_decay,
+                          seed=args.seed, device=args.device, eval_every=args.eval_every,
+                          divergence_factor=args.divergence_factor)
+        cfg.validate()
+        check_data(model, data, cfg.loss)  # train() checks again; here before the progress bar
+        per_epoch = math.ceil(len(data.x_train) / min(cfg.batch_size, len(data.x_train)))
+        total = cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
+        with progress(f"train {args.model} ({args.param})", total) as advance:
+            res = train(model, plan, data, cfg, progress=advance)
+    except TrainInterrupted as exc:
+        res = exc.result
+        if res.steps_done == 0:
+            print(nothing_kept, file=sys.stderr)
+            return 130
+        _write_train(args, cfg, res)
+        print(f"depthscale: interrupted after {res.steps_done} of {total} steps; kept "
+              f"{args.out / 'metrics.json'} (status interrupted) and losses.csv of those steps",
+              file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # while loading data or building the model
+        print(nothing_kept, file=sys.stderr)
+        return 130
+    _write_train(args, cfg, res)
+    finals = ", ".join(f"{k} {v:.4g}" for k, v in res.final.items())
+    print(f"{res.status}: {res.steps_done} steps in {res.seconds:.1f}s"
+          + (f"; {finals}" if finals
+             else f" (diverged at step {res.diverged_at}: {res.diverged_reason})")
+          + f"; metrics in {args.out}")
+    return 0
+
+
+def _write_train(args: argparse.Namespace, cfg: Any, res: Any) -> None:
+    """metrics.json (settings, status, summary) and losses.csv (one row per step) in --out."""
+    from depthscale.report import atomic_write, write_csv
+
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {
         "model": args.model, "param": args.param, "width": args.width, "depth": args.depth,
         "dataset": args.dataset, "T": args.T, "config": asdict(cfg), "status": res.status,
-        "steps_done": res.steps_done, "diverged_at": res.diverged_at, "final": res.final,
+        "steps_done": res.steps_done, "diverged_at": res.diverged_at,
+        "diverged_reason": res.diverged_reason, "final": res.final,
         "epoch_losses": res.epoch_losses, "evals": res.evals, "seconds": res.seconds,
     }
     with atomic_write(args.out / "metrics.json") as fh:
         json.dump(summary, fh, indent=2)
     write_csv(args.out / "losses.csv", [{"step": i + 1, "train_loss": v}
                                         for i, v in enumerate(res.losses)])
-    finals = ", ".join(f"{k} {v:.4g}" for k, v in res.final.items())
-    print(f"{res.status}: {res.steps_done} steps in {res.seconds:.1f}s"
-          + (f"; {finals}" if finals else f" (diverged at step {res.diverged_at})")
-          + f"; metrics in {args.out}")
-    return 0
 
 
 def _cmd_coord_check(args: argparse.Namespace) -> int:
@@ -123,6 +150,9 @@ def register(sub: Any) -> None:
     t.add_argument("--momentum", type=finite_float, default=0.0)
     t.add_argument("--weight-decay", type=finite_float, default=0.0)
     t.add_argument("--eval-every", type=int, default=0, help="steps between test evaluations")
+    t.add_argument("--divergence-factor", type=finite_float, default=10.0,
+                   help="diverged when the running loss exceeds this x the initial loss "
+                        "(default 10)")
     t.add_argument("--backward", default="standard", choices=BACKWARD_MODES,
                    help="decoupled backward pass for the GIA experiments (nfd Cor. 1)")
     t.add_argument("--out", type=Path, default=Path("runs/train"))

@@ -24,11 +24,20 @@ TASKS = ("classification", "regression")
 class Dataset:
     """A train/test split held in memory as torch tensors.
 
-    ``x_*`` are float32 of shape ``(N, *sample_shape)``. ``y_*`` are int64 labels of shape
-    ``(N,)`` for classification and float32 targets of shape ``(N, k)`` for regression.
-    The constructor checks that these shapes, dtypes and the task agree and raises
-    :class:`~depthscale.errors.DataError` otherwise. Equality is identity (``eq=False``):
-    comparing tensors elementwise has no single truth value.
+    Inputs ``x_*`` have shape ``(N, *sample_shape)`` and are either float32 (signals, images,
+    vectors) or int64 token ids of shape ``(N, seq)`` (``sample_shape == (seq,)``); token ids
+    must be >= 0 and, when ``vocab_size`` is given, < ``vocab_size``. Targets ``y_*``:
+
+    * ``task="classification"``: int64 labels in ``[0, n_classes)``, of shape ``(N,)`` (one
+      label per sample) or, for token inputs only, ``(N, seq)`` (one label per position, e.g.
+      next-token targets); a model then outputs ``(N, n_classes)`` or ``(N, seq, n_classes)``.
+    * ``task="regression"``: float32 targets of shape ``(N, k)``.
+
+    Both splits need at least one sample (a test split may repeat the training samples, as
+    chizat's does). The constructor checks all of this, and that float inputs and regression
+    targets are finite, and raises :class:`~depthscale.errors.DataError` naming the dataset,
+    the split, what was found and the fix. Equality is identity (``eq=False``): comparing
+    tensors elementwise has no single truth value.
     """
 
     name: str
@@ -39,38 +48,80 @@ class Dataset:
     sample_shape: tuple[int, ...]
     task: str
     n_classes: int | None
+    vocab_size: int | None = None
 
     def __post_init__(self) -> None:
-        """Check that tensors, sample shape, task and class count are consistent."""
+        """Check that tensors, sample shape, task, class count and values are consistent."""
+        where = f"dataset {self.name!r}"
         if self.task not in TASKS:
-            raise DataError(f"dataset {self.name!r}: task {self.task!r} is not one of {TASKS}")
-        if (self.task == "classification") != (self.n_classes is not None):
+            raise DataError(f"{where}: task {self.task!r} is not one of {TASKS}")
+        n_classes = as_int(self.n_classes)
+        if self.task == "classification" and (n_classes is None or n_classes < 1):
             raise DataError(
-                f"dataset {self.name!r}: n_classes={self.n_classes!r} does not fit task "
-                f"{self.task!r} (an int for classification, None for regression)"
+                f"{where}: n_classes={self.n_classes!r} does not fit task 'classification' "
+                "(give the number of classes, an int >= 1)"
             )
-        splits = (("train", self.x_train, self.y_train), ("test", self.x_test, self.y_test))
-        for split, x, y in splits:
-            if x.dtype != torch.float32 or tuple(x.shape[1:]) != tuple(self.sample_shape):
+        if self.task == "regression" and self.n_classes is not None:
+            raise DataError(
+                f"{where}: n_classes={self.n_classes!r} does not fit task 'regression' "
+                "(leave it None)"
+            )
+        tokens = self.x_train.dtype == torch.int64
+        if self.vocab_size is not None:
+            vocab = as_int(self.vocab_size)
+            if vocab is None or vocab < 1 or not tokens:
                 raise DataError(
-                    f"dataset {self.name!r}: x_{split} must be float32 of shape "
-                    f"(N, {', '.join(map(str, self.sample_shape))}), got {x.dtype} "
-                    f"{tuple(x.shape)}"
+                    f"{where}: vocab_size={self.vocab_size!r} needs int64 token inputs and an "
+                    f"int >= 1 (inputs are {self.x_train.dtype}); leave it None otherwise"
                 )
-            if len(y) != len(x):
+        for split, x, y in (("train", self.x_train, self.y_train),
+                            ("test", self.x_test, self.y_test)):
+            self._check_split(split, x, y, tokens)
+
+    def _check_split(self, split: str, x: torch.Tensor, y: torch.Tensor, tokens: bool) -> None:
+        """The checks of one split: shapes and dtypes, size, then values."""
+        where = f"dataset {self.name!r}"
+        shape = ", ".join(map(str, self.sample_shape))
+        fits = tuple(x.shape[1:]) == tuple(self.sample_shape)
+        if tokens:
+            if x.dtype != torch.int64 or x.ndim != 2 or not fits:
                 raise DataError(
-                    f"dataset {self.name!r}: {len(x)} inputs but {len(y)} targets in {split}"
+                    f"{where}: token inputs x_{split} must be int64 of shape (N, seq) with "
+                    f"sample_shape (seq,), got {x.dtype} {tuple(x.shape)} and sample_shape "
+                    f"{tuple(self.sample_shape)}"
                 )
-            if self.task == "classification" and (y.dtype != torch.int64 or y.ndim != 1):
+        elif x.dtype != torch.float32 or not fits:
+            raise DataError(
+                f"{where}: x_{split} must be float32 (or int64 token ids) of shape "
+                f"(N, {shape}), got {x.dtype} {tuple(x.shape)}"
+            )
+        if len(y) != len(x):
+            raise DataError(f"{where}: {len(x)} inputs but {len(y)} targets in {split}")
+        if len(x) == 0:
+            raise DataError(
+                f"{where}: the {split} split has 0 samples; each split needs at least one "
+                "(pass n_train/n_test >= 1, or reuse the training samples as the test split)"
+            )
+        if self.task == "classification":
+            per_position = tokens and tuple(y.shape) == tuple(x.shape)
+            if y.dtype != torch.int64 or not (y.ndim == 1 or per_position):
+                wanted = "(N,) or (N, seq)" if tokens else "(N,)"
                 raise DataError(
-                    f"dataset {self.name!r}: y_{split} must be int64 labels of shape (N,), got "
+                    f"{where}: y_{split} must be int64 labels of shape {wanted}, got "
                     f"{y.dtype} {tuple(y.shape)}"
                 )
-            if self.task == "regression" and (y.dtype != torch.float32 or y.ndim != 2):
-                raise DataError(
-                    f"dataset {self.name!r}: y_{split} must be float32 of shape (N, k), got "
-                    f"{y.dtype} {tuple(y.shape)}"
-                )
+            _check_range(where, f"y_{split} labels", y, self.n_classes, "n_classes")
+        elif y.dtype != torch.float32 or y.ndim != 2:
+            raise DataError(
+                f"{where}: y_{split} must be float32 of shape (N, k), got "
+                f"{y.dtype} {tuple(y.shape)}"
+            )
+        else:
+            _check_finite(where, f"y_{split}", y)
+        if tokens:
+            _check_range(where, f"x_{split} token ids", x, self.vocab_size, "vocab_size")
+        else:
+            _check_finite(where, f"x_{split}", x)
 
     @property
     def n_out(self) -> int:
@@ -90,6 +141,38 @@ def as_int(value: object) -> int | None:
     if isinstance(value, Integral) and not isinstance(value, bool):
         return int(value)
     return None
+
+
+def _check_finite(where: str, what: str, values: torch.Tensor) -> None:
+    """Raise a DataError counting the NaN/inf entries of ``values`` (N, ...) if there are any."""
+    if bool(torch.isfinite(values).all()):
+        return
+    bad = ~torch.isfinite(values)
+    rows = bad.reshape(len(values), -1).any(1)
+    raise DataError(
+        f"{where}: {what} has {int(bad.sum())} non-finite value(s) (NaN or inf) in "
+        f"{int(rows.sum())} sample(s), the first at sample {int(rows.nonzero()[0, 0])}; drop "
+        "or repair those samples before building the Dataset"
+    )
+
+
+def _check_range(
+    where: str, what: str, values: torch.Tensor, upper: int | None, upper_name: str
+) -> None:
+    """Raise a DataError unless the integers ``values`` lie in ``[0, upper)`` (``>= 0`` when
+    ``upper`` is None), naming how many do not and the bound to change."""
+    low, high = int(values.min()), int(values.max())
+    if low >= 0 and (upper is None or high < upper):
+        return
+    bad = (values < 0) if upper is None else (values < 0) | (values >= upper)
+    bound = ">= 0" if upper is None else f"0..{upper - 1} ({upper_name}={upper})"
+    fix = "fix them"
+    if upper is not None and low >= 0:
+        fix += f" or set {upper_name} to at least {high + 1}"
+    raise DataError(
+        f"{where}: {what} must lie in {bound}; {int(bad.sum())} value(s) do not (min {low}, "
+        f"max {high}); {fix}"
+    )
 
 
 def check_size(dataset: str, what: str, value: object, available: int | None = None) -> None:

@@ -16,7 +16,8 @@ __all__ = [
     "MAX_CURVE_POINTS", "STATUSES", "RunRecord", "downsample", "nan_to_none", "versions",
 ]
 
-#: A run's final status: trained to the end, loss stopped being finite, or raised an error.
+#: A run's final status: trained to the end, diverged (non-finite loss, or running loss above
+#: ``divergence_factor`` x the initial loss), or raised an error.
 STATUSES = ("done", "diverged", "failed")
 #: Longer per-step loss curves are stored as this many bucket means.
 MAX_CURVE_POINTS = 1000
@@ -37,10 +38,10 @@ class RunRecord(Mapping[str, Any]):
     ``seconds``, ``finished_at``, ``worker`` and ``version.<package>``.
 
     ``metrics`` holds ``running_loss`` (mean training loss over all steps done),
-    ``steps_done``, ``diverged_at``, ``epoch_losses``, ``evals`` and ``final_<split>_<metric>``
-    (absent after divergence or failure); non-finite values are None. ``curve_steps`` /
-    ``curve_losses`` are the per-step training loss, or bucket means ending at those steps when
-    longer than :data:`MAX_CURVE_POINTS`.
+    ``steps_done``, ``diverged_at``, ``diverged_reason``, ``epoch_losses``, ``evals`` and
+    ``final_<split>_<metric>`` (absent after divergence or failure); non-finite values are None.
+    ``curve_steps`` / ``curve_losses`` are the per-step training loss, or bucket means ending at
+    those steps when longer than :data:`MAX_CURVE_POINTS`.
     """
 
     run_id: str

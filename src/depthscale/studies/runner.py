@@ -77,8 +77,9 @@ def check_run(spec: RunSpec, *, check_device: bool = True) -> None:
 def run_one(spec: RunSpec) -> RunRecord:
     """Build, train and measure one run; never raises for the run's own errors.
 
-    Status "done", "diverged" (non-finite loss; the sweep goes on) or "failed" (any exception,
-    recorded as ``error``: one line ``Type: message``). The run uses one intra-op CPU thread
+    Status "done", "diverged" (the loop's rule, :class:`~depthscale.train.TrainConfig`; the
+    sweep goes on) or "failed" (any exception, recorded as ``error``: one line ``Type:
+    message``). The run uses one intra-op CPU thread
     (restored afterwards), so its metrics are identical in-process, in a worker pool or on Ray.
     KeyboardInterrupt and SystemExit propagate.
     """
@@ -112,6 +113,7 @@ def _record(spec: RunSpec, result: Any, seconds: float, worker: str) -> RunRecor
         "running_loss": nan_to_none(result.running_loss),
         "steps_done": result.steps_done,
         "diverged_at": result.diverged_at,
+        "diverged_reason": result.diverged_reason,
         **{f"final_{k}": nan_to_none(float(v)) for k, v in result.final.items()},
         "epoch_losses": [nan_to_none(float(x)) for x in result.epoch_losses],
         "evals": [{k: nan_to_none(x) for k, x in e.items()} for e in result.evals],

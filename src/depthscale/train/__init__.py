@@ -1,24 +1,33 @@
-"""Training: one loop for all models (SGD/Adam from a plan), divergence recorded."""
+"""Training: one loop for all models (SGD/Adam from a plan), data checked first, divergence
+recorded, an interrupt keeps what finished."""
 
 from depthscale.train.batched import check_batchable, train_batched
 from depthscale.train.loop import (
     LOSSES,
+    DivergenceMonitor,
     TrainConfig,
+    TrainInterrupted,
     TrainResult,
+    check_data,
     evaluate,
     loss_fn,
     resolve_device,
     train,
+    zero_output_loss,
 )
 
 __all__ = [
     "LOSSES",
+    "DivergenceMonitor",
     "TrainConfig",
+    "TrainInterrupted",
     "TrainResult",
     "check_batchable",
+    "check_data",
     "evaluate",
     "loss_fn",
     "resolve_device",
     "train",
     "train_batched",
+    "zero_output_loss",
 ]

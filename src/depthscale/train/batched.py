@@ -16,9 +16,11 @@ Two ways to compute the members' gradients:
 * Any other model runs ``torch.func.functional_call`` under ``torch.func.vmap`` with
   ``torch.func.grad_and_value``.
 
-A member whose loss stops being finite is recorded as diverged at that step and its rows are
-dropped from the stack before the update, so it is frozen, its NaNs never reach another member
-(every vmapped op keeps members apart), and the remaining steps cost less.
+A member that diverges by the loop's rule (:class:`~depthscale.train.DivergenceMonitor`: a
+non-finite loss, or a running loss above ``divergence_factor`` x its initial loss; one monitor
+per member) is recorded as diverged at that step and its rows are dropped from the stack before
+the update, so it is frozen, its NaNs never reach another member (every vmapped op keeps
+members apart), and the remaining steps cost less.
 """
 
 from __future__ import annotations
@@ -37,7 +39,15 @@ from depthscale.errors import ConfigError
 from depthscale.models.layers import ScaledLinear
 from depthscale.models.mlp import MLPResNet, PlainMLP
 from depthscale.param import Plan
-from depthscale.train.loop import TrainConfig, TrainResult, loss_fn, resolve_device
+from depthscale.train.loop import (
+    DivergenceMonitor,
+    TrainConfig,
+    TrainResult,
+    check_data,
+    loss_fn,
+    resolve_device,
+    zero_output_loss,
+)
 
 __all__ = ["EVAL_CHUNK", "check_batchable", "stacked_forward", "train_batched"]
 
@@ -375,6 +385,7 @@ def train_batched(
     device = resolve_device(config.device)
     template = models[0]
     trainable, fixed, mult = _stack(models, plan, g, device)
+    n_out = check_data(template, data, config.loss)
 
     xs, ys = data.x_train.to(device), data.y_train.to(device)  # type: ignore[attr-defined]
     xt, yt = data.x_test.to(device), data.y_test.to(device)  # type: ignore[attr-defined]
@@ -421,6 +432,8 @@ def train_batched(
             template.train()
 
     results = [TrainResult(status="ok", steps_done=0) for _ in range(g)]
+    floor = zero_output_loss(config.loss, ys, n_out)
+    monitors = [DivergenceMonitor(config.divergence_factor, floor) for _ in range(g)]
     active = list(range(g))
     neg_lr = step_sizes(active)
     sums, counts = [0.0] * g, [0] * g
@@ -440,12 +453,13 @@ def train_batched(
             pos += bs
             grads, losses = step_fn(trainable, fixed, xs[idx], ys[idx])
             values = losses.tolist()
-            keep = [k for k, v in enumerate(values) if math.isfinite(v)]
+            reasons = [monitors[i].update(v) for i, v in zip(active, values, strict=True)]
+            keep = [k for k, reason in enumerate(reasons) if reason is None]
             if len(keep) < len(active):
-                kept = set(keep)
-                for k, i in enumerate(active):
-                    if k not in kept:
-                        results[i].status, results[i].diverged_at = "diverged", step
+                for i, reason in zip(active, reasons, strict=True):
+                    if reason is not None:
+                        res = results[i]
+                        res.status, res.diverged_at, res.diverged_reason = "diverged", step, reason
                 active = [active[k] for k in keep]
                 if not active:
                     break
@@ -501,3 +515,4 @@ def _finish(result: TrainResult, train_ev: dict[str, Any], test_ev: dict[str, An
         }
     else:
         result.status, result.diverged_at = "diverged", result.steps_done
+        result.diverged_reason = "non-finite final evaluation"
