@@ -277,12 +277,14 @@ def chizat_fig2(ctx: ClaimContext) -> ClaimOutcome:
             if not pts:
                 continue
             xs = [r[key] for r in pts]
-            line = ax.loglog(xs, [r["rms_error"] for r in pts], "o", ms=4,
-                             label=f"{other} = {val}")[0]
-            ax.loglog(xs, [r["fit"] for r in pts], "-", color=line.get_color(), lw=1)
+            line = ax.loglog(xs, [r["fit"] for r in pts], "-", lw=1, label=f"{other} = {val}")[0]
+            for in_fit, marker in ((True, "o"), (False, "x")):
+                sel = [r for r in pts if r["in_fit"] == in_fit]
+                ax.loglog([r[key] for r in sel], [r["rms_error"] for r in sel], marker, ms=4,
+                          color=line.get_color())
         figures.label_log_ticks(ax, s["depths" if key == "L" else "widths"])
         ax.set_xlabel(label)
-        ax.set_ylabel("RMS output error vs limit")
+        ax.set_ylabel("RMS output error vs limit (x: not fitted, L M < 4 D)")
         ax.legend(fontsize=6, ncol=2)
     fig.suptitle(f"chizat Fig. 2: a/L + b sqrt(D)/sqrt(LM), a = {a[0]:.3g} [{a[1]:.3g}, "
                  f"{a[2]:.3g}], b = {b[0]:.3g} [{b[1]:.3g}, {b[2]:.3g}] (95% CIs)", fontsize=9)
@@ -580,12 +582,15 @@ def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
     for L in sorted({r["L"] for r in rows}):
         for M in sorted({r["M"] for r in rows if r["L"] == L}):
             pts = [r for r in rows if r["L"] == L and r["M"] == M]
-            line = ax.loglog([r["alpha"] for r in pts], [max(r["bias"], 1e-4) for r in pts],
-                             "o", label=f"L = {L}, M = {M}")[0]
-            ax.loglog([r["alpha"] for r in pts], [r["bias_law"] for r in pts], "-",
-                      color=line.get_color(), lw=1)
-    ax.set_title(f"bias vs tangent ODE; c_a/alpha + c_L/L, c_a = {c_alpha[0]:.3g}, "
-                 f"c_L = {c_L[0]:.3g}", fontsize=7)
+            line = ax.loglog([r["alpha"] for r in pts], [r["bias_law"] for r in pts], "-",
+                             lw=1, label=f"L = {L}, M = {M}")[0]
+            for measurable, key, marker in ((True, "bias", "o"), (False, "bias_se", "v")):
+                sel = [r for r in pts if r["bias_measurable"] == measurable]
+                ax.loglog([r["alpha"] for r in sel], [(1 if measurable else 2) * r[key]
+                                                      for r in sel], marker,
+                          color=line.get_color())
+    ax.set_title(f"bias vs tangent ODE (v: below 2 SE, drawn at 2 SE); c_a/alpha + c_L/L, "
+                 f"c_a = {c_alpha[0]:.3g}, c_L = {c_L[0]:.3g}", fontsize=6)
     ax = axes[1]
     for r in rows:
         ax.loglog(r["alpha"], r["std"] * math.sqrt(r["L"] * r["M"] / D), "o", color="tab:blue")
