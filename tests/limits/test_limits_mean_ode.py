@@ -23,6 +23,7 @@ from depthscale.limits import (
     stage_count,
     train_finite_resnet,
 )
+from depthscale.limits.mean_ode import balanced_eta_u
 from depthscale.models import build
 
 
@@ -215,6 +216,32 @@ def test_mean_ode_approaches_the_tangent_ode_like_one_over_alpha() -> None:
             assert 0.4 <= e2 / e1 <= 0.6
     for e1, e2 in zip(errs["out"], errs["out"][1:], strict=False):
         assert e2 / e1 <= 0.6
+
+
+def test_default_eta_u_is_chizats_balanced_rule_d_min_1_alpha_minus_2() -> None:
+    """chizat Thm. 3 / Sec. 4.4: eta_u = D min(1, D / sigma_v^2) = D min(1, alpha^-2) at
+    sigma_v = alpha sqrt(D); the lazy limit of alpha >= 1 then has the tangent LR D."""
+    D = 9
+    for alpha, want in ((0.0, 9.0), (0.5, 9.0), (1.0, 9.0), (3.0, 1.0), (6.0, 0.25)):
+        assert balanced_eta_u(D, alpha * 3.0) == pytest.approx(want)
+        assert MeanODE(D, sigma_v=alpha * 3.0)._cfg().eta_u == pytest.approx(want)
+    assert MeanODE(D)._cfg().eta_u == pytest.approx(9.0)  # sigma_v = sqrt(D): Sec. 2.4
+    assert MeanODE(D, sigma_v=18.0, eta_u=0.7)._cfg().eta_u == pytest.approx(0.7)
+    assert lazy_limit(MeanODE(D, sigma_v=18.0), 6.0).eta_u == pytest.approx(9.0)
+    with pytest.raises(ConfigError, match="sigma_v must be a finite number >= 0"):
+        balanced_eta_u(D, -1.0)
+
+
+def test_finite_resnet_default_eta_u_follows_alpha() -> None:
+    """train_finite_resnet at alpha = 2 without eta_u trains exactly as with eta_u = D / 4."""
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    default = train_finite_resnet(X, Y, depth=3, hidden=2, steps=2, alpha=2.0, seed=1)
+    explicit = train_finite_resnet(X, Y, depth=3, hidden=2, steps=2, alpha=2.0, eta_u=1.0,
+                                   seed=1)
+    other = train_finite_resnet(X, Y, depth=3, hidden=2, steps=2, alpha=2.0, eta_u=4.0, seed=1)
+    np.testing.assert_array_equal(default.outputs, explicit.outputs)
+    assert np.abs(default.outputs[-1] - other.outputs[-1]).max() > 1e-6
 
 
 def test_lazy_limit_maps_sigma_v_and_learning_rates_by_eq_5() -> None:

@@ -16,8 +16,11 @@ Learning rates. Eq. 25 trains the finite net with LRs ``eta_u L M`` and ``eta_v 
 mean loss; the gradient of one unit carries the factor ``1/(L M)`` of Eq. 24 (Eq. 6), so each
 unit moves by exactly ``-eta mean_i g^_i`` with ``g^_i`` the finite-net version of Eq. 13
 (Eq. 8-9). The limit LRs are therefore the same numbers ``(eta_u, eta_v)``, and the ``mean-ode``
-plan's SGD with base LR ``eta_v`` and ``eta_u_scale = eta_u / eta_v`` is that finite dynamics
-(chizat Sec. 2.4: ``eta_u = eta_v = D``). The ``1/(2 D)`` of the loss is the ``1/D`` in ``b(1)``.
+plan's SGD with base LR ``eta_v`` and ``eta_u_scale = eta_u / eta_v`` is that finite dynamics.
+Default LRs: the "balanced contributions" rule of chizat Thm. 3 and Sec. 4.4,
+``eta_u = D min(1, D / sigma_v^2)`` (``= D min(1, alpha^-2)`` at ``sigma_v = alpha sqrt(D)``)
+and ``eta_v = D`` (:func:`balanced_eta_u`; Sec. 2.4's ``eta_u = eta_v = D`` at ``sigma_v =
+sqrt(D)``). The ``1/(2 D)`` of the loss is the ``1/D`` in ``b(1)``.
 
 Representation. ``Z_k`` is carried by ``Q`` particles at each *stage point* of a depth grid with
 ``J`` intervals (the nodes ``s_j = j / J``; for RK4 also the midpoints, since its middle stages
@@ -71,7 +74,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -91,6 +94,7 @@ __all__ = [
     "MeanODEResult",
     "TangentODE",
     "TangentODEResult",
+    "balanced_eta_u",
     "chizat_loss",
     "lazy_limit",
     "rms_error",
@@ -242,6 +246,16 @@ def chizat_loss(outputs: Array, Y: Array) -> Array:
     published experiments' loss); ``outputs`` ``(..., n, D)``. Cost O(n D) per output."""
     D = outputs.shape[-1]
     return np.sum((outputs - Y) ** 2, axis=(-2, -1)) / (2 * D * outputs.shape[-2])
+
+
+def balanced_eta_u(D: int, sigma_v: float) -> float:
+    """The input-weight LR of chizat Thm. 3 (with ``eta_0 = 1``) and Sec. 4.4, Fig. 4-5:
+    ``eta_u = D min(1, D / sigma_v^2)``, i.e. ``D min(1, alpha^-2)`` at ``sigma_v = alpha
+    sqrt(D)`` ("balanced contributions" of U and V to the first loss decrease); ``D`` at
+    ``sigma_v = 0``. Cost O(1)."""
+    D = _positive_int(D, "D")
+    s = _finite(sigma_v, "sigma_v", positive=True, allow_zero=True)
+    return float(D) * min(1.0, D / (s * s)) if s > 0 else float(D)
 
 
 def rms_error(a: Array, b: Array) -> float:
@@ -563,7 +577,9 @@ class MeanODE(_SolverSettings):
 
     ``D``: embedding dimension. ``sigma_u``, ``sigma_v``: init scales (default ``sqrt(D)``;
     chizat Fig. 5 uses ``sigma_v = alpha sqrt(D)``). ``eta_u``, ``eta_v``: the LRs of chizat
-    Eq. 25 without its ``L M`` factor (default ``D``, Sec. 2.4). ``depth_steps``: ``J``
+    Eq. 25 without its ``L M`` factor; defaults ``eta_u = D min(1, D / sigma_v^2)`` (chizat
+    Thm. 3 and Sec. 4.4: ``D min(1, alpha^-2)``, see :func:`balanced_eta_u`) and ``eta_v = D``
+    (Sec. 2.4: both ``D`` at the default ``sigma_v``). ``depth_steps``: ``J``
     intervals of the depth grid ``s_j = j / J``. ``particles``: ``Q`` per stage point.
     ``method``, ``sampler``, ``coupling``: see the module docstring.
 
@@ -571,6 +587,9 @@ class MeanODE(_SolverSettings):
     16J products of size ``n Q D``; memory O(J Q D) (``2 J + 1`` particle sets).
     """
 
+    def _cfg(self) -> _Config:
+        c = super()._cfg()
+        return c if self.eta_u is not None else replace(c, eta_u=balanced_eta_u(c.D, c.sigma_v))
 
     def initial_particles(self) -> tuple[Array, Array]:
         """``(U_0, V_0)`` drawn from ``mu_0`` by the sampler: ``(Q, D)`` (shared) or
@@ -735,7 +754,8 @@ def train_finite_resnet(
     lr=eta_v)`` (LRs ``eta_v L M`` for ``v`` and ``eta_u L M`` for ``u`` through
     ``eta_u_scale = eta_u / eta_v``), loss ``mean_i |h^L(x_i) - y_i|^2 / (2 D)``.
 
-    ``sigma_v = alpha sqrt(D)``, ``sigma_u`` (default ``sqrt(D)``), ``eta_u``, ``eta_v``
+    ``sigma_v = alpha sqrt(D)``, ``sigma_u`` (default ``sqrt(D)``), ``eta_u`` (default ``D
+    min(1, alpha^-2)``, chizat Thm. 3 and Sec. 4.4: :func:`balanced_eta_u`), ``eta_v``
     (default ``D``). Weights are drawn by the plan from ``seed`` (float32 draws, then cast to
     ``dtype``). ``track_travel=False`` measures the travel at ``k = 0`` and ``K`` only (NaN
     between; the per-step copy of all units costs as much as a step at L = M = 1000).
@@ -752,9 +772,11 @@ def train_finite_resnet(
         raise ConfigError(f"X and Y must both have shape (n, D); got {tuple(x.shape)} and "
                           f"{tuple(y.shape)}")
     D = x.shape[1]
-    e_u = _finite(D if eta_u is None else eta_u, "eta_u", positive=True)
+    a = _finite(alpha, "alpha", positive=True, allow_zero=True)
+    e_u = _finite(balanced_eta_u(D, a * math.sqrt(D)) if eta_u is None else eta_u, "eta_u",
+                  positive=True)
     e_v = _finite(D if eta_v is None else eta_v, "eta_v", positive=True)
-    options: dict[str, Any] = {"alpha": float(alpha), "eta_u_scale": e_u / e_v}
+    options: dict[str, Any] = {"alpha": a, "eta_u_scale": e_u / e_v}
     if sigma_u is not None:
         options["sigma_u"] = float(sigma_u)
     built, plan = build("chizat2lp", "mean-ode", input_shape=(D,), n_out=D, width=D, depth=L,
