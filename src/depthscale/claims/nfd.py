@@ -456,6 +456,9 @@ def _update_readout(rows: list[dict[str, Any]], base: dict[str, Any], steps: set
     "Two-layer blocks: first-layer update ~ L^(-1/2) under depth-muP; Eq. 8 removes it",
     quick={**_QUICK_DATA, "width": 128, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
            "steps": 300, "seeds": 1, "probe_batch": 256},
+    # twice the width: does the Eq. 8 stream update's fall at depth 64 survive a wider net?
+    medium={**_QUICK_DATA, "width": 256, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
+            "steps": 300, "seeds": 1, "probe_batch": 256},
     full={**_FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
           "steps": 300, "seeds": 3, "probe_batch": 512},
     smoke={**_SMOKE_DATA,
@@ -621,6 +624,8 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     "nfd-deep", "nfd",
     "Depth 64, two-layer blocks: Eq. 8 gives lower train/test loss and higher accuracy",
     quick={**_QUICK_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 5, "seeds": 3},
+    # 3 seeds leave the test-loss and accuracy differences' CIs across 0: more seeds, longer
+    medium={**_QUICK_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 10, "seeds": 8},
     full={**_FULL_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 30, "seeds": 3},
     smoke={**_SMOKE_DATA,
            "width": 16, "depth": 4, "eta_c": 0.1, "epochs": 1, "seeds": 1},
