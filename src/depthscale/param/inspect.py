@@ -350,7 +350,7 @@ def _analyse(model: nn.Module, rec: _Recorder, calls: list[_Call], inputs: set[i
     for b in branches:
         blocks.setdefault(_block_key(b.modules), []).append(b.index)
     widths = Counter(b.width for b in branches)
-    width = widths.most_common(1)[0][0] if widths else _plain_width(model)
+    width = widths.most_common(1)[0][0] if widths else plain_width(model)
     return Structure(roles, reasons, tuple(branches),
                      {k: tuple(v) for k, v in blocks.items()}, width, len(branches), len(main),
                      len(main) + len(branches), unclassified, tied)
@@ -395,7 +395,7 @@ def _role(mod_name: str, p_name: str, p: torch.Tensor, module: nn.Module,
     return "hidden", "plain layer outside any residual branch"
 
 
-def _plain_width(model: nn.Module) -> int:
+def plain_width(model: nn.Module) -> int:
     """The most common output size of the Linear/Conv layers of a net without branches."""
     sizes = Counter(int(p.shape[0]) for n, p in model.named_parameters()
                     if n.endswith("weight") and p.ndim >= 2)
