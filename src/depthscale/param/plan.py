@@ -18,7 +18,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -124,8 +124,7 @@ def _params(model: nn.Module) -> Iterator[tuple[str, str, nn.Module, nn.Paramete
 
 def _call(settings: Mapping[str, Any]) -> str:
     """The ``plan(...)`` call that makes a plan with these settings (defaults left out)."""
-    defaults = {"T": 1.0, "hidden": 1, "activation": "relu", "regime": "feature", "alpha": 1.0,
-                "sigma_u": None, "eta_u_scale": 1.0}
+    defaults = {f.name: f.default for f in fields(Plan) if f.default is not MISSING}
     rest = "".join(f", {k}={v!r}" for k, v in settings.items()
                    if k not in ("recipe", "width", "depth") and defaults.get(k) != v)
     return (f"plan({settings['recipe']!r}, width={settings['width']}, "
@@ -157,6 +156,7 @@ class PlanState(nn.Module):
         keys = {f.name for f in fields(Plan)}
         ok = (isinstance(state, dict) and state.get("version") == _STATE_VERSION
               and isinstance(state.get("settings"), dict) and set(state["settings"]) == keys
+              and isinstance(state["settings"]["recipe"], str)
               and state["settings"]["recipe"] in RECIPES
               and isinstance(state.get("roles"), dict) and isinstance(state.get("forms"), dict)
               and set(state["roles"]) == set(state["forms"])
