@@ -239,3 +239,29 @@ def test_plain_cnn_width_is_its_channel_count() -> None:
     assert math.isclose(p.resolve(net)[2].b, 1 / math.sqrt(16 * 9))  # absorbed: a b, b = 1
     with pytest.raises(ConfigError, match="no layer has width 3 "):
         plan("mup", width=3, depth=1).apply(net, roles=roles)
+
+
+class ParallelBlock(nn.Module):
+    """x + (a(h) + b(h)): two layers write into one block (GPT-J style parallel residual)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.a = nn.Linear(width, width)
+        self.b = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(x)
+        return x + (self.a(h) + self.b(h))
+
+
+def test_parallel_branches_accept_a_depth_between_blocks_and_writers() -> None:
+    roles = {"0.weight": "input", "*.[ab].weight": "branch_out", "3.weight": "output"}
+    for depth in (2, 4):  # 2 blocks, 4 layers writing into the stream
+        net = nn.Sequential(nn.Linear(5, 16), ParallelBlock(16), ParallelBlock(16),
+                            nn.Linear(16, 3))
+        plan("completep", width=16, depth=depth).apply(net, roles=roles)
+    for depth in (1, 5):
+        with pytest.raises(ConfigError, match=rf"it has 2 to 4 residual branches, not {depth} "
+                           r"\(4 parameters with role branch/branch_out, e\.g\. 1\.a\.weight, "
+                           r"in 2 blocks"):
+            plan("completep", width=16, depth=depth).apply(net, roles=roles)

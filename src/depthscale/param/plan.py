@@ -27,7 +27,7 @@ from torch import nn
 from depthscale.activations import gating_factor
 from depthscale.errors import ConfigError
 from depthscale.param.checks import number, whole
-from depthscale.param.inspect import plain_width
+from depthscale.param.inspect import block_key, plain_width
 from depthscale.param.rules import RECIPES, ROLES, Dims, Recipe, Rule
 
 __all__ = ["OPTIMIZERS", "ParamSpec", "Plan", "PlanState", "plan", "reparameterize"]
@@ -309,8 +309,10 @@ class Plan:
         ``plan_depth``: the L of the rule table, residual branches K or hidden layers of a plain
         net, ``hidden``). For any other module the width is read from its weight shapes (the
         plan's width must be one of its layer sizes) and the depth, when it has residual
-        branches, is the number of parameters whose role writes into the stream (``branch``,
-        ``branch_out``: one per branch). A plain net's rules do not depend on depth."""
+        branches, from the parameters whose role writes into the stream (``branch``,
+        ``branch_out``): one per branch, or fewer branches than writers where a block adds
+        several at once, but never fewer than the blocks they sit in. A plain net's rules do not
+        depend on depth."""
         problems: list[str] = []
         match: dict[str, int] = {}
         for attr, plan_attr, want in (
@@ -336,11 +338,18 @@ class Plan:
                 problems.append(f"no layer has width {self.width} (layer sizes "
                                 f"{sorted(sizes)}, most common {match['width']})")
         if getattr(model, "plan_depth", None) is None:
+            # one writer per branch, except where branches share a block and one addition
+            # (x + attn(h) + mlp(h) computed as x + (attn + mlp)): K lies in [blocks, writers]
             writers = [n for n, r in role_of.items() if r in ("branch", "branch_out")]
-            if writers and len(writers) != self.depth:
+            blocks = {block_key((n.rpartition(".")[0] or n,)) for n in writers}
+            if writers and not len(blocks) <= self.depth <= len(writers):
                 match["depth"] = len(writers)
-                problems.append(f"it has {len(writers)} residual branches, not {self.depth} "
-                                f"(parameters with role branch/branch_out: {writers[0]}, ...)")
+                count = (f"{len(writers)}" if len(blocks) == len(writers) else
+                         f"{len(blocks)} to {len(writers)}")
+                problems.append(
+                    f"it has {count} residual branches, not {self.depth} ({len(writers)} "
+                    f"parameters with role branch/branch_out, e.g. {writers[0]}, in "
+                    f"{len(blocks)} blocks; ds.param.inspect(model, x).depth counts them)")
         if problems:
             raise ConfigError(
                 f"the plan does not fit this {type(model).__name__}: {'; '.join(problems)}; "
