@@ -274,11 +274,12 @@ def _fit_scan(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -
 def _cmd_transfer(args: argparse.Namespace) -> int:
     from depthscale.param import transfer_lr
 
-    for depth in args.to_depth:
-        t = transfer_lr(args.rule, args.lr, args.from_depth, depth, args.from_width,
-                        args.to_width)
+    # every prediction is checked (finite, > 0) before anything is printed
+    preds = [(depth, transfer_lr(args.rule, args.lr, args.from_depth, depth, args.from_width,
+                                 args.to_width)) for depth in args.to_depth]
+    for depth, t in preds:
         print(f"depth {args.from_depth:g} -> {depth}: lr {args.lr:.6g} -> {t.lr:.6g}")
-    print(f"rule {args.rule}: {t.formula}")
+    print(f"rule {args.rule}: {preds[-1][1].formula}")
     return 0
 
 

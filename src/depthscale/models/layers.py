@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.param.checks import number
 
 __all__ = ["BACKWARD_MODES", "ScaledConv", "ScaledLinear"]
 
@@ -41,7 +42,22 @@ class _BackwardCopyLinear(torch.autograd.Function):
         return grad_x, grad_w, None
 
 
-class ScaledLinear(nn.Module):
+class _Multiplied(nn.Module):
+    """A layer whose forward multiplier is a Python float (no tensor op, no graph input), saved
+    and restored with the weights as the module's extra state (``state_dict`` key
+    ``<layer>._extra_state``)."""
+
+    multiplier: float
+
+    def get_extra_state(self) -> dict[str, float]:
+        return {"multiplier": self.multiplier}
+
+    def set_extra_state(self, state: Any) -> None:
+        value = state.get("multiplier") if isinstance(state, dict) else state
+        self.multiplier = number(f"{type(self).__name__} multiplier in the loaded state", value)
+
+
+class ScaledLinear(_Multiplied):
     """``y = multiplier * x W^T (+ bias)``; ``role`` tells a plan which rule applies.
 
     Until a plan is applied the layer holds PyTorch's default init and multiplier 1.
@@ -107,7 +123,7 @@ class ScaledLinear(nn.Module):
         )
 
 
-class ScaledConv(nn.Module):
+class ScaledConv(_Multiplied):
     """Stride-1 convolution (1D or 2D) with a forward multiplier: ``a * conv(x, W) (+ bias)``.
 
     ``padding`` is ``"zero"`` or ``"circular"`` (laws Sec. 3.3); the output keeps the spatial

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -15,6 +15,7 @@ from depthscale.models.cnn import ConvResNet, PlainCNN
 from depthscale.models.mlp import MLPResNet, PlainMLP
 from depthscale.models.vit import ViT
 from depthscale.param import Plan, plan
+from depthscale.param.checks import whole
 
 __all__ = ["MODELS", "ModelSpec", "build", "create"]
 
@@ -99,12 +100,25 @@ def _check_options(spec: ModelSpec, options: Mapping[str, Any]) -> None:
 def create(
     name: str, *, input_shape: tuple[int, ...], n_out: int, width: int, depth: int, **options: Any
 ) -> nn.Module:
-    """An unplanned model called ``name`` (default init, multipliers 1)."""
-    if name not in MODELS:
+    """An unplanned model called ``name`` (default init, multipliers 1).
+
+    The one check of the sizes every model shares: ``input_shape`` a non-empty tuple of whole
+    numbers >= 1 (the per-sample shape, without the batch axis), ``n_out``, ``width`` and
+    ``depth`` whole numbers >= 1; each model then checks what is its own (rank, divisibility).
+    """
+    if not isinstance(name, str) or name not in MODELS:
         raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
     spec = MODELS[name]
     _check_options(spec, options)
-    return spec.make(tuple(input_shape), n_out, width, depth, **options)
+    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, Sequence) or not (
+            input_shape):
+        raise ConfigError(
+            f"input_shape must be the per-sample shape, a non-empty tuple such as (784,) or "
+            f"(3, 32, 32), got {input_shape!r}"
+        )
+    shape = tuple(whole(f"input_shape[{i}]", s) for i, s in enumerate(input_shape))
+    return spec.make(shape, whole("n_out", n_out), whole("width", width), whole("depth", depth),
+                     **options)
 
 
 def build(

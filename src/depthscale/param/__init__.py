@@ -1,6 +1,6 @@
 """Parameterizations as data: recipes, per-parameter plans, equivalent forms, LR transfer."""
 
-from depthscale.param.plan import OPTIMIZERS, ParamSpec, Plan, plan, reparameterize
+from depthscale.param.plan import OPTIMIZERS, ParamSpec, Plan, PlanState, plan, reparameterize
 from depthscale.param.rules import RECIPES, ROLES, Dims, Expr, Recipe, Rule
 from depthscale.param.transfer import TRANSFER_RULES, Transfer, transfer_lr
 
@@ -13,6 +13,7 @@ __all__ = [
     "Expr",
     "ParamSpec",
     "Plan",
+    "PlanState",
     "Recipe",
     "Rule",
     "Transfer",

@@ -282,7 +282,7 @@ def _residual(add: _Add, weight_mods: set[str]) -> tuple[_Info, _Info, frozenset
     return stream, branch, shortcut
 
 
-def _block_key(members: tuple[str, ...]) -> str:
+def block_key(members: tuple[str, ...]) -> str:
     """The block a branch belongs to: its module path up to the first numeric component
     (``h.0``, ``layers.3``, ``layer1.0``), else the members' common prefix."""
     parts = members[0].split(".")
@@ -348,9 +348,9 @@ def _analyse(model: nn.Module, rec: _Recorder, calls: list[_Call], inputs: set[i
                                                                          "output")]
     blocks: dict[str, list[int]] = {}
     for b in branches:
-        blocks.setdefault(_block_key(b.modules), []).append(b.index)
+        blocks.setdefault(block_key(b.modules), []).append(b.index)
     widths = Counter(b.width for b in branches)
-    width = widths.most_common(1)[0][0] if widths else _plain_width(model)
+    width = widths.most_common(1)[0][0] if widths else plain_width(model)
     return Structure(roles, reasons, tuple(branches),
                      {k: tuple(v) for k, v in blocks.items()}, width, len(branches), len(main),
                      len(main) + len(branches), unclassified, tied)
@@ -395,7 +395,7 @@ def _role(mod_name: str, p_name: str, p: torch.Tensor, module: nn.Module,
     return "hidden", "plain layer outside any residual branch"
 
 
-def _plain_width(model: nn.Module) -> int:
+def plain_width(model: nn.Module) -> int:
     """The most common output size of the Linear/Conv layers of a net without branches."""
     sizes = Counter(int(p.shape[0]) for n, p in model.named_parameters()
                     if n.endswith("weight") and p.ndim >= 2)

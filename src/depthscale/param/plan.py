@@ -5,27 +5,39 @@ applies to it in *native* form: the layer's multiplier is ``a``, the init std ``
 multiplier ``c``. Any other ``nn.Module`` has no multipliers; the plan then applies the
 equivalent *absorbed* form ``(1, a b, c a^2)`` under SGD (``c a`` under Adam), the special case
 ``l = 1/a`` of :func:`reparameterize`.
+
+What ``apply`` sets lives in the model's state: each layer's multiplier is its extra state, and
+a :class:`PlanState` child (``model.depthscale_plan``) records the recipe, the plan's settings
+and the role and form of every parameter. A ``state_dict`` therefore carries the plan, and
+``resolve``/``optimizer``/``explain`` refuse a model this plan was not applied to. Wrappers
+(``torch.compile``, ``DistributedDataParallel``, ``DataParallel``) are looked through.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import Any
 
 import torch
 from torch import nn
 
 from depthscale.activations import gating_factor
 from depthscale.errors import ConfigError
+from depthscale.param.checks import number, whole
+from depthscale.param.inspect import block_key, plain_width
 from depthscale.param.rules import RECIPES, ROLES, Dims, Recipe, Rule
 
-__all__ = ["OPTIMIZERS", "ParamSpec", "Plan", "plan", "reparameterize"]
+__all__ = ["OPTIMIZERS", "ParamSpec", "Plan", "PlanState", "plan", "reparameterize"]
 
 OPTIMIZERS = ("sgd", "adam")
 _BACKWARD_SEED_OFFSET = 1_000_003
 _NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm)
+_STATE = "depthscale_plan"  # the attribute (and state_dict prefix) of a model's PlanState
+_FORMS = ("native", "absorbed")
+_STATE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -89,11 +101,77 @@ def _fan_in(shape: tuple[int, ...]) -> int:
     return int(math.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
 
 
-def _positive(name: str, value: float, integer: bool = False) -> None:
-    bad = not math.isfinite(value) or value <= 0 or (integer and int(value) != value)
-    if bad:
-        kind = "a whole number >= 1" if integer else "a finite number > 0"
-        raise ConfigError(f"{name} must be {kind}, got {value!r}")
+def _unwrap(model: nn.Module) -> tuple[nn.Module, str]:
+    """The module inside ``torch.compile`` / ``DistributedDataParallel`` / ``DataParallel``
+    wrappers, and the prefix the wrappers add to its parameter names."""
+    prefix = ""
+    while True:
+        inner = getattr(model, "_orig_mod", None)  # torch.compile's OptimizedModule
+        if isinstance(inner, nn.Module):
+            model, prefix = inner, prefix + "_orig_mod."
+        elif isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+            model, prefix = model.module, prefix + "module."
+        else:
+            return model, prefix
+
+
+def _params(model: nn.Module) -> Iterator[tuple[str, str, nn.Module, nn.Parameter]]:
+    """(full name, own name, owning module, parameter) for every parameter of ``model``."""
+    for mod_name, module in model.named_modules():
+        for p_name, p in module.named_parameters(recurse=False):
+            yield (f"{mod_name}.{p_name}" if mod_name else p_name), p_name, module, p
+
+
+def _call(settings: Mapping[str, Any]) -> str:
+    """The ``plan(...)`` call that makes a plan with these settings (defaults left out)."""
+    defaults = {f.name: f.default for f in fields(Plan) if f.default is not MISSING}
+    rest = "".join(f", {k}={v!r}" for k, v in settings.items()
+                   if k not in ("recipe", "width", "depth") and defaults.get(k) != v)
+    return (f"plan({settings['recipe']!r}, width={settings['width']}, "
+            f"depth={settings['depth']}{rest})")
+
+
+class PlanState(nn.Module):
+    """What :meth:`Plan.apply` set on a model, kept in its ``state_dict`` (extra state of the
+    child ``depthscale_plan``): the recipe and the plan's settings, the role of every parameter
+    and its form (``native``: the layer's multiplier is ``a``; ``absorbed``: ``a`` folded into
+    init and LR). No parameters or buffers; the forward is the identity, so an
+    ``nn.Sequential`` that holds it computes the same function."""
+
+    def __init__(self, settings: Mapping[str, Any], roles: Mapping[str, str],
+                 forms: Mapping[str, str]) -> None:
+        super().__init__()
+        self.settings = dict(settings)
+        self.roles = dict(roles)
+        self.forms = dict(forms)
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"version": _STATE_VERSION, "settings": dict(self.settings),
+                "roles": dict(self.roles), "forms": dict(self.forms)}
+
+    def set_extra_state(self, state: Any) -> None:
+        keys = {f.name for f in fields(Plan)}
+        ok = (isinstance(state, dict) and state.get("version") == _STATE_VERSION
+              and isinstance(state.get("settings"), dict) and set(state["settings"]) == keys
+              and isinstance(state["settings"]["recipe"], str)
+              and state["settings"]["recipe"] in RECIPES
+              and isinstance(state.get("roles"), dict) and isinstance(state.get("forms"), dict)
+              and set(state["roles"]) == set(state["forms"])
+              and all(r in ROLES for r in state["roles"].values())
+              and all(f in _FORMS for f in state["forms"].values()))
+        if not ok:
+            raise ConfigError(
+                "the loaded state has a depthscale_plan entry that depthscale did not write "
+                f"(version {_STATE_VERSION}); load a checkpoint saved from a planned model"
+            )
+        self.settings, self.roles, self.forms = (dict(state["settings"]), dict(state["roles"]),
+                                                 dict(state["forms"]))
+
+    def extra_repr(self) -> str:
+        return f"{_call(self.settings)}, {len(self.roles)} parameters"
 
 
 @dataclass(frozen=True)
@@ -166,35 +244,59 @@ class Plan:
         )
 
     # ---- binding to a model ----------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        """The recipe name and every setting of this plan (what :class:`PlanState` records)."""
+        return {f.name: self.recipe.name if f.name == "recipe" else getattr(self, f.name)
+                for f in fields(self)}
+
     def roles(self, model: nn.Module, roles: Mapping[str, str] | None = None) -> dict[str, str]:
         """Role of every parameter of ``model``.
 
-        ``roles`` maps glob patterns over parameter names to roles and wins over what layers
-        declare; depthscale layers declare their own (``param_roles``); biases default to
-        ``vector`` and normalisation weights to ``norm``. Unclassified parameters are an error
-        that names them.
+        ``roles`` maps glob patterns over parameter names to roles and wins over everything
+        else; then come the roles recorded when a plan was applied (:class:`PlanState`), then
+        what depthscale layers declare (``param_roles``); biases default to ``vector`` and
+        normalisation weights to ``norm``. Names are those of the model inside a
+        ``torch.compile``/DDP wrapper (a pattern may also carry the wrapper's prefix). A pattern
+        that matches no parameter, and a parameter left without a role, are errors that name
+        them.
         """
-        roles = dict(roles or {})
-        for role in roles.values():
+        inner, prefix = _unwrap(model)
+        patterns = dict(roles or {})
+        for pattern, role in patterns.items():
+            if not isinstance(pattern, str):
+                raise ConfigError(f"role patterns must be strings (globs over parameter names), "
+                                  f"got {pattern!r}")
             if role not in ROLES:
                 raise ConfigError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
+        state = getattr(inner, _STATE, None)
+        recorded = state.roles if isinstance(state, PlanState) else {}
         found: dict[str, str] = {}
         missing: list[str] = []
-        for mod_name, module in model.named_modules():
-            declared = getattr(module, "param_roles", {})
-            for p_name, _ in module.named_parameters(recurse=False):
-                full = f"{mod_name}.{p_name}" if mod_name else p_name
-                role = next((r for pat, r in roles.items() if fnmatch.fnmatchcase(full, pat)), None)
-                if role is None:
-                    role = declared.get(p_name)
-                if role is None and p_name == "bias":
-                    role = "vector"
-                if role is None and isinstance(module, _NORM_TYPES):
-                    role = "norm"
-                if role is None:
-                    missing.append(full)
-                else:
-                    found[full] = role
+        matched: set[str] = set()
+        for full, p_name, module, _ in _params(inner):
+            hits = [(pat, r) for pat, r in patterns.items()
+                    if fnmatch.fnmatchcase(full, pat) or fnmatch.fnmatchcase(prefix + full, pat)]
+            matched.update(pat for pat, _ in hits)
+            role = hits[0][1] if hits else recorded.get(full)
+            if role is None:
+                role = getattr(module, "param_roles", {}).get(p_name)
+            if role is None and p_name == "bias":
+                role = "vector"
+            if role is None and isinstance(module, _NORM_TYPES):
+                role = "norm"
+            if role is None:
+                missing.append(full)
+            else:
+                found[full] = role
+        unmatched = [pat for pat in patterns if pat not in matched]
+        if unmatched:
+            names = [full for full, *_ in _params(inner)]
+            shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+            raise ConfigError(
+                f"role pattern(s) {', '.join(map(repr, unmatched))} match no parameter of "
+                f"{type(inner).__name__}; patterns are globs over parameter names, which are: "
+                f"{shown or '(none)'}"
+            )
         if missing:
             raise ConfigError(
                 f"{len(missing)} parameter(s) have no role: {', '.join(missing)}; pass roles="
@@ -202,9 +304,17 @@ class Plan:
             )
         return found
 
-    def _check_sizes(self, model: nn.Module) -> None:
-        """A depthscale model states the sizes its rules need: ``width``, ``plan_depth`` (the
-        L of the rule table: residual branches K, or hidden layers of a plain net), ``hidden``."""
+    def _check_sizes(self, model: nn.Module, role_of: Mapping[str, str]) -> None:
+        """The plan's sizes must be the model's. A depthscale model states them (``width``,
+        ``plan_depth``: the L of the rule table, residual branches K or hidden layers of a plain
+        net, ``hidden``). For any other module the width is read from its weight shapes (the
+        plan's width must be one of its layer sizes) and the depth, when it has residual
+        branches, from the parameters whose role writes into the stream (``branch``,
+        ``branch_out``): one per branch, or fewer branches than writers where a block adds
+        several at once, but never fewer than the blocks they sit in. A plain net's rules do not
+        depend on depth."""
+        problems: list[str] = []
+        match: dict[str, int] = {}
         for attr, plan_attr, want in (
             ("width", "width", self.width),
             ("plan_depth", "depth", self.depth),
@@ -212,36 +322,91 @@ class Plan:
         ):
             have = getattr(model, attr, None)
             if have is not None and have != want:
-                raise ConfigError(
-                    f"model {attr} is {have} but the plan was made for {plan_attr}={want}; "
-                    f"build the plan with {plan_attr}={have}"
-                )
+                match[plan_attr] = have
+                problems.append(f"model {attr} is {have} but the plan was made for "
+                                f"{plan_attr}={want}")
+        if getattr(model, "width", None) is None:
+            sizes: set[int] = set()
+            for full, _, _, p in _params(model):
+                if full.endswith("weight") and p.ndim >= 2:
+                    if role_of[full] != "output":
+                        sizes.add(int(p.shape[0]))
+                    if role_of[full] != "input":
+                        sizes.add(int(p.shape[1]))
+            if sizes and self.width not in sizes:
+                match["width"] = plain_width(model)
+                problems.append(f"no layer has width {self.width} (layer sizes "
+                                f"{sorted(sizes)}, most common {match['width']})")
+        if getattr(model, "plan_depth", None) is None:
+            # one writer per branch, except where branches share a block and one addition
+            # (x + attn(h) + mlp(h) computed as x + (attn + mlp)): K lies in [blocks, writers]
+            writers = [n for n, r in role_of.items() if r in ("branch", "branch_out")]
+            blocks = {block_key((n.rpartition(".")[0] or n,)) for n in writers}
+            if writers and not len(blocks) <= self.depth <= len(writers):
+                match["depth"] = len(writers)
+                count = (f"{len(writers)}" if len(blocks) == len(writers) else
+                         f"{len(blocks)} to {len(writers)}")
+                problems.append(
+                    f"it has {count} residual branches, not {self.depth} ({len(writers)} "
+                    f"parameters with role branch/branch_out, e.g. {writers[0]}, in "
+                    f"{len(blocks)} blocks; ds.param.inspect(model, x).depth counts them)")
+        if problems:
+            raise ConfigError(
+                f"the plan does not fit this {type(model).__name__}: {'; '.join(problems)}; "
+                f"build the matching plan: ds.param.{_call({**self.settings(), **match})}"
+            )
+
+    def _applied(self, model: nn.Module) -> PlanState:
+        """The state this plan left on ``model``; a ConfigError if the model was never planned,
+        was planned with another plan, or has gained or lost parameters since."""
+        inner, _ = _unwrap(model)
+        state = getattr(inner, _STATE, None)
+        if not isinstance(state, PlanState):
+            raise ConfigError(
+                f"this {type(inner).__name__} carries no plan: call plan.apply(model) first (it "
+                "sets multipliers and initialises the weights; to resume a checkpoint, build and "
+                "apply the plan, then load_state_dict)"
+            )
+        if state.settings != self.settings():
+            raise ConfigError(
+                f"the model was planned with {_call(state.settings)}, not with this "
+                f"{_call(self.settings())}: use the plan it was applied with, or call "
+                "apply(model) with this one (which re-initialises the weights)"
+            )
+        names = {full for full, *_ in _params(inner)}
+        if names != set(state.roles):
+            new, gone = sorted(names - set(state.roles)), sorted(set(state.roles) - names)
+            raise ConfigError(
+                f"the model's parameters changed since plan.apply (new: {', '.join(new) or '-'};"
+                f" gone: {', '.join(gone) or '-'}); apply the plan again"
+            )
+        return state
 
     def resolve(
         self, model: nn.Module, roles: Mapping[str, str] | None = None
     ) -> list[ParamSpec]:
-        """The rule in effect for every parameter, in the form the model holds it.
+        """The rule in effect for every parameter, in the form :meth:`apply` left it.
 
-        A depthscale layer whose multiplier equals ``a`` is native; one whose multiplier is 1
-        (or a plain module) is absorbed. Anything else means the plan was not applied.
+        The model must carry this plan (see :meth:`_applied`); roles are the recorded ones
+        unless ``roles`` patterns override them. A depthscale layer whose multiplier is not the
+        one its form needs (changed after apply) is an error.
         """
-        self._check_sizes(model)
+        inner, _ = _unwrap(model)
+        state = self._applied(inner)
         role_of = self.roles(model, roles)
         out = []
-        for mod_name, module in model.named_modules():
-            for p_name, p in module.named_parameters(recurse=False):
-                full = f"{mod_name}.{p_name}" if mod_name else p_name
-                spec = self.spec(full, role_of[full], tuple(p.shape))
-                mult = getattr(module, "multiplier", None) if p_name == "weight" else None
-                absorbed = mult is None or (math.isclose(mult, 1.0) and spec.a != 1)
-                if absorbed:
-                    spec = reparameterize(spec, 1 / spec.a)
-                elif not math.isclose(mult, spec.a, rel_tol=1e-9):
-                    raise ConfigError(
-                        f"{full} has multiplier {mult:g} but recipe {self.recipe.name!r} gives "
-                        f"a = {spec.a:g}; call plan.apply(model) with this plan first"
-                    )
-                out.append(spec)
+        for full, p_name, module, p in _params(inner):
+            spec = self.spec(full, role_of[full], tuple(p.shape))
+            if state.forms[full] == "absorbed":
+                spec = reparameterize(spec, 1 / spec.a)
+            mult = getattr(module, "multiplier", None) if p_name == "weight" else None
+            if mult is not None and not math.isclose(mult, spec.a, rel_tol=1e-9):
+                raise ConfigError(
+                    f"{full} has multiplier {mult:g} but recipe {self.recipe.name!r} gives "
+                    f"a = {spec.a:g} ({spec.role}, {spec.form} form); call plan.apply(model) "
+                    "again with this plan"
+                )
+            out.append(spec)
         return out
 
     def apply(
@@ -252,30 +417,37 @@ class Plan:
         seed: int = 0,
         absorb: bool = False,
     ) -> nn.Module:
-        """Set multipliers and initialise every parameter of ``model`` by the plan.
+        """Set multipliers and initialise every parameter of ``model`` by the plan, and record
+        the plan on the model (:class:`PlanState`, saved with its ``state_dict``).
 
         Depthscale layers get the native form unless ``absorb``; other modules always get the
         absorbed form. Draws come from a generator seeded by ``seed`` (CPU, then copied), so the
         same seed gives the same model on any device. Returns ``model``.
         """
-        self._check_sizes(model)
+        seed = whole("seed", seed, minimum=0)
+        inner, _ = _unwrap(model)
         role_of = self.roles(model, roles)
+        self._check_sizes(inner, role_of)
         gen = torch.Generator().manual_seed(seed)
         # Backward copies (nfd Cor. 1) come from their own stream, so a decoupled model gets
         # exactly the forward weights of the standard model with the same seed.
         back_gen = torch.Generator().manual_seed(seed + _BACKWARD_SEED_OFFSET)
-        for mod_name, module in model.named_modules():
-            for p_name, p in module.named_parameters(recurse=False):
-                full = f"{mod_name}.{p_name}" if mod_name else p_name
-                spec = self.spec(full, role_of[full], tuple(p.shape))
-                native = p_name == "weight" and hasattr(module, "multiplier") and not absorb
-                if p_name == "weight" and hasattr(module, "multiplier"):
-                    module.multiplier = spec.a if native else 1.0
-                std = spec.b if native else spec.a * spec.b
-                with torch.no_grad():
-                    p.copy_(_draw(spec.init, tuple(p.shape), std, gen).to(p))
-                if hasattr(module, "init_backward_copy") and p_name == "weight":
-                    module.init_backward_copy(std, back_gen)
+        forms: dict[str, str] = {}
+        # every rule first (a role the recipe lacks is an error), so a refused model is untouched
+        planned = [(p_name, module, p, self.spec(full, role_of[full], tuple(p.shape)))
+                   for full, p_name, module, p in _params(inner)]
+        for p_name, module, p, spec in planned:
+            full = spec.name
+            native = p_name == "weight" and hasattr(module, "multiplier") and not absorb
+            if p_name == "weight" and hasattr(module, "multiplier"):
+                module.multiplier = spec.a if native else 1.0
+            std = spec.b if native else spec.a * spec.b
+            forms[full] = "native" if native else "absorbed"
+            with torch.no_grad():
+                p.copy_(_draw(spec.init, tuple(p.shape), std, gen).to(p))
+            if hasattr(module, "init_backward_copy") and p_name == "weight":
+                module.init_backward_copy(std, back_gen)
+        setattr(inner, _STATE, PlanState(self.settings(), role_of, forms))
         return model
 
     def optimizer(
@@ -292,12 +464,20 @@ class Plan:
         """A torch optimizer with one param group per distinct (LR, weight decay, eps).
 
         ``lr`` is the base LR (``eta_c`` in nfd); each parameter trains at ``lr * c``.
+        ``momentum`` (SGD only) is in [0, 1), ``weight_decay`` >= 0, ``eps`` (Adam) > 0. The
+        model must carry this plan (:meth:`apply`).
         """
         if name not in OPTIMIZERS:
             raise ConfigError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}")
-        if not math.isfinite(lr) or lr <= 0:
-            raise ConfigError(f"learning rate must be a finite number > 0, got {lr}")
-        params = dict(model.named_parameters())
+        lr = number("lr (learning rate)", lr)
+        momentum = number("momentum", momentum, low_closed=True, high=1.0)
+        weight_decay = number("weight_decay", weight_decay, low_closed=True)
+        eps = number("eps", eps)
+        if name == "adam" and momentum != 0:
+            raise ConfigError(f"momentum is an SGD setting (Adam has its own moments), got "
+                              f"momentum={momentum:g} with adam; drop it or use sgd")
+        inner, _ = _unwrap(model)
+        params = dict(inner.named_parameters())
         groups: dict[tuple[float, float, float], list[torch.nn.Parameter]] = {}
         for spec in self.resolve(model, roles):
             wd = weight_decay * (spec.wd_sgd if name == "sgd" else spec.wd_adam)
@@ -363,21 +543,17 @@ def plan(
     (alpha = 1). ``hidden`` is M, ``alpha`` the sigma_v scale and ``sigma_u``/``eta_u_scale``
     the input-weight settings of the ``mean-ode`` recipe (chizat Eq. 24-25).
     """
-    if recipe not in RECIPES:
+    if not isinstance(recipe, str) or recipe not in RECIPES:
         raise ConfigError(f"unknown recipe {recipe!r}; choose one of: {', '.join(RECIPES)}")
-    _positive("width", width, integer=True)
-    _positive("depth", depth, integer=True)
-    _positive("hidden", hidden, integer=True)
-    _positive("T", T)
-    _positive("alpha", alpha)
-    _positive("eta_u_scale", eta_u_scale)
-    if sigma_u is not None:
-        _positive("sigma_u", sigma_u)
-    regime = regime or "feature"
+    regime = "feature" if regime is None else regime
     if regime not in ("feature", "kernel"):
         raise ConfigError(f"regime must be 'feature' or 'kernel', got {regime!r}")
+    if not isinstance(activation, str):
+        raise ConfigError(f"activation must be a name such as 'relu', got {activation!r}")
     gating_factor(activation)  # validates the name
     return Plan(
-        RECIPES[recipe], int(width), int(depth), float(T), int(hidden), activation, regime,
-        float(alpha), sigma_u, float(eta_u_scale),
+        RECIPES[recipe], whole("width", width), whole("depth", depth), number("T", T),
+        whole("hidden", hidden), activation, regime, number("alpha", alpha),
+        None if sigma_u is None else number("sigma_u", sigma_u),
+        number("eta_u_scale", eta_u_scale),
     )

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from depthscale.errors import ConfigError
+from depthscale.param.checks import number
 
 __all__ = ["TRANSFER_RULES", "Transfer", "transfer_lr"]
 
@@ -52,15 +53,33 @@ def transfer_lr(
     """The raw SGD learning rate that ``rule`` predicts at ``to_depth`` (and ``to_width``).
 
     ``lr`` is the tuned raw LR at ``from_depth``. For ``laws`` depths are effective depths
-    L = m + K (laws Sec. 3.4); the other rules count residual blocks.
+    L = m + K (laws Sec. 3.4); the other rules count residual blocks. Every input must be a
+    finite number > 0, ``to_width`` needs ``from_width``, ``laws`` (depth only) takes no change
+    of width, and the prediction must be a finite number > 0 (not an overflow or underflow);
+    else a ConfigError.
     """
-    if rule not in TRANSFER_RULES:
+    if not isinstance(rule, str) or rule not in TRANSFER_RULES:
         known = ", ".join(TRANSFER_RULES)
         raise ConfigError(f"unknown transfer rule {rule!r}; choose one of: {known}")
-    n0 = 1.0 if from_width is None else from_width
-    n = n0 if to_width is None else to_width
-    for name, v in (("lr", lr), ("from-depth", from_depth), ("to-depth", to_depth),
-                    ("from-width", n0), ("to-width", n)):
-        if not (math.isfinite(v) and v > 0):
-            raise ConfigError(f"{name} must be a finite number > 0, got {v}")
-    return TRANSFER_RULES[rule](lr, from_depth, to_depth, n0, n)
+    lr = number("lr", lr)
+    from_depth = number("from-depth", from_depth)
+    to_depth = number("to-depth", to_depth)
+    if to_width is not None and from_width is None:
+        raise ConfigError(f"to-width {to_width!r} needs from-width (the width lr was tuned at)")
+    n0 = 1.0 if from_width is None else number("from-width", from_width)
+    n = n0 if to_width is None else number("to-width", to_width)
+    if rule == "laws" and n != n0:
+        raise ConfigError(f"the laws rule transfers across depth only (laws Sec. 3.3-3.5), got "
+                          f"from-width {n0:g} and to-width {n:g}; drop the widths or pick "
+                          "depth-mup, nfd or completep")
+    try:
+        t = TRANSFER_RULES[rule](lr, from_depth, to_depth, n0, n)
+    except (OverflowError, ZeroDivisionError):  # a power of a ratio out of float range
+        t = Transfer(math.inf, "")
+    if not (math.isfinite(t.lr) and t.lr > 0):
+        raise ConfigError(
+            f"the {rule} rule predicts lr = {t.lr:g} for depth {from_depth:g} -> {to_depth:g} "
+            f"(from lr {lr:g}): not a usable learning rate (overflow or underflow); check "
+            "lr and the depths and widths"
+        )
+    return t

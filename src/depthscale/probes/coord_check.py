@@ -18,6 +18,7 @@ from torch import nn
 from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.param import Plan
+from depthscale.param.checks import number, whole
 from depthscale.train.loop import loss_fn
 
 __all__ = ["CoordPoint", "CoordReport", "coord_check", "measure_point"]
@@ -115,7 +116,26 @@ def coord_check(
     Slopes (keys ``act_vs_width``, ``update_vs_width``, ``act_vs_depth``, ``update_vs_depth``)
     are fitted on the layer-mean RMS; a sweep with fewer than two sizes has no slope, and one
     whose sizes overflow (non-finite) gets slope +inf: the parameterization blew up.
+    A sweep that is given needs at least two distinct sizes and no repeats (a slope from one
+    size is meaningless); an empty one is skipped, but not both. Bad sizes, ``seeds``,
+    ``steps`` or ``lr`` are a ConfigError before any model is built.
     """
+    for axis, sizes in (("widths", widths), ("depths", depths)):
+        checked = [whole(f"{axis}[{i}]", s) for i, s in enumerate(sizes)]
+        if checked and (len(set(checked)) < 2 or len(set(checked)) != len(checked)):
+            raise ConfigError(
+                f"{axis} must be at least two distinct sizes without repeats (a log-log slope "
+                f"needs them), got {list(sizes)}; pass e.g. {axis}=[64, 128, 256], or none to "
+                "skip that sweep"
+            )
+    if len(widths) == 0 and len(depths) == 0:
+        raise ConfigError("coord_check needs widths or depths to sweep (at least two sizes)")
+    whole("base_width", base_width)
+    whole("base_depth", base_depth)
+    whole("steps", steps)
+    number("lr", lr)
+    if len(seeds) == 0:
+        raise ConfigError("coord_check needs at least one seed, got none")
     report = CoordReport(points=[])
     for axis, sizes in (("width", widths), ("depth", depths)):
         pts = []

@@ -1,0 +1,50 @@
+"""coord_check refuses sweeps that cannot give a slope, before any model is built."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from depthscale.errors import ConfigError
+from depthscale.models import build
+from depthscale.probes import coord_check
+
+X = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+Y = torch.randint(0, 2, (8,), generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"widths": [64, 64]}, r"widths must be at least two distinct sizes .* got \[64, 64\]"),
+        ({"widths": [64]}, r"widths must be at least two distinct sizes .* got \[64\]"),
+        ({"depths": [2, 4, 2]}, r"depths must be at least two distinct sizes .* got \[2, 4, 2\]"),
+        ({"depths": [4]}, r"depths must be at least two distinct"),
+        ({"widths": [16, 32], "depths": [3, 3]}, r"depths must be at least two distinct"),
+        ({}, "coord_check needs widths or depths"),
+        ({"widths": [16, 0]}, r"widths\[1\] must be a whole number >= 1, got 0"),
+        ({"widths": ["16", 32]}, r"widths\[0\] must be a whole number >= 1, got '16'"),
+        ({"depths": [2, 4], "seeds": []}, "at least one seed"),
+        ({"depths": [2, 4], "lr": float("nan")}, "lr must be a finite number > 0"),
+        ({"depths": [2, 4], "steps": 0}, "steps must be a whole number >= 1"),
+    ],
+)
+def test_sweeps_without_a_slope_are_refused_before_any_work(kwargs: dict[str, object],
+                                                            message: str) -> None:
+    built: list[tuple[int, int, int]] = []
+
+    def make(w: int, d: int, s: int):  # type: ignore[no-untyped-def]
+        built.append((w, d, s))
+        return build("resnet1", "depth-mup", input_shape=(4,), n_out=2, width=w, depth=d, seed=s)
+
+    with pytest.raises(ConfigError, match=message):
+        coord_check(make, X, Y, base_width=8, base_depth=2, **kwargs)  # type: ignore[arg-type]
+    assert built == []
+
+
+def test_a_single_axis_sweep_is_still_fine() -> None:
+    rep = coord_check(lambda w, d, s: build("resnet1", "depth-mup", input_shape=(4,), n_out=2,
+                                            width=w, depth=d, seed=s),
+                      X, Y, depths=[2, 4], base_width=8, seeds=[0])
+    assert set(rep.slopes) == {"act_vs_depth", "update_vs_depth"}
+    assert [p.depth for p in rep.points] == [2, 4]
