@@ -45,15 +45,16 @@ class _BackwardCopyLinear(torch.autograd.Function):
 class _Multiplied(nn.Module):
     """A layer whose forward multiplier is a Python float (no tensor op, no graph input), saved
     and restored with the weights as the module's extra state (``state_dict`` key
-    ``<layer>._extra_state``)."""
+    ``<layer>._extra_state``, a float64 scalar tensor, so every ``state_dict`` value stays a
+    tensor: ``.clone()``, ``.to(device)`` and tensor-only checkpoint formats keep working)."""
 
     multiplier: float
 
-    def get_extra_state(self) -> dict[str, float]:
-        return {"multiplier": self.multiplier}
+    def get_extra_state(self) -> torch.Tensor:
+        return torch.tensor(self.multiplier, dtype=torch.float64)
 
     def set_extra_state(self, state: Any) -> None:
-        value = state.get("multiplier") if isinstance(state, dict) else state
+        value = float(state) if isinstance(state, torch.Tensor) and state.numel() == 1 else state
         self.multiplier = number(f"{type(self).__name__} multiplier in the loaded state", value)
 
 
