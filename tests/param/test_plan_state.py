@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import io
+import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -90,8 +92,8 @@ def test_user_model_checkpoint_round_trip() -> None:
     assert (fresh(X) - src(X)).abs().max().item() > 0
     fresh.load_state_dict(_roundtrip(src.state_dict()))
     assert (fresh(X) - src(X)).abs().max().item() == 0.0
-    state = fresh.depthscale_plan
-    assert isinstance(state, PlanState)
+    state = PlanState.of(fresh)
+    assert state is not None
     assert state.roles["1.f.1.weight"] == "branch" and state.forms["1.f.1.weight"] == "absorbed"
     assert state.settings == p.settings()
 
@@ -160,18 +162,130 @@ def test_changed_parameters_or_multipliers_after_apply_are_refused() -> None:
     net = plan("completep", width=16, depth=2).apply(_res_mlp(), roles=RES_ROLES)
     net.append(nn.Linear(3, 3))
     with pytest.raises(ConfigError, match=r"parameters changed since plan\.apply \(new: "
-                       r"6\.bias, 6\.weight; gone: -\)"):
+                       r"5\.bias, 5\.weight; gone: -\)"):
         plan("completep", width=16, depth=2).optimizer(net)
 
 
-def test_plan_state_in_a_sequential_keeps_its_function() -> None:
+def _tree(model: nn.Module) -> tuple[int, list[int], list[str], str]:
+    """What a user sees of a module tree: length, children, module names, printout (with the
+    multiplier values, which apply sets, masked)."""
+    size = len(model) if isinstance(model, nn.Sequential) else -1
+    return (size, [id(c) for c in model.children()], [n for n, _ in model.named_modules()],
+            re.sub(r"multiplier=[^,)]*", "multiplier=?", str(model)))
+
+
+@pytest.mark.parametrize("kind", ["sequential", "depthscale"])
+def test_apply_leaves_the_module_tree_as_it_was(kind: str) -> None:
+    if kind == "sequential":
+        model: nn.Module = _res_mlp()
+        p, roles = plan("completep", width=16, depth=2), RES_ROLES
+    else:
+        model = create("resnet1", input_shape=(5,), n_out=3, width=8, depth=2)
+        p, roles = plan("completep", width=8, depth=2), None
+    before = _tree(model)
+    params = [n for n, _ in model.named_parameters()]
+    p.apply(model, roles=roles)
+    p.apply(model, roles=roles, seed=3)  # a second apply replaces the record, adds nothing
+    assert _tree(model) == before
+    assert [n for n, _ in model.named_parameters()] == params
+    assert before[0] in (-1, 5) and "PlanState" not in before[3]
+    assert len(model._state_dict_hooks) == 1 and len(model._load_state_dict_pre_hooks) == 1
+    if kind == "sequential":
+        assert isinstance(model, nn.Sequential)
+        h = X
+        for layer in model:
+            h = layer(h)
+        assert torch.equal(model(X), h)
+
+
+def test_a_planned_sequential_round_trips_and_keys_match_the_old_layout() -> None:
+    p = plan("completep", width=16, depth=2)
+    src = p.apply(_res_mlp(), roles=RES_ROLES, seed=0)
+    state = src.state_dict()
+    weights = list(_res_mlp().state_dict())
+    assert list(state) == [*weights, "depthscale_plan._extra_state"]
+    fresh = _res_mlp()
+    p.apply(fresh, roles=RES_ROLES, seed=5)
+    result = fresh.load_state_dict(_roundtrip(state))
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    assert torch.equal(fresh(X), src(X)) and len(fresh) == 5
+    # nested in a user's container, the entry takes the container's prefix
+    outer, fresh_outer = nn.Sequential(src), nn.Sequential(p.apply(_res_mlp(), roles=RES_ROLES))
+    assert "0.depthscale_plan._extra_state" in outer.state_dict()
+    fresh_outer.load_state_dict(outer.state_dict())
+    assert torch.equal(fresh_outer(X), src(X))
+
+
+def test_a_checkpoint_without_the_plan_entry_is_a_missing_key() -> None:
+    p = plan("completep", width=16, depth=2)
+    net = p.apply(_res_mlp(), roles=RES_ROLES, seed=0)
+    bare = _res_mlp().state_dict()
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\).*\"depthscale_plan\._extra_state\""):
+        net.load_state_dict(bare)
+    # strict=False: the weights load, the key is listed missing and the record is kept
+    result = net.load_state_dict(bare, strict=False)
+    assert result.missing_keys == ["depthscale_plan._extra_state"]
+    assert result.unexpected_keys == []
+    assert torch.equal(net(X), _res_mlp_with(bare)(X))
+    assert PlanState.of(net) == PlanState(p.settings(), p.roles(net, RES_ROLES),
+                                          dict.fromkeys(p.roles(net, RES_ROLES), "absorbed"))
+    p.optimizer(net)  # still carries the plan
+
+
+def _res_mlp_with(state: dict[str, torch.Tensor]) -> nn.Sequential:
     net = _res_mlp()
-    plan("completep", width=16, depth=2).apply(net, roles=RES_ROLES)
-    assert isinstance(net[-1], PlanState)
-    h = X
-    for layer in list(net)[:-1]:
-        h = layer(h)
-    assert torch.equal(net(X), h)
+    net.load_state_dict(state)
+    return net
+
+
+def test_a_foreign_entry_is_refused_before_any_weight_is_loaded() -> None:
+    p = plan("completep", width=16, depth=2)
+    net = p.apply(_res_mlp(), roles=RES_ROLES, seed=0)
+    out, record = net(X), PlanState.of(net)
+    state = p.apply(_res_mlp(), roles=RES_ROLES, seed=7).state_dict()
+    for bad in ({"version": 1}, "completep", {**state["depthscale_plan._extra_state"],
+                                               "forms": {"0.weight": "folded"}}):
+        state["depthscale_plan._extra_state"] = bad
+        with pytest.raises(ConfigError, match="depthscale did not write"):
+            net.load_state_dict(state, strict=False)
+        assert torch.equal(net(X), out) and PlanState.of(net) is record
+
+
+def _copies(model: nn.Module) -> list[nn.Module]:
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    return [copy.deepcopy(model), pickle.loads(pickle.dumps(model)),
+            torch.load(buf, weights_only=False)]
+
+
+@pytest.mark.parametrize("kind", ["sequential", "depthscale"])
+def test_deepcopy_and_pickle_keep_the_plan_and_its_hooks(kind: str) -> None:
+    if kind == "sequential":
+        p = plan("completep", width=16, depth=2)
+        src: nn.Module = p.apply(_res_mlp(), roles=RES_ROLES, seed=0)
+        other = plan("completep", width=16, depth=2, regime="kernel")
+        foreign = other.apply(_res_mlp(), roles=RES_ROLES, seed=3).state_dict()
+    else:
+        src, p = build("resnet1", "completep", input_shape=(5,), n_out=3, width=8, depth=2)
+        foreign_model, other = build("resnet1", "mup", input_shape=(5,), n_out=3, width=8,
+                                     depth=2, seed=3)
+        foreign = foreign_model.state_dict()
+    for dup in _copies(src):
+        assert PlanState.of(dup) == PlanState.of(src)
+        assert PlanState.of(dup) is not PlanState.of(src)
+        assert torch.equal(dup(X), src(X)) and _tree(dup)[2:] == _tree(src)[2:]
+        assert p.explain(dup) == p.explain(src)
+        assert dup.state_dict()["depthscale_plan._extra_state"] == src.state_dict()[
+            "depthscale_plan._extra_state"]
+        # the copy's load hook restores into the copy, not into the model it was copied from
+        dup.load_state_dict(foreign)
+        state = PlanState.of(dup)
+        assert state is not None and state.settings == other.settings()
+        other.optimizer(dup)
+        p.optimizer(src)
+        with pytest.raises(ConfigError, match="not with this plan"):
+            p.optimizer(dup)
 
 
 # ---- (d) torch.compile and DistributedDataParallel ------------------------------------------

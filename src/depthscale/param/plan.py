@@ -7,10 +7,12 @@ equivalent *absorbed* form ``(1, a b, c a^2)`` under SGD (``c a`` under Adam), t
 ``l = 1/a`` of :func:`reparameterize`.
 
 What ``apply`` sets lives in the model's state: each layer's multiplier is its extra state, and
-a :class:`PlanState` child (``model.depthscale_plan``) records the recipe, the plan's settings
-and the role and form of every parameter. A ``state_dict`` therefore carries the plan, and
-``resolve``/``optimizer``/``explain`` refuse a model this plan was not applied to. Wrappers
-(``torch.compile``, ``DistributedDataParallel``, ``DataParallel``) are looked through.
+a :class:`PlanState` record (a plain attribute, not a child module: the user's module tree is
+left as it was) holds the recipe, the plan's settings and the role and form of every parameter.
+Hooks on the model put the record in its ``state_dict`` and take it back on load, so a
+checkpoint carries the plan, and ``resolve``/``optimizer``/``explain`` refuse a model this plan
+was not applied to. Wrappers (``torch.compile``, ``DistributedDataParallel``, ``DataParallel``)
+are looked through.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ __all__ = ["OPTIMIZERS", "ParamSpec", "Plan", "PlanState", "plan", "reparameteri
 OPTIMIZERS = ("sgd", "adam")
 _BACKWARD_SEED_OFFSET = 1_000_003
 _NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm)
-_STATE = "depthscale_plan"  # the attribute (and state_dict prefix) of a model's PlanState
+_KEY = "depthscale_plan._extra_state"  # the plan's state_dict entry, under the model's prefix
+_RECORD = "_depthscale_plan"  # the plain attribute (never a child module) holding the PlanState
 _FORMS = ("native", "absorbed")
 _STATE_VERSION = 1
 
@@ -131,28 +134,39 @@ def _call(settings: Mapping[str, Any]) -> str:
             f"depth={settings['depth']}{rest})")
 
 
-class PlanState(nn.Module):
-    """What :meth:`Plan.apply` set on a model, kept in its ``state_dict`` (extra state of the
-    child ``depthscale_plan``): the recipe and the plan's settings, the role of every parameter
-    and its form (``native``: the layer's multiplier is ``a``; ``absorbed``: ``a`` folded into
-    init and LR). No parameters or buffers; the forward is the identity, so an
-    ``nn.Sequential`` that holds it computes the same function."""
+@dataclass(frozen=True)
+class PlanState:
+    """What :meth:`Plan.apply` set on a model: the recipe and the plan's settings, the role of
+    every parameter and its form (``native``: the layer's multiplier is ``a``; ``absorbed``:
+    ``a`` folded into init and LR).
 
-    def __init__(self, settings: Mapping[str, Any], roles: Mapping[str, str],
-                 forms: Mapping[str, str]) -> None:
-        super().__init__()
-        self.settings = dict(settings)
-        self.roles = dict(roles)
-        self.forms = dict(forms)
+    It is a plain attribute of the planned module, so its children, ``named_modules()``, length
+    (``nn.Sequential``) and printout are unchanged. Two hooks that ``apply`` registers on the
+    module carry it in the ``state_dict`` under ``<prefix>depthscale_plan._extra_state``: a
+    strict load into an unplanned model fails on that unexpected key, and a strict load into a
+    planned model of a checkpoint without it fails on the missing key (``strict=False`` keeps
+    the model's record and lists the key in ``missing_keys``). The record and its hooks live in
+    the module's ``__dict__``, so ``copy.deepcopy`` and pickling the module keep both."""
 
-    def forward(self, x: Any) -> Any:
-        return x
+    settings: dict[str, Any]
+    roles: dict[str, str]
+    forms: dict[str, str]
 
-    def get_extra_state(self) -> dict[str, Any]:
+    @staticmethod
+    def of(model: nn.Module) -> PlanState | None:
+        """The record on ``model`` (looked through wrappers); None if no plan was applied."""
+        record = vars(_unwrap(model)[0]).get(_RECORD)
+        return record if isinstance(record, PlanState) else None
+
+    def to_state(self) -> dict[str, Any]:
+        """The ``state_dict`` entry: plain dicts and numbers (loads with ``weights_only``)."""
         return {"version": _STATE_VERSION, "settings": dict(self.settings),
                 "roles": dict(self.roles), "forms": dict(self.forms)}
 
-    def set_extra_state(self, state: Any) -> None:
+    @classmethod
+    def from_state(cls, state: Any) -> PlanState:
+        """The record a ``state_dict`` entry holds; a ConfigError for one depthscale did not
+        write (another version, unknown recipe, roles or forms, or not a dict at all)."""
         keys = {f.name for f in fields(Plan)}
         ok = (isinstance(state, dict) and state.get("version") == _STATE_VERSION
               and isinstance(state.get("settings"), dict) and set(state["settings"]) == keys
@@ -167,11 +181,33 @@ class PlanState(nn.Module):
                 "the loaded state has a depthscale_plan entry that depthscale did not write "
                 f"(version {_STATE_VERSION}); load a checkpoint saved from a planned model"
             )
-        self.settings, self.roles, self.forms = (dict(state["settings"]), dict(state["roles"]),
-                                                 dict(state["forms"]))
+        return cls(dict(state["settings"]), dict(state["roles"]), dict(state["forms"]))
 
-    def extra_repr(self) -> str:
-        return f"{_call(self.settings)}, {len(self.roles)} parameters"
+    def __repr__(self) -> str:
+        return f"PlanState({_call(self.settings)}, {len(self.roles)} parameters)"
+
+
+def _save_plan(module: nn.Module, state_dict: dict[str, Any], prefix: str,
+               local_metadata: dict[str, Any]) -> None:
+    """``state_dict`` post-hook: add the module's plan record under ``prefix``."""
+    record = vars(module).get(_RECORD)
+    if isinstance(record, PlanState):
+        state_dict[prefix + _KEY] = record.to_state()
+
+
+def _load_plan(module: nn.Module, state_dict: dict[str, Any], prefix: str,
+               local_metadata: dict[str, Any], strict: bool, missing_keys: list[str],
+               unexpected_keys: list[str], error_msgs: list[str]) -> None:
+    """``load_state_dict`` pre-hook: validate and take the plan entry (so it is not an
+    unexpected key) and make it the module's record. Without the entry the key is reported
+    missing (an error under ``strict=True``; ``strict=False`` keeps the current record).
+    Runs before any weight is loaded, so a foreign entry leaves the model untouched."""
+    key = prefix + _KEY
+    if key not in state_dict:
+        missing_keys.append(key)
+        return
+    object.__setattr__(module, _RECORD, PlanState.from_state(state_dict[key]))
+    del state_dict[key]
 
 
 @dataclass(frozen=True)
@@ -268,8 +304,8 @@ class Plan:
                                   f"got {pattern!r}")
             if role not in ROLES:
                 raise ConfigError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
-        state = getattr(inner, _STATE, None)
-        recorded = state.roles if isinstance(state, PlanState) else {}
+        state = PlanState.of(inner)
+        recorded = state.roles if state is not None else {}
         found: dict[str, str] = {}
         missing: list[str] = []
         matched: set[str] = set()
@@ -360,8 +396,8 @@ class Plan:
         """The state this plan left on ``model``; a ConfigError if the model was never planned,
         was planned with another plan, or has gained or lost parameters since."""
         inner, _ = _unwrap(model)
-        state = getattr(inner, _STATE, None)
-        if not isinstance(state, PlanState):
+        state = PlanState.of(inner)
+        if state is None:
             raise ConfigError(
                 f"this {type(inner).__name__} carries no plan: call plan.apply(model) first (it "
                 "sets multipliers and initialises the weights; to resume a checkpoint, build and "
@@ -418,7 +454,8 @@ class Plan:
         absorb: bool = False,
     ) -> nn.Module:
         """Set multipliers and initialise every parameter of ``model`` by the plan, and record
-        the plan on the model (:class:`PlanState`, saved with its ``state_dict``).
+        the plan on the model (:class:`PlanState`, saved with its ``state_dict``; the module
+        tree is not changed).
 
         Depthscale layers get the native form unless ``absorb``; other modules always get the
         absorbed form. Draws come from a generator seeded by ``seed`` (CPU, then copied), so the
@@ -447,7 +484,10 @@ class Plan:
                 p.copy_(_draw(spec.init, tuple(p.shape), std, gen).to(p))
             if hasattr(module, "init_backward_copy") and p_name == "weight":
                 module.init_backward_copy(std, back_gen)
-        setattr(inner, _STATE, PlanState(self.settings(), role_of, forms))
+        if PlanState.of(inner) is None:  # the hooks come with the first record, once
+            inner.register_state_dict_post_hook(_save_plan)
+            inner.register_load_state_dict_pre_hook(_load_plan)
+        object.__setattr__(inner, _RECORD, PlanState(self.settings(), role_of, forms))
         return model
 
     def optimizer(
