@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import pickle
 import re
 from pathlib import Path
@@ -113,11 +114,12 @@ def test_planned_checkpoint_into_unplanned_models_fails_a_strict_load() -> None:
 def test_a_foreign_plan_entry_is_refused() -> None:
     model, _ = build("resnet1", "mup", input_shape=(5,), n_out=3, width=8, depth=2)
     state = model.state_dict()
-    state["depthscale_plan._extra_state"] = {"version": 99}
+    state["depthscale_plan._extra_state"] = torch.tensor(list(b'{"version": 99}'),
+                                                         dtype=torch.uint8)
     with pytest.raises(ConfigError, match="depthscale did not write"):
         model.load_state_dict(state)
     state = model.state_dict()
-    state["embed._extra_state"] = {"multiplier": float("nan")}
+    state["embed._extra_state"] = torch.tensor(float("nan"), dtype=torch.float64)
     with pytest.raises(ConfigError, match="ScaledLinear multiplier in the loaded state must be"):
         model.load_state_dict(state)
 
@@ -243,8 +245,10 @@ def test_a_foreign_entry_is_refused_before_any_weight_is_loaded() -> None:
     net = p.apply(_res_mlp(), roles=RES_ROLES, seed=0)
     out, record = net(X), PlanState.of(net)
     state = p.apply(_res_mlp(), roles=RES_ROLES, seed=7).state_dict()
-    for bad in ({"version": 1}, "completep", {**state["depthscale_plan._extra_state"],
-                                               "forms": {"0.weight": "folded"}}):
+    good = json.loads(bytes(state["depthscale_plan._extra_state"].tolist()).decode())
+    wrong_form = json.dumps({**good, "forms": {**good["forms"], "0.weight": "folded"}})
+    for bad in ({"version": 1}, "completep", torch.tensor([255, 0, 1], dtype=torch.uint8),
+                torch.tensor(list(wrong_form.encode()), dtype=torch.uint8)):
         state["depthscale_plan._extra_state"] = bad
         with pytest.raises(ConfigError, match="depthscale did not write"):
             net.load_state_dict(state, strict=False)
@@ -276,8 +280,8 @@ def test_deepcopy_and_pickle_keep_the_plan_and_its_hooks(kind: str) -> None:
         assert PlanState.of(dup) is not PlanState.of(src)
         assert torch.equal(dup(X), src(X)) and _tree(dup)[2:] == _tree(src)[2:]
         assert p.explain(dup) == p.explain(src)
-        assert dup.state_dict()["depthscale_plan._extra_state"] == src.state_dict()[
-            "depthscale_plan._extra_state"]
+        assert torch.equal(dup.state_dict()["depthscale_plan._extra_state"],
+                           src.state_dict()["depthscale_plan._extra_state"])
         # the copy's load hook restores into the copy, not into the model it was copied from
         dup.load_state_dict(foreign)
         state = PlanState.of(dup)
@@ -340,3 +344,18 @@ def test_ddp_wrapped_model_trains_like_the_bare_model(tmp_path: Path) -> None:
             plan("mup", width=8, depth=2).optimizer(ddp)
     finally:
         dist.destroy_process_group()
+
+
+def test_every_state_dict_value_is_a_tensor() -> None:
+    """The plan entry is UTF-8 JSON in a uint8 tensor: checkpoint idioms that assume tensors
+    (clone, to(device), weights_only loads) keep working."""
+    p = plan("completep", width=16, depth=2)
+    net = p.apply(_res_mlp(), roles=RES_ROLES, seed=0)
+    state = net.state_dict()
+    assert all(isinstance(v, torch.Tensor) for v in state.values())
+    buf = io.BytesIO()
+    torch.save({k: v.clone() for k, v in state.items()}, buf)
+    buf.seek(0)
+    fresh = p.apply(_res_mlp(), roles=RES_ROLES, seed=5)
+    fresh.load_state_dict(torch.load(buf, weights_only=True))
+    assert torch.equal(fresh(X), net(X)) and PlanState.of(fresh) == PlanState.of(net)

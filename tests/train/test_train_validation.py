@@ -39,7 +39,7 @@ def teacher() -> Dataset:
 
 
 def _params(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.clone() for k, v in model.state_dict().items()}
+    return {k: v.clone() for k, v in model.state_dict().items()}  # every value a tensor
 
 
 # --- 1. data against the model, before any step -------------------------------------------
@@ -122,6 +122,7 @@ def test_token_data_with_next_token_targets_trains_end_to_end() -> None:
     torch.manual_seed(0)
     model = _TokenModel(6, 16)
     plan = make_plan("sp", width=16, depth=1)
+    plan.apply(model, seed=0)
     res = train(model, plan, data, TrainConfig(lr=0.5, steps=200, batch_size=8))
     assert res.status == "ok" and res.steps_done == 200
     assert res.final["train_acc"] == 1.0 and res.final["test_acc"] == 1.0

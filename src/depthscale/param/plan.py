@@ -18,6 +18,7 @@ are looked through.
 from __future__ import annotations
 
 import fnmatch
+import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
@@ -158,15 +159,25 @@ class PlanState:
         record = vars(_unwrap(model)[0]).get(_RECORD)
         return record if isinstance(record, PlanState) else None
 
-    def to_state(self) -> dict[str, Any]:
-        """The ``state_dict`` entry: plain dicts and numbers (loads with ``weights_only``)."""
-        return {"version": _STATE_VERSION, "settings": dict(self.settings),
-                "roles": dict(self.roles), "forms": dict(self.forms)}
+    def to_state(self) -> torch.Tensor:
+        """The ``state_dict`` entry: the record as UTF-8 JSON in a uint8 tensor, so every
+        ``state_dict`` value stays a tensor (``.clone()``, ``.to(device)``, tensor-only
+        checkpoint formats and ``weights_only`` loads all work)."""
+        text = json.dumps({"version": _STATE_VERSION, "settings": dict(self.settings),
+                           "roles": dict(self.roles), "forms": dict(self.forms)},
+                          sort_keys=True)
+        return torch.tensor(list(text.encode()), dtype=torch.uint8)
 
     @classmethod
-    def from_state(cls, state: Any) -> PlanState:
+    def from_state(cls, entry: Any) -> PlanState:
         """The record a ``state_dict`` entry holds; a ConfigError for one depthscale did not
-        write (another version, unknown recipe, roles or forms, or not a dict at all)."""
+        write (not a uint8 JSON tensor, another version, unknown recipe, roles or forms)."""
+        state: Any = None
+        if isinstance(entry, torch.Tensor) and entry.dtype == torch.uint8 and entry.ndim == 1:
+            try:
+                state = json.loads(bytes(entry.tolist()).decode())
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                state = None
         keys = {f.name for f in fields(Plan)}
         ok = (isinstance(state, dict) and state.get("version") == _STATE_VERSION
               and isinstance(state.get("settings"), dict) and set(state["settings"]) == keys
