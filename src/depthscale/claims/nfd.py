@@ -488,6 +488,7 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     for sr in base.values():
         if sr.sizes:
             figures.loglog_fit_panel(ax, sr.sizes, sr.values, label=sr.label)
+    figures.label_log_ticks(ax, s["baseline_depths"])
     ax.set_xlabel("depth L")
     ax.set_title("baselines (must not align)", fontsize=9)
     ax.legend(fontsize=6)
