@@ -45,6 +45,7 @@ from depthscale.claims.verdicts import (
     band_verdict,
     claim_outcome,
     finite_or_none,
+    interval_finding,
     noise_gate,
 )
 from depthscale.fits import fit_error_law, loglog_slope
@@ -153,20 +154,22 @@ def _ci_band_decision(measured: dict[str, float | None], bands: dict[str, Band],
     """Verdict from values and 95% CIs: the names in ``cis`` (``name -> (estimate, low,
     high)``) are judged on their CIs, the other ``bands`` on their ``measured`` values.
     FAIL when a value misses its band or a CI lies wholly outside its band (or is not
-    finite); else INCONCLUSIVE (:func:`noise_gate`) when a CI straddles a band edge: the signal
+    finite); else INCONCLUSIVE (:func:`noise_gate`) when a CI straddles a band edge
+    (:func:`interval_finding` "undecided"): the signal
     is the estimate's distance to that edge, the noise the CI's extent towards it; else PASS."""
     text = "; ".join(f"{k} = {v:.3g}, 95% CI [{lo:.3g}, {hi:.3g}], band {list(bands[k])}"
                      for k, (v, lo, hi) in cis.items())
     point, _, misses = band_verdict(measured, {k: b for k, b in bands.items() if k not in cis})
     outside, gates = [misses] if point == "FAIL" else [], []
     for name, (value, lo, hi) in cis.items():
-        low, high = bands[name]
         if not all(math.isfinite(x) for x in (value, lo, hi)):
             outside.append(f"{name} has no finite CI")
-        elif (high is not None and lo > high) or (low is not None and hi < low):
+            continue
+        finding = interval_finding(lo, hi, bands[name])
+        if finding == "contradicts":
             outside.append(f"the CI of {name} lies outside its band")
-        else:
-            for edge in (low, high):
+        elif finding == "undecided":
+            for edge in bands[name]:
                 if edge is not None and lo < edge < hi:
                     noise = (value - lo) if edge <= value else (hi - value)
                     gates.append((abs(value - edge) / max(noise, 1e-300), name, value - edge,

@@ -35,6 +35,7 @@ from depthscale.claims.verdicts import (
     Route,
     claim_outcome,
     finite_or_none,
+    interval_finding,
     noise_gate,
     routes_verdict,
 )
@@ -396,7 +397,8 @@ def series_route(name: str, series: SizeSeries, band: float = GAP_BAND) -> Route
     """What ``series`` says of "the gap falls with size" (band fixed before running):
 
     * supports: the slope CI lies at or below ``band``;
-    * contradicts: the whole CI lies at or above ``band`` and the gap at the largest size is
+    * contradicts: the whole CI lies above ``band`` (:func:`interval_finding` against
+      (-inf, band]) and the gap at the largest size is
       above three times its noise (a noise floor cannot fake flatness);
     * undecided: otherwise (a gap that reached its noise floor included: more replicates
       decide it), or when the gap or its CI could not be measured (a run diverged, one
@@ -412,12 +414,12 @@ def series_route(name: str, series: SizeSeries, band: float = GAP_BAND) -> Route
     evidence = (f"{s.label}: slope {s.slope:+.2f}, 95% CI [{lo:+.2f}, {hi:+.2f}] over {span}, "
                 f"{vals[0]:.3g} -> {vals[-1]:.3g} (noise {noise[-1]:.2g}); band: falls iff "
                 f"slope <= {band:g}")
-    if hi <= band:
-        return Route(name, "supports", evidence)
-    if lo >= band and above_floor:
-        return Route(name, "contradicts", evidence)
-    return Route(name, "undecided",
-                 evidence + ("" if above_floor else "; the gap is within 3x its noise"))
+    finding = interval_finding(lo, hi, (None, band))
+    if finding == "contradicts" and not above_floor:
+        finding = "undecided"
+    return Route(name, finding,
+                 evidence + ("" if above_floor or finding == "supports" else
+                             "; the gap is within 3x its noise"))
 
 
 def series_measured(key: str, s: SizeSeries) -> dict[str, float]:
