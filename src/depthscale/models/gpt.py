@@ -106,11 +106,13 @@ class GPT(nn.Module):
 
     ``tied=True`` reads the logits out with the embedding matrix (h W_E, Press & Wolf 2017):
     one parameter, trained by the ``input`` rule; the readout multiplies by the ``output``
-    rule's ``a`` (fan-in = width) of the plan recorded on the model, rescaled if the plan
-    absorbed the embedding's multiplier, so tied and untied models have the same forward at
-    init. ``plan_depth = 2 D`` (residual branches, the rule table's L) and ``effective_depth =
-    2 D + 2`` (laws Sec. 3.4-3.5: embedding and unembedding are one plain unit each, a block
-    counts 2), as :class:`~depthscale.models.ViT` declares them.
+    rule's ``a`` (fan-in = width) of the plan recorded on the model (rescaled when the plan
+    absorbed the embedding's multiplier, so both forms compute the same function), the
+    multiplier an untied head would get. ``plan_depth = 2 D`` (residual branches, the rule
+    table's L) and ``effective_depth = 2 D + 2`` (laws Sec. 3.4-3.5: embedding and
+    unembedding are one plain unit each, a block counts 2), as
+    :class:`~depthscale.models.ViT` declares them; tied or not, since tying shares a
+    parameter, not a layer of the forward path.
     """
 
     def __init__(
