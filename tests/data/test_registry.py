@@ -9,7 +9,7 @@ import torch
 from depthscale.data import DATASETS, Dataset, load
 from depthscale.errors import ConfigError, DataError
 
-NAMES = ["mnist1d", "digits", "cifar10", "cifar100", "teacher", "chizat"]
+NAMES = ["mnist1d", "digits", "cifar10", "cifar100", "teacher", "chizat", "markov", "pytext"]
 
 
 def test_datasets_lists_every_name_with_a_one_line_description() -> None:

@@ -287,3 +287,21 @@ def test_batched_sweep_benchmark_sweep_level_runs_small() -> None:
     res = batched_sweep.sweep_level(members=3, steps=3, width=8, depth=2, batch=16)
     assert res["runs"] == 3 and res["ratio"] > 0 and res["threads_per_run"] == 1
     assert res["status_match"] and res["max_rel_final_diff"] <= batched_sweep.LOSS_RTOL
+
+
+@pytest.mark.parametrize(("loss", "seeds"), [("ce", None), ("ce", [0, 1, 2]), ("mse", None)])
+def test_gpt_with_per_position_token_labels_matches_the_loop(
+    loss: str, seeds: list[int] | None
+) -> None:
+    """Next-token labels (N, seq): each member's loss is the mean over samples x positions, as
+    the loop's; shared and per-member data orders."""
+    data = load("markov", seed=0, n_train=48, n_test=24, context=8, vocab=8)
+    model, plan = build("gpt", "completep", input_shape=data.sample_shape, n_out=data.n_out,
+                        width=16, depth=2, seed=0, heads=2, tied=True)
+    cfg = TrainConfig(lr=1.0, steps=7, batch_size=16, loss=loss, eval_every=3)
+    lrs = [0.3, 1.0, 3.0]
+    got = train_batched(model, plan, data, cfg, lrs, seeds=seeds)
+    for ref, res in zip(_one_by_one(model, plan, data, cfg, lrs, seeds), got, strict=True):
+        _assert_same(ref, res)
+    assert got[0].status == "ok"
+    assert set(got[0].final) == {"train_loss", "train_acc", "test_loss", "test_acc"}

@@ -20,7 +20,9 @@ __all__ = [
     "fmt",
     "int_list",
     "json_safe",
+    "key_value",
     "model_flags",
+    "option_flags",
     "progress",
     "status",
 ]
@@ -58,6 +60,25 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def key_value(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE``: VALUE becomes a bool (``true``/``false``), an int, a float, or text
+    (quotes stripped), as TOML would read it in a study spec."""
+    key, sep, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    if raw in ("true", "false"):
+        return key, raw == "true"
+    for kind in (int, float):
+        try:
+            return key, kind(raw)
+        except ValueError:
+            pass
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        raw = raw[1:-1]
+    return key, raw
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """The one check of everything a command will write, before it does any work: each dest
     named in the command's ``output_dirs`` must be a folder that can be created and written,
@@ -82,7 +103,8 @@ def model_flags(p: argparse.ArgumentParser) -> None:
     from depthscale.models import MODELS
     from depthscale.param import RECIPES
 
-    p.add_argument("--model", default="resnet1", help=f"one of: {', '.join(MODELS)}")
+    p.add_argument("--model", default="resnet1",
+                   help=f"one of: {', '.join(MODELS)}, or a factory package.module:function")
     p.add_argument("--param", default="depth-mup", help=f"recipe, one of: {', '.join(RECIPES)}")
     p.add_argument("--width", type=int, default=128, help="width n (channels for CNNs)")
     p.add_argument("--depth", type=int, default=8, help="depth L (residual blocks / layers)")
@@ -97,20 +119,39 @@ def model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of init and data order")
 
 
-def build_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    from depthscale.data import load
-    from depthscale.models import build
+def option_flags(p: argparse.ArgumentParser) -> None:
+    """Model and dataset options, and roles for a user model (explain, train)."""
+    p.add_argument("--model-option", type=key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="a model option, e.g. heads=2 or tied=true "
+                   "(repeatable)")
+    p.add_argument("--data-option", type=key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="a dataset option, e.g. context=32 (repeatable)")
+    p.add_argument("--role", type=key_value, action="append", default=[],
+                   metavar="PATTERN=ROLE", help="role of the parameters a glob matches, for a "
+                   "model that does not declare them (repeatable)")
 
-    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
-    options: dict[str, Any] = {}
+
+def build_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(model, plan, data) from the model flags (and :func:`option_flags` where given).
+    ``--model`` may be a factory ``package.module:function``; its model is inspected on a few
+    training inputs, as a study's user model is."""
+    from depthscale.data import load
+    from depthscale.models import build, is_factory
+
+    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed,
+                **dict(getattr(args, "data_option", [])))
+    options: dict[str, Any] = dict(getattr(args, "model_option", []))
     plan_options: dict[str, Any] = {"T": args.T}
     if args.hidden is not None:
         options["hidden"] = args.hidden
     if getattr(args, "backward", "standard") != "standard":
         options["backward"] = args.backward
+    roles = {k: str(v) for k, v in getattr(args, "role", [])} or None
+    example = data.x_train[:8] if is_factory(args.model) else None
     model, plan = build(
         args.model, args.param, input_shape=data.sample_shape, n_out=data.n_out,
-        width=args.width, depth=args.depth, seed=args.seed, plan_options=plan_options, **options,
+        width=args.width, depth=args.depth, seed=args.seed, plan_options=plan_options,
+        roles=roles, example_input=example, **options,
     )
     return model, plan, data
 

@@ -16,6 +16,7 @@ from depthscale.cli.common import (
     finite_float,
     int_list,
     model_flags,
+    option_flags,
     progress,
 )
 from depthscale.errors import ConfigError
@@ -138,10 +139,12 @@ def register(sub: Any) -> None:
 
     e = sub.add_parser("explain", help="print the per-parameter plan (role, a, b, c, source)")
     model_flags(e)
+    option_flags(e)
     e.set_defaults(func=_cmd_explain)
 
     t = sub.add_parser("train", help="train one model; metrics to a folder")
     model_flags(t)
+    option_flags(t)
     t.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
     t.add_argument("--loss", default="ce", choices=LOSSES)
     t.add_argument("--steps", type=int, default=None)

@@ -62,26 +62,25 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     """Analyse a finished (or partial) sweep as its ``[analysis]`` says (flags override): the
     optimal LR per size with its power-law fit and spread (laws Sec. 4.1, nfd Fig. 5 row 2),
     per group if asked, or the best value of another swept setting per size (nfd Fig. 2)."""
-    from depthscale.models import create
     from depthscale.outputs import check_output_dir
+    from depthscale.studies.runner import effective_depth
     from depthscale.studies.store import open_store
 
     # fit.json goes beside the study unless --out says otherwise (then DIR is only read)
     out = args.out or check_output_dir(args.dir, "DIR (where fit.json goes without --out)")
     with open_store(args.dir, readonly=True) as store:
-        records = [dict(r) for r in store.records(planned_only=True)]
-    done = [r for r in records if r["status"] in ("done", "diverged")]
+        finished = [r for r in store.records(planned_only=True)
+                    if r.status in ("done", "diverged")]
+    done = [dict(r) for r in finished]
     if not done:
         raise ConfigError(f"no finished runs in {args.dir}; run 'depthscale sweep' first")
     analysis = _fit_analysis(args)
     axis = analysis.axis
     if args.effective_depth:
         sizes: dict[int, int] = {}
-        for r in done:
+        for r, rec in zip(done, finished, strict=True):
             if r["depth"] not in sizes:
-                net = create(r["model"], input_shape=(1, 8), n_out=2, width=r["width"],
-                             depth=r["depth"])
-                sizes[r["depth"]] = int(getattr(net, "effective_depth", r["depth"]))
+                sizes[r["depth"]] = effective_depth(rec.spec)
             r["effective_depth"] = sizes[r["depth"]]
         axis = "effective_depth"
     out.mkdir(parents=True, exist_ok=True)

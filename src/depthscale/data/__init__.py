@@ -7,6 +7,6 @@ name to a one-line description. Inputs are standardised with training statistics
 from __future__ import annotations
 
 from depthscale.data.dataset import Dataset
-from depthscale.data.registry import DATASETS, load
+from depthscale.data.registry import DATASET_OPTIONS, DATASETS, load
 
-__all__ = ["DATASETS", "Dataset", "load"]
+__all__ = ["DATASETS", "DATASET_OPTIONS", "Dataset", "load"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from numbers import Integral
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,7 +38,8 @@ class Dataset:
     chizat's does). The constructor checks all of this, and that float inputs and regression
     targets are finite, and raises :class:`~depthscale.errors.DataError` naming the dataset,
     the split, what was found and the fix. Equality is identity (``eq=False``): comparing
-    tensors elementwise has no single truth value.
+    tensors elementwise has no single truth value. ``meta`` holds what a source knows about
+    itself (e.g. the markov source's exact ``entropy_rate_nats``).
     """
 
     name: str
@@ -49,6 +51,7 @@ class Dataset:
     task: str
     n_classes: int | None
     vocab_size: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         """Check that tensors, sample shape, task, class count and values are consistent."""

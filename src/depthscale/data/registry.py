@@ -11,10 +11,11 @@ from typing import Any
 from depthscale.data.bundled import load_digits, load_mnist1d
 from depthscale.data.cifar import load_cifar
 from depthscale.data.dataset import Dataset, as_int, check_size
+from depthscale.data.language import load_markov, load_pytext
 from depthscale.data.synthetic import load_chizat, load_teacher
 from depthscale.errors import ConfigError
 
-__all__ = ["DATASETS", "load"]
+__all__ = ["DATASETS", "DATASET_OPTIONS", "load"]
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,24 @@ _REGISTRY: dict[str, _Entry] = {
         load_chizat,
         options=("dim",),
     ),
+    "markov": _Entry(
+        "next-token windows of a random order-k Markov chain with exact entropy rate "
+        "(options vocab=16, order=1, concentration=0.3, context=32)",
+        load_markov,
+        options=("vocab", "order", "concentration", "context"),
+    ),
+    "pytext": _Entry(
+        "next-byte windows of the Python standard library's .py files, split by file "
+        "(vocab 256; option context=64)",
+        load_pytext,
+        options=("context",),
+    ),
 }
 
 DATASETS: dict[str, str] = {name: entry.description for name, entry in _REGISTRY.items()}
+#: The dataset-specific options each dataset accepts (besides seed, n_train, n_test).
+DATASET_OPTIONS: dict[str, tuple[str, ...]] = {
+    name: entry.options for name, entry in _REGISTRY.items()}
 
 
 def load(
@@ -76,7 +92,9 @@ def load(
     ``data_dir`` is only read by the file-based datasets (cifar10, cifar100) and ignored by the
     others. ``seed`` (an int >= 0) drives every random choice through explicit generators; it
     has no effect on mnist1d and cifar. ``n_train``/``n_test`` (positive ints) shrink the splits.
-    ``options`` are dataset-specific (``dim`` for teacher and chizat). Unknown names, unknown
+    ``options`` are dataset-specific (:data:`DATASET_OPTIONS`: ``dim`` for teacher and
+    chizat; ``vocab``, ``order``, ``concentration``, ``context`` for markov, ``context`` for
+    pytext). Unknown names, unknown
     options and bad sizes raise :class:`~depthscale.errors.ConfigError`; missing or corrupt
     files raise :class:`~depthscale.errors.DataError`.
     """

@@ -1,23 +1,27 @@
-"""The models the CLI and the claims know by name, and one call that builds a planned model."""
+"""The models the CLI and the claims know by name, user model factories named
+``"package.module:function"``, and one call that builds a planned model."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from torch import nn
 
 from depthscale.errors import ConfigError
 from depthscale.models.chizat import TwoLayerPerceptronResNet
 from depthscale.models.cnn import ConvResNet, PlainCNN
+from depthscale.models.gpt import GPT
 from depthscale.models.mlp import MLPResNet, PlainMLP
 from depthscale.models.vit import ViT
 from depthscale.param import Plan, plan
 from depthscale.param.checks import whole
 
-__all__ = ["MODELS", "ModelSpec", "build", "create"]
+__all__ = ["MODELS", "ModelSpec", "build", "create", "is_factory", "resolve_factory"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,10 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("vit", "Vision Transformer on images or 1D signals, pre- or post-LN",
                   "laws Sec. 3.1, 3.5", ViT,
                   ("patch_size", "heads", "mlp_ratio", "norm", "activation", "dropout")),
+        ModelSpec("gpt", "GPT-style decoder-only Transformer on token ids, causal, pre- or post-LN",
+                  "laws Sec. 3.1 blocks; GPT-2 (Radford et al. 2019)", GPT.from_shape,
+                  ("heads", "mlp_ratio", "norm", "tied", "bias", "context", "activation",
+                   "dropout")),
         ModelSpec("chizat2lp", "ResNet of two-layer-perceptron blocks, no embedding (R^D -> R^D)",
                   "chizat Eq. 24", TwoLayerPerceptronResNet.from_shape, ("hidden", "activation")),
     )
@@ -97,19 +105,75 @@ def _check_options(spec: ModelSpec, options: Mapping[str, Any]) -> None:
         )
 
 
+_FACTORY_SIGNATURE = "(input_shape, n_out, width, depth, **options)"
+
+
+def is_factory(name: object) -> bool:
+    """Whether ``name`` names a user model factory (``"package.module:function"``) rather
+    than a model of :data:`MODELS`."""
+    return isinstance(name, str) and ":" in name
+
+
+def resolve_factory(
+    text: str, options: Mapping[str, Any] | None = None
+) -> Callable[..., nn.Module]:
+    """The function ``"package.module:function"`` names: importable (from ``sys.path``),
+    callable, and taking ``(input_shape, n_out, width, depth, **options)`` with ``options``
+    (the model options a study gives it). Anything else is a ConfigError naming ``text``."""
+    where = f"model factory {text!r}"
+    module_name, _, attr = text.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{where} must read 'package.module:function'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module may raise anything while importing
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise ConfigError(
+            f"{where}: cannot import {module_name!r} ({message}); install its package or put "
+            "its folder on PYTHONPATH"
+        ) from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"{where}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(f"{where} is a {type(obj).__name__}, not a function; it must take "
+                          f"{_FACTORY_SIGNATURE} and return an nn.Module")
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return cast("Callable[..., nn.Module]", obj)  # a builtin without a signature: trust it
+    try:
+        signature.bind((1,), 1, 1, 1, **dict(options or {}))
+    except TypeError as exc:
+        raise ConfigError(
+            f"{where} takes {signature}, which does not accept {_FACTORY_SIGNATURE} with "
+            f"options {sorted(options or {})} ({exc}); change its signature or the [model] "
+            "options"
+        ) from None
+    return cast("Callable[..., nn.Module]", obj)
+
+
 def create(
     name: str, *, input_shape: tuple[int, ...], n_out: int, width: int, depth: int, **options: Any
 ) -> nn.Module:
-    """An unplanned model called ``name`` (default init, multipliers 1).
+    """An unplanned model called ``name`` (default init, multipliers 1): a model of
+    :data:`MODELS`, or a user factory ``"package.module:function"`` called as
+    ``function(input_shape, n_out, width, depth, **options)`` (see :func:`resolve_factory`),
+    which must return an ``nn.Module``.
 
     The one check of the sizes every model shares: ``input_shape`` a non-empty tuple of whole
     numbers >= 1 (the per-sample shape, without the batch axis), ``n_out``, ``width`` and
     ``depth`` whole numbers >= 1; each model then checks what is its own (rank, divisibility).
     """
-    if not isinstance(name, str) or name not in MODELS:
-        raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
-    spec = MODELS[name]
-    _check_options(spec, options)
+    factory: Callable[..., nn.Module] | None = None
+    if is_factory(name):
+        factory = resolve_factory(name, options)
+    elif not isinstance(name, str) or name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}, or a "
+                          "factory 'package.module:function'")
+    else:
+        _check_options(MODELS[name], options)
     if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, Sequence) or not (
             input_shape):
         raise ConfigError(
@@ -117,8 +181,14 @@ def create(
             f"(3, 32, 32), got {input_shape!r}"
         )
     shape = tuple(whole(f"input_shape[{i}]", s) for i, s in enumerate(input_shape))
-    return spec.make(shape, whole("n_out", n_out), whole("width", width), whole("depth", depth),
-                     **options)
+    sizes = (shape, whole("n_out", n_out), whole("width", width), whole("depth", depth))
+    if factory is None:
+        return MODELS[name].make(*sizes, **options)
+    model = factory(*sizes, **options)
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"model factory {name!r} returned a {type(model).__name__}, not an "
+                          "nn.Module")
+    return model
 
 
 def build(
@@ -131,22 +201,44 @@ def build(
     depth: int,
     seed: int = 0,
     plan_options: Mapping[str, Any] | None = None,
+    roles: Mapping[str, str] | None = None,
+    example_input: Any = None,
     **options: Any,
 ) -> tuple[nn.Module, Plan]:
-    """Model ``name`` under recipe ``recipe``, initialised by the plan from ``seed``.
+    """Model ``name`` (a registry name or a factory ``"package.module:function"``) under recipe
+    ``recipe``, initialised by the plan from ``seed``.
 
     The plan is bound to the sizes the model reports (``width``, ``plan_depth``, ``hidden``) so
     the two always agree; ``plan_options`` go to :func:`depthscale.param.plan` (``T``,
     ``regime``, ``alpha``, ...), ``options`` to the model (``activation``, ``backward``, ...).
+    A model that does not report its sizes (a user's) is inspected on ``example_input`` (a
+    batch of inputs; :func:`depthscale.param.inspect.inspect`): its width and number of
+    residual branches bind the plan (else ``width`` and ``depth``). ``roles`` (glob pattern ->
+    role) go to :meth:`~depthscale.param.Plan.apply`, and so does ``example_input`` where
+    ``apply`` takes it (role inference).
     """
     model = create(name, input_shape=input_shape, n_out=n_out, width=width, depth=depth, **options)
+    plan_width, plan_depth = getattr(model, "width", None), getattr(model, "plan_depth", None)
+    if (plan_width is None or plan_depth is None) and example_input is not None:
+        from depthscale.param.inspect import inspect as inspect_model
+
+        try:
+            found = inspect_model(model, example_input)
+        except ConfigError:  # not traceable: the given sizes, checked by apply
+            found = None
+        if found is not None:
+            plan_width = found.width if plan_width is None else plan_width
+            plan_depth = (found.depth or None) if plan_depth is None else plan_depth
     p = plan(
         recipe,
-        width=model.width,
-        depth=getattr(model, "plan_depth", depth),
+        width=width if plan_width is None else plan_width,
+        depth=depth if plan_depth is None else plan_depth,
         hidden=getattr(model, "hidden", 1),
         activation=options.get("activation", getattr(model, "activation_name", "relu")),
         **dict(plan_options or {}),
     )
-    p.apply(model, seed=seed)
+    apply_options: dict[str, Any] = {"seed": seed}
+    if example_input is not None and "example_input" in inspect.signature(p.apply).parameters:
+        apply_options["example_input"] = example_input
+    p.apply(model, dict(roles) if roles else None, **apply_options)
     return model, p

@@ -21,7 +21,11 @@ from depthscale.errors import ConfigError
 from depthscale.studies.records import RunRecord, downsample, nan_to_none, versions
 from depthscale.studies.spec import RunSpec, run_id
 
-__all__ = ["check_run", "lr_groups", "prepare", "run_group", "run_one"]
+__all__ = ["EXAMPLE_BATCH", "check_run", "effective_depth", "lr_groups", "prepare", "run_group",
+           "run_one"]
+
+#: Training inputs a user model is inspected on (role and size inference).
+EXAMPLE_BATCH = 8
 
 _DATA_CACHE: OrderedDict[str, Any] = OrderedDict()
 _DATA_CACHE_SIZE = 2
@@ -45,14 +49,36 @@ def _dataset(spec: RunSpec) -> Any:
 
 def prepare(spec: RunSpec) -> tuple[Any, Any, Any]:
     """``(model, plan, data)`` of a run, initialised from its seed; raises ConfigError or
-    DataError for settings that cannot run (a sweep checks its first run this way)."""
-    from depthscale.models import build
+    DataError for settings that cannot run (a sweep checks its first run this way).
+
+    Built-in and user models take the same path (:func:`depthscale.models.build`); a user
+    factory's model also gets the spec's ``[roles]`` and the first :data:`EXAMPLE_BATCH`
+    training inputs to infer its sizes (and roles, where ``plan.apply`` infers them)."""
+    from depthscale.models import build, is_factory
 
     data = _dataset(spec)
+    example = data.x_train[:EXAMPLE_BATCH] if is_factory(spec.model) else None
     model, plan = build(spec.model, spec.recipe, input_shape=data.sample_shape,
                         n_out=data.n_out, width=spec.width, depth=spec.depth, seed=spec.seed,
-                        plan_options=dict(spec.plan_options), **dict(spec.model_options))
+                        plan_options=dict(spec.plan_options), roles=dict(spec.roles) or None,
+                        example_input=example, **dict(spec.model_options))
     return model, plan, data
+
+
+def effective_depth(spec: RunSpec) -> int:
+    """The effective depth L = m + K (laws Sec. 3.4) of ``spec``'s model: what the model
+    declares (``effective_depth``), else what :func:`depthscale.param.inspect.inspect` finds
+    on a batch of the run's training inputs. The model is built unplanned (no init drawn)."""
+    from depthscale.models import create
+    from depthscale.param.inspect import inspect
+
+    data = _dataset(spec)
+    model = create(spec.model, input_shape=data.sample_shape, n_out=data.n_out,
+                   width=spec.width, depth=spec.depth, **dict(spec.model_options))
+    declared = getattr(model, "effective_depth", None)
+    if declared is not None:
+        return int(declared)
+    return int(inspect(model, data.x_train[:EXAMPLE_BATCH]).effective_depth)
 
 
 def check_run(spec: RunSpec, *, check_device: bool = True) -> None:

@@ -10,6 +10,7 @@ The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
 
     [study]                 # name (default: the file's stem), model, recipe, dataset
     [model]                 # model options (activation, backward, kernel_size, ...)
+    [roles]                 # "glob over parameter names" = "role" (user models; optional)
     [plan]                  # plan options (T, regime, alpha, sigma_u, eta_u_scale)
     [data]                  # n_train, n_test, seed, dim, dir (relative to the spec file)
     [train]                 # optimizer, steps | epochs, batch_size, loss, momentum, ...
@@ -19,6 +20,12 @@ The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
 
 A grid axis is a list of values or ``{logspace = [start, stop, num]}`` (powers of ten). A key is
 either fixed in its section or swept in ``[grid]``, never both.
+
+``[study] model`` is a registry name (``depthscale.models.MODELS``) or a user factory
+``"package.module:function"`` taking ``(input_shape, n_out, width, depth, **options)`` and
+returning an ``nn.Module`` (:func:`depthscale.models.resolve_factory`); it is imported and its
+signature checked against the ``[model]`` options when the spec is loaded. ``[roles]`` gives
+parameter roles the model does not declare (passed to ``plan.apply``).
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ ANALYSIS_KEYS = ("criterion", "axis", "optimize", "group", "aggregate")
 _CRITERIA = ("running", "final", "last-epoch")
 _AGGREGATES = ("optima", "loss")
 
-_SECTIONS = ("study", "model", "plan", "data", "train", "grid", "analysis")
+_SECTIONS = ("study", "model", "roles", "plan", "data", "train", "grid", "analysis")
 _STUDY_KEYS = ("name", "model", "recipe", "dataset")
 _TRAIN_KEYS = ("optimizer", "steps", "epochs", "batch_size", "loss", "momentum", "weight_decay",
                "device", "eval_every")
@@ -67,7 +74,7 @@ _TRAIN_DEFAULTS: dict[str, Any] = {
 }
 _PLAN_KEYS = ("T", "regime", "alpha", "sigma_u", "eta_u_scale")
 _PLAN_FLOATS = ("T", "alpha", "sigma_u", "eta_u_scale")
-_DATA_KEYS = ("n_train", "n_test", "seed", "dim", "dir")
+_DATA_KEYS = ("n_train", "n_test", "seed", "dir")  # and the dataset's own options
 _CORE_AXES = ("lr", "width", "depth", "seed")
 _SWEEPABLE = (*_CORE_AXES, "recipe", *(k for k in _TRAIN_KEYS if k != "device"))
 _OPTION_SECTIONS = ("model", "plan", "data")
@@ -120,7 +127,11 @@ class RunSpec:
     """Everything one run depends on. Options are sorted ``(name, value)`` pairs.
 
     ``data_dir`` says where the files of a file-based dataset lie on this machine; it is not
-    part of the run's identity (the same data elsewhere is the same run).
+    part of the run's identity (the same data elsewhere is the same run). ``model`` is a
+    registry name or a factory string ``"package.module:function"`` (kept as written, so run
+    ids are stable). ``roles`` are ``(pattern, role)`` pairs in the spec's order (the first
+    pattern that matches a parameter wins); part of the identity only when given, so runs
+    without roles keep the ids they always had.
     """
 
     model: str
@@ -143,14 +154,18 @@ class RunSpec:
     plan_options: tuple[tuple[str, Any], ...] = ()
     data_options: tuple[tuple[str, Any], ...] = ()
     data_dir: str | None = field(default=None, compare=False)
+    roles: tuple[tuple[str, str], ...] = ()
 
     def canonical(self) -> dict[str, Any]:
-        """The JSON-able dict that identifies the run (``data_dir`` left out)."""
+        """The JSON-able dict that identifies the run (``data_dir`` left out, ``roles`` only
+        when given: a list of ``[pattern, role]`` pairs in order)."""
         out: dict[str, Any] = {}
         for f in fields(self):
-            if f.name == "data_dir":
+            if f.name == "data_dir" or (f.name == "roles" and not self.roles):
                 continue
             value = getattr(self, f.name)
+            if f.name == "roles":
+                value = [list(pair) for pair in value]
             out[f.name] = dict(value) if f.name.endswith("_options") else value
         return out
 
@@ -168,12 +183,16 @@ class RunSpec:
         kw = dict(d)
         for name in ("model_options", "plan_options", "data_options"):
             kw[name] = tuple(sorted(dict(kw.get(name) or {}).items()))
+        kw["roles"] = tuple((str(p), str(r)) for p, r in kw.get("roles") or ())
         return cls(**kw)
 
     def flat(self) -> dict[str, Any]:
-        """One level: fields by name, options as ``model.<k>``, ``plan.<k>``, ``data.<k>``."""
+        """One level: fields by name, options as ``model.<k>``, ``plan.<k>``, ``data.<k>``
+        (``roles``, fixed per study, stay in the spec)."""
         out: dict[str, Any] = {}
         for f in fields(self):
+            if f.name == "roles":
+                continue
             value = getattr(self, f.name)
             if f.name.endswith("_options"):
                 prefix = f.name.removesuffix("_options")
@@ -227,6 +246,7 @@ class StudySpec:
     analysis: AnalysisSpec = AnalysisSpec()
     source: str = "<string>"
     text: str = ""
+    roles: tuple[tuple[str, str], ...] = ()
 
     @property
     def n_runs(self) -> int:
@@ -283,14 +303,15 @@ def parse_study(text: str, *, source: str = "<string>",
     if not grid:
         v.fail("[grid]", "is missing or empty; give lr, depth, width and seed lists")
 
-    from depthscale.data import DATASETS
-    from depthscale.models import MODELS
-    from depthscale.param import OPTIMIZERS, RECIPES
+    from depthscale.data import DATASET_OPTIONS, DATASETS
+    from depthscale.models import MODELS, is_factory
+    from depthscale.param import OPTIMIZERS, RECIPES, ROLES
     from depthscale.train import LOSSES
 
     name = study.get("name", Path(source).stem if source != "<string>" else "study")
     v.string("study.name", name)
-    model = v.choice("study.model", study.get("model"), MODELS)
+    factory = is_factory(study.get("model"))
+    model = study["model"] if factory else v.choice("study.model", study.get("model"), MODELS)
     dataset = v.choice("study.dataset", study.get("dataset"), DATASETS)
     recipe = study.get("recipe")
     if "recipe" in grid:
@@ -300,12 +321,17 @@ def parse_study(text: str, *, source: str = "<string>",
         recipe = v.choice("study.recipe", recipe, RECIPES)
 
     options: dict[str, dict[str, Any]] = {}
-    allowed = {"model": MODELS[model].options, "plan": _PLAN_KEYS, "data": _DATA_KEYS}
+    model_keys = _factory_keys(raw, v) if factory else MODELS[model].options
+    allowed = {"model": model_keys, "plan": _PLAN_KEYS,
+               "data": (*_DATA_KEYS, *DATASET_OPTIONS[dataset])}
     for section in _OPTION_SECTIONS:
         table = raw.get(section, {})
         v.keys(section, table, allowed[section])
         options[section] = {k: v.scalar(f"{section}.{k}", val, f"{section}.{k}")
                             for k, val in table.items()}
+    if factory:
+        _check_factory(model, options["model"], raw, v)
+    roles = _roles(raw.get("roles", {}), ROLES, v)
     data_dir = options["data"].pop("dir", None)
     if data_dir is not None:
         v.string("data.dir", data_dir)
@@ -384,9 +410,47 @@ def parse_study(text: str, *, source: str = "<string>",
         plan_options=tuple(sorted(options["plan"].items())),
         data_options=tuple(sorted(options["data"].items())),
         data_dir=data_dir, grid=tuple(axes), analysis=analysis, source=source, text=text,
+        roles=roles,
     )
     _check_runs(spec, v)
     return spec
+
+
+def _factory_keys(raw: Mapping[str, Any], v: _Validator) -> tuple[str, ...]:
+    """The model options a study gives a user factory: every key of ``[model]`` and
+    ``[grid.model]`` (the factory's signature judges them, :func:`_check_factory`)."""
+    keys: list[str] = []
+    for table in (raw.get("model", {}), dict(raw.get("grid", {})).get("model", {})):
+        if isinstance(table, dict):
+            keys += [k for k in table if k not in keys]
+    return tuple(keys)
+
+
+def _check_factory(model: str, fixed: Mapping[str, Any], raw: Mapping[str, Any],
+                   v: _Validator) -> None:
+    """Import the factory ``model`` and check it takes the sizes and every model option the
+    study gives it (fixed and swept): a ConfigError naming the string otherwise."""
+    from depthscale.models import resolve_factory
+
+    swept = dict(raw.get("grid", {})).get("model", {})
+    names = {**dict(fixed), **(dict.fromkeys(swept, None) if isinstance(swept, dict) else {})}
+    try:
+        resolve_factory(model, names)
+    except ConfigError as exc:
+        v.fail("study.model", str(exc))
+
+
+def _roles(table: Any, known: Mapping[str, str], v: _Validator) -> tuple[tuple[str, str], ...]:
+    """``[roles]``: glob pattern over parameter names -> role, in the file's order."""
+    if not isinstance(table, dict):
+        v.fail("[roles]", "must be a table of \"pattern\" = \"role\"")
+    out = []
+    for pattern, role in table.items():
+        if not isinstance(role, str) or role not in known:
+            v.fail(f"roles.{pattern!r}", f"unknown role {role!r}; choose one of: "
+                   f"{', '.join(known)}")
+        out.append((str(pattern), role))
+    return tuple(out)
 
 
 def parse_analysis(table: Any, *, axes: Sequence[str] | None = None,
@@ -568,7 +632,7 @@ def expand(spec: StudySpec) -> list[RunSpec]:
         model=spec.model, recipe=spec.recipe or "", dataset=spec.dataset, width=1, depth=1,
         lr=1.0, seed=0, **{k: getattr(spec.train, k) for k in _TRAIN_KEYS},
         model_options=spec.model_options, plan_options=spec.plan_options,
-        data_options=spec.data_options, data_dir=spec.data_dir,
+        data_options=spec.data_options, data_dir=spec.data_dir, roles=spec.roles,
     )
     names = [k for k, _ in spec.grid]
     runs = []

@@ -286,19 +286,23 @@ def _vmapped_forward(model: nn.Module) -> Forward:
 def _member_losses(loss: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``loss_fn(loss, out[g], y[g])`` for every member g at once: a ``[G]`` tensor.
 
-    ``out`` is ``[G, B, C]``; ``y`` is ``[B]`` / ``[B, C]`` (shared) or ``[G, B]`` / ``[G, B, C]``.
+    ``out`` is ``[G, B, ..., C]`` (classes or targets on the last axis); ``y`` is shared by all
+    members (labels ``[B, ...]``, targets ``[B, ..., C]``) or per member (a leading ``G``).
+    Each member's loss is the mean over all its rows (samples, or samples x positions for
+    per-position labels), as :func:`~depthscale.train.loss_fn` takes it.
     """
-    g, b = out.shape[0], out.shape[1]
+    g = out.shape[0]
     labels = y.dtype == torch.long
-    if y.dim() == (1 if labels else 2):
+    if y.dim() == out.dim() - (2 if labels else 1):
         y = y.expand(g, *y.shape)
     if loss == "ce":
         if not labels:
             return loss_fn(loss, out, y)  # raises the loop's error
-        per_sample = F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none")
-        return per_sample.view(g, b).mean(1)
+        per_row = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1),
+                                  reduction="none")
+        return per_row.view(g, -1).mean(1)
     target = F.one_hot(y, out.shape[-1]).to(out.dtype) if labels else y
-    return 0.5 * (out - target).pow(2).sum(-1).mean(-1)
+    return 0.5 * (out - target).pow(2).sum(-1).reshape(g, -1).mean(1)
 
 
 def _autograd_step(forward: Forward, loss: str, per_member: bool) -> Step:
@@ -336,20 +340,22 @@ def _evaluate(
     """:func:`depthscale.train.evaluate` for every stacked member, in chunks (eval mode is the
     caller's to set)."""
     g = next(iter(params.values())).shape[0]
-    totals, correct = [0.0] * g, [0] * g
+    totals, correct, rows = [0.0] * g, [0] * g, 0
     labels = y.dtype == torch.long
     for i in range(0, len(x), EVAL_CHUNK):
         yb = y[i : i + EVAL_CHUNK]
         out = forward(params, x[i : i + EVAL_CHUNK], False)
+        n = out[0, ..., 0].numel()  # rows of one member: samples (x positions)
         values = _member_losses(loss, out, yb).tolist()
-        totals = [t + v * len(yb) for t, v in zip(totals, values, strict=True)]
+        totals = [t + v * n for t, v in zip(totals, values, strict=True)]
+        rows += n
         if labels:
-            hits = (out.argmax(-1) == yb).sum(-1).tolist()
+            hits = (out.argmax(-1) == yb).reshape(g, -1).sum(1).tolist()
             correct = [c + h for c, h in zip(correct, hits, strict=True)]
-    res: list[dict[str, float]] = [{"loss": t / len(x)} for t in totals]
+    res: list[dict[str, float]] = [{"loss": t / rows} for t in totals]
     if labels:
         for r, c in zip(res, correct, strict=True):
-            r["acc"] = c / len(x)
+            r["acc"] = c / rows
     return res
 
 

@@ -1,0 +1,186 @@
+"""The GPT model: shapes, sizes it declares, causality, roles the plan finds, the attention
+scale it uses, tied unembedding, and clear errors for inputs it cannot take."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from depthscale.errors import ConfigError
+from depthscale.models import GPT, build, create
+from depthscale.param import plan
+
+V, T = 11, 8
+
+
+def _gpt(recipe: str = "mup", **kw: object) -> tuple[GPT, object]:
+    opts = {"heads": 2, **kw}
+    model, p = build("gpt", recipe, input_shape=(T,), n_out=V, width=16, depth=3, seed=0,
+                     **opts)
+    assert isinstance(model, GPT)
+    return model, p
+
+
+def _tokens(n: int = 4, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, V, (n, T), generator=torch.Generator().manual_seed(seed))
+
+
+def test_logits_shape_and_declared_sizes() -> None:
+    model, p = _gpt()
+    assert model(_tokens()).shape == (4, T, V)
+    assert (model.width, model.depth, model.plan_depth, model.effective_depth) == (16, 3, 6, 8)
+    assert (p.width, p.depth) == (16, 6)  # the plan's L is the number of residual branches
+    shorter = model(_tokens()[:, :5])  # a shorter sequence uses the first positions
+    assert torch.allclose(shorter, model(_tokens())[:, :5], atol=1e-6)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_attention_is_causal(norm: str) -> None:
+    model, _ = _gpt(norm=norm)
+    x = _tokens(2)
+    y = x.clone()
+    y[:, 5] = (y[:, 5] + 1) % V
+    a, b = model(x), model(y)
+    assert torch.equal(a[:, :5], b[:, :5])  # positions before 5 never see token 5
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+def test_roles_the_plan_reads() -> None:
+    model, p = _gpt()
+    roles = p.roles(model)
+    assert roles["embed.weight"] == "input" and roles["pos_embed"] == "token"
+    assert roles["head.weight"] == "output"
+    for blk in range(3):
+        for name, role in (("attn.qkv", "branch_in"), ("attn.proj", "branch_out"),
+                           ("mlp.fc1", "branch_in"), ("mlp.fc2", "branch_out")):
+            assert roles[f"blocks.{blk}.{name}.weight"] == role
+            assert roles[f"blocks.{blk}.{name}.bias"] == "vector"
+        assert roles[f"blocks.{blk}.ln1.weight"] == "norm"
+    # the embedding reads one-hot tokens: its fan-in is the vocabulary, not the width
+    embed = next(s for s in p.resolve(model) if s.name == "embed.weight")
+    assert embed.shape == (16, V) and embed.fan_in == V
+    assert math.isclose(model.embed.multiplier, 1 / math.sqrt(V))
+
+
+def test_no_bias_leaves_no_bias_parameter() -> None:
+    model, _ = _gpt(bias=False)
+    names = [n for n, _ in model.named_parameters()]
+    assert not [n for n in names if n.endswith("bias")]
+    n_with = sum(p.numel() for p in _gpt()[0].parameters())
+    n_without = sum(p.numel() for p in model.parameters())
+    # per block: qkv 3n + proj n + fc1 4n + fc2 n + two LayerNorm biases 2n; final LN n, head V
+    assert n_with - n_without == 3 * (11 * 16) + 16 + V
+
+
+def test_softmax_scale_is_the_attention_scale_attribute() -> None:
+    """The attention output equals softmax(q k^T * attention_scale + causal mask) v per head,
+    computed here by hand, for the default 1/sqrt(d_head) and for a scale set afterwards."""
+    model, _ = _gpt()
+    attn = model.blocks[0].attn
+    assert attn.attention_head_dim == 8 and attn.attention_scale == 1 / math.sqrt(8)
+    z = torch.randn(2, T, 16, generator=torch.Generator().manual_seed(1))
+
+    def by_hand(scale: float) -> torch.Tensor:
+        q, k, v = (t.reshape(2, T, 2, 8).transpose(1, 2)
+                   for t in attn.qkv(z).split(16, dim=-1))
+        scores = (q @ k.transpose(-1, -2)) * scale
+        scores = scores.masked_fill(torch.ones(T, T).triu(1).bool(), float("-inf"))
+        out = scores.softmax(-1) @ v
+        return attn.proj(out.transpose(1, 2).reshape(2, T, 16))
+
+    assert torch.allclose(attn(z), by_hand(1 / math.sqrt(8)), atol=1e-6)
+    attn.attention_scale = 1 / 8  # what a muP-family plan sets (1/d_head)
+    assert torch.allclose(attn(z), by_hand(1 / 8), atol=1e-6)
+    assert not torch.allclose(attn(z), by_hand(1 / math.sqrt(8)), atol=1e-4)
+
+
+def test_trace_keeps_every_stream_and_branch_output() -> None:
+    model, _ = _gpt()
+    x = _tokens()
+    tr = model.trace(x)
+    assert len(tr.streams) == 7 and len(tr.increments) == 6
+    assert torch.equal(tr.out, model(x))
+    assert torch.allclose(tr.streams[1], tr.streams[0] + tr.increments[0])
+
+
+@pytest.mark.parametrize("recipe", ["sp", "mup", "completep"])
+def test_tied_readout_uses_the_output_rule_and_the_embedding_matrix(recipe: str) -> None:
+    model, p = _gpt(recipe, tied=True)
+    assert model.head is None and "head.weight" not in dict(model.named_parameters())
+    a_out = p.spec("readout", "output", (V, 16)).a
+    assert math.isclose(model.tied_multiplier(), a_out, rel_tol=1e-12)
+    x = _tokens()
+    h = model.final_norm(model.trace(x).streams[-1])
+    assert torch.allclose(model(x), a_out * h @ model.embed.weight, atol=1e-6)
+
+
+def test_tied_model_is_the_same_function_in_absorbed_form() -> None:
+    native, p = _gpt("mup", tied=True)
+    absorbed = create("gpt", input_shape=(T,), n_out=V, width=16, depth=3, heads=2, tied=True)
+    p.apply(absorbed, seed=0, absorb=True)
+    assert absorbed.embed.multiplier == 1.0
+    x = _tokens()
+    assert torch.allclose(native(x), absorbed(x), atol=1e-5)
+
+
+def test_tied_model_keeps_its_readout_through_a_checkpoint() -> None:
+    model, _ = _gpt("completep", tied=True)
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    fresh, _ = build("gpt", "completep", input_shape=(T,), n_out=V, width=16, depth=3, seed=5,
+                     heads=2, tied=True)
+    buf.seek(0)
+    fresh.load_state_dict(torch.load(buf))
+    x = _tokens()
+    assert torch.equal(fresh(x), model(x))
+
+
+def test_adam_step_trains_a_tied_gpt_end_to_end() -> None:
+    model, p = _gpt("completep", tied=True)
+    opt = p.optimizer(model, "adam", 1e-2)
+    x = _tokens(8)
+    losses = []
+    for _ in range(5):
+        loss = F.cross_entropy(model(x[:, :-1]).reshape(-1, V), x[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"input_shape": (2, 8)}, "the GPT takes token sequences, a per-sample shape (seq,)"),
+        ({"heads": 3}, "width must be divisible by heads, got width=16, heads=3"),
+        ({"norm": "sandwich"}, "norm must be one of pre, post, got 'sandwich'"),
+        ({"tied": "yes"}, "tied must be true or false, got 'yes'"),
+        ({"context": 4}, "context=4 is shorter than the data's sequences of 8 tokens"),
+        ({"dropout": 1.0}, "dropout must be a finite number in [0, 1), got 1.0"),
+        ({"mlp_ratio": 0}, "mlp_ratio must be a whole number >= 1, got 0"),
+    ],
+)
+def test_bad_settings_are_config_errors(kw: dict[str, object], message: str) -> None:
+    args = {"input_shape": (T,), "n_out": V, "width": 16, "depth": 2, "heads": 2, **kw}
+    with pytest.raises(ConfigError) as exc:
+        create("gpt", **args)  # type: ignore[arg-type]
+    assert str(exc.value).startswith(message), str(exc.value)
+
+
+def test_inputs_it_cannot_take_are_config_errors() -> None:
+    model, _ = _gpt()
+    with pytest.raises(ConfigError, match="int64 token ids"):
+        model(torch.zeros(2, T))
+    with pytest.raises(ConfigError, match="sequences of 9 tokens do not fit the GPT's context"):
+        model(torch.zeros(2, 9, dtype=torch.int64))
+
+
+def test_plan_of_the_wrong_depth_is_refused() -> None:
+    model = create("gpt", input_shape=(T,), n_out=V, width=16, depth=3, heads=2)
+    with pytest.raises(ConfigError, match="plan_depth is 6 but the plan was made for depth=3"):
+        plan("completep", width=16, depth=3).apply(model)
