@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -41,13 +41,17 @@ from torch.func import functional_call
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
 
-from depthscale.claims.verdicts import Band, findings_verdict, interval_finding
 from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
 from depthscale.param.inspect import _ADDS, Structure, _tensors, inspect
 from depthscale.train.loop import loss_fn
+
+if TYPE_CHECKING:
+    from depthscale.claims.verdicts import Band
+
+# depthscale.claims builds on the probes, so its verdict helpers are imported where used
 
 __all__ = [
     "FLAT",
@@ -490,6 +494,8 @@ class CoordReport:
 def _judge(report: CoordReport, n_seeds: int) -> None:
     """The verdict from the fits that have a band (each interval judged by
     :func:`interval_finding`; a size that overflowed is a contradiction), and the evidence."""
+    from depthscale.claims.verdicts import findings_verdict
+
     findings: dict[str, tuple[str, str]] = {}
     for f in report.fits:
         if f.finding is not None:
@@ -513,6 +519,8 @@ def _judge(report: CoordReport, n_seeds: int) -> None:
 def _fit(axis: str, sizes: Sequence[int], pts: list[list[CoordPoint]], quantity: str,
          layer_type: str, band: tuple[Band, str] | None) -> SlopeFit | None:
     """The slope fit of one (quantity, layer type) over a sweep; None if it was not measured."""
+    from depthscale.claims.verdicts import interval_finding
+
     per_seed = [[p.mean(quantity, layer_type) for p in at_size] for at_size in pts]
     if any(math.isnan(v) for row in per_seed for v in row):
         return None
@@ -611,12 +619,22 @@ def coord_check(
             if fit is None or not math.isfinite(fit.slope):
                 continue
             report.fits.append(fit)
-            label = ("lazy" if interval_finding(fit.ci_low, fit.ci_high, (None, LAZY))
-                     == "supports" else "complete" if interval_finding(
-                         fit.ci_low, fit.ci_high, (-FLAT, None)) == "supports" else "undecided")
+            label = _lazy_label(fit)
             deepest = by_size[-1]
             share = float(np.mean([p.mean("own_update", t) / p.mean("update", t)
                                    for p in deepest]))
             report.lazy.append(LazyFinding(t, fit, label, share))
     _judge(report, len(seeds))
     return report
+
+
+def _lazy_label(fit: SlopeFit) -> str:
+    """"lazy" if the own-update slope's interval lies at or below :data:`LAZY`, "complete" if
+    at or above -:data:`FLAT`, else "undecided"."""
+    from depthscale.claims.verdicts import interval_finding
+
+    if interval_finding(fit.ci_low, fit.ci_high, (None, LAZY)) == "supports":
+        return "lazy"
+    if interval_finding(fit.ci_low, fit.ci_high, (-FLAT, None)) == "supports":
+        return "complete"
+    return "undecided"
