@@ -16,7 +16,9 @@ The residual additions are found by marking the output of each branch's last lay
 hook) and following it, through a :class:`~torch.overrides.TorchFunctionMode`, to the first
 addition with a tensor that is not a parameter: no method or attribute of the model is needed.
 Then ``steps`` optimizer steps are taken on that batch and everything is recorded again: the
-RMS at init is the *activation* size, the RMS of the change the *update* size.
+RMS at init is the *activation* size, the RMS of the change the *update* size. The model stays
+in training mode throughout (BatchNorm uses batch statistics); build it without dropout, or the
+"update" also holds the difference of two dropout masks.
 
 The verdict fits log-log slopes of both, per layer type, against width and against depth, with
 a 95% seed-bootstrap interval, and judges each interval against a band
