@@ -46,5 +46,7 @@ def test_a_single_axis_sweep_is_still_fine() -> None:
     rep = coord_check(lambda w, d, s: build("resnet1", "depth-mup", input_shape=(4,), n_out=2,
                                             width=w, depth=d, seed=s),
                       X, Y, depths=[2, 4], base_width=8, seeds=[0])
-    assert set(rep.slopes) == {"act_vs_depth", "update_vs_depth"}
+    assert {(f.quantity, f.axis) for f in rep.fits} == {("act", "depth"), ("update", "depth")}
     assert [p.depth for p in rep.points] == [2, 4]
+    # one seed gives no interval, so no band is decided
+    assert rep.verdict == "INCONCLUSIVE" and "one seed gives no interval" in rep.evidence

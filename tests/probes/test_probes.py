@@ -23,18 +23,24 @@ def _factory(model: str, recipe: str):  # type: ignore[no-untyped-def]
 
 
 def test_depth_mup_coordinates_are_flat_in_width_and_depth() -> None:
-    rep = coord_check(_factory("resnet1", "depth-mup"), X, Y, widths=[64, 128, 256],
-                      depths=[4, 16, 64], base_width=128, base_depth=8, lr=0.1)
-    for key in ("act_vs_width", "update_vs_width", "act_vs_depth", "update_vs_depth"):
-        assert abs(rep.slopes[key]) < 0.15, (key, rep.slopes)
+    rep = coord_check(_factory("resnet1", "depth-mup"), X, Y, widths=[128, 256, 512],
+                      depths=[4, 16, 64], base_width=128, base_depth=8, lr=0.1, seeds=range(8))
+    for t in ("input", "stream"):
+        for key in ("act", "update"):
+            for axis in ("width", "depth"):
+                assert abs(rep.fit(t, key, axis).slope) < 0.15, rep.table()
+    # the branch output is the depth-muP multiplier's L^-1/2 at init and after the step
+    assert -0.6 < rep.fit("branch", "update", "depth").slope < -0.4
+    assert rep.verdict == "PASS", rep.evidence
 
 
 def test_sp_activations_grow_with_depth() -> None:
     rep = coord_check(_factory("resnet1", "sp"), X, Y, depths=[2, 4, 8, 16], base_width=128,
                       lr=0.01)
     # each SP block multiplies the second moment by ~1.5 (ReLU): RMS grows geometrically
-    assert rep.slopes["act_vs_depth"] > 0.5
-    assert rep.slopes["update_vs_depth"] > 0.5
+    assert rep.fit("stream", "act", "depth").ci_low > 0.5
+    assert rep.fit("stream", "update", "depth").ci_low > 0.5
+    assert rep.verdict == "FAIL" and "stream act_vs_depth: contradicts" in rep.evidence
 
 
 def _first_step_internal_update(recipe: str, depth: int, seed: int) -> float:

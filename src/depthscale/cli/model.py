@@ -7,14 +7,16 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from depthscale.cli.common import (
     build_from_args,
     finite_float,
     int_list,
+    json_safe,
     model_flags,
     option_flags,
     progress,
@@ -91,50 +93,191 @@ def _write_train(args: argparse.Namespace, cfg: Any, res: Any) -> None:
                                         for i, v in enumerate(res.losses)])
 
 
+def _float_list(text: str) -> list[float]:
+    values = [finite_float(v) for v in text.split(",") if v.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
+def _load_factory(text: str) -> Callable[..., Any]:
+    """The user's model factory named by ``"module:function"`` (the module importable from the
+    current folder or the path), which must take ``(input_shape, n_out, width, depth,
+    **options)`` and return an ``nn.Module``; a ConfigError naming the string otherwise."""
+    import importlib
+    import inspect as pyinspect
+    import os
+
+    module_name, _, attr = text.partition(":")
+    how = ("--model takes a model name or an importable 'module:function' factory taking "
+           "(input_shape, n_out, width, depth, **options) and returning an nn.Module")
+    if not module_name or not attr:
+        raise ConfigError(f"--model {text!r} is not 'module:function'; {how}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # any error while importing the user's module
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise ConfigError(f"--model {text!r}: cannot import {module_name!r} ({message}); "
+                          f"{how}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"--model {text!r}: {module_name!r} has no {attr!r}; {how}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(f"--model {text!r}: {attr!r} is a {type(obj).__name__}, not a "
+                          f"function; {how}")
+    try:
+        pyinspect.signature(obj).bind((1,), 2, 8, 2)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--model {text!r}: {attr!r} does not take (input_shape, n_out, width, "
+                          f"depth); {how}") from None
+    return cast(Callable[..., Any], obj)
+
+
+def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callable[..., Any]:
+    """make(width, depth, seed) -> (model, plan) for ``--model``: a registry model built with
+    its plan, or the user's factory whose model gets the plan the structure inference reads
+    from ``example`` (a batch of the data): roles, residual branches and their count."""
+    import inspect as pyinspect
+
+    import torch
+
+    from depthscale.models import MODELS, build
+    from depthscale.param import RECIPES, plan
+    from depthscale.param.inspect import inspect as read_structure
+
+    if args.param not in RECIPES:
+        raise ConfigError(f"unknown recipe {args.param!r}; choose one of: {', '.join(RECIPES)}")
+    device = args.device
+    options: dict[str, Any] = {} if args.hidden is None else {"hidden": args.hidden}
+    if ":" not in args.model:
+        if args.model not in MODELS:
+            raise ConfigError(f"unknown model {args.model!r}; choose one of: {', '.join(MODELS)}"
+                              " or give a 'module:function' factory")
+
+        def make(w: int, d: int, seed: int) -> tuple[Any, Any]:
+            model, p = build(args.model, args.param, input_shape=data.sample_shape,
+                             n_out=data.n_out, width=w, depth=d, seed=seed,
+                             plan_options={"T": args.T}, **options)
+            return model.to(device), p
+        return make
+    factory = _load_factory(args.model)
+
+    def make_user(w: int, d: int, seed: int) -> tuple[Any, Any]:
+        torch.manual_seed(seed)
+        model = factory(data.sample_shape, data.n_out, w, d, **options)
+        if not isinstance(model, torch.nn.Module):
+            raise ConfigError(f"--model {args.model!r} returned a {type(model).__name__}, not an "
+                              "nn.Module")
+        st = read_structure(model, example)
+        p = plan(args.param, width=w, depth=st.depth or d, T=args.T)
+        apply: Any = p.apply  # role inference from an example input, where Plan.apply has it
+        if "example_input" in pyinspect.signature(apply).parameters:
+            apply(model, seed=seed, example_input=example)
+        else:
+            p.apply(model, roles=st.roles, seed=seed)
+        return model.to(device), p
+    return make_user
+
+
 def _cmd_coord_check(args: argparse.Namespace) -> int:
     from depthscale.data import load
-    from depthscale.models import build
-    from depthscale.probes import coord_check
-    from depthscale.report import write_csv
+    from depthscale.probes import LAYER_TYPES, coord_check
+    from depthscale.report import atomic_write, write_csv
     from depthscale.report.figures import new_figure, save_figure
 
+    if ":" in args.model:
+        _load_factory(args.model)  # a bad factory string fails before any data is read
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
     x, y = data.x_train[: args.batch_size], data.y_train[: args.batch_size]
+    make = _model_factory(args, data, x)
     device = args.device
-
-    def make(w: int, d: int, seed: int) -> tuple[Any, Any]:
-        model, plan = build(args.model, args.param, input_shape=data.sample_shape,
-                            n_out=data.n_out, width=w, depth=d, seed=seed,
-                            plan_options={"T": args.T})
-        return model.to(device), plan
-
     total = (len(args.widths) + len(args.depths)) * args.seeds
-    with progress(f"coord-check {args.model} ({args.param})", total) as advance:
+    with progress(f"coord-check {args.model} ({args.param}, {args.optimizer})", total) as advance:
         report = coord_check(make, x.to(device), y.to(device), widths=args.widths,
                              depths=args.depths, base_width=args.width, base_depth=args.depth,
-                             lr=args.lr, steps=args.steps, seeds=range(args.seeds),
-                             progress=advance)
+                             lr=args.lr, optimizer=args.optimizer, loss=args.loss,
+                             steps=args.steps, seeds=range(args.seeds), progress=advance)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "coord_check.csv", report.rows())
-    fig, axes = new_figure(ncols=2, nrows=2)
-    for row, axis, sizes in ((0, "width", args.widths), (1, "depth", args.depths)):
-        pts = [p for p in report.points if p.axis == axis]
-        for col, key in ((0, "act"), (1, "update")):
-            ax = axes[2 * row + col]
-            ax.loglog(sizes, [getattr(p, f"{key}_mean") for p in pts], "o-")
-            slope = report.slopes.get(f"{key}_vs_{axis}", float("nan"))
-            ax.set_title(f"{key} RMS vs {axis} (slope {slope:.2f})", fontsize=8)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                if k not in ("func", "output_dirs", "command")}
+    with atomic_write(args.out / "coord_check.json") as fh:
+        json.dump(json_safe({"settings": settings, **report.summary()}), fh, indent=2)
+    types = [t for t in LAYER_TYPES if any(f.layer_type == t for f in report.fits)]
+    axes_used = [a for a in ("width", "depth") if any(f.axis == a for f in report.fits)]
+    fig, axes = new_figure(ncols=len(axes_used), nrows=len(types), width=3.6, height=2.8)
+    for row, t in enumerate(types):
+        for col, axis in enumerate(axes_used):
+            ax = axes[row * len(axes_used) + col]
+            for q, style in (("act", "o-"), ("update", "s--")):
+                try:
+                    f = report.fit(t, q, axis)
+                except KeyError:
+                    continue
+                ax.loglog(f.sizes, f.means, style, label=f"{q} (slope {f.slope:+.2f})")
+            ax.set_title(f"{t} vs {axis}", fontsize=8)
             ax.set_xlabel(axis)
+            ax.legend(fontsize=6)
     save_figure(fig, args.out / "coord_check.png")
-    for k, v in report.slopes.items():
-        print(f"{k:>16}: slope {v:+.3f}")
+    print(report.table())
+    print(f"data and figure in {args.out}")
+    return 0
+
+
+def _cmd_transfer_check(args: argparse.Namespace) -> int:
+    from depthscale.data import load
+    from depthscale.probes import lr_transfer_check
+    from depthscale.report import atomic_write, write_csv
+    from depthscale.report.figures import new_figure, save_figure
+
+    if ":" in args.model:
+        _load_factory(args.model)  # a bad factory string fails before any data is read
+    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
+    make = _model_factory(args, data, data.x_train[: args.batch_size])
+    sizes = len(set(args.depths)) + len(set(args.widths))
+    total = sizes * len(args.lrs) * args.seeds
+    with progress(f"transfer-check {args.model} ({args.param}, {args.optimizer})",
+                  total) as advance:
+        report = lr_transfer_check(
+            make, data, args.lrs, depths=args.depths, widths=args.widths or (),
+            base_width=args.width, base_depth=args.depth, optimizer=args.optimizer,
+            steps=args.steps, batch_size=args.batch_size, loss=args.loss,
+            seeds=range(args.seeds), criterion=args.criterion, tolerance=args.tolerance,
+            device=args.device, progress=advance)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "transfer_check.csv", report.rows())
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                if k not in ("func", "output_dirs", "command")}
+    with atomic_write(args.out / "transfer_check.json") as fh:
+        json.dump(json_safe({"settings": settings, **report.summary()}), fh, indent=2)
+    fig, axes = new_figure()
+    key = "running_loss" if args.criterion == "running" else "final_train_loss"
+    for s in report.sizes:
+        runs = [r for r in report.records if (r["width"], r["depth"]) == (s.width, s.depth)]
+        lrs = sorted({r["lr"] for r in runs})
+        means = []
+        for lr in lrs:
+            vals = [r[key] for r in runs if r["lr"] == lr]
+            means.append(sum(vals) / len(vals) if all(v is not None for v in vals)
+                         else math.nan)
+        line = axes[0].semilogx(lrs, means, "o-", label=s.label)[0]
+        axes[0].axvline(s.optimum.lr, color=line.get_color(), ls=":")
+    axes[0].set_xlabel("base learning rate")
+    axes[0].set_ylabel(f"{args.criterion} loss (seed mean)")
+    axes[0].set_title(f"drift {report.drift:.2f} decades: {report.verdict}", fontsize=8)
+    axes[0].legend(fontsize=6)
+    save_figure(fig, args.out / "transfer_check.png")
+    print(report.table())
     print(f"data and figure in {args.out}")
     return 0
 
 
 def register(sub: Any) -> None:
     """Add this module's commands to the ``depthscale`` subparsers."""
-    from depthscale.models import BACKWARD_MODES
+    from depthscale.models import BACKWARD_MODES, MODELS
     from depthscale.train import LOSSES
 
     e = sub.add_parser("explain", help="print the per-parameter plan (role, a, b, c, source)")
@@ -161,12 +304,43 @@ def register(sub: Any) -> None:
     t.add_argument("--out", type=Path, default=Path("runs/train"))
     t.set_defaults(func=_cmd_train, output_dirs=("out",))
 
-    c = sub.add_parser("coord-check", help="activation/update sizes over width and depth")
+    model_help = (f"a model of ours ({', '.join(MODELS)}) or your own factory, an importable "
+                  "'module:function' taking (input_shape, n_out, width, depth, **options) and "
+                  "returning an nn.Module (the plan is read from its structure and applied)")
+    c = sub.add_parser("coord-check", help="activation/update sizes over width and depth, "
+                                           "with a verdict")
     model_flags(c)
+    c.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
+    c.add_argument("--loss", default="ce", choices=LOSSES)
     c.add_argument("--widths", type=int_list, default=[64, 128, 256, 512])
     c.add_argument("--depths", type=int_list, default=[2, 4, 8, 16, 32])
     c.add_argument("--steps", type=int, default=1, help="optimizer steps before measuring")
-    c.add_argument("--seeds", type=int, default=3, help="models averaged per size")
+    c.add_argument("--seeds", type=int, default=3, help="models per size (the CI's seeds)")
     c.add_argument("--batch-size", type=int, default=128)
     c.add_argument("--out", type=Path, default=Path("runs/coord-check"))
     c.set_defaults(func=_cmd_coord_check, output_dirs=("out",))
+
+    tc = sub.add_parser("transfer-check", help="LR sweep at two or three depths (and widths): "
+                                               "the optimum's drift in decades, with a verdict")
+    model_flags(tc)
+    tc.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
+    tc.add_argument("--loss", default="ce", choices=LOSSES)
+    tc.add_argument("--lrs", type=_float_list, default=[0.01, 0.03, 0.1, 0.3, 1.0],
+                    help="base learning rates (log-spaced, at least three)")
+    tc.add_argument("--depths", type=int_list, default=[2, 8],
+                    help="depths compared at --width")
+    tc.add_argument("--widths", type=int_list, default=[],
+                    help="widths compared at --depth (default none)")
+    tc.add_argument("--steps", type=int, default=100, help="training steps per run")
+    tc.add_argument("--seeds", type=int, default=3, help="seeds per (size, LR)")
+    tc.add_argument("--batch-size", type=int, default=64)
+    tc.add_argument("--criterion", default="running", choices=("running", "final"),
+                    help="running: mean training loss over the steps; final: at the end")
+    tc.add_argument("--tolerance", type=finite_float, default=0.3,
+                    help="drift (decades of LR) a PASS must stay under (default 0.3)")
+    tc.add_argument("--out", type=Path, default=Path("runs/transfer-check"))
+    tc.set_defaults(func=_cmd_transfer_check, output_dirs=("out",))
+    for p in (c, tc):
+        for action in p._actions:
+            if action.dest == "model":
+                action.help = model_help
