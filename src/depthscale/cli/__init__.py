@@ -9,6 +9,7 @@ and exit with code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -29,8 +30,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``depthscale`` command; returns the exit code."""
+    """Entry point of the ``depthscale`` command; returns the exit code. The current folder is
+    importable, as under ``python -m``, so ``--model mymodule:make`` finds the user's file."""
     args = parser().parse_args(argv)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         check_outputs(args)
         return int(args.func(args))

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from depthscale.cli.common import (
     build_from_args,
@@ -100,86 +100,38 @@ def _float_list(text: str) -> list[float]:
     return values
 
 
-def _load_factory(text: str) -> Callable[..., Any]:
-    """The user's model factory named by ``"module:function"`` (the module importable from the
-    current folder or the path), which must take ``(input_shape, n_out, width, depth,
-    **options)`` and return an ``nn.Module``; a ConfigError naming the string otherwise."""
-    import importlib
-    import inspect as pyinspect
-    import os
-
-    module_name, _, attr = text.partition(":")
-    how = ("--model takes a model name or an importable 'module:function' factory taking "
-           "(input_shape, n_out, width, depth, **options) and returning an nn.Module")
-    if not module_name or not attr:
-        raise ConfigError(f"--model {text!r} is not 'module:function'; {how}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # any error while importing the user's module
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        raise ConfigError(f"--model {text!r}: cannot import {module_name!r} ({message}); "
-                          f"{how}") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"--model {text!r}: {module_name!r} has no {attr!r}; {how}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ConfigError(f"--model {text!r}: {attr!r} is a {type(obj).__name__}, not a "
-                          f"function; {how}")
-    try:
-        pyinspect.signature(obj).bind((1,), 2, 8, 2)
-    except (TypeError, ValueError):
-        raise ConfigError(f"--model {text!r}: {attr!r} does not take (input_shape, n_out, width, "
-                          f"depth); {how}") from None
-    return cast(Callable[..., Any], obj)
-
-
 def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callable[..., Any]:
-    """make(width, depth, seed) -> (model, plan) for ``--model``: a registry model built with
-    its plan, or the user's factory whose model gets the plan the structure inference reads
-    from ``example`` (a batch of the data): roles, residual branches and their count."""
-    import inspect as pyinspect
-
-    import torch
-
-    from depthscale.models import MODELS, build
-    from depthscale.param import RECIPES, plan
-    from depthscale.param.inspect import inspect as read_structure
+    """make(width, depth, seed) -> (model, plan) for ``--model``: a registry model or the
+    user's factory, built with its plan by :func:`depthscale.models.build` (a factory's model
+    is inspected on ``example``, a batch of the data: roles, residual branches and their
+    count)."""
+    from depthscale.models import build, is_factory
+    from depthscale.param import RECIPES
 
     if args.param not in RECIPES:
         raise ConfigError(f"unknown recipe {args.param!r}; choose one of: {', '.join(RECIPES)}")
-    device = args.device
     options: dict[str, Any] = {} if args.hidden is None else {"hidden": args.hidden}
-    if ":" not in args.model:
-        if args.model not in MODELS:
-            raise ConfigError(f"unknown model {args.model!r}; choose one of: {', '.join(MODELS)}"
-                              " or give a 'module:function' factory")
+    user = is_factory(args.model)
 
-        def make(w: int, d: int, seed: int) -> tuple[Any, Any]:
-            model, p = build(args.model, args.param, input_shape=data.sample_shape,
-                             n_out=data.n_out, width=w, depth=d, seed=seed,
-                             plan_options={"T": args.T}, **options)
-            return model.to(device), p
-        return make
-    factory = _load_factory(args.model)
+    def make(w: int, d: int, seed: int) -> tuple[Any, Any]:
+        model, p = build(args.model, args.param, input_shape=data.sample_shape,
+                         n_out=data.n_out, width=w, depth=d, seed=seed,
+                         plan_options={"T": args.T}, example_input=example if user else None,
+                         **options)
+        return model.to(args.device), p
+    return make
 
-    def make_user(w: int, d: int, seed: int) -> tuple[Any, Any]:
-        torch.manual_seed(seed)
-        model = factory(data.sample_shape, data.n_out, w, d, **options)
-        if not isinstance(model, torch.nn.Module):
-            raise ConfigError(f"--model {args.model!r} returned a {type(model).__name__}, not an "
-                              "nn.Module")
-        st = read_structure(model, example)
-        p = plan(args.param, width=w, depth=st.depth or d, T=args.T)
-        apply: Any = p.apply  # role inference from an example input, where Plan.apply has it
-        if "example_input" in pyinspect.signature(apply).parameters:
-            apply(model, seed=seed, example_input=example)
-        else:
-            p.apply(model, roles=st.roles, seed=seed)
-        return model.to(device), p
-    return make_user
+
+def _check_model_name(name: str) -> None:
+    """A bad ``--model`` (unknown name, factory that does not import or has the wrong
+    signature) fails before any data is read."""
+    from depthscale.models import MODELS, is_factory, resolve_factory
+
+    if is_factory(name):
+        resolve_factory(name)
+    elif name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}, or a "
+                          "factory 'package.module:function'")
 
 
 def _cmd_coord_check(args: argparse.Namespace) -> int:
@@ -188,8 +140,7 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
     from depthscale.report import atomic_write, write_csv
     from depthscale.report.figures import new_figure, save_figure
 
-    if ":" in args.model:
-        _load_factory(args.model)  # a bad factory string fails before any data is read
+    _check_model_name(args.model)
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
     x, y = data.x_train[: args.batch_size], data.y_train[: args.batch_size]
     make = _model_factory(args, data, x)
@@ -233,8 +184,7 @@ def _cmd_transfer_check(args: argparse.Namespace) -> int:
     from depthscale.report import atomic_write, write_csv
     from depthscale.report.figures import new_figure, save_figure
 
-    if ":" in args.model:
-        _load_factory(args.model)  # a bad factory string fails before any data is read
+    _check_model_name(args.model)
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
     make = _model_factory(args, data, data.x_train[: args.batch_size])
     sizes = len(set(args.depths)) + len(set(args.widths))
