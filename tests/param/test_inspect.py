@@ -18,12 +18,17 @@ from depthscale.param.inspect import inspect
 
 
 def _declared(model: nn.Module) -> dict[str, str]:
+    """The roles our layers declare; the bias of a layer writing into a residual addition is a
+    ``branch_bias``."""
     out = {}
     for mod_name, module in model.named_modules():
         for p_name, _ in module.named_parameters(recurse=False):
-            role = getattr(module, "param_roles", {}).get(p_name)
+            declared = getattr(module, "param_roles", {})
+            role = declared.get(p_name)
             if role is None and p_name == "bias":
                 role = "vector"
+            if p_name == "bias" and declared.get("weight") in ("branch", "branch_out"):
+                role = "branch_bias"
             if role is None and isinstance(module, nn.LayerNorm):
                 role = "norm"
             out[f"{mod_name}.{p_name}" if mod_name else p_name] = role
@@ -107,7 +112,8 @@ def test_a_plain_torch_gpt_is_read_without_any_roles(tied: bool, bias: bool) -> 
         assert r[f"h.{i}.proj.weight"] == r[f"h.{i}.out.weight"] == "branch_out"
         assert r[f"h.{i}.ln1.weight"] == r[f"h.{i}.ln2.weight"] == "norm"
         if bias:
-            assert r[f"h.{i}.proj.bias"] == "vector"
+            assert r[f"h.{i}.proj.bias"] == r[f"h.{i}.out.bias"] == "branch_bias"
+            assert r[f"h.{i}.qkv.bias"] == r[f"h.{i}.fc.bias"] == "vector"
     assert st.depth == 6 and st.width == 32 and len(st.blocks) == 3
     assert all(len(v) == 2 for v in st.blocks.values())  # attention + MLP per block
     if tied:
