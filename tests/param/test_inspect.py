@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_gpt import GPT
 from torch import nn
 
 from depthscale.errors import ConfigError
@@ -53,51 +54,6 @@ def test_our_models_roles_and_depths_match_what_they_declare(
     assert st.effective_depth == (effective or model.effective_depth)
     residual = name not in ("mlp", "cnn1d")
     assert st.depth == (model.plan_depth if residual else 0)
-
-
-class Block(nn.Module):
-    """Pre-LN block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
-
-    def __init__(self, n: int, heads: int, bias: bool) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(n, bias=bias), nn.LayerNorm(n, bias=bias)
-        self.qkv = nn.Linear(n, 3 * n, bias=bias)
-        self.proj = nn.Linear(n, n, bias=bias)
-        self.fc = nn.Linear(n, 4 * n, bias=bias)
-        self.out = nn.Linear(4 * n, n, bias=bias)
-
-    def attn(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, n = x.shape
-        q, k, v = self.qkv(x).split(n, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, n // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(b, t, n))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class GPT(nn.Module):
-    """A GPT in plain torch, as a practitioner writes one."""
-
-    def __init__(self, vocab: int = 50, n: int = 32, blocks: int = 3, ctx: int = 16,
-                 tied: bool = True, bias: bool = True) -> None:
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, n), nn.Embedding(ctx, n)
-        self.h = nn.ModuleList(Block(n, 4, bias) for _ in range(blocks))
-        self.ln_f = nn.LayerNorm(n, bias=bias)
-        self.lm_head = nn.Linear(n, vocab, bias=False)
-        if tied:
-            self.lm_head.weight = self.wte.weight
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.h:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
 
 
 @pytest.mark.parametrize("tied", [True, False])
