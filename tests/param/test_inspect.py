@@ -9,9 +9,8 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
-from plain_gpt import GPT
 from torch import nn
+from user_models import GPT, resnet
 
 from depthscale.errors import ConfigError
 from depthscale.models import create
@@ -81,31 +80,8 @@ def test_a_plain_torch_gpt_is_read_without_any_roles(tied: bool, bias: bool) -> 
     assert st.branches[0].readers == ("h.0.qkv",) and st.branches[0].writers == ("h.0.proj",)
 
 
-class Bottleneck(nn.Module):
-    """torchvision-style basic block: in-place ``out += identity``, projection shortcut."""
-
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                         nn.BatchNorm2d(cout)) if stride != 1 or cin != cout
-                           else None)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
-        out += identity
-        return F.relu(out)
-
-
 def test_a_torchvision_style_resnet_with_projection_shortcuts() -> None:
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
-                          nn.ReLU(), Bottleneck(8, 8, 1), Bottleneck(8, 16, 2),
-                          Bottleneck(16, 16, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(16, 10))
+    model = resnet()
     st = inspect(model, torch.randn(2, 3, 16, 16))
     r = st.roles
     assert r["0.weight"] == "input" and r["8.weight"] == "output" and r["1.weight"] == "norm"

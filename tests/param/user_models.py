@@ -1,6 +1,7 @@
-"""A GPT in plain torch, as a practitioner writes one (pre-LN blocks x + attn(ln1(x)),
-x + mlp(ln2(x)), causal attention through F.scaled_dot_product_attention, tied or untied
-embeddings, with or without biases): the user model of the issue-11 tests. No depthscale code."""
+"""User models in plain torch, as a practitioner writes them (no depthscale code): a GPT
+(pre-LN blocks x + attn(ln1(x)), x + mlp(ln2(x)), causal attention through
+F.scaled_dot_product_attention, tied or untied embeddings, with or without biases) and a
+torchvision-style ResNet (in-place ``out += identity``, projection shortcuts)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,31 @@ class GPT(nn.Module):
         for block in self.h:
             x = block(x)
         return self.lm_head(self.ln_f(x))
+
+
+class Bottleneck(nn.Module):
+    """torchvision-style basic block: in-place ``out += identity``, projection shortcut."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                         nn.BatchNorm2d(cout)) if stride != 1 or cin != cout
+                           else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        out += identity
+        return F.relu(out)
+
+
+def resnet() -> nn.Sequential:
+    """Stem conv + BN, three basic blocks (8 -> 8, 8 -> 16 with stride 2, 16 -> 16), pool, head."""
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                         nn.ReLU(), Bottleneck(8, 8, 1), Bottleneck(8, 16, 2),
+                         Bottleneck(16, 16, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(16, 10))
