@@ -395,8 +395,14 @@ def test_rule_table_renders_every_recipe_and_role() -> None:
     assert lines[0].startswith("| recipe | role | a | init | LR c | eps | wd (AdamW) |")
     assert "| completep | branch_bias | 1 | 0 | T/L | alpha/sqrt(n) | L/T |" in table
     assert "| completep | attention | 1/d_head |" in table
-    assert "| mean-ode | branch_in | 1/D | N(0, (sigma_u)^2) | - | - | - |" in table
+    assert "| mean-ode | branch_in | 1/D | N(0, sigma_u^2) | - | - | - |" in table
     assert all(line.count("|") == lines[0].count("|") for line in lines)
     assert "| sp | hidden | 1 | N(0, (1/sqrt(fan_in))^2) | 1 | 1 |" in rule_table("sgd")
     with pytest.raises(ConfigError, match="unknown recipe"):
         rule_table("adam", ["nope"])
+
+
+def test_rule_table_without_sources_has_one_column_less() -> None:
+    short = rule_table("adam", ["completep"], sources=False).splitlines()
+    assert short[0] == "| recipe | role | a | init | LR c | eps | wd (AdamW) |"
+    assert "| completep | output | alpha/sqrt(n) | N(0, 1) | 1 | alpha/sqrt(n) | 1 |" in short

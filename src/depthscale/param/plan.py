@@ -653,7 +653,11 @@ class Plan:
     ) -> torch.optim.Optimizer:
         """A torch optimizer with one param group per distinct (LR, weight decay, eps).
 
-        ``lr`` is the base LR (``eta_c`` in nfd); each parameter trains at ``lr * c``.
+        ``lr`` is the base LR (``eta_c`` in nfd); each parameter trains at ``lr * c``, with
+        weight decay ``weight_decay * wd`` (SGD: coupled L2, ``wd_sgd``; Adam: AdamW's
+        decoupled decay, ``wd_adam = 1/c_adam``, so the per-step shrink is ``lr *
+        weight_decay`` for every parameter) and, under Adam, ``eps * eps_multiplier`` (the
+        rule table's gradient scale).
         ``momentum`` (SGD only) is in [0, 1), ``weight_decay`` >= 0, ``eps`` (Adam) > 0. The
         model must carry this plan (:meth:`apply`).
         """

@@ -433,11 +433,12 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
-def rule_table(optimizer: str = "adam", recipes: Iterable[str] | None = None) -> str:
+def rule_table(optimizer: str = "adam", recipes: Iterable[str] | None = None,
+               sources: bool = True) -> str:
     """The rule table as Markdown: for each recipe (all unless ``recipes`` names some) and role,
     the multiplier a, the init, the LR multiplier c, and for ``"adam"`` the eps and AdamW
     weight-decay multipliers (``"sgd"``: the coupled L2 multiplier); then the attention scale.
-    A role without an Adam rule shows ``-``."""
+    A role without an Adam rule shows ``-``; ``sources=False`` leaves out the source column."""
     from depthscale.errors import ConfigError
 
     if optimizer not in ("sgd", "adam"):
@@ -450,22 +451,24 @@ def rule_table(optimizer: str = "adam", recipes: Iterable[str] | None = None) ->
     adam = optimizer == "adam"
     head = (["recipe", "role", "a", "init", "LR c"]
             + (["eps", "wd (AdamW)"] if adam else ["wd (L2)"]) + ["source"])
-    rows = [head, ["---"] * len(head)]
+    width = len(head) if sources else len(head) - 1
+    rows = [head[:width], ["---"] * width]
     for name in names:
         recipe = RECIPES[name]
         for role in ROLES:
             rule = recipe.rules.get(role)
             if rule is None:
                 continue
-            b = rule.b.text if rule.b.text.replace(".", "").isdigit() else f"({rule.b.text})"
-            init = {"zeros": "0", "ones": "1"}.get(rule.init, f"N(0, {b}^2)")
+            b = rule.b.text
+            std = "1" if b == "1" else f"{b}^2" if b.replace(".", "").replace("_", "").isalnum() \
+                else f"({b})^2"
+            init = {"zeros": "0", "ones": "1"}.get(rule.init, f"N(0, {std})")
             c = rule.c_adam if adam else rule.c_sgd
             source = rule.source + (f"; {rule.adam_source}" if adam else "")
             extra = ([rule.eps.text, rule.wd_adam.text] if adam and c is not None else
                      ["-", "-"] if adam else [rule.wd_sgd.text])
             rows.append([name, role, rule.a.text, init, "-" if c is None else c.text, *extra,
-                         source])
-        rows.append([name, "attention", recipe.attention.text, "", "", *([""] * (2 if adam
-                                                                                else 1)),
-                     recipe.attention_source])
+                         source][:width])
+        rows.append([name, "attention", recipe.attention.text, "", "",
+                     *([""] * (2 if adam else 1)), recipe.attention_source][:width])
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
