@@ -9,8 +9,8 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
+from user_models import GPT, resnet
 
 from depthscale.errors import ConfigError
 from depthscale.models import create
@@ -18,12 +18,17 @@ from depthscale.param.inspect import inspect
 
 
 def _declared(model: nn.Module) -> dict[str, str]:
+    """The roles our layers declare; the bias of a layer writing into a residual addition is a
+    ``branch_bias``."""
     out = {}
     for mod_name, module in model.named_modules():
         for p_name, _ in module.named_parameters(recurse=False):
-            role = getattr(module, "param_roles", {}).get(p_name)
+            declared = getattr(module, "param_roles", {})
+            role = declared.get(p_name)
             if role is None and p_name == "bias":
                 role = "vector"
+            if p_name == "bias" and declared.get("weight") in ("branch", "branch_out"):
+                role = "branch_bias"
             if role is None and isinstance(module, nn.LayerNorm):
                 role = "norm"
             out[f"{mod_name}.{p_name}" if mod_name else p_name] = role
@@ -50,51 +55,6 @@ def test_our_models_roles_and_depths_match_what_they_declare(
     assert st.depth == (model.plan_depth if residual else 0)
 
 
-class Block(nn.Module):
-    """Pre-LN block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
-
-    def __init__(self, n: int, heads: int, bias: bool) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(n, bias=bias), nn.LayerNorm(n, bias=bias)
-        self.qkv = nn.Linear(n, 3 * n, bias=bias)
-        self.proj = nn.Linear(n, n, bias=bias)
-        self.fc = nn.Linear(n, 4 * n, bias=bias)
-        self.out = nn.Linear(4 * n, n, bias=bias)
-
-    def attn(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, n = x.shape
-        q, k, v = self.qkv(x).split(n, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, n // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(b, t, n))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class GPT(nn.Module):
-    """A GPT in plain torch, as a practitioner writes one."""
-
-    def __init__(self, vocab: int = 50, n: int = 32, blocks: int = 3, ctx: int = 16,
-                 tied: bool = True, bias: bool = True) -> None:
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, n), nn.Embedding(ctx, n)
-        self.h = nn.ModuleList(Block(n, 4, bias) for _ in range(blocks))
-        self.ln_f = nn.LayerNorm(n, bias=bias)
-        self.lm_head = nn.Linear(n, vocab, bias=False)
-        if tied:
-            self.lm_head.weight = self.wte.weight
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.h:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
-
-
 @pytest.mark.parametrize("tied", [True, False])
 @pytest.mark.parametrize("bias", [True, False])
 def test_a_plain_torch_gpt_is_read_without_any_roles(tied: bool, bias: bool) -> None:
@@ -107,7 +67,8 @@ def test_a_plain_torch_gpt_is_read_without_any_roles(tied: bool, bias: bool) -> 
         assert r[f"h.{i}.proj.weight"] == r[f"h.{i}.out.weight"] == "branch_out"
         assert r[f"h.{i}.ln1.weight"] == r[f"h.{i}.ln2.weight"] == "norm"
         if bias:
-            assert r[f"h.{i}.proj.bias"] == "vector"
+            assert r[f"h.{i}.proj.bias"] == r[f"h.{i}.out.bias"] == "branch_bias"
+            assert r[f"h.{i}.qkv.bias"] == r[f"h.{i}.fc.bias"] == "vector"
     assert st.depth == 6 and st.width == 32 and len(st.blocks) == 3
     assert all(len(v) == 2 for v in st.blocks.values())  # attention + MLP per block
     if tied:
@@ -119,31 +80,8 @@ def test_a_plain_torch_gpt_is_read_without_any_roles(tied: bool, bias: bool) -> 
     assert st.branches[0].readers == ("h.0.qkv",) and st.branches[0].writers == ("h.0.proj",)
 
 
-class Bottleneck(nn.Module):
-    """torchvision-style basic block: in-place ``out += identity``, projection shortcut."""
-
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                         nn.BatchNorm2d(cout)) if stride != 1 or cin != cout
-                           else None)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
-        out += identity
-        return F.relu(out)
-
-
 def test_a_torchvision_style_resnet_with_projection_shortcuts() -> None:
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
-                          nn.ReLU(), Bottleneck(8, 8, 1), Bottleneck(8, 16, 2),
-                          Bottleneck(16, 16, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(16, 10))
+    model = resnet()
     st = inspect(model, torch.randn(2, 3, 16, 16))
     r = st.roles
     assert r["0.weight"] == "input" and r["8.weight"] == "output" and r["1.weight"] == "norm"

@@ -33,14 +33,17 @@ def _dropout(p: float) -> nn.Module:
 
 class Attention(nn.Module):
     """Multi-head self-attention, the first residual branch of a Transformer block (laws Sec.
-    3.1): [q, k, v] = qkv(z) (role ``branch_in``), per head softmax(q k^T / sqrt(head_dim)) v,
-    heads concatenated and projected by ``proj`` (role ``branch_out``)."""
+    3.1): [q, k, v] = qkv(z) (role ``branch_in``), per head softmax(q k^T attention_scale) v,
+    heads concatenated and projected by ``proj`` (role ``branch_out``). ``attention_scale`` is
+    1/sqrt(head_dim) until a plan sets it (``plan.attention_scale(attention_head_dim)``: muP's
+    1/head_dim under the muP family, TP-V)."""
 
     def __init__(self, width: int, heads: int) -> None:
         super().__init__()
         self.heads = heads
         self.head_dim = width // heads
-        self.scale = 1 / math.sqrt(self.head_dim)
+        self.attention_head_dim: int = self.head_dim
+        self.attention_scale: float = 1 / math.sqrt(self.head_dim)
         self.qkv = ScaledLinear(width, 3 * width, "branch_in", bias=True)
         self.proj = ScaledLinear(width, width, "branch_out", bias=True)
 
@@ -48,8 +51,8 @@ class Attention(nn.Module):
         n, t, width = z.shape
         qkv = self.qkv(z).reshape(n, t, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (n, heads, t, head_dim)
-        # softmax(q k^T * scale) v, fused where the backend allows
-        out = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
+        # softmax(q k^T * attention_scale) v, fused where the backend allows
+        out = F.scaled_dot_product_attention(q, k, v, scale=self.attention_scale)
         return self.proj(out.transpose(1, 2).reshape(n, t, width))
 
 

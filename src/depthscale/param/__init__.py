@@ -1,7 +1,8 @@
 """Parameterizations as data: recipes, per-parameter plans, equivalent forms, LR transfer."""
 
+from depthscale.param.inspect import Structure, inspect
 from depthscale.param.plan import OPTIMIZERS, ParamSpec, Plan, PlanState, plan, reparameterize
-from depthscale.param.rules import RECIPES, ROLES, Dims, Expr, Recipe, Rule
+from depthscale.param.rules import RECIPES, ROLES, Dims, Expr, Recipe, Rule, rule_table
 from depthscale.param.transfer import TRANSFER_RULES, Transfer, transfer_lr
 
 __all__ = [
@@ -16,8 +17,11 @@ __all__ = [
     "PlanState",
     "Recipe",
     "Rule",
+    "Structure",
     "Transfer",
+    "inspect",
     "plan",
     "reparameterize",
+    "rule_table",
     "transfer_lr",
 ]

@@ -13,7 +13,10 @@ the branch operand passed through since the stream are the branch. Roles follow 
 that writes into the addition is ``branch_out`` (``branch`` when it does both), the module that
 first makes the stream is ``input`` (a learned positional embedding or class token is
 ``token``), the module that reads the final stream and writes the output is ``output``,
-normalisation gains are ``norm``, biases ``vector``; any other weight is ``hidden``. The
+normalisation gains are ``norm``, biases ``vector`` (``branch_bias`` for the bias of a layer that
+writes into a residual addition); any other weight is ``hidden``. Calls of
+``F.scaled_dot_product_attention`` are recorded with the calling module, the head width
+(``q.shape[-1]``) and the ``scale`` passed, so a plan can check the attention scale. The
 **effective depth** is the laws paper's L = m + K (Sec. 3.4-3.5): m plain weight layers on the
 main path (input, hidden layers outside branches, output) plus K residual branches, so a
 Transformer block (attention + MLP branch) counts 2.
@@ -21,20 +24,22 @@ Transformer block (attention + MLP branch) counts 2.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from depthscale.errors import ConfigError
 
-__all__ = ["Branch", "Structure", "inspect"]
+__all__ = ["AttentionCall", "Branch", "Structure", "inspect"]
 
 _ADDS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__,
          torch.Tensor.__iadd__, torch.Tensor.__radd__, operator.add, operator.iadd}
@@ -55,13 +60,31 @@ class Branch:
 
 
 @dataclass(frozen=True)
+class AttentionCall:
+    """One call of ``F.scaled_dot_product_attention``: the innermost module that made it (``""``
+    for the model itself), the head width ``d_head = q.shape[-1]`` and the ``scale`` argument
+    (None: torch's default 1/sqrt(d_head))."""
+
+    module: str
+    d_head: int
+    scale: float | None
+
+    @property
+    def effective_scale(self) -> float:
+        """The softmax scale the call used."""
+        return 1 / math.sqrt(self.d_head) if self.scale is None else self.scale
+
+
+@dataclass(frozen=True)
 class Structure:
     """What :func:`inspect` found. ``roles`` maps every parameter name (as
     ``model.named_parameters()`` gives it) to a role of :data:`depthscale.param.ROLES`;
     ``reasons`` says why, per parameter; ``unclassified`` names parameters it could not place
     (never used in the forward pass) with the reason; ``tied`` lists modules that share a
-    parameter with another (tied embeddings); ``blocks`` groups branches by their common
-    module prefix (a Transformer block has two branches)."""
+    parameter with another (tied embeddings; the parameter's role is that of its first name,
+    the input embedding of a GPT-2-style model); ``blocks`` groups branches by their common
+    module prefix (a Transformer block has two branches); ``attention`` the calls of
+    ``F.scaled_dot_product_attention``, one per calling module."""
 
     roles: dict[str, str]
     reasons: dict[str, str]
@@ -73,6 +96,7 @@ class Structure:
     effective_depth: int
     unclassified: dict[str, str] = field(default_factory=dict)
     tied: dict[str, str] = field(default_factory=dict)
+    attention: tuple[AttentionCall, ...] = ()
 
     def summary(self) -> str:
         """A few lines for a person: sizes, blocks and every role with its count."""
@@ -85,6 +109,11 @@ class Structure:
         ]
         if self.tied:
             lines.append("tied: " + ", ".join(f"{a} = {b}" for a, b in self.tied.items()))
+        if self.attention:
+            lines.append("attention: " + ", ".join(
+                f"{a.module or '(model)'} (d_head {a.d_head}, scale "
+                f"{'default 1/sqrt(d_head)' if a.scale is None else f'{a.scale:.4g}'})"
+                for a in self.attention))
         if self.unclassified:
             lines.append("not classified: " + "; ".join(f"{k} ({v})"
                                                          for k, v in self.unclassified.items()))
@@ -146,6 +175,8 @@ class _Recorder(TorchFunctionMode):
         self.keep: list[torch.Tensor] = []  # keeps ids unique while the pass runs
         self.adds: list[_Add] = []
         self.used: set[int] = set()  # ids of every tensor an op read (parameters included)
+        self.stack: list[str] = []  # names of the modules whose forward is running
+        self.attention: dict[str, AttentionCall] = {}
 
     def get(self, t: torch.Tensor) -> _Info:
         return self.info.get(id(t), _Info())
@@ -174,6 +205,11 @@ class _Recorder(TorchFunctionMode):
             return out
         outs = list(_tensors(out))
         self.used.update(id(t) for t in ins)
+        if func is F.scaled_dot_product_attention:
+            scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
+            module = self.stack[-1] if self.stack else ""
+            self.attention.setdefault(module, AttentionCall(
+                module, int(ins[0].shape[-1]), None if scale is None else float(scale)))
         if func in _ADDS and len(ins) == 2 and outs:
             a, b = ins
             self.keep.extend((a, b))
@@ -213,7 +249,18 @@ def _hooks(model: nn.Module, rec: _Recorder, calls: list[_Call]) -> Iterator[Non
                                  i.last if norm else frozenset({name})))
         return after
 
+    def push(name: str) -> Any:
+        def before(_m: nn.Module, _args: Any) -> None:
+            rec.stack.append(name)
+        return before
+
+    def pop(_m: nn.Module, _args: Any, _output: Any) -> None:
+        if rec.stack:
+            rec.stack.pop()
+
     for name, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(push(name)))
+        handles.append(module.register_forward_hook(pop, always_call=True))
         # layers (a weight of their own): a module that merely holds tensors it uses directly
         # (a class token) is not one, and its outputs are not marked as passing through it
         if isinstance(getattr(module, "weight", None), nn.Parameter):
@@ -254,7 +301,8 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
                           f"({message}); pass an input the model accepts") from None
     finally:
         model.train(was_training)
-    return _analyse(model, rec, calls, inputs, rec.merge(list(_tensors(output))))
+    found = _analyse(model, rec, calls, inputs, rec.merge(list(_tensors(output))))
+    return replace(found, attention=tuple(rec.attention.values()))
 
 
 _CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -365,8 +413,12 @@ def _role(mod_name: str, p_name: str, p: torch.Tensor, module: nn.Module,
         return ("norm", "normalisation gain") if p.ndim == 1 and p_name != "bias" else (
             "vector", "normalisation shift")
     if p.ndim <= 1:
-        where = f" of residual branch {branch_of[mod_name]}" if mod_name in branch_of else ""
-        return "vector", f"bias or gain vector{where}"
+        if mod_name not in branch_of:
+            return "vector", "bias or gain vector"
+        b = branches[branch_of[mod_name]]
+        if p_name == "bias" and mod_name in b.writers:
+            return "branch_bias", f"bias of the layer that writes residual branch {b.index}"
+        return "vector", f"bias or gain vector of residual branch {b.index}"
     if mod_name not in order or not p_name.endswith("weight"):
         return "token", "a tensor used directly (class token or learned positional embedding)"
     if mod_name in branch_of:

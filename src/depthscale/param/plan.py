@@ -18,11 +18,13 @@ are looked through.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import math
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -30,7 +32,7 @@ from torch import nn
 from depthscale.activations import gating_factor
 from depthscale.errors import ConfigError
 from depthscale.param.checks import number, whole
-from depthscale.param.inspect import block_key, plain_width
+from depthscale.param.inspect import Structure, block_key, inspect, plain_width
 from depthscale.param.rules import RECIPES, ROLES, Dims, Recipe, Rule
 
 __all__ = ["OPTIMIZERS", "ParamSpec", "Plan", "PlanState", "plan", "reparameterize"]
@@ -48,7 +50,9 @@ _STATE_VERSION = 1
 class ParamSpec:
     """The resolved rule for one parameter, in the form it is applied in.
 
-    ``wd_sgd`` multiplies a coupled L2 penalty (SGD), ``wd_adam`` a decoupled one (AdamW).
+    ``wd_sgd`` multiplies a coupled L2 penalty (SGD), ``wd_adam`` a decoupled one (AdamW),
+    ``eps`` Adam's epsilon. ``formulas`` are the native-form formulas of (a, b, c_sgd, c_adam,
+    eps, wd_adam) as the rule table writes them; ``adam_source`` cites the eps/wd rules.
     """
 
     name: str
@@ -64,8 +68,9 @@ class ParamSpec:
     wd_adam: float
     eps: float
     source: str
-    formulas: tuple[str, str, str, str]  # a, b, c_sgd, c_adam as the paper writes them
+    formulas: tuple[str, str, str, str, str, str]
     form: str = "native"
+    adam_source: str = ""
 
     def lr_multiplier(self, optimizer: str) -> float:
         """The LR multiplier for ``optimizer`` ("sgd" or "adam")."""
@@ -105,6 +110,20 @@ def _fan_in(shape: tuple[int, ...]) -> int:
     return int(math.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
 
 
+def fan_in_of(module: nn.Module, p_name: str, p: torch.Tensor) -> int:
+    """The fan-in of parameter ``p_name`` of ``module``, from how the module uses it: 1 for an
+    ``nn.Embedding`` table (its input is one-hot: row i is selected, nfd Eq. 1's h0 = U x with
+    x = e_i), ``nx`` for a Hugging Face ``Conv1D`` (weight stored inputs x outputs), else the
+    product of the weight's trailing dimensions (Linear: in_features, Conv: in x kernel)."""
+    if p.ndim >= 2 and p_name == "weight":
+        if isinstance(module, nn.Embedding):
+            return 1
+        nx, nf = getattr(module, "nx", None), getattr(module, "nf", None)
+        if isinstance(nx, int) and isinstance(nf, int) and tuple(p.shape) == (nx, nf):
+            return nx
+    return _fan_in(tuple(p.shape))
+
+
 def _unwrap(model: nn.Module) -> tuple[nn.Module, str]:
     """The module inside ``torch.compile`` / ``DistributedDataParallel`` / ``DataParallel``
     wrappers, and the prefix the wrappers add to its parameter names."""
@@ -120,10 +139,14 @@ def _unwrap(model: nn.Module) -> tuple[nn.Module, str]:
 
 
 def _params(model: nn.Module) -> Iterator[tuple[str, str, nn.Module, nn.Parameter]]:
-    """(full name, own name, owning module, parameter) for every parameter of ``model``."""
+    """(full name, own name, owning module, parameter) for every parameter of ``model``, a
+    shared (tied) parameter once, under its first name (as ``named_parameters`` lists it)."""
+    seen: set[int] = set()
     for mod_name, module in model.named_modules():
         for p_name, p in module.named_parameters(recurse=False):
-            yield (f"{mod_name}.{p_name}" if mod_name else p_name), p_name, module, p
+            if id(p) not in seen:
+                seen.add(id(p))
+                yield (f"{mod_name}.{p_name}" if mod_name else p_name), p_name, module, p
 
 
 def _call(settings: Mapping[str, Any]) -> str:
@@ -217,8 +240,24 @@ def _load_plan(module: nn.Module, state_dict: dict[str, Any], prefix: str,
     if key not in state_dict:
         missing_keys.append(key)
         return
-    object.__setattr__(module, _RECORD, PlanState.from_state(state_dict[key]))
+    state = PlanState.from_state(state_dict[key])
+    object.__setattr__(module, _RECORD, state)
     del state_dict[key]
+    settings = {k: v for k, v in state.settings.items() if k != "recipe"}
+    _set_attention(module, Plan(RECIPES[state.settings["recipe"]], **settings))
+
+
+def _attention_modules(model: nn.Module) -> dict[str, Any]:
+    """The submodules with an int ``attention_head_dim`` (their softmax scale is the plan's)."""
+    return {name: m for name, m in model.named_modules()
+            if isinstance(getattr(m, "attention_head_dim", None), int)}
+
+
+def _set_attention(model: nn.Module, plan: Plan) -> None:
+    """``attention_scale = plan.attention_scale(attention_head_dim)`` on every such module."""
+    for module in _attention_modules(model).values():
+        m: Any = module
+        m.attention_scale = plan.attention_scale(int(m.attention_head_dim))
 
 
 @dataclass(frozen=True)
@@ -267,10 +306,18 @@ class Plan:
                 "pick a model this recipe was written for"
             ) from None
 
-    def spec(self, name: str, role: str, shape: tuple[int, ...]) -> ParamSpec:
-        """The native-form rule for one parameter."""
+    def attention_scale(self, d_head: int) -> float:
+        """The softmax scale of attention with heads of width ``d_head``: the recipe's
+        ``attention`` formula (muP family 1/d_head, TP-V; others 1/sqrt(d_head))."""
+        d_head = whole("d_head", d_head)
+        return self.recipe.attention(replace(self.dims(), d_head=d_head))
+
+    def spec(self, name: str, role: str, shape: tuple[int, ...],
+             fan_in: int | None = None) -> ParamSpec:
+        """The native-form rule for one parameter; ``fan_in`` defaults to the product of the
+        trailing dimensions of ``shape`` (:func:`fan_in_of` reads it from the module)."""
         rule = self.rule(role)
-        fan_in = _fan_in(shape)
+        fan_in = _fan_in(shape) if fan_in is None else fan_in
         d = self.dims(fan_in)
         adam = rule.c_adam
         return ParamSpec(
@@ -283,11 +330,13 @@ class Plan:
             init=rule.init,
             c_sgd=rule.c_sgd(d),
             c_adam=None if adam is None else adam(d),
-            wd_sgd=rule.wd(d),
-            wd_adam=rule.wd(d),
+            wd_sgd=rule.wd_sgd(d),
+            wd_adam=rule.wd_adam(d),
             eps=rule.eps(d),
             source=rule.source,
-            formulas=(rule.a.text, rule.b.text, rule.c_sgd.text, adam.text if adam else "-"),
+            formulas=(rule.a.text, rule.b.text, rule.c_sgd.text, adam.text if adam else "-",
+                      rule.eps.text, rule.wd_adam.text),
+            adam_source=rule.adam_source,
         )
 
     # ---- binding to a model ----------------------------------------------------------------
@@ -296,30 +345,37 @@ class Plan:
         return {f.name: self.recipe.name if f.name == "recipe" else getattr(self, f.name)
                 for f in fields(self)}
 
-    def roles(self, model: nn.Module, roles: Mapping[str, str] | None = None) -> dict[str, str]:
+    def roles(self, model: nn.Module, roles: Mapping[str, str] | None = None,
+              structure: Structure | None = None) -> dict[str, str]:
         """Role of every parameter of ``model``.
 
         ``roles`` maps glob patterns over parameter names to roles and wins over everything
         else; then come the roles recorded when a plan was applied (:class:`PlanState`), then
-        what depthscale layers declare (``param_roles``); biases default to ``vector`` and
-        normalisation weights to ``norm``. Names are those of the model inside a
-        ``torch.compile``/DDP wrapper (a pattern may also carry the wrapper's prefix). A pattern
-        that matches no parameter, and a parameter left without a role, are errors that name
-        them.
+        what depthscale layers declare (``param_roles``), then what :func:`inspect` found
+        (``structure``); without a structure, biases default to ``vector`` and normalisation
+        weights to ``norm``. A bias given ``vector`` by a layer or by default whose weight
+        writes into a residual addition (role ``branch``/``branch_out``) is a ``branch_bias``.
+        Names are those of the model inside a ``torch.compile``/DDP wrapper (a pattern may also
+        carry the wrapper's prefix). A pattern that matches no parameter, a parameter left
+        without a role and one inspect could not classify are errors that name them.
         """
         inner, prefix = _unwrap(model)
         patterns = dict(roles or {})
-        for pattern, role in patterns.items():
+        for pattern, given in patterns.items():
             if not isinstance(pattern, str):
                 raise ConfigError(f"role patterns must be strings (globs over parameter names), "
                                   f"got {pattern!r}")
-            if role not in ROLES:
-                raise ConfigError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
+            if given not in ROLES:
+                raise ConfigError(f"unknown role {given!r}; roles are: {', '.join(ROLES)}")
         state = PlanState.of(inner)
         recorded = state.roles if state is not None else {}
+        inferred = structure.roles if structure is not None else {}
         found: dict[str, str] = {}
+        defaulted: list[tuple[str, nn.Module]] = []  # biases whose role a layer/default gave
         missing: list[str] = []
+        refused: list[str] = []
         matched: set[str] = set()
+        role: str | None
         for full, p_name, module, _ in _params(inner):
             hits = [(pat, r) for pat, r in patterns.items()
                     if fnmatch.fnmatchcase(full, pat) or fnmatch.fnmatchcase(prefix + full, pat)]
@@ -327,14 +383,28 @@ class Plan:
             role = hits[0][1] if hits else recorded.get(full)
             if role is None:
                 role = getattr(module, "param_roles", {}).get(p_name)
-            if role is None and p_name == "bias":
-                role = "vector"
-            if role is None and isinstance(module, _NORM_TYPES):
-                role = "norm"
+                if role == "vector" and p_name == "bias":
+                    defaulted.append((full, module))
+            if role is None and structure is not None:
+                if full in structure.unclassified:
+                    refused.append(f"{full} ({structure.unclassified[full]})")
+                    continue
+                role = inferred.get(full)
+            if role is None and structure is None:
+                if p_name == "bias":
+                    role = "vector"
+                    defaulted.append((full, module))
+                elif isinstance(module, _NORM_TYPES):
+                    role = "norm"
             if role is None:
                 missing.append(full)
             else:
                 found[full] = role
+        for full, module in defaulted:
+            weight = full[: -len("bias")] + "weight"
+            if isinstance(getattr(module, "weight", None), nn.Parameter) and found.get(
+                    weight) in ("branch", "branch_out"):
+                found[full] = "branch_bias"
         unmatched = [pat for pat in patterns if pat not in matched]
         if unmatched:
             names = [full for full, *_ in _params(inner)]
@@ -344,24 +414,48 @@ class Plan:
                 f"{type(inner).__name__}; patterns are globs over parameter names, which are: "
                 f"{shown or '(none)'}"
             )
-        if missing:
+        if refused:
             raise ConfigError(
-                f"{len(missing)} parameter(s) have no role: {', '.join(missing)}; pass roles="
-                "{'pattern': 'role'} with roles from: " + ", ".join(ROLES)
+                f"inspect could not classify {len(refused)} parameter(s): {'; '.join(refused)}; "
+                "give them a role with roles={'pattern': 'role'} (roles: "
+                f"{', '.join(ROLES)}), or pass an example_input whose forward pass uses them"
+            )
+        if missing:
+            hint = ("pass example_input= (an input the model accepts) so that "
+                    "ds.param.inspect infers them, or " if structure is None else "pass ")
+            raise ConfigError(
+                f"{len(missing)} parameter(s) have no role: {', '.join(missing)}; {hint}"
+                "roles={'pattern': 'role'} with roles from: " + ", ".join(ROLES)
             )
         return found
 
-    def _check_sizes(self, model: nn.Module, role_of: Mapping[str, str]) -> None:
+    def _check_sizes(self, model: nn.Module, role_of: Mapping[str, str],
+                     structure: Structure | None = None) -> None:
         """The plan's sizes must be the model's. A depthscale model states them (``width``,
         ``plan_depth``: the L of the rule table, residual branches K or hidden layers of a plain
-        net, ``hidden``). For any other module the width is read from its weight shapes (the
-        plan's width must be one of its layer sizes) and the depth, when it has residual
-        branches, from the parameters whose role writes into the stream (``branch``,
-        ``branch_out``): one per branch, or fewer branches than writers where a block adds
-        several at once, but never fewer than the blocks they sit in. A plain net's rules do not
-        depend on depth."""
+        net, ``hidden``). For any other module with residual branches that :func:`inspect`
+        read (``structure``), the width is the residual stream's and the depth the number of
+        branches. Otherwise the width is read from its weight shapes (the plan's width must be
+        one of its layer sizes) and the depth, when it has residual branches, from the
+        parameters whose role writes into the stream (``branch``, ``branch_out``): one per
+        branch, or fewer branches than writers where a block adds several at once, but never
+        fewer than the blocks they sit in. A plain net's rules do not depend on depth."""
         problems: list[str] = []
         match: dict[str, int] = {}
+        if (structure is not None and structure.depth and getattr(model, "width", None) is None
+                and getattr(model, "plan_depth", None) is None):
+            if (structure.width, structure.depth) != (self.width, self.depth):
+                match = {"width": structure.width, "depth": structure.depth}
+                raise ConfigError(
+                    f"the plan does not fit this {type(model).__name__}: inspect found width "
+                    f"{structure.width} and {structure.depth} residual branches in "
+                    f"{len(structure.blocks)} blocks (effective depth "
+                    f"{structure.effective_depth} = {structure.plain_layers} plain layers + "
+                    f"{structure.depth} branches, laws Sec. 3.4), but the plan was made for "
+                    f"width={self.width}, depth={self.depth}; build the matching plan: "
+                    f"ds.param.{_call({**self.settings(), **match})}"
+                )
+            return
         for attr, plan_attr, want in (
             ("width", "width", self.width),
             ("plan_depth", "depth", self.depth),
@@ -443,7 +537,7 @@ class Plan:
         role_of = self.roles(model, roles)
         out = []
         for full, p_name, module, p in _params(inner):
-            spec = self.spec(full, role_of[full], tuple(p.shape))
+            spec = self.spec(full, role_of[full], tuple(p.shape), fan_in_of(module, p_name, p))
             if state.forms[full] == "absorbed":
                 spec = reparameterize(spec, 1 / spec.a)
             mult = getattr(module, "multiplier", None) if p_name == "weight" else None
@@ -454,6 +548,14 @@ class Plan:
                     "again with this plan"
                 )
             out.append(spec)
+        for name, module in _attention_modules(inner).items():
+            d_head = int(module.attention_head_dim)
+            want, have = self.attention_scale(d_head), getattr(module, "attention_scale", None)
+            if not (isinstance(have, float) and math.isclose(have, want, rel_tol=1e-9)):
+                raise ConfigError(
+                    f"{name or type(inner).__name__} has attention_scale {have!r} but recipe "
+                    f"{self.recipe.name!r} gives {self.recipe.attention.text} = {want:.4g} "
+                    f"(d_head {d_head}); call plan.apply(model) again with this plan")
         return out
 
     def apply(
@@ -461,6 +563,7 @@ class Plan:
         model: nn.Module,
         roles: Mapping[str, str] | None = None,
         *,
+        example_input: Any = None,
         seed: int = 0,
         absorb: bool = False,
     ) -> nn.Module:
@@ -468,38 +571,74 @@ class Plan:
         the plan on the model (:class:`PlanState`, saved with its ``state_dict``; the module
         tree is not changed).
 
-        Depthscale layers get the native form unless ``absorb``; other modules always get the
-        absorbed form. Draws come from a generator seeded by ``seed`` (CPU, then copied), so the
-        same seed gives the same model on any device. Returns ``model``.
+        Roles come from ``roles`` patterns, a recorded plan, depthscale layers and, with
+        ``example_input`` (what ``model`` is called on: a tensor, a tuple of arguments or a dict
+        of keyword arguments), from :func:`depthscale.param.inspect`, which also checks the
+        plan's width and depth against the residual stream and branches it finds (see
+        :meth:`roles`). Every submodule with an int ``attention_head_dim`` gets
+        ``attention_scale = plan.attention_scale(attention_head_dim)``; an
+        ``F.scaled_dot_product_attention`` call inspect saw in another module with a scale the
+        recipe does not give is warned about (once, naming the modules and the ``scale=`` to
+        pass). Depthscale layers get the native form unless ``absorb``; other modules always get
+        the absorbed form. Draws come from a generator seeded by ``seed`` (CPU, then copied), so
+        the same seed gives the same model on any device. Returns ``model``.
         """
         seed = whole("seed", seed, minimum=0)
         inner, _ = _unwrap(model)
-        role_of = self.roles(model, roles)
-        self._check_sizes(inner, role_of)
+        structure = None if example_input is None else inspect(inner, example_input)
+        role_of = self.roles(model, roles, structure)
+        self._check_sizes(inner, role_of, structure)
         gen = torch.Generator().manual_seed(seed)
         # Backward copies (nfd Cor. 1) come from their own stream, so a decoupled model gets
         # exactly the forward weights of the standard model with the same seed.
         back_gen = torch.Generator().manual_seed(seed + _BACKWARD_SEED_OFFSET)
         forms: dict[str, str] = {}
         # every rule first (a role the recipe lacks is an error), so a refused model is untouched
-        planned = [(p_name, module, p, self.spec(full, role_of[full], tuple(p.shape)))
+        planned = [(p_name, module, p, self.spec(full, role_of[full], tuple(p.shape),
+                                                 fan_in_of(module, p_name, p)))
                    for full, p_name, module, p in _params(inner)]
+        heads = _attention_modules(inner)
+        for m in heads.values():  # a bad head width is refused before anything is changed
+            self.attention_scale(int(m.attention_head_dim))
         for p_name, module, p, spec in planned:
-            full = spec.name
+            full, layer = spec.name, cast(Any, module)
             native = p_name == "weight" and hasattr(module, "multiplier") and not absorb
             if p_name == "weight" and hasattr(module, "multiplier"):
-                module.multiplier = spec.a if native else 1.0
+                layer.multiplier = spec.a if native else 1.0
             std = spec.b if native else spec.a * spec.b
             forms[full] = "native" if native else "absorbed"
             with torch.no_grad():
                 p.copy_(_draw(spec.init, tuple(p.shape), std, gen).to(p))
             if hasattr(module, "init_backward_copy") and p_name == "weight":
-                module.init_backward_copy(std, back_gen)
+                layer.init_backward_copy(std, back_gen)
+        _set_attention(inner, self)
         if PlanState.of(inner) is None:  # the hooks come with the first record, once
             inner.register_state_dict_post_hook(_save_plan)
             inner.register_load_state_dict_pre_hook(_load_plan)
         object.__setattr__(inner, _RECORD, PlanState(self.settings(), role_of, forms))
+        if structure is not None:
+            self._warn_attention(structure, set(heads))
         return model
+
+    def _warn_attention(self, structure: Structure, handled: set[str]) -> None:
+        """One warning naming every module that calls ``F.scaled_dot_product_attention`` with a
+        scale other than the recipe's (modules with ``attention_head_dim`` are set by apply)."""
+        wrong = []
+        for call in structure.attention:
+            want = self.attention_scale(call.d_head)
+            if call.module not in handled and not math.isclose(call.effective_scale, want,
+                                                                rel_tol=1e-6):
+                used = ("the default 1/sqrt(d_head)" if call.scale is None else
+                        f"scale={call.scale:.6g}")
+                wrong.append(f"{call.module or '(the model)'} calls "
+                             f"F.scaled_dot_product_attention with {used} (d_head {call.d_head}); "
+                             f"pass scale={want:.6g}")
+        if wrong:
+            warnings.warn(
+                f"recipe {self.recipe.name!r} wants the attention scale "
+                f"{self.recipe.attention.text} ({self.recipe.attention_source}): "
+                + "; ".join(wrong) + " (or give the module an int attention_head_dim and use "
+                "self.attention_scale, which apply sets)", UserWarning, stacklevel=3)
 
     def optimizer(
         self,
@@ -514,7 +653,11 @@ class Plan:
     ) -> torch.optim.Optimizer:
         """A torch optimizer with one param group per distinct (LR, weight decay, eps).
 
-        ``lr`` is the base LR (``eta_c`` in nfd); each parameter trains at ``lr * c``.
+        ``lr`` is the base LR (``eta_c`` in nfd); each parameter trains at ``lr * c``, with
+        weight decay ``weight_decay * wd`` (SGD: coupled L2, ``wd_sgd``; Adam: AdamW's
+        decoupled decay, ``wd_adam = 1/c_adam``, so the per-step shrink is ``lr *
+        weight_decay`` for every parameter) and, under Adam, ``eps * eps_multiplier`` (the
+        rule table's gradient scale).
         ``momentum`` (SGD only) is in [0, 1), ``weight_decay`` >= 0, ``eps`` (Adam) > 0. The
         model must carry this plan (:meth:`apply`).
         """
@@ -532,7 +675,7 @@ class Plan:
         groups: dict[tuple[float, float, float], list[torch.nn.Parameter]] = {}
         for spec in self.resolve(model, roles):
             wd = weight_decay * (spec.wd_sgd if name == "sgd" else spec.wd_adam)
-            key = (lr * spec.lr_multiplier(name), wd, eps * spec.eps)
+            key = (lr * spec.lr_multiplier(name), wd, eps * spec.eps if name == "adam" else 0.0)
             groups.setdefault(key, []).append(params[spec.name])
         param_groups = [
             {"params": ps, "lr": g_lr, "weight_decay": wd, **({"eps": e} if name == "adam" else {})}
@@ -544,27 +687,98 @@ class Plan:
 
     # ---- reporting -----------------------------------------------------------------------
     def explain(self, model: nn.Module, roles: Mapping[str, str] | None = None) -> str:
-        """The plan per parameter as a text table: role, shape, a, b, c (SGD, Adam), source."""
-        rows = [("parameter", "role", "shape", "a", "b (init std)", "c SGD", "c Adam", "source")]
+        """The plan per parameter as a text table: role, shape, a, b, c (SGD, Adam), Adam eps and
+        AdamW weight-decay multipliers, and the sources. A parameter in absorbed form shows the
+        absorbed formulas (a = 1, b = a_native b_native, c_SGD c a^2, c_Adam c a, eps/a, wd/a)
+        with their values."""
+        rows = [("parameter", "role", "shape", "a", "b (init std)", "c SGD", "c Adam", "eps",
+                 "wd AdamW", "source")]
+
         def show(formula: str, value: float) -> str:
             value_text = f"{value:.4g}"
             return value_text if formula == f"{value:g}" else f"{formula} = {value_text}"
 
         for s in self.resolve(model, roles):
-            init = show(s.formulas[1], s.b) if s.init == "normal" else s.init
-            adam = "-" if s.c_adam is None else show(s.formulas[3], s.c_adam)
+            a, b, c_sgd, c_adam, eps, wd = s.formulas
+            if s.form == "absorbed":  # the native formulas composed with l = 1/a
+                b, c_sgd, c_adam = (_formula(f"({a})*({b})"), _formula(f"({c_sgd})*({a})^2"),
+                                    _formula(f"({c_adam})*({a})"))
+                eps, wd, a = _formula(f"({eps})/({a})"), _formula(f"({wd})/({a})"), "1"
+            init = show(b, s.b) if s.init == "normal" else s.init
+            adam = "-" if s.c_adam is None else show(c_adam, s.c_adam)
+            source = s.source + ("" if s.form == "native" else " [absorbed: a=1]")
+            if s.c_adam is not None and s.adam_source:
+                source += f"; {s.adam_source}"
             rows.append((
-                s.name, s.role, "x".join(map(str, s.shape)), show(s.formulas[0], s.a),
-                init, show(s.formulas[2], s.c_sgd), adam,
-                s.source + ("" if s.form == "native" else " [absorbed: a=1]"),
+                s.name, s.role, "x".join(map(str, s.shape)), show(a, s.a), init,
+                show(c_sgd, s.c_sgd), adam, show(eps, s.eps), show(wd, s.wd_adam), source,
             ))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         head = (
             f"plan {self.recipe.name!r}: width n={self.width}, depth L={self.depth}, T={self.T:g}"
-            f" ({self.recipe.source})"
+            f" ({self.recipe.source}); attention scale {self.recipe.attention.text} "
+            f"({self.recipe.attention_source})"
         )
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                 for r in rows]
         return "\n".join([head, *lines])
+
+
+_SYMBOLS = ("n", "L", "T", "fan_in", "d", "alpha", "D", "M", "q", "K", "sigma_u",
+            "eta_u_scale", "d_head")
+
+
+@functools.lru_cache(maxsize=1024)
+def _formula(text: str) -> str:
+    """``text`` (a product or quotient of rule-table formulas) simplified and printed in the
+    rule table's style (``T/(L sqrt(fan_in n))``); ``text`` itself if it does not parse."""
+    import sympy
+    from sympy.parsing.sympy_parser import (
+        convert_xor,
+        implicit_multiplication,
+        parse_expr,
+        standard_transformations,
+    )
+
+    names: dict[str, Any] = {k: sympy.Symbol(k, positive=True) for k in _SYMBOLS}
+    try:
+        expr = sympy.simplify(parse_expr(
+            text, local_dict={**names, "sqrt": sympy.sqrt},
+            transformations=(*standard_transformations, implicit_multiplication, convert_xor)))
+    except Exception:  # any formula sympy cannot read is shown as written
+        return text
+    if expr.is_Number:
+        return f"{float(expr):g}"
+    return _monomial(expr) or str(expr).replace("**", "^").replace("*", " ")
+
+
+def _monomial(expr: Any) -> str | None:
+    """A product of symbols to integer and half-integer powers, written with one sqrt per side
+    of the fraction bar; None for anything else."""
+    coeff, rest = expr.as_coeff_Mul()
+    if not coeff.is_Rational:
+        return None
+    parts: dict[str, tuple[list[str], list[str]]] = {"num": ([], []), "den": ([], [])}
+    for base, exp in rest.as_powers_dict().items():
+        if not (base.is_Symbol and exp.is_Rational and (2 * exp).is_integer):
+            return None
+        ints, roots = parts["num" if exp > 0 else "den"]
+        whole = int(abs(exp))
+        if whole:
+            ints.append(str(base) if whole == 1 else f"{base}^{whole}")
+        if abs(exp) != whole:
+            roots.append(str(base))
+
+    def side(key: str, c: int) -> str:
+        ints, roots = parts[key]
+        return " ".join(([] if c == 1 else [str(c)]) + ints
+                        + ([f"sqrt({' '.join(roots)})"] if roots else []))
+
+    num, den = side("num", int(coeff.p)) or "1", side("den", int(coeff.q))
+    if not den:
+        return num
+    return f"{num}/{den}" if " " not in den or (den.count("sqrt(") == 1
+                                                and den.startswith("sqrt(")) else f"{num}/({den})"
 
 
 def _draw(init: str, shape: tuple[int, ...], std: float, gen: torch.Generator) -> torch.Tensor:

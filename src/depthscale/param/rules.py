@@ -12,15 +12,35 @@ table shows) and the function that evaluates it on a :class:`Dims`. This table i
 truth; models never hard-code scaling.
 
 Symbols: ``n`` width (residual-stream width; ``D`` for Chizat's model), ``L`` number of
-residual blocks (hidden layers for a plain MLP), ``fan_in`` of the parameter, ``T`` time horizon,
-``M`` hidden width of a two-layer-perceptron block, ``q = E[phi'(Z)^2]``, ``K = L`` residual blocks.
+residual blocks (hidden layers for a plain MLP), ``fan_in`` of the parameter (1 for an embedding
+table: its input is one-hot), ``T`` time horizon, ``M`` hidden width of a two-layer-perceptron
+block, ``q = E[phi'(Z)^2]``, ``K = L`` residual blocks, ``alpha`` the output scale of nfd Eq. 1
+(``1/sqrt(n)`` in the feature regime), ``d_head`` the width of one attention head.
+
+Adam's epsilon and AdamW's decoupled weight decay follow two principles, derived in the form of
+nfd Eq. 1 (W ~ N(0, b^2), the layer computes ``a W x``):
+
+* ``eps`` is proportional to the parameter's gradient entry, so ``eps/|grad|`` is the same at
+  every width and depth. Under nfd Eq. 1 the residual stream's gradient per coordinate is
+  ``alpha/sqrt(n)`` (the output multiplier), a layer's weight gradient is its multiplier ``a``
+  times the gradient at its output, and a branch's internal layers and vectors see the stream's
+  gradient times the branch's depth factor (``sqrt(T/L)`` depth-muP, ``T/L`` CompleteP). This is
+  muP's eps rule (Yang et al. 2022, TP-V Table 3 and 8: eps scales as the gradient, 1/fan_in
+  for hidden weights in SP-like form) and CompleteP's (Dey et al. 2025: eps n^-1 L^-1 for hidden
+  weights in their form); :func:`depthscale.param.reparameterize` maps it to the absorbed form
+  (``eps x l``, exactly as the gradient).
+* AdamW's decoupled weight decay multiplies the LR (torch applies ``lr * wd`` per step), so its
+  multiplier is ``1/c_adam``: the per-step shrink ``lr c wd`` is the base LR times the user's
+  weight decay at every width and depth ("independent" weight decay, Wortsman et al. 2023;
+  CompleteP's ``lambda m_N`` for hidden weights, Dey et al. 2025). SGD's coupled L2 penalty keeps
+  multiplier 1 (no published rule).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
 __all__ = [
     "RECIPES",
@@ -29,6 +49,7 @@ __all__ = [
     "Expr",
     "Recipe",
     "Rule",
+    "rule_table",
 ]
 
 #: Parameter roles. ``branch`` is the single layer of a one-layer residual block; ``branch_in``
@@ -42,6 +63,7 @@ ROLES: dict[str, str] = {
     "branch_out": "last internal layer of a multi-layer residual block (writes to the stream)",
     "output": "readout / classifier head",
     "vector": "bias vector",
+    "branch_bias": "bias of a layer that writes into a residual addition (end of a branch)",
     "norm": "normalisation gain (LayerNorm/BatchNorm weight)",
     "token": "class token or learned positional embedding",
 }
@@ -51,8 +73,8 @@ ROLES: dict[str, str] = {
 class Dims:
     """The sizes a rule is evaluated on: the plan's settings plus one parameter's fan-in."""
 
-    n: int
-    L: int
+    n: float
+    L: float
     fan_in: int = 1
     T: float = 1.0
     M: int = 1
@@ -61,6 +83,7 @@ class Dims:
     output_alpha: float = 1.0  # nfd Eq. 1: alpha = 1/sqrt(n) (feature learning) or 1 (kernel)
     sigma_u: float = 1.0
     eta_u_scale: float = 1.0
+    d_head: int = 1
 
 
 @dataclass(frozen=True)
@@ -72,6 +95,9 @@ class Expr:
 
     def __call__(self, dims: Dims) -> float:
         return float(self.fn(dims))
+
+
+_ATTN_SP = Expr("1/sqrt(d_head)", lambda d: 1 / math.sqrt(d.d_head))
 
 
 def _const(value: float) -> Expr:
@@ -87,7 +113,9 @@ class Rule:
     """abc-triple (plus weight-decay and Adam-eps multipliers) for one role under one recipe.
 
     ``init`` is ``"normal"`` (entries ~ N(0, b^2)), ``"zeros"`` or ``"ones"``. ``c_adam`` is
-    ``None`` where the recipe's paper defines no Adam rule.
+    ``None`` where the recipe's paper defines no Adam rule. ``wd_sgd`` multiplies SGD's coupled
+    L2 penalty, ``wd_adam`` AdamW's decoupled weight decay, ``eps`` Adam's epsilon (module
+    docstring); ``adam_source`` cites the eps and weight-decay rules.
     """
 
     a: Expr
@@ -96,8 +124,10 @@ class Rule:
     c_adam: Expr | None
     source: str
     init: str = "normal"
-    wd: Expr = ONE
+    wd_sgd: Expr = ONE
+    wd_adam: Expr = ONE
     eps: Expr = ONE
+    adam_source: str = "eps and weight decay x 1 (no scaling)"
 
 
 @dataclass(frozen=True)
@@ -109,6 +139,8 @@ class Recipe:
     source: str
     rules: dict[str, Rule]
     options: dict[str, float | str] = field(default_factory=dict)
+    attention: Expr = _ATTN_SP
+    attention_source: str = "1/sqrt(d_head) (Vaswani et al. 2017)"
 
 
 def _e(text: str, fn: Callable[[Dims], float]) -> Expr:
@@ -119,13 +151,19 @@ def _e(text: str, fn: Callable[[Dims], float]) -> Expr:
 _INV_SQRT_FAN_IN = _e("1/sqrt(fan_in)", lambda d: 1 / math.sqrt(d.fan_in))
 _N = _e("n", lambda d: d.n)
 _INV_SQRT_N = _e("1/sqrt(n)", lambda d: 1 / math.sqrt(d.n))
+_SQRT_N = _e("sqrt(n)", lambda d: math.sqrt(d.n))
 _TOKEN_STD = _const(0.02)
+_ATTN_MUP = _e("1/d_head", lambda d: 1 / d.d_head)
+_ATTN_MUP_SOURCE = "1/d_head (muP: Yang et al. 2022, TP-V Sec. 8 / Table 3)"
 
 
 def _vectors(c_sgd: Expr, c_adam: Expr | None, source: str) -> dict[str, Rule]:
-    """Bias, norm-gain and token rules shared by a family of recipes."""
+    """Bias, norm-gain and token rules of a recipe without depth or width scaling (a bias at the
+    end of a branch is trained like any other bias)."""
+    vector = Rule(ONE, ZERO, c_sgd, c_adam, source, init="zeros")
     return {
-        "vector": Rule(ONE, ZERO, c_sgd, c_adam, source, init="zeros"),
+        "vector": vector,
+        "branch_bias": vector,
         "norm": Rule(ONE, ONE, c_sgd, c_adam, source, init="ones"),
         "token": Rule(ONE, _TOKEN_STD, c_sgd, c_adam, "laws Sec. 3.1 (small-std token init)"),
     }
@@ -146,20 +184,80 @@ SP = Recipe(
 )
 
 # ---- muP and depth-muP in the form of nfd Eq. 1 (W ~ N(0,1), multipliers carry the scale) ----
+# The Adam eps of a parameter is its gradient scale (module docstring): the stream's gradient
+# alpha/sqrt(n) times the layer's multiplier a, times the branch's depth factor for the internal
+# layers and vectors of a branch; the AdamW weight decay is 1/c_adam.
 _EQ1 = "nfd Eq. 1"
+_ADAM = ("eps as the gradient (TP-V Table 3/8; Dey et al. 2025); AdamW wd 1/c_adam "
+         "(Wortsman et al. 2023)")
+_DEPTH_FACTORS: dict[str, tuple[str, Callable[[Dims], float]]] = {
+    "mup": ("", lambda d: 1.0),
+    "depth-mup": ("sqrt(T/L)", lambda d: math.sqrt(d.T / d.L)),
+    "completep": ("T/L", lambda d: d.T / d.L),
+}
+_EPS_STREAM = _e("alpha/sqrt(n)", lambda d: d.output_alpha / math.sqrt(d.n))
+
+
+def _eps_weight(depth: str) -> Expr:
+    """Adam eps of a weight with multiplier ~ (depth factor)/sqrt(fan_in) on the stream's
+    gradient: (depth factor) alpha / sqrt(n fan_in)."""
+    text, f = _DEPTH_FACTORS[depth]
+    shown = {"": "alpha/sqrt(n fan_in)", "sqrt(T/L)": "alpha sqrt(T/(L n fan_in))",
+             "T/L": "alpha (T/L)/sqrt(n fan_in)"}[text]
+    return _e(shown, lambda d: f(d) * d.output_alpha / math.sqrt(d.n * d.fan_in))
+
+
+def _eps_vector(depth: str) -> Expr:
+    """Adam eps of a bias or norm gain inside a branch: (depth factor) alpha / sqrt(n)."""
+    text, f = _DEPTH_FACTORS[depth]
+    shown = {"": "alpha/sqrt(n)", "sqrt(T/L)": "alpha sqrt(T/(L n))",
+             "T/L": "alpha (T/L)/sqrt(n)"}[text]
+    return _e(shown, lambda d: f(d) * d.output_alpha / math.sqrt(d.n))
+
+
+def _mf_vectors(depth: str) -> dict[str, Rule]:
+    """Vectors of the nfd Eq. 1 recipes: SGD LR eta_c n, Adam LR eta_c (no width factor: a
+    vector's Adam update moves its layer's output by O(eta) at any width, TP-V Table 3); the
+    bias at the end of a residual branch trains at the branch's per-block rate T/L."""
+    source = "muP vectors (SGD LR x n, Adam x 1; TP-V Table 3)"
+    eps = _eps_vector(depth)
+    vector = Rule(ONE, ZERO, _N, ONE, source, init="zeros", eps=eps, adam_source=_ADAM)
+    out = {
+        "vector": vector,
+        "norm": Rule(ONE, ONE, _N, ONE, source, init="ones", eps=eps, adam_source=_ADAM),
+        "token": Rule(ONE, _TOKEN_STD, _N, ONE, "laws Sec. 3.1 (small-std token init)",
+                      eps=_EPS_STREAM, adam_source=_ADAM),
+    }
+    if depth == "mup":
+        out["branch_bias"] = replace(vector, eps=_EPS_STREAM)
+    else:
+        out["branch_bias"] = Rule(
+            ONE, ZERO, _e("n T/L", lambda d: d.n * d.T / d.L), _e("T/L", lambda d: d.T / d.L),
+            "branch-end bias (nfd Eq. 1 with the bias outside the multiplier): LR x T/L of "
+            "the vector LR, so its step moves the stream by O(T/L) per block like the "
+            "branch weights'", init="zeros", eps=_EPS_STREAM,
+            wd_adam=_e("L/T", lambda d: d.L / d.T), adam_source=_ADAM)
+    return out
+
+
 _mf_input = Rule(
-    _e("1/sqrt(d)", lambda d: 1 / math.sqrt(d.fan_in)), ONE, _N, ONE, _EQ1 + " (h0 = U x/sqrt(d))"
+    _e("1/sqrt(d)", lambda d: 1 / math.sqrt(d.fan_in)), ONE, _N, ONE,
+    _EQ1 + " (h0 = U x/sqrt(d); d = 1 for an embedding: one-hot input)",
+    eps=_e("alpha/sqrt(n d)", lambda d: d.output_alpha / math.sqrt(d.n * d.fan_in)),
+    adam_source=_ADAM,
 )
-_mf_hidden = Rule(_INV_SQRT_FAN_IN, ONE, _N, _e("1/sqrt(n)", lambda d: 1 / math.sqrt(d.n)),
-                  "muP (nfd Eq. 1 without depth factor)")
+_mf_hidden = Rule(_INV_SQRT_FAN_IN, ONE, _N, _INV_SQRT_N,
+                  "muP (nfd Eq. 1 without depth factor)", eps=_eps_weight("mup"),
+                  wd_adam=_SQRT_N, adam_source=_ADAM)
 _mf_output = Rule(
     _e("alpha/sqrt(n)", lambda d: d.output_alpha / math.sqrt(d.n)),
     ONE,
     _N,
     ONE,
     _EQ1 + " (f = alpha/sqrt(n) v^T h_L)",
+    eps=_EPS_STREAM,
+    adam_source=_ADAM,
 )
-_mf_vectors = _vectors(_N, ONE, "muP vectors (SGD LR x n, Adam x 1)")
 
 MUP = Recipe(
     "mup",
@@ -173,18 +271,24 @@ MUP = Recipe(
         "branch_in": _mf_hidden,
         "branch_out": _mf_hidden,
         "output": _mf_output,
-        **_mf_vectors,
+        **_mf_vectors("mup"),
     },
     {"regime": "feature"},
+    _ATTN_MUP,
+    _ATTN_MUP_SOURCE,
 )
 
 _DEPTH_A = _e("sqrt(T/(L fan_in))", lambda d: math.sqrt(d.T / (d.L * d.fan_in)))
 _DEPTH_C_ADAM = _e("sqrt(T/(L n))", lambda d: math.sqrt(d.T / (d.L * d.n)))
-_depth_branch = Rule(_DEPTH_A, ONE, _N, _DEPTH_C_ADAM, _EQ1 + " (branch sqrt(T/(L n)))")
+_DEPTH_WD = _e("sqrt(L n/T)", lambda d: math.sqrt(d.L * d.n / d.T))
+_depth_eps = _eps_weight("depth-mup")
+_depth_branch = Rule(_DEPTH_A, ONE, _N, _DEPTH_C_ADAM, _EQ1 + " (branch sqrt(T/(L n)))",
+                     eps=_depth_eps, wd_adam=_DEPTH_WD, adam_source=_ADAM)
 _depth_branch_in = Rule(
-    _INV_SQRT_FAN_IN, ONE, _N, _DEPTH_C_ADAM, "nfd Eq. 6 (x = W1 h/sqrt(n)), LR eta_c n"
+    _INV_SQRT_FAN_IN, ONE, _N, _DEPTH_C_ADAM, "nfd Eq. 6 (x = W1 h/sqrt(n)), LR eta_c n",
+    eps=_depth_eps, wd_adam=_DEPTH_WD, adam_source=_ADAM,
 )
-_depth_branch_out = Rule(_DEPTH_A, ONE, _N, _DEPTH_C_ADAM, "nfd Eq. 6 (W2 phi(x)/sqrt(L n))")
+_depth_branch_out = replace(_depth_branch, source="nfd Eq. 6 (W2 phi(x)/sqrt(L n))")
 
 DEPTH_MUP = Recipe(
     "depth-mup",
@@ -198,9 +302,11 @@ DEPTH_MUP = Recipe(
         "branch_in": _depth_branch_in,
         "branch_out": _depth_branch_out,
         "output": _mf_output,
-        **_mf_vectors,
+        **_mf_vectors("depth-mup"),
     },
     {"regime": "feature"},
+    _ATTN_MUP,
+    _ATTN_MUP_SOURCE,
 )
 
 NFD_DEPTH = Recipe(
@@ -216,16 +322,22 @@ NFD_DEPTH = Recipe(
             _e("n sqrt(L)", lambda d: d.n * math.sqrt(d.L)),
             _e("sqrt(T/n)", lambda d: math.sqrt(d.T / d.n)),
             "nfd Eq. 8 (eta_1 = eta_c n sqrt(L)); Adam: same sqrt(L) correction (extension)",
+            eps=_eps_weight("depth-mup"),
+            wd_adam=_e("sqrt(n/T)", lambda d: math.sqrt(d.n / d.T)),
+            adam_source=_ADAM,
         ),
     },
     {"regime": "feature"},
+    _ATTN_MUP,
+    _ATTN_MUP_SOURCE,
 )
 
 # ---- CompleteP: branch multiplier 1/L (Dey et al. 2025) -------------------------------------
 _CP = "CompleteP (branch T/L; Dey et al. 2025)"
 _CP_A = _e("(T/L)/sqrt(fan_in)", lambda d: (d.T / d.L) / math.sqrt(d.fan_in))
 _CP_C_SGD = _e("n L/T", lambda d: d.n * d.L / d.T)
-_cp_branch = Rule(_CP_A, ONE, _CP_C_SGD, _INV_SQRT_N, _CP)
+_cp_branch = Rule(_CP_A, ONE, _CP_C_SGD, _INV_SQRT_N, _CP, eps=_eps_weight("completep"),
+                  wd_adam=_SQRT_N, adam_source=_ADAM)
 COMPLETEP = Recipe(
     "completep",
     "CompleteP: residual branch multiplier T/L. SGD branch LR eta_c n L/T (per-block update "
@@ -235,12 +347,14 @@ COMPLETEP = Recipe(
         "input": _mf_input,
         "hidden": _mf_hidden,
         "branch": _cp_branch,
-        "branch_in": Rule(_INV_SQRT_FAN_IN, ONE, _CP_C_SGD, _INV_SQRT_N, _CP),
+        "branch_in": replace(_cp_branch, a=_INV_SQRT_FAN_IN),
         "branch_out": _cp_branch,
         "output": _mf_output,
-        **_mf_vectors,
+        **_mf_vectors("completep"),
     },
     {"regime": "feature"},
+    _ATTN_MUP,
+    _ATTN_MUP_SOURCE,
 )
 
 # ---- mean-ode: Chizat Eq. 24-25 ---------------------------------------------------------------
@@ -317,3 +431,44 @@ LAWS_FANIN = Recipe(
 RECIPES: dict[str, Recipe] = {
     r.name: r for r in (SP, MUP, DEPTH_MUP, NFD_DEPTH, COMPLETEP, MEAN_ODE, LAWS, LAWS_FANIN)
 }
+
+
+def rule_table(optimizer: str = "adam", recipes: Iterable[str] | None = None,
+               sources: bool = True) -> str:
+    """The rule table as Markdown: for each recipe (all unless ``recipes`` names some) and role,
+    the multiplier a, the init, the LR multiplier c, and for ``"adam"`` the eps and AdamW
+    weight-decay multipliers (``"sgd"``: the coupled L2 multiplier); then the attention scale.
+    A role without an Adam rule shows ``-``; ``sources=False`` leaves out the source column."""
+    from depthscale.errors import ConfigError
+
+    if optimizer not in ("sgd", "adam"):
+        raise ConfigError(f"unknown optimizer {optimizer!r}; choose one of: sgd, adam")
+    names = list(RECIPES) if recipes is None else list(recipes)
+    unknown = [r for r in names if r not in RECIPES]
+    if unknown:
+        raise ConfigError(f"unknown recipe(s) {', '.join(map(repr, unknown))}; choose from: "
+                          f"{', '.join(RECIPES)}")
+    adam = optimizer == "adam"
+    head = (["recipe", "role", "a", "init", "LR c"]
+            + (["eps", "wd (AdamW)"] if adam else ["wd (L2)"]) + ["source"])
+    width = len(head) if sources else len(head) - 1
+    rows = [head[:width], ["---"] * width]
+    for name in names:
+        recipe = RECIPES[name]
+        for role in ROLES:
+            rule = recipe.rules.get(role)
+            if rule is None:
+                continue
+            b = rule.b.text
+            std = "1" if b == "1" else f"{b}^2" if b.replace(".", "").replace("_", "").isalnum() \
+                else f"({b})^2"
+            init = {"zeros": "0", "ones": "1"}.get(rule.init, f"N(0, {std})")
+            c = rule.c_adam if adam else rule.c_sgd
+            source = rule.source + (f"; {rule.adam_source}" if adam else "")
+            extra = ([rule.eps.text, rule.wd_adam.text] if adam and c is not None else
+                     ["-", "-"] if adam else [rule.wd_sgd.text])
+            rows.append([name, role, rule.a.text, init, "-" if c is None else c.text, *extra,
+                         source][:width])
+        rows.append([name, "attention", recipe.attention.text, "", "",
+                     *([""] * (2 if adam else 1)), recipe.attention_source][:width])
+    return "\n".join("| " + " | ".join(r) + " |" for r in rows)

@@ -1,14 +1,23 @@
-"""Learning-rate transfer rules: the LR a recipe predicts for a new depth (and width)."""
+"""Learning-rate transfer rules: the LR a recipe predicts for a new depth (and width).
+
+``laws`` is the SGD protocol of laws Sec. 3.3-3.5 (one base LR, the -3/2 power of effective
+depth). ``depth-mup``, ``nfd`` and ``completep`` are read from the rule table
+(:mod:`depthscale.param.rules`): the raw LR of a parameter is ``eta_c c(n, L)``, so a tuned raw
+LR moves by the ratio ``c(n, L) / c(n0, L0)`` of the LR multiplier of the rule's role (the
+residual branch; the first internal layer for nfd Eq. 8) under the chosen optimizer.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from depthscale.errors import ConfigError
 from depthscale.param.checks import number
+from depthscale.param.rules import RECIPES, Dims
 
 __all__ = ["TRANSFER_RULES", "Transfer", "transfer_lr"]
+
+TRANSFER_OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -19,27 +28,34 @@ class Transfer:
     formula: str
 
 
-def _laws(lr: float, L0: float, L: float, n0: float, n: float) -> Transfer:
+#: rule name -> (recipe, role whose LR multiplier moves the LR); ``laws`` is not a table rule.
+TRANSFER_RULES: dict[str, tuple[str, str] | None] = {
+    "laws": None,
+    "depth-mup": ("depth-mup", "branch"),
+    "nfd": ("nfd-depth", "branch_in"),
+    "completep": ("completep", "branch"),
+}
+
+
+def _laws(lr: float, L0: float, L: float) -> Transfer:
     return Transfer(lr * (L / L0) ** -1.5, "eta(L) = eta(L0) (L/L0)^(-3/2)  [laws Sec. 3.3-3.5]")
 
 
-def _depth_mup(lr: float, L0: float, L: float, n0: float, n: float) -> Transfer:
-    return Transfer(lr * n / n0, "eta = eta_c n: eta(n) = eta(n0) n/n0, depth-free  [nfd Eq. 1]")
-
-
-def _nfd(lr: float, L0: float, L: float, n0: float, n: float) -> Transfer:
+def _from_table(rule: str, optimizer: str, lr: float, L0: float, L: float, n0: float,
+                n: float) -> Transfer:
+    """``lr c(n, L) / c(n0, L0)`` for the rule's role and optimizer (T fixed, so it cancels)."""
+    recipe, role = TRANSFER_RULES[rule] or ("", "")
+    r = RECIPES[recipe].rules[role]
+    c = r.c_sgd if optimizer == "sgd" else r.c_adam
+    if c is None:  # every table rule has an Adam multiplier; kept for a recipe without one
+        raise ConfigError(f"recipe {recipe!r} has no Adam rule for role {role!r}; "
+                          "use optimizer='sgd'")
+    ratio = c(Dims(n=n, L=L, fan_in=1)) / c(Dims(n=n0, L=L0, fan_in=1))
     return Transfer(
-        lr * (n / n0) * math.sqrt(L / L0),
-        "first internal layer eta_1 = eta_c n sqrt(L): eta_1(n0,L0) (n/n0) (L/L0)^(1/2)  "
-        "[nfd Eq. 8; the second layer follows depth-mup]",
+        lr * ratio,
+        f"{role} LR eta_c {c.text} ({optimizer}): eta(n, L) = eta(n0, L0) c(n, L)/c(n0, L0)  "
+        f"[{recipe} rule table: {r.source}]",
     )
-
-
-def _completep(lr: float, L0: float, L: float, n0: float, n: float) -> Transfer:
-    return Transfer(lr * (n / n0) * (L / L0), "branch eta = eta_c n L/T: eta(n0,L0) (n/n0)(L/L0)")
-
-
-TRANSFER_RULES = {"laws": _laws, "depth-mup": _depth_mup, "nfd": _nfd, "completep": _completep}
 
 
 def transfer_lr(
@@ -49,18 +65,31 @@ def transfer_lr(
     to_depth: float,
     from_width: float | None = None,
     to_width: float | None = None,
+    optimizer: str = "sgd",
 ) -> Transfer:
-    """The raw SGD learning rate that ``rule`` predicts at ``to_depth`` (and ``to_width``).
+    """The raw learning rate that ``rule`` predicts at ``to_depth`` (and ``to_width``) for
+    ``optimizer`` (``"sgd"`` or ``"adam"``).
 
     ``lr`` is the tuned raw LR at ``from_depth``. For ``laws`` depths are effective depths
-    L = m + K (laws Sec. 3.4); the other rules count residual blocks. Every input must be a
-    finite number > 0, ``to_width`` needs ``from_width``, ``laws`` (depth only) takes no change
-    of width, and the prediction must be a finite number > 0 (not an overflow or underflow);
-    else a ConfigError.
+    L = m + K (laws Sec. 3.4) and only SGD is defined; the other rules count residual blocks
+    (the rule table's L) and follow its LR multiplier (module docstring): under Adam,
+    CompleteP's branch LR eta_c/sqrt(n) is depth-free and depth-muP's sqrt(T/(L n)) falls as
+    L^(-1/2). Every input must be a finite number > 0, ``to_width`` needs ``from_width``,
+    ``laws`` (depth only) takes no change of width, and the prediction must be a finite number
+    > 0 (not an overflow or underflow); else a ConfigError.
     """
     if not isinstance(rule, str) or rule not in TRANSFER_RULES:
         known = ", ".join(TRANSFER_RULES)
         raise ConfigError(f"unknown transfer rule {rule!r}; choose one of: {known}")
+    if not isinstance(optimizer, str) or optimizer not in TRANSFER_OPTIMIZERS:
+        raise ConfigError(f"unknown optimizer {optimizer!r} for transfer; choose one of: "
+                          f"{', '.join(TRANSFER_OPTIMIZERS)}")
+    if rule == "laws" and optimizer != "sgd":
+        raise ConfigError(
+            "the laws rule eta(L) = eta(L0)(L/L0)^(-3/2) is measured and derived for SGD (laws "
+            "Sec. 3.3-3.5) and defines no Adam transfer; use optimizer='sgd', or depth-mup, "
+            "nfd or completep, whose rule tables give the Adam LR"
+        )
     lr = number("lr", lr)
     from_depth = number("from-depth", from_depth)
     to_depth = number("to-depth", to_depth)
@@ -73,10 +102,11 @@ def transfer_lr(
                           f"from-width {n0:g} and to-width {n:g}; drop the widths or pick "
                           "depth-mup, nfd or completep")
     try:
-        t = TRANSFER_RULES[rule](lr, from_depth, to_depth, n0, n)
+        t = (_laws(lr, from_depth, to_depth) if rule == "laws" else
+             _from_table(rule, optimizer, lr, from_depth, to_depth, n0, n))
     except (OverflowError, ZeroDivisionError):  # a power of a ratio out of float range
-        t = Transfer(math.inf, "")
-    if not (math.isfinite(t.lr) and t.lr > 0):
+        t = Transfer(float("inf"), "")
+    if not (t.lr == t.lr and 0 < t.lr < float("inf")):
         raise ConfigError(
             f"the {rule} rule predicts lr = {t.lr:g} for depth {from_depth:g} -> {to_depth:g} "
             f"(from lr {lr:g}): not a usable learning rate (overflow or underflow); check "
