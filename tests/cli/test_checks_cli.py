@@ -105,10 +105,10 @@ def test_transfer_check_on_a_user_factory(
     ("model", "message"),
     [
         ("no_such_module_h11:make", "cannot import 'no_such_module_h11' (ModuleNotFoundError"),
-        ("{mod}:missing", "has no 'missing'"),
-        ("{mod}:NOT_A_FUNCTION", "'NOT_A_FUNCTION' is a int, not a function"),
-        ("{mod}:wrong_signature", "does not take (input_shape, n_out, width, depth)"),
-        ("{mod}:", "is not 'module:function'"),
+        ("{mod}:missing", "has no attribute 'missing'"),
+        ("{mod}:NOT_A_FUNCTION", "is a int, not a function"),
+        ("{mod}:wrong_signature", "which does not accept (input_shape, n_out, width, depth"),
+        ("{mod}:", "must read 'package.module:function'"),
         ("resnet9", "unknown model 'resnet9'"),
     ],
 )

@@ -58,7 +58,9 @@ def test_roles_the_plan_reads() -> None:
         for name, role in (("attn.qkv", "branch_in"), ("attn.proj", "branch_out"),
                            ("mlp.fc1", "branch_in"), ("mlp.fc2", "branch_out")):
             assert roles[f"blocks.{blk}.{name}.weight"] == role
-            assert roles[f"blocks.{blk}.{name}.bias"] == "vector"
+            # the bias of a layer that writes into the stream carries the branch's depth factor
+            bias_role = "branch_bias" if role == "branch_out" else "vector"
+            assert roles[f"blocks.{blk}.{name}.bias"] == bias_role
         assert roles[f"blocks.{blk}.ln1.weight"] == "norm"
     # the embedding reads one-hot tokens: its fan-in is the vocabulary, not the width
     embed = next(s for s in p.resolve(model) if s.name == "embed.weight")
@@ -78,10 +80,13 @@ def test_no_bias_leaves_no_bias_parameter() -> None:
 
 def test_softmax_scale_is_the_attention_scale_attribute() -> None:
     """The attention output equals softmax(q k^T * attention_scale + causal mask) v per head,
-    computed here by hand, for the default 1/sqrt(d_head) and for a scale set afterwards."""
-    model, _ = _gpt()
+    computed here by hand: 1/sqrt(d_head) under sp (Vaswani et al.), 1/d_head as a muP-family
+    plan sets it (TP-V)."""
+    sp_model, _ = _gpt("sp")
+    model, _ = _gpt("mup")
+    assert sp_model.blocks[0].attn.attention_scale == 1 / math.sqrt(8)
     attn = model.blocks[0].attn
-    assert attn.attention_head_dim == 8 and attn.attention_scale == 1 / math.sqrt(8)
+    assert attn.attention_head_dim == 8 and attn.attention_scale == 1 / 8
     z = torch.randn(2, T, 16, generator=torch.Generator().manual_seed(1))
 
     def by_hand(scale: float) -> torch.Tensor:
@@ -92,10 +97,10 @@ def test_softmax_scale_is_the_attention_scale_attribute() -> None:
         out = scores.softmax(-1) @ v
         return attn.proj(out.transpose(1, 2).reshape(2, T, 16))
 
-    assert torch.allclose(attn(z), by_hand(1 / math.sqrt(8)), atol=1e-6)
-    attn.attention_scale = 1 / 8  # what a muP-family plan sets (1/d_head)
     assert torch.allclose(attn(z), by_hand(1 / 8), atol=1e-6)
     assert not torch.allclose(attn(z), by_hand(1 / math.sqrt(8)), atol=1e-4)
+    attn.attention_scale = 1 / math.sqrt(8)
+    assert torch.allclose(attn(z), by_hand(1 / math.sqrt(8)), atol=1e-6)
 
 
 def test_trace_keeps_every_stream_and_branch_output() -> None:

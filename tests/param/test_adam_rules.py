@@ -1,7 +1,7 @@
 """Adam rules as data (issue 11, item 2): embeddings (fan-in 1), branch-end biases, Adam eps,
 AdamW decoupled weight decay, vectors, the output, tied embeddings and the attention scale;
 each against a hand computation on a tiny model and, where the issue measured a failure, by a
-measurement on the plain-torch GPT of ``user_models.py`` that the old rule fails."""
+measurement on the plain-torch GPT of ``plain_torch_models.py`` that the old rule fails."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_torch_models import GPT
 from torch import nn
-from user_models import GPT
 
 from depthscale.errors import ConfigError
 from depthscale.models import build

@@ -9,8 +9,8 @@ import math
 
 import pytest
 import torch
+from plain_torch_models import GPT, resnet
 from torch import nn
-from user_models import GPT, resnet
 
 from depthscale.errors import ConfigError
 from depthscale.models import create

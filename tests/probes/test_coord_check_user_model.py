@@ -6,7 +6,6 @@ verdict's rules on exact cases."""
 from __future__ import annotations
 
 import copy
-import inspect as pyinspect
 import math
 
 import pytest
@@ -76,36 +75,17 @@ TOKENS = torch.randint(0, VOCAB, (4, CTX), generator=G)
 NEXT = torch.randint(0, VOCAB, (4, CTX), generator=G)  # per-position labels: logits (B, T, V)
 
 
-def _apply(p: Plan, model: nn.Module, seed: int) -> None:
-    """Roles inferred from an example input where Plan.apply can do it, else read by inspect."""
-    apply = p.apply
-    if "example_input" in pyinspect.signature(apply).parameters:
-        apply(model, seed=seed, example_input=TOKENS)  # type: ignore[call-arg]
-    else:
-        apply(model, roles=inspect(model, TOKENS).roles, seed=seed)
-
-
 def _gpt(recipe: str):  # type: ignore[no-untyped-def]
     def make(width: int, blocks: int, seed: int) -> tuple[nn.Module, Plan]:
         torch.manual_seed(seed)
         model = GPT(width, blocks)
         p = plan(recipe, width=width, depth=2 * blocks)  # L counts residual branches
-        _apply(p, model, seed)
+        p.apply(model, seed=seed, example_input=TOKENS)  # roles inferred
         return model, p
     return make
 
 
-def _embedding_is_width_free() -> bool:
-    """The embedding's init does not shrink with width (its fan-in is one token, not n): the
-    rule CompleteP's width transfer needs (issue 11; the rules branch adds it)."""
-    model, _ = _gpt("completep")(64, 1, 0)
-    return float(model.wte.weight.detach().std()) > 0.5
-
-
 def test_a_plain_torch_gpt_under_completep_with_adam_passes() -> None:
-    if not _embedding_is_width_free():
-        pytest.skip("needs the embedding rule with fan-in 1 (nn.Embedding init std 1/sqrt(n) "
-                    "here shrinks the input with width)")
     rep = coord_check(_gpt("completep"), TOKENS, NEXT, widths=[32, 64, 128], depths=[2, 4, 8],
                       base_width=64, base_depth=2, lr=0.01, optimizer="adam", steps=1,
                       seeds=range(3))

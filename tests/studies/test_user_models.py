@@ -6,7 +6,6 @@ per-position token labels are batched and agree with one-by-one runs."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import textwrap
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 import torch
 
 from depthscale.errors import ConfigError
-from depthscale.param import Plan, PlanState
+from depthscale.param import PlanState
 from depthscale.studies.runner import (
     check_run,
     effective_depth,
@@ -189,15 +188,10 @@ def test_roles_and_data_options_are_validated(usermod: str) -> None:
     with pytest.raises(ConfigError, match=r"\[data\] has unknown key\(s\) vocab; known: "
                                           "n_train, n_test, seed, dir, dim"):
         parse_study(_spec(f"{usermod}:make").replace("dim = 6", "vocab = 6"))
-    # without [roles]: plan.apply infers the roles from the example input where it can;
-    # where it cannot, the weights have no role and the run is refused before any training
+    # without [roles]: plan.apply infers the roles from the example input
     spec = expand(parse_study(_spec(f"{usermod}:make", roles="")))[0]
-    if "example_input" in inspect.signature(Plan.apply).parameters:
-        check_run(spec)
-        assert PlanState.of(prepare(spec)[0]).roles["blocks.0.1.weight"] == "branch"
-    else:
-        with pytest.raises(ConfigError, match=r"parameter\(s\) have no role: inp\.weight"):
-            check_run(spec)
+    check_run(spec)
+    assert PlanState.of(prepare(spec)[0]).roles["blocks.0.1.weight"] == "branch"
 
 
 GPT_SPEC = """

@@ -214,8 +214,7 @@ def build(
     A model that does not report its sizes (a user's) is inspected on ``example_input`` (a
     batch of inputs; :func:`depthscale.param.inspect.inspect`): its width and number of
     residual branches bind the plan (else ``width`` and ``depth``). ``roles`` (glob pattern ->
-    role) go to :meth:`~depthscale.param.Plan.apply`, and so does ``example_input`` where
-    ``apply`` takes it (role inference).
+    role) and ``example_input`` (role inference) go to :meth:`~depthscale.param.Plan.apply`.
     """
     model = create(name, input_shape=input_shape, n_out=n_out, width=width, depth=depth, **options)
     plan_width, plan_depth = getattr(model, "width", None), getattr(model, "plan_depth", None)
@@ -237,8 +236,5 @@ def build(
         activation=options.get("activation", getattr(model, "activation_name", "relu")),
         **dict(plan_options or {}),
     )
-    apply_options: dict[str, Any] = {"seed": seed}
-    if example_input is not None and "example_input" in inspect.signature(p.apply).parameters:
-        apply_options["example_input"] = example_input
-    p.apply(model, dict(roles) if roles else None, **apply_options)
+    p.apply(model, dict(roles) if roles else None, seed=seed, example_input=example_input)
     return model, p

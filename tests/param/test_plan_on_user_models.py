@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_torch_models import GPT, resnet
 from torch import nn
-from user_models import GPT, resnet
 
 from depthscale.errors import ConfigError
 from depthscale.param import PlanState, inspect, plan
