@@ -102,6 +102,22 @@ def test_transfer_prints_the_laws_prediction(capsys: pytest.CaptureFixture[str])
                  "--to-depth", "4"]) == 2
 
 
+def test_transfer_follows_the_optimizer_the_lr_was_tuned_with(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """CompleteP's branch LR: SGD eta_c n L/T (x2 from L = 4 to 8), Adam eta_c/sqrt(n)
+    (depth-free; x1/2 from n = 128 to 512); laws defines no Adam rule (exit 2)."""
+    base = ["transfer", "--rule", "completep", "--lr", "0.01", "--from-depth", "4",
+            "--to-depth", "8"]
+    assert main(base) == 0
+    assert "lr 0.01 -> 0.02" in capsys.readouterr().out
+    assert main([*base, "--from-width", "128", "--to-width", "512", "--optimizer", "adam"]) == 0
+    out = capsys.readouterr().out
+    assert "lr 0.01 -> 0.005" in out and "(adam)" in out
+    assert main(["transfer", "--rule", "laws", "--lr", "0.01", "--from-depth", "4",
+                 "--to-depth", "8", "--optimizer", "adam"]) == 2
+    assert "defines no Adam transfer" in capsys.readouterr().err
+
+
 def test_limit_kernel_and_sde_write_their_outputs(tmp_path: Path) -> None:
     import numpy as np
 

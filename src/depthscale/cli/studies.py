@@ -275,10 +275,11 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
 
     # every prediction is checked (finite, > 0) before anything is printed
     preds = [(depth, transfer_lr(args.rule, args.lr, args.from_depth, depth, args.from_width,
-                                 args.to_width)) for depth in args.to_depth]
+                                 args.to_width, optimizer=args.optimizer))
+             for depth in args.to_depth]
     for depth, t in preds:
         print(f"depth {args.from_depth:g} -> {depth}: lr {args.lr:.6g} -> {t.lr:.6g}")
-    print(f"rule {args.rule}: {preds[-1][1].formula}")
+    print(f"rule {args.rule} ({args.optimizer}): {preds[-1][1].formula}")
     return 0
 
 
@@ -349,4 +350,7 @@ def register(sub: Any) -> None:
     tr.add_argument("--to-depth", type=int_list, required=True, help="target depth(s), e.g. 6,8")
     tr.add_argument("--from-width", type=finite_float, default=None)
     tr.add_argument("--to-width", type=finite_float, default=None)
+    tr.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"),
+                    help="the optimizer the LR was tuned with (Adam follows the rule table's "
+                         "Adam LR; laws is SGD only)")
     tr.set_defaults(func=_cmd_transfer)
