@@ -26,7 +26,7 @@ from depthscale.fits import loglog_slope
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
 from depthscale.probes import snapshot, two_layer_updates
-from depthscale.studies.spec import expand, parse_study
+from depthscale.studies.spec import expand, load_study, parse_study
 
 G = torch.Generator().manual_seed(0)
 X = torch.randn(64, 20, generator=G)
@@ -155,6 +155,13 @@ def test_adam_study_is_the_transfer_study_with_adam() -> None:
     assert expand(sgd) == expand(transfer)
     with pytest.raises(ConfigError, match="optimizer must be"):
         adam_study_toml(s, "lion")
+
+
+def test_adam_example_is_the_claims_quick_adam_study() -> None:
+    claim_study = parse_study(adam_study_toml(CLAIMS["beyond-adam"].settings["quick"], "adam"))
+    example = load_study(Path(__file__).resolve().parents[2] / "examples" / "beyond_adam.toml")
+    assert expand(claim_study) == expand(example)
+    assert (claim_study.name, claim_study.analysis) == (example.name, example.analysis)
 
 
 def _records(optima: dict[tuple[str, int], float], seeds: range) -> list[dict[str, object]]:
