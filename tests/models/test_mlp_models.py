@@ -106,7 +106,7 @@ def test_unknown_backward_mode_and_bad_sizes_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="depth must be"):
         MLPResNet(4, 2, 8, 0)
     with pytest.raises(ConfigError, match="block must be"):
-        MLPResNet(4, 2, 8, 2, block=3)
+        MLPResNet(4, 2, 8, 2, block=0)
     with pytest.raises(ConfigError, match="does not take"):
         build("resnet1", "sp", input_shape=(4,), n_out=2, width=4, depth=2, kernel_size=3)
     with pytest.raises(ConfigError, match="unknown model"):

@@ -2,7 +2,8 @@
 import, their verdicts, and ``reproduce``. Built on studies, limits, models and probes; nothing
 but the CLI imports this package."""
 
-from depthscale.claims import chizat as _chizat  # noqa: F401  (each module registers its claims)
+from depthscale.claims import beyond as _beyond  # noqa: F401  (each module registers its claims)
+from depthscale.claims import chizat as _chizat  # noqa: F401
 from depthscale.claims import laws as _laws  # noqa: F401
 from depthscale.claims import nfd as _nfd  # noqa: F401
 from depthscale.claims import nfd_init as _nfd_init  # noqa: F401

@@ -33,8 +33,7 @@ PAPERS: dict[str, str] = {
 
 #: Rows of CLAIMS.md that later issues implement: id -> what it waits for.
 PLANNED: dict[str, str] = {
-    cid: "the open-question studies of CLAIMS.md section D (a later issue)"
-    for cid in ("beyond-adam", "beyond-3layer", "beyond-transformer", "beyond-joint-limit")
+    "beyond-transformer": "the open-question studies of CLAIMS.md section D (a later issue)",
 }
 
 

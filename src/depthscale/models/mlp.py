@@ -1,7 +1,8 @@
 """Fully connected models of nfd, written as the paper writes them.
 
 * :class:`MLPResNet` with one-layer blocks, pre-activation (nfd Eq. 1) or post-activation
-  (nfd Eq. 9), and with two-layer blocks (nfd Eq. 6).
+  (nfd Eq. 9), with two-layer blocks (nfd Eq. 6), and with blocks of three or more internal
+  layers (Eq. 6 extended, nfd open question 4).
 * :class:`PlainMLP`, the "vanilla DNN" baseline of nfd Fig. 4a.
 
 Multipliers come from a plan; every weight is a :class:`ScaledLinear` with a role.
@@ -25,13 +26,16 @@ __all__ = ["MLPResNet", "PlainMLP", "Trace"]
 class Trace:
     """Intermediate values of one forward pass.
 
-    ``streams[l]`` is h_l (l = 0..L). For two-layer blocks ``internal[l-1]`` is the internal
-    representation x_l of nfd Eq. 6 and ``increments[l-1]`` the branch output h_l - h_{l-1}.
+    ``streams[l]`` is h_l (l = 0..L). For blocks of two or more layers ``internal[l-1]`` is the
+    (first) internal representation x_l of nfd Eq. 6, ``layers[l-1]`` every internal
+    representation of block l in order (x_{l,1}, ..., x_{l,k-1} for k layers) and
+    ``increments[l-1]`` the branch output h_l - h_{l-1}.
     """
 
     out: torch.Tensor
     streams: list[torch.Tensor] = field(default_factory=list)
     internal: list[torch.Tensor] = field(default_factory=list)
+    layers: list[list[torch.Tensor]] = field(default_factory=list)
     increments: list[torch.Tensor] = field(default_factory=list)
 
 
@@ -52,6 +56,11 @@ class MLPResNet(nn.Module):
       sqrt(T/L) phi(W h/sqrt(n)) for positively homogeneous phi, so only ReLU and identity are
       accepted.
     * ``block=2`` (Eq. 6): x_l = a_1 W_{l,1} h_{l-1}, h_l = h_{l-1} + a_2 W_{l,2} phi(x_l).
+    * ``block=k >= 3`` (Eq. 6 extended): x_{l,1} = a_1 W_{l,1} h_{l-1},
+      x_{l,j} = a_j W_{l,j} phi(x_{l,j-1}) (j = 2..k-1), h_l = h_{l-1} + a_k W_{l,k} phi(x_{l,k-1}).
+      W_{l,1} has role ``branch_in``, the middle layers ``hidden`` (a 1/sqrt(n) layer with the
+      plan's LR, no depth factor: depth-muP and Eq. 8 say nothing of them), W_{l,k}
+      ``branch_out``; a plan's ``roles`` override gives the middle layers another rule.
 
     Input h_0 = a U x and output f = a v^T h_L. ``backward="decoupled"`` or
     ``"feedback-alignment"`` applies to the residual-branch layers (nfd Cor. 1).
@@ -71,8 +80,9 @@ class MLPResNet(nn.Module):
     ) -> None:
         super().__init__()
         _check_sizes(d_in, d_out, width, depth)
-        if block not in (1, 2):
-            raise ConfigError(f"block must be 1 (one-layer) or 2 (two-layer), got {block}")
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            raise ConfigError(f"block must be the number of layers per residual block, a whole "
+                              f"number >= 1 (1: nfd Eq. 1, 2: Eq. 6), got {block!r}")
         if style not in ("pre", "post"):
             raise ConfigError(f"style must be 'pre' or 'post', got {style!r}")
         if style == "post" and (block != 1 or activation not in ("relu", "identity")):
@@ -93,6 +103,9 @@ class MLPResNet(nn.Module):
             self.branches = nn.ModuleList(
                 nn.ModuleDict({
                     "inner": ScaledLinear(width, width, "branch_in", backward=backward),
+                    **({"middle": nn.ModuleList(
+                        ScaledLinear(width, width, "hidden", backward=backward)
+                        for _ in range(block - 2))} if block > 2 else {}),
                     "outer": ScaledLinear(width, width, "branch_out", backward=backward),
                 })
                 for _ in range(depth)
@@ -107,10 +120,14 @@ class MLPResNet(nn.Module):
             h = self.phi(h)
         tr = Trace(out=h, streams=[h])
         for branch in self.branches:
-            if self.block == 2:
+            if self.block >= 2:
                 inner = branch["inner"](h)
-                delta = branch["outer"](self.phi(inner))
+                xs = [inner]
+                for layer in branch["middle"] if self.block > 2 else ():
+                    xs.append(layer(self.phi(xs[-1])))
+                delta = branch["outer"](self.phi(xs[-1]))
                 tr.internal.append(inner)
+                tr.layers.append(xs)
             elif self.style == "pre":
                 delta = branch(self.phi(h))
             else:

@@ -70,6 +70,8 @@ MODELS: dict[str, ModelSpec] = {
                   _resnet(1, "post"), _MLP_OPTIONS),
         ModelSpec("resnet2", "MLP-ResNet, two-layer blocks", "nfd Eq. 6", _resnet(2, "pre"),
                   _MLP_OPTIONS),
+        ModelSpec("resnet3", "MLP-ResNet, three-layer blocks", "nfd Eq. 6 extended (open Q. 4)",
+                  _resnet(3, "pre"), _MLP_OPTIONS),
         ModelSpec("mlp", "plain deep MLP (vanilla DNN)", "nfd Fig. 4a", _mlp, _MLP_OPTIONS),
         ModelSpec("cnn1d", "plain stride-1 1D CNN, GAP + linear head", "laws Eq. 3",
                   partial(PlainCNN.from_shape, dims=1),
