@@ -64,6 +64,9 @@ class ScaledLinear(_Multiplied):
     Until a plan is applied the layer holds PyTorch's default init and multiplier 1.
     """
 
+    weight_init: torch.Tensor  # buffers of a decoupled backward (nfd Cor. 1): W_0 and W~_0
+    weight_back_init: torch.Tensor
+
     def __init__(
         self,
         in_features: int,

@@ -11,6 +11,7 @@ Multipliers come from a plan; every weight is a :class:`ScaledLinear` with a rol
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from torch import nn
@@ -121,11 +122,14 @@ class MLPResNet(nn.Module):
         tr = Trace(out=h, streams=[h])
         for branch in self.branches:
             if self.block >= 2:
-                inner = branch["inner"](h)
+                parts = cast(nn.ModuleDict, branch)
+                inner = parts["inner"](h)
                 xs = [inner]
-                for layer in branch["middle"] if self.block > 2 else ():
+                middle: list[nn.Module] = (list(cast(nn.ModuleList, parts["middle"]))
+                                           if self.block > 2 else [])
+                for layer in middle:
                     xs.append(layer(self.phi(xs[-1])))
-                delta = branch["outer"](self.phi(xs[-1]))
+                delta = parts["outer"](self.phi(xs[-1]))
                 tr.internal.append(inner)
                 tr.layers.append(xs)
             elif self.style == "pre":

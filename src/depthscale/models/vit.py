@@ -82,6 +82,8 @@ class TransformerBlock(nn.Module):
     Dropout (if any) acts on each branch output before the addition.
     """
 
+    attn: nn.Module  # self-attention (the GPT's block puts its causal one here)
+
     def __init__(
         self,
         width: int,

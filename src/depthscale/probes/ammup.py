@@ -66,7 +66,7 @@ def update_energy(
     model.zero_grad(set_to_none=True)
     loss_fn(loss, model(x_batch), y_batch).backward()
     multiplier = {s.name: s.lr_multiplier(optimizer) for s in plan.resolve(model)}
-    direction = {k: -(multiplier[k] * p.grad).detach() for k, p in params.items()}
+    direction = {k: -(multiplier[k] * _grad(k, p)).detach() for k, p in params.items()}
     model.zero_grad(set_to_none=True)
     view = _Traced(model)
     primals = {f"model.{k}": p.detach() for k, p in params.items()}
@@ -77,8 +77,14 @@ def update_energy(
 
     # forward-mode AD needs attention's composite (math) kernel: the fused ones lack a JVP
     with sdpa_kernel(SDPBackend.MATH):
-        _, tangents = jvp(traced, (primals,), (tangent,))
+        tangents = jvp(traced, (primals,), (tangent,))[1]
     return UpdateEnergy([float(t.pow(2).mean()) for t in tangents])
+
+
+def _grad(name: str, p: torch.Tensor) -> torch.Tensor:
+    """The gradient the backward pass left on ``p``; a parameter the loss does not reach has
+    none, and its update direction is zero."""
+    return torch.zeros_like(p) if p.grad is None else p.grad
 
 
 class _Traced(nn.Module):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.models.layers import ScaledLinear
+from depthscale.models.mlp import MLPResNet
 
 __all__ = ["snapshot", "two_layer_updates"]
 
@@ -28,14 +31,15 @@ def two_layer_updates(
     * ``stream``: |dh - dh~| / sqrt(n) with dh = a_2 W_{l,2}^(k) phi(x_l^(k)) / tau and
       dh~ the same with W_{l,2}^(0), tau = T/L (nfd Eq. 33-34).
     """
-    if getattr(model, "block", None) != 2:
+    if not isinstance(model, MLPResNet) or model.block != 2:
         raise ConfigError("two_layer_updates needs a two-layer-block model (model 'resnet2')")
-    tr = model.trace(x)  # type: ignore[operator]
+    tr = model.trace(x)
     n = model.width
     tau = T / model.depth
     internal, stream = [], []
-    for l, branch in enumerate(model.branches):  # type: ignore[arg-type]
-        inner, outer = branch["inner"], branch["outer"]
+    for l, branch in enumerate(model.branches):
+        inner = cast(ScaledLinear, cast(nn.ModuleDict, branch)["inner"])
+        outer = cast(ScaledLinear, cast(nn.ModuleDict, branch)["outer"])
         h_prev, x_l = tr.streams[l], tr.internal[l]
         w1_0 = initial[f"branches.{l}.inner.weight"]
         x_frozen = inner.multiplier * h_prev @ w1_0.T

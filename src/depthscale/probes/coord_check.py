@@ -531,7 +531,7 @@ def _fit(axis: str, sizes: Sequence[int], pts: list[list[CoordPoint]], quantity:
     positive = all(v > 0 for row in per_seed for v in row)
     b, why = band if band is not None else (None, "")
     if not (finite and positive):
-        finding = "contradicts" if not finite else "undecided"
+        finding: str | None = "contradicts" if not finite else "undecided"
         slope = math.inf if not finite else math.nan
         return SlopeFit(layer_type, quantity, axis, tuple(sizes), means, slope, slope, slope, b,
                         None if b is None else finding,

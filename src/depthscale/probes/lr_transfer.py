@@ -134,7 +134,7 @@ def _bootstrap_drift(records: list[dict[str, Any]], criterion: str, seeds: Seque
     rng = np.random.default_rng(seed)
     drifts = []
     for _ in range(n_boot):
-        resampled = []
+        resampled: list[dict[str, Any]] = []
         for size in range(n_sizes):
             for j, pick in enumerate(rng.integers(0, len(seeds), size=len(seeds))):
                 resampled.extend({**r, "seed": j} for r in by_cell[(size, seeds[pick])])

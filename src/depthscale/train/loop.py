@@ -307,7 +307,9 @@ def train(
     n = len(xs)
     bs = min(config.batch_size, n)
     per_epoch = math.ceil(n / bs)
-    total = config.steps if config.steps is not None else max(1, round(config.epochs * per_epoch))
+    # validate() made sure one of steps and epochs is set
+    total = (config.steps if config.steps is not None else
+             max(1, round((config.epochs or 0) * per_epoch)))
     gen = torch.Generator().manual_seed(config.seed)
     monitor = DivergenceMonitor(config.divergence_factor, zero_output_loss(config.loss, ys, n_out))
     result = TrainResult(status="ok", steps_done=0)
