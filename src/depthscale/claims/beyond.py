@@ -710,11 +710,14 @@ def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
         ax.set_title(f"{recipe}: spread {point[recipe]:.2f} decades", fontsize=8)
         ax.legend(fontsize=7)
     floor = data.meta.get("entropy_rate_nats")
+    def slopes(tag: str) -> str:
+        said = (measured[f"{k}_slope_{tag}"] for k in ("qkv", "q", "k", "v", "fc1"))
+        return f"{tag}: qkv, q, k, v, fc1 " + ", ".join(
+            "n/a" if v is None else f"{v:.3g}" for v in said)
+
     note = "; ".join(n for n in (
-        "attention vs MLP: " + ", ".join(
-            f"{tag} slopes qkv {measured[f'qkv_slope_{tag}']}, fc1 {measured[f'fc1_slope_{tag}']}"
-            f", q {measured[f'q_slope_{tag}']}, k {measured[f'k_slope_{tag}']}, v "
-            f"{measured[f'v_slope_{tag}']}" for tag in tags),
+        "attention vs MLP, update slopes at the last step (q, k, v not judged): "
+        + "; ".join(slopes(tag) for tag in tags),
         floor is not None and f"data: {data.name}, entropy rate {floor:.3g} nats (loss floor), "
         f"uniform {data.meta['uniform_loss_nats']:.3g}") if n)
     return claim_outcome(ctx, "beyond-transformer", measured, bands, rows, fig, note,
