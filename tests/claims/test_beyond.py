@@ -1,5 +1,6 @@
 """The open-question claims (CLAIMS.md section D): three-layer blocks and their update readout,
-the Adam arm of the transfer study and its spread analysis, the joint-limit paths."""
+the Adam arm of the transfer study and its spread analysis, the joint-limit paths, and the
+Transformer block's readout and transfer study."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ from depthscale.claims.beyond import (
     adam_study_toml,
     block_updates,
     joint_widths,
+    transformer_study_toml,
+    transformer_updates,
 )
 from depthscale.claims.nfd import transfer_study_toml
 from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.models import build
+from depthscale.models.gpt import GPT
 from depthscale.models.mlp import MLPResNet
+from depthscale.param import Plan
 from depthscale.probes import snapshot, two_layer_updates
 from depthscale.studies.spec import expand, load_study, parse_study
 
@@ -218,8 +223,130 @@ def test_joint_limit_refuses_an_unknown_contrast_path_before_work(tmp_path: Path
     assert list(tmp_path.iterdir()) == []
 
 
-def test_three_open_questions_are_claims_and_the_transformer_waits() -> None:
-    for cid in ("beyond-adam", "beyond-3layer", "beyond-joint-limit"):
+def test_the_four_open_questions_are_claims_and_nothing_is_planned() -> None:
+    for cid in ("beyond-adam", "beyond-3layer", "beyond-joint-limit", "beyond-transformer"):
         assert cid in CLAIMS and cid not in PLANNED
         assert CLAIMS[cid].control is not None
-    assert "beyond-transformer" in PLANNED and "beyond-transformer" not in CLAIMS
+    assert PLANNED == {}
+
+
+# ---- beyond-transformer -----------------------------------------------------------------------
+TOK = torch.randint(0, 8, (6, 8), generator=G)
+TOK_NEXT = torch.randint(0, 8, (6, 8), generator=G)
+
+
+def _gpt(recipe: str, blocks: int, *, seed: int = 0, bias: bool = False) -> tuple[GPT, Plan]:
+    model, plan = build("gpt", recipe, input_shape=(8,), n_out=8, width=16, depth=blocks,
+                        seed=seed, heads=2, bias=bias)
+    assert isinstance(model, GPT)
+    return model, plan
+
+
+def test_transformer_updates_see_only_the_layers_whose_weights_moved() -> None:
+    n, L = 16, 4
+    model, _ = _gpt("depth-mup", 2)
+    init = snapshot(model)
+    r = torch.randn(4 * n, generator=G)
+    with torch.no_grad():  # one row each: v coordinate 0 of block 1, stream coordinate 0 of block 0
+        model.blocks[1].attn.qkv.weight[2 * n] += r[:n]
+        model.blocks[0].mlp.fc2.weight[0] += r
+    upd = transformer_updates(model, init, TOK)
+    zero = pytest.approx([0.0, 0.0], abs=1e-6)  # float32 rounding of the recomputed y~
+    assert upd["fc1"] == zero and upd["attn_stream"] == zero
+    assert upd["q"] == zero and upd["k"] == zero
+    for key in ("qkv", "v"):
+        assert upd[key][0] == pytest.approx(0.0, abs=1e-6)
+    assert upd["mlp_stream"][1] == pytest.approx(0.0, abs=1e-6)
+    blk0, blk1 = model.blocks
+    tr = model.trace(TOK)
+    with torch.no_grad():
+        # v - v~ = a (r . LN(z)) e_0 per token: its RMS over q,k,v (3n) and over v (n)
+        dv = (blk1.attn.qkv.multiplier * blk1.ln1(tr.streams[2]) @ r[:n]).abs()
+        hidden = blk0.mlp.phi(blk0.mlp.fc1(blk0.ln2(tr.streams[1])))
+        dz = (blk0.mlp.fc2.multiplier * hidden @ r).abs() * L  # / tau, tau = T/L
+    assert upd["qkv"][1] == pytest.approx(float(dv.mean()) / math.sqrt(3 * n), rel=1e-5)
+    assert upd["v"][1] == pytest.approx(float(dv.mean()) / math.sqrt(n), rel=1e-5)
+    assert upd["mlp_stream"][0] == pytest.approx(float(dz.mean()) / math.sqrt(n), rel=1e-5)
+
+
+def test_transformer_updates_need_the_gpt() -> None:
+    model, _ = build("resnet2", "depth-mup", input_shape=(20,), n_out=10, width=8, depth=2)
+    with pytest.raises(ConfigError, match="GPT"):
+        transformer_updates(model, snapshot(model), X)
+
+
+def _first_step(recipe: str, blocks: int, bias: bool) -> dict[str, list[float]]:
+    """Own updates after one SGD step at eta_c = 1e-6 in float64: the step is small enough
+    that the change of a layer's input (second order in the LR: the layers below moved) is
+    about 1e-8 of its own update."""
+    model, plan = _gpt(recipe, blocks, seed=3, bias=bias)
+    model.double()
+    init = snapshot(model)
+    opt = plan.optimizer(model, "sgd", 1e-6)
+    F.cross_entropy(model(TOK).flatten(0, 1), TOK_NEXT.flatten()).backward()
+    opt.step()
+    return transformer_updates(model, init, TOK)
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_eq8_scales_the_first_step_of_qkv_and_fc1_by_sqrt_L_and_leaves_the_streams(
+    blocks: int
+) -> None:
+    """Same draws, same first gradient: only the LR of qkv and fc1 differs, by sqrt(L)."""
+    vanilla, eq8 = (_first_step(r, blocks, bias=False) for r in ("depth-mup", "nfd-depth"))
+    root = math.sqrt(2 * blocks)
+    for key in ("qkv", "q", "k", "v", "fc1"):
+        assert eq8[key] == pytest.approx([root * u for u in vanilla[key]], rel=1e-6), key
+    for key in ("attn_stream", "mlp_stream"):
+        assert eq8[key] == pytest.approx(vanilla[key], rel=1e-6), key
+
+
+def test_with_biases_eq8_corrects_only_the_weights_of_qkv_and_fc1() -> None:
+    """nfd-depth's sqrt(L) is on the weights (Eq. 8); a first layer's bias keeps the vector
+    LR, so the own update of a layer with a bias grows by less than sqrt(L)."""
+    vanilla, eq8 = (_first_step(r, 3, bias=True) for r in ("depth-mup", "nfd-depth"))
+    for key in ("qkv", "fc1"):
+        for a, b in zip(vanilla[key], eq8[key], strict=True):
+            assert 1.05 < b / a < math.sqrt(6) - 0.05, (key, b / a)
+
+
+def test_transformer_study_is_the_transfer_study_on_the_bias_free_gpt() -> None:
+    s = CLAIMS["beyond-transformer"].settings["quick"]
+    study = parse_study(transformer_study_toml(s))
+    assert (study.name, study.model, study.dataset) == ("beyond-transformer", "gpt", "markov")
+    assert dict(study.model_options) == {"heads": 4, "mlp_ratio": 4, "bias": False}
+    assert dict(study.data_options) == {**s["data"], "seed": 0}
+    assert study.train.batch_size == s["batch"] and study.train.optimizer == "sgd"
+    grid = dict(study.grid)
+    assert grid["recipe"] == ("depth-mup", "nfd-depth")
+    assert grid["depth"] == tuple(s["transfer_blocks"]) and grid["lr"] == tuple(s["eta_cs"])
+    resnet = parse_study(transfer_study_toml({**s, "depths": s["transfer_blocks"]}))
+    assert study.analysis == resnet.analysis and study.train.epochs == resnet.train.epochs
+    example = load_study(Path(__file__).resolve().parents[2] / "examples"
+                         / "beyond_transformer.toml")
+    assert expand(study) == expand(example)
+    assert (study.name, study.analysis) == (example.name, example.analysis)
+
+
+def test_transformer_claim_refuses_bad_data_options_before_work(tmp_path: Path) -> None:
+    c = CLAIMS["beyond-transformer"]
+    smoke = c.settings["smoke"]
+    with pytest.raises(ConfigError, match="vocab"):
+        c.run(ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                           settings={**smoke, "data": {**smoke["data"], "vocab": 1}}))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_transformer_control_makes_the_arms_identical(tmp_path: Path) -> None:
+    c = CLAIMS["beyond-transformer"]
+    out = c.run(ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None,
+                             seed=0, settings=c.settings_for("smoke", control=True)))
+    assert out.verdict == "FAIL", out.reason
+    m = out.measured
+    assert m["spread_nfd_minus_depth_mup"] == 0.0
+    assert m["spread_nfd_minus_depth_mup_ci_low"] == m["spread_nfd_minus_depth_mup_ci_high"] == 0.0
+    for key in ("qkv", "fc1", "attn_stream", "mlp_stream"):
+        assert m[f"{key}_slope_nfd_depth"] == m[f"{key}_slope_depth_mup"], key
+    assert "spread_nfd_minus_depth_mup: contradicts" in out.reason
+    rows = (tmp_path / "beyond-transformer.csv").read_text().splitlines()
+    assert rows[0].startswith("part,") and len(rows) > 1

@@ -25,7 +25,6 @@ from depthscale.cli import main
         (["explain", "--dataset", "imagenet"], "unknown dataset"),
         (["train", "--dataset", "cifar10", "--steps", "1"], "cifar"),
         (["reproduce", "nfd-nope"], "unknown claim"),
-        (["reproduce", "beyond-transformer"], "not implemented yet"),
         (["reproduce", "laws-table1", "--workers", "0"], "workers must be >= 1"),
         (["bench", "warp-drive"], "unknown benchmark"),
         (["coord-check", "--widths", "a,b"], "comma-separated integers"),

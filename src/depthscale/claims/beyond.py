@@ -13,15 +13,24 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
+from torch.func import functional_call
 
-from depthscale.claims.nfd import _dataset, _run_study, _toml, transfer_study_toml
+from depthscale import data as ds_data
+from depthscale.claims.nfd import (
+    _ARM_LABELS,
+    _corrected_arms,
+    _dataset,
+    _run_study,
+    _toml,
+    transfer_study_toml,
+)
 from depthscale.claims.nfd_limits import (
     SizeSeries,
     finite_measured,
@@ -36,6 +45,7 @@ from depthscale.claims.nfd_limits import (
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
+    Band,
     ClaimOutcome,
     Decision,
     Route,
@@ -50,9 +60,11 @@ from depthscale.claims.verdicts import (
 from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.models import build
+from depthscale.models.gpt import GPT
 from depthscale.models.layers import ScaledLinear
 from depthscale.models.mlp import MLPResNet
 from depthscale.probes import snapshot
+from depthscale.probes.coord_check import _first_tensor, _forward
 from depthscale.report import figures
 from depthscale.studies.analysis import (
     criterion_value,
@@ -65,7 +77,8 @@ from depthscale.studies.spec import _toml_loads
 from depthscale.train import TrainConfig, train
 from depthscale.train.loop import Hook
 
-__all__ = ["adam_study_toml", "block_updates", "joint_widths"]
+__all__ = ["adam_study_toml", "block_updates", "joint_widths", "transformer_study_toml",
+           "transformer_updates"]
 
 _QUICK_DATA = {"dataset": "mnist1d"}
 _FULL_DATA = {"dataset": "cifar10"}
@@ -298,21 +311,67 @@ def block_updates(model: nn.Module, initial: Mapping[str, torch.Tensor], x: torc
     return out
 
 
+#: updates(model, initial parameters, probe inputs) -> per readout key, one value per block
+Updates = Callable[[nn.Module, Mapping[str, torch.Tensor], torch.Tensor], dict[str, list[float]]]
+
+
 def _layer_readout(rows: list[dict[str, Any]], base: dict[str, Any], steps: set[int],
-                   init: dict[str, torch.Tensor], probe: torch.Tensor) -> Hook:
-    """A training hook appending the block-mean :func:`block_updates` and the mean of the last
-    10 running losses to ``rows`` at each step in ``steps``."""
+                   init: dict[str, torch.Tensor], probe: torch.Tensor,
+                   updates: Updates = block_updates) -> Hook:
+    """A training hook appending the block-mean ``updates`` (default :func:`block_updates`)
+    and the mean of the last 10 running losses to ``rows`` at each step in ``steps``."""
     recent: list[float] = []
 
     def hook(step: int, model: nn.Module, loss: float) -> None:
         recent.append(loss)
         if step in steps:
-            upd = block_updates(model, init, probe.to(next(model.parameters()).device))
+            upd = updates(model, init, probe.to(next(model.parameters()).device))
             rows.append({**base, "step": step, **{f"{k}_update": statistics.fmean(v)
                                                   for k, v in upd.items()},
                          "running_loss_last10": statistics.fmean(recent[-10:])})
 
     return hook
+
+
+def _readout_slope(rows: Sequence[Mapping[str, Any]], tag: str, key: str,
+                   depths: Sequence[int], step: int) -> float:
+    """Log-log slope vs depth ``L`` (the rows' ``depth``) of the seed-mean ``<key>_update`` of
+    arm ``tag`` read at ``step``; NaN unless every depth has a finite positive value."""
+    ys = [_mean([r[f"{key}_update"] for r in rows
+                 if r["arm"] == tag and r["depth"] == L and r["step"] == step]) for L in depths]
+    ok = all(math.isfinite(v) and v > 0 for v in ys)
+    return loglog_slope(depths, ys).slope if ok else math.nan
+
+
+def _readout_slopes(rows: Sequence[Mapping[str, Any]], tags: Sequence[str],
+                    keys: Sequence[str], depths: Sequence[int], readouts: Sequence[int],
+                    bands: Mapping[str, Band]) -> tuple[dict[str, float | None],
+                                                        dict[str, tuple[str, str]]]:
+    """Per arm and readout key, ``<key>_slope_<tag>`` (:func:`_readout_slope`) at the last
+    readout step and ``..._step<k>`` at the others; a banded slope's finding
+    (:func:`~depthscale.claims.verdicts.interval_finding` on the point) when it is the same at
+    every readout, else undecided: a slope that moves with the step it is read at tracks
+    training progress, not a depth scaling (as nfd-collapse)."""
+    last = max(readouts)
+    measured: dict[str, float | None] = {}
+    findings: dict[str, tuple[str, str]] = {}
+    for tag in tags:
+        for key in keys:
+            name = f"{key}_slope_{tag}"
+            by_step = {k: _readout_slope(rows, tag, key, depths, k) for k in readouts}
+            measured[name] = finite_or_none(by_step[last])
+            measured |= {f"{name}_step{k}": finite_or_none(v) for k, v in by_step.items()
+                         if k != last}
+            if name not in bands:
+                continue
+            said = {interval_finding(v, v, bands[name]) for v in by_step.values()}
+            text = ", ".join(f"step {k}: {v:.3g}" for k, v in by_step.items())
+            findings[name] = ((said.pop(), f"slope {text} against band {list(bands[name])}")
+                              if len(said) == 1 else
+                              ("undecided", f"the slope moves with the step it is read at "
+                               f"({text}; band {list(bands[name])}): it tracks training "
+                               "progress; a wider net (--scale medium) would decide it"))
+    return measured, findings
 
 
 #: (tag, label) of beyond-3layer's arms; their recipes and middle-layer roles: _three_arms
@@ -395,35 +454,11 @@ def beyond_3layer(ctx: ClaimContext) -> ClaimOutcome:
                     r["status"] = res.status
             ctx.progress(1)
     keys = ("layer1", "layer2", "stream")
-
-    def slope_at(tag: str, key: str, step: int) -> float:
-        ys = [_mean([r[f"{key}_update"] for r in rows
-                     if r["arm"] == tag and r["depth"] == L and r["step"] == step])
-              for L in s["depths"]]
-        ok = all(math.isfinite(v) and v > 0 for v in ys)
-        return loglog_slope(s["depths"], ys).slope if ok else math.nan
-
     bands = {"layer1_slope_depth_mup": _COLLAPSE, "layer2_slope_depth_mup": _COLLAPSE,
              "stream_slope_depth_mup": _FLAT, "layer1_slope_fix": _FLAT,
              "layer2_slope_fix": _FLAT, "stream_slope_fix": _FLAT}
-    measured: dict[str, float | None] = {}
-    findings: dict[str, tuple[str, str]] = {}
-    for tag, _recipe, _middle in arms:
-        for key in keys:
-            name = f"{key}_slope_{tag}"
-            by_step = {k: slope_at(tag, key, k) for k in readouts}
-            measured[name] = finite_or_none(by_step[s["steps"]])
-            measured |= {f"{name}_step{k}": finite_or_none(v) for k, v in by_step.items()
-                         if k != s["steps"]}
-            if name not in bands:
-                continue
-            said = {interval_finding(v, v, bands[name]) for v in by_step.values()}
-            text = ", ".join(f"step {k}: {v:.3g}" for k, v in by_step.items())
-            findings[name] = ((said.pop(), f"slope {text} against band {list(bands[name])}")
-                              if len(said) == 1 else
-                              ("undecided", f"the slope moves with the step it is read at "
-                               f"({text}; band {list(bands[name])}): it tracks training "
-                               "progress; a wider net (--scale medium) would decide it"))
+    measured, findings = _readout_slopes(rows, [tag for tag, _, _ in arms], keys, s["depths"],
+                                         readouts, bands)
     fig, axes = figures.new_figure(ncols=3)
     for ax, key in zip(axes.flat, keys, strict=True):
         for tag, recipe, _middle in arms:
@@ -438,6 +473,254 @@ def beyond_3layer(ctx: ClaimContext) -> ClaimOutcome:
     note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at step {s['steps']}: slopes {eq8} "
             "(derived: layer 1 flat, layer 2 ~ -0.5)")
     return claim_outcome(ctx, "beyond-3layer", measured, bands, rows, fig, note,
+                         decision=findings_verdict(findings))
+
+
+# ---- beyond-transformer -----------------------------------------------------------------------
+#: readout key -> the layer of each GPT block whose own update it reads (models/gpt.py roles:
+#: qkv, fc1 branch_in; proj, fc2 branch_out)
+_GPT_LAYERS = {"qkv": "attn.qkv", "fc1": "mlp.fc1", "attn_stream": "attn.proj",
+               "mlp_stream": "mlp.fc2"}
+_GPT_KEYS = ("qkv", "q", "k", "v", "fc1", "attn_stream", "mlp_stream")
+
+
+def _token_rms(t: torch.Tensor) -> float:
+    """Mean over windows and positions of the RMS over features (|y|/sqrt(m) per token)."""
+    return float(t.double().pow(2).mean(-1).sqrt().mean())
+
+
+@torch.no_grad()
+def transformer_updates(model: nn.Module, initial: Mapping[str, torch.Tensor],
+                        tokens: torch.Tensor, T: float = 1.0) -> dict[str, list[float]]:
+    """Per block l of a :class:`~depthscale.models.GPT` on token windows ``tokens``, each the
+    mean over windows and positions of a per-token |.|/sqrt(features):
+
+    * ``qkv``, ``fc1``: y - y~ for the first layer of the attention and of the MLP branch, y
+      its output and y~ the same layer with its initial weight and bias on its current input
+      LN(z): the change its own update makes (nfd Eq. 27, x - x~); ``q``, ``k``, ``v`` the
+      same on each third of qkv's output;
+    * ``attn_stream``, ``mlp_stream``: (dz - dz~)/tau for the last layer of each branch (proj,
+      fc2), dz its output and dz~ with its initial parameters, tau = T/L, L = 2 D residual
+      branches (nfd Eq. 33-34 for each of a block's two residual updates).
+    """
+    if not isinstance(model, GPT):
+        raise ConfigError(f"transformer_updates needs the GPT (model 'gpt'), got "
+                          f"{type(model).__name__}")
+    names = {f"blocks.{l}.{sub}": key for l in range(model.depth)
+             for key, sub in _GPT_LAYERS.items()}
+    rec = _forward(model, tokens, dict.fromkeys(names, "branch_in"), {}, set(names))
+    modules = dict(model.named_modules())
+    tau = T / model.plan_depth
+    out: dict[str, list[float]] = {k: [] for k in _GPT_KEYS}
+    for name, key in names.items():
+        args, kwargs = rec.inputs[name]
+        own = {k.removeprefix(f"{name}."): v for k, v in initial.items()
+               if k.startswith(f"{name}.")}
+        delta = rec.outputs[name] - _first_tensor(functional_call(modules[name], own, args,
+                                                                  kwargs))
+        if key in ("attn_stream", "mlp_stream"):
+            delta = delta / tau
+        out[key].append(_token_rms(delta))
+        if key == "qkv":  # [q | k | v] along the features (CausalSelfAttention)
+            for part, d in zip("qkv", delta.chunk(3, dim=-1), strict=True):
+                out[part].append(_token_rms(d))
+    return out
+
+
+def _token_data(ctx: ClaimContext) -> ds_data.Dataset:
+    """The claim's token dataset with its options ``data`` (split seed = the claim's seed)."""
+    s = ctx.settings
+    return ds_data.load(s["dataset"], data_dir=ctx.data_dir, seed=ctx.seed, **s["data"])
+
+
+def transformer_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
+                           data_dir: str | Path | None = None) -> str:
+    """The TOML of beyond-transformer's transfer study: nfd-transfer's study
+    (:func:`~depthscale.claims.nfd.transfer_study_toml`: depth-muP vs the Eq. 8 arm, an eta_c
+    grid per depth, SGD, last-epoch training loss) on the GPT (``[model]`` options
+    ``s["model"]``) at ``s["transfer_blocks"]`` blocks, batch ``s["batch"]``, on the token
+    dataset with options ``s["data"]``."""
+    text = transfer_study_toml({**s, "depths": s["transfer_blocks"]}, seed=seed, device=device,
+                               data_dir=data_dir)
+    tables = _toml_loads(text, "nfd-transfer study")
+    tables["study"] |= {"name": "beyond-transformer", "model": "gpt"}
+    tables["data"] |= s["data"]
+    tables["train"]["batch_size"] = s["batch"]
+    return _emit_toml({"study": tables.pop("study"), "model": dict(s["model"]), **tables})
+
+
+_GPT_QUICK = {"dataset": "markov",
+              "data": {"vocab": 16, "order": 2, "context": 16, "n_train": 1024, "n_test": 256},
+              "model": {"heads": 4, "mlp_ratio": 4, "bias": False}, "batch": 32}
+
+
+@claim(
+    "beyond-transformer", "nfd",
+    "Open question (nfd Q1): in pre-LN Transformer blocks (GPT: causal attention + 2-layer "
+    "MLP, SGD) depth-muP collapses the first layers' (qkv, fc1) updates ~ L^(-1/2) with the "
+    "stream's O(1); Eq. 8 (x sqrt(L) on qkv and fc1) makes them flat and narrows the spread "
+    "of the optimal eta_c across depths",
+    quick={**_GPT_QUICK, "width": 64, "collapse_blocks": [2, 4, 8, 16], "eta_c": 0.1,
+           "steps": 100, "probe_batch": 64, "collapse_seeds": 1, "transfer_blocks": [1, 2, 4],
+           "eta_cs": [0.2, 0.4, 0.8, 1.6, 3.2], "epochs": 3, "seeds": 2, "n_boot": 1000},
+    medium={**_GPT_QUICK, "width": 128, "collapse_blocks": [2, 4, 8, 16, 32], "eta_c": 0.1,
+            "steps": 300, "probe_batch": 128, "collapse_seeds": 2,
+            "transfer_blocks": [1, 2, 4, 8], "eta_cs": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4],
+            "epochs": 5, "seeds": 4, "n_boot": 2000},
+    full={"dataset": "pytext", "data": {"context": 64, "n_train": 16384, "n_test": 1024},
+          "model": {"heads": 4, "mlp_ratio": 4, "bias": False}, "batch": 64, "width": 256,
+          "collapse_blocks": [2, 4, 8, 16, 32, 64], "eta_c": 0.1, "steps": 1000,
+          "probe_batch": 128, "collapse_seeds": 3, "transfer_blocks": [2, 4, 8, 16],
+          "eta_cs": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4], "epochs": 3, "seeds": 3,
+          "n_boot": 2000},
+    smoke={"dataset": "markov",
+           "data": {"vocab": 8, "order": 1, "context": 8, "n_train": 64, "n_test": 16},
+           "model": {"heads": 2, "mlp_ratio": 2, "bias": False}, "batch": 16, "width": 16,
+           "collapse_blocks": [1, 2], "eta_c": 0.1, "steps": 3, "probe_batch": 8,
+           "collapse_seeds": 1, "transfer_blocks": [1, 2], "eta_cs": [0.1, 1.0], "epochs": 1,
+           "seeds": 2, "n_boot": 50},
+    control=Control(
+        "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
+        "qkv and fc1 missing): both arms are the same runs, so the spread difference is "
+        "exactly 0 in every resample and the 'corrected' first layers collapse like "
+        "depth-muP's. No contrast at smoke: the correct run needs quick-scale depths, steps "
+        "and grids",
+        {"corrected_recipe": "depth-mup"}, contrast=False),
+)
+def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
+    """nfd open question 1, on the GPT (models/gpt.py: pre-LN blocks of causal multi-head
+    attention and a 2-layer GELU MLP; L = 2 D residual branches for D blocks; qkv and fc1 are
+    ``branch_in``, so nfd-depth gives them eta_1 = eta_c n sqrt(L), Eq. 8) without biases
+    (Eq. 6 has none; nfd-depth leaves a first layer's bias at the vector LR, without the
+    sqrt(L), so with biases the layer's own update mixes a corrected and an uncorrected part),
+    on token data: quick and medium an order-2 markov chain (the next token depends on the
+    one before the last, so attention is needed, not only the MLP; its exact entropy rate is
+    the loss floor; vocab 16 keeps the runs in budget), full the pytext bytes (real text).
+
+    (a) Collapse (nfd Fig. 5 row 1): ``steps`` SGD steps at ``eta_c`` per depth and arm; per
+    layer the block-mean own update (:func:`transformer_updates`) vs L, log-log slope, read at
+    a third, two thirds and the end of the run (:func:`_readout_slopes`, as beyond-3layer).
+    Bands of nfd-collapse, fixed before running: depth-muP qkv and fc1 in [-0.65, -0.35],
+    both streams in [-0.15, 0.15]; Eq. 8 all four in [-0.15, 0.15]. q, k, v are reported,
+    not judged. (b) Transfer (nfd Fig. 5 row 2): the study :func:`transformer_study_toml`;
+    per recipe the spread max - min over depths of log10 eta_c* with a 95% seed-bootstrap CI
+    (beyond-adam's :func:`_spreads`, :func:`_bootstrap_spreads`), and the paired difference
+    Eq. 8 minus depth-muP, claimed < 0 (:func:`~depthscale.claims.verdicts.sign_finding`);
+    undecided where an eta_c grid's loss range is within its seed spread. One verdict over
+    all findings (:func:`~depthscale.claims.verdicts.findings_verdict`); one route, so a
+    contradiction is a FAIL.
+    """
+    s = ctx.settings
+    arms = _corrected_arms(s)
+    recipes = tuple(r for _, r in arms)
+    data = _token_data(ctx)  # bad data options fail here, before any run
+    records = _run_study(ctx, "beyond-transformer", transformer_study_toml(
+        s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
+    probe = data.x_train[: s["probe_batch"]]
+    readouts = sorted({max(1, s["steps"] // 3), max(1, 2 * s["steps"] // 3), s["steps"]})
+    seeds = range(ctx.seed, ctx.seed + s["collapse_seeds"])
+    ctx.set_total(len(arms) * len(s["collapse_blocks"]) * len(seeds))
+    rows: list[dict[str, Any]] = []
+    for tag, recipe in arms:
+        for D in s["collapse_blocks"]:
+            for seed in seeds:
+                net, plan = build("gpt", recipe, input_shape=data.sample_shape, n_out=data.n_out,
+                                  width=s["width"], depth=D, seed=seed, **s["model"])
+                base = {"part": "collapse", "arm": tag, "recipe": recipe, "blocks": D,
+                        "depth": cast(GPT, net).plan_depth, "seed": seed}
+                hook = _layer_readout(rows, base, set(readouts), snapshot(net), probe,
+                                      transformer_updates)
+                res = train(net, plan, data, TrainConfig(
+                    lr=s["eta_c"], steps=s["steps"], batch_size=s["batch"], seed=seed,
+                    device=ctx.device), hooks=[hook])
+                for r in rows:
+                    if (r["arm"], r["blocks"], r["seed"]) == (tag, D, seed):
+                        r["status"] = res.status
+                ctx.progress(1)
+    depths = [2 * D for D in s["collapse_blocks"]]
+    tags = [tag for tag, _ in arms]
+    bands = {f"{k}_slope_{tag}": _FLAT if tag == "nfd_depth" or "stream" in k else _COLLAPSE
+             for tag in tags for k in ("qkv", "fc1", "attn_stream", "mlp_stream")}
+    measured, findings = _readout_slopes(rows, tags, _GPT_KEYS, depths, readouts, bands)
+
+    point = _spreads(records, recipes, s["transfer_blocks"])
+    boot = _bootstrap_spreads(records, recipes, s["transfer_blocks"], n_boot=s["n_boot"],
+                              seed=ctx.seed)
+    for i, (tag, recipe) in enumerate(arms):
+        low, high = _interval(boot[:, i])
+        measured |= {f"spread_{tag}": finite_or_none(point[recipe]),
+                     f"spread_{tag}_ci_low": finite_or_none(low),
+                     f"spread_{tag}_ci_high": finite_or_none(high)}
+    diff = point[recipes[1]] - point[recipes[0]]
+    low, high = _interval(boot[:, 1] - boot[:, 0])
+    measured |= {"spread_nfd_minus_depth_mup": finite_or_none(diff),
+                 "spread_nfd_minus_depth_mup_ci_low": finite_or_none(low),
+                 "spread_nfd_minus_depth_mup_ci_high": finite_or_none(high)}
+    spread_text = (f"spread of log10 eta_c* over {s['transfer_blocks']} blocks: depth-muP "
+                   f"{point[recipes[0]]:.3g}, {recipes[1]} {point[recipes[1]]:.3g} decades; "
+                   f"difference {diff:+.3g}, 95% seed-bootstrap CI [{low:+.3g}, {high:+.3g}] "
+                   f"({s['seeds']} seeds), claimed < 0")
+    finding = sign_finding(low, high, -1)
+    flat = [g for g in grid_signals(records, "last-epoch", "depth", group="recipe") if g.flat]
+    if flat and not low == high == 0.0:  # identical arms are a FAIL whatever the noise
+        g = min(flat, key=lambda g: g.loss_range)
+        finding, spread_text = "undecided", (
+            f"{spread_text}; but the eta_c grid's loss range at {g.group}, {g.depth} blocks "
+            f"({g.loss_range:.3g}) is within its seed spread ({g.seed_spread:.3g}): no optimum "
+            "to compare; more seeds or epochs (--scale medium) decide it")
+    findings["spread_nfd_minus_depth_mup"] = (finding, spread_text)
+    for o in optimal_lrs(records, "last-epoch", "depth", group="recipe", aggregate="loss"):
+        measured[f"eta_star_{o.group}_D{o.depth}"] = o.lr
+
+    rows += sorted(({"part": "transfer", "recipe": r["recipe"], "blocks": r["depth"],
+                     "depth": 2 * r["depth"], "eta_c": r["lr"], "seed": r["seed"],
+                     "status": r["status"],
+                     "last_epoch_train_loss": criterion_value(r, "last-epoch")}
+                    for r in records),
+                   key=lambda r: (recipes.index(r["recipe"]), r["blocks"], r["eta_c"],
+                                  r["seed"]))
+    fig, axes = figures.new_figure(ncols=3, nrows=2)
+    last = [r for r in rows if r["part"] == "collapse" and r["step"] == s["steps"]]
+
+    def curve(tag: str, key: str) -> list[float]:
+        return [_mean([r[f"{key}_update"] for r in last if r["arm"] == tag and r["depth"] == L])
+                for L in depths]
+
+    panels = (("qkv", ("qkv",)), ("fc1", ("fc1",)), ("streams", ("attn_stream", "mlp_stream")),
+              ("q, k, v", ("q", "k", "v")))
+    for ax, (title, keys) in zip(axes.flat, panels, strict=False):
+        for (tag, recipe), key in ((arm, key) for arm in arms for key in keys):
+            figures.loglog_fit_panel(ax, depths, curve(tag, key),
+                                     label=f"{key}, {_ARM_LABELS[tag].format(recipe)}")
+        ax.set_xlabel("depth L = 2 x blocks")
+        ax.set_title(f"{title} own update (step {s['steps']})", fontsize=8)
+        ax.legend(fontsize=5)
+    for ax, recipe in zip(axes.flat[4:], recipes, strict=True):
+        for D in s["transfer_blocks"]:
+            ys = [_mean([r["last_epoch_train_loss"] for r in rows if r["part"] == "transfer"
+                         and r["recipe"] == recipe and r["blocks"] == D and r["eta_c"] == e])
+                  for e in s["eta_cs"]]
+            line = ax.semilogx(s["eta_cs"], ys, "o-", label=f"{D} blocks")[0]
+            star = measured.get(f"eta_star_{recipe}_D{D}")
+            if star is not None:
+                ax.axvline(star, color=line.get_color(), ls=":", lw=1)
+        figures.label_log_ticks(ax, s["eta_cs"])
+        ax.set_xlabel("eta_c")
+        ax.set_ylabel("train loss (last epoch)")
+        ax.set_title(f"{recipe}: spread {point[recipe]:.2f} decades", fontsize=8)
+        ax.legend(fontsize=7)
+    floor = data.meta.get("entropy_rate_nats")
+    def slopes(tag: str) -> str:
+        said = (measured[f"{k}_slope_{tag}"] for k in ("qkv", "q", "k", "v", "fc1"))
+        return f"{tag}: qkv, q, k, v, fc1 " + ", ".join(
+            "n/a" if v is None else f"{v:.3g}" for v in said)
+
+    note = "; ".join(n for n in (
+        "attention vs MLP, update slopes at the last step (q, k, v not judged): "
+        + "; ".join(slopes(tag) for tag in tags),
+        floor is not None and f"data: {data.name}, entropy rate {floor:.3g} nats (loss floor), "
+        f"uniform {data.meta['uniform_loss_nats']:.3g}") if n)
+    return claim_outcome(ctx, "beyond-transformer", measured, bands, rows, fig, note,
                          decision=findings_verdict(findings))
 
 

@@ -32,9 +32,7 @@ PAPERS: dict[str, str] = {
 }
 
 #: Rows of CLAIMS.md that later issues implement: id -> what it waits for.
-PLANNED: dict[str, str] = {
-    "beyond-transformer": "the open-question studies of CLAIMS.md section D (a later issue)",
-}
+PLANNED: dict[str, str] = {}
 
 
 @dataclass
