@@ -43,8 +43,9 @@ def catalogue_markdown() -> str:
         control = _cell(c.control.what) if c.control else "**none yet**"
         contrast = ("yes" if c.control.contrast else "no") if c.control else "-"
         lines.append(f"| `{cid}` | {c.paper} | {_cell(c.title)} | {control} | {contrast} |")
-    lines += ["", "## Planned", ""]
-    lines += [f"- `{cid}`: waits for {_cell(why)}" for cid, why in PLANNED.items()]
+    if PLANNED:
+        lines += ["", "## Planned", ""]
+        lines += [f"- `{cid}`: waits for {_cell(why)}" for cid, why in PLANNED.items()]
     return "\n".join(lines) + "\n"
 
 
