@@ -158,3 +158,25 @@ def test_a_diverged_run_says_at_which_step_and_why(
     reason = metrics["diverged_reason"]
     assert reason.startswith("running loss") and "> 10 x initial loss" in reason
     assert f"(diverged at step {metrics['diverged_at']}: {reason})" in line
+
+
+def test_a_deferred_interrupt_waits_for_the_next_step_and_a_second_one_does_not() -> None:
+    """``progress(defer_interrupt=True)``: a Ctrl-C lands as a flag and is raised by the next
+    ``advance`` (a step boundary, outside the bar's locks); a second Ctrl-C raises at once;
+    the previous SIGINT handler is back afterwards."""
+    from depthscale.cli.common import progress
+
+    before = signal.getsignal(signal.SIGINT)
+    steps = 0
+    with pytest.raises(KeyboardInterrupt), progress("t", 10, defer_interrupt=True) as advance:
+        advance(1)
+        steps += 1
+        signal.raise_signal(signal.SIGINT)  # no exception here: only a flag
+        steps += 1
+        advance(1)  # raises
+        steps += 1
+    assert steps == 2
+    with pytest.raises(KeyboardInterrupt), progress("t", 10, defer_interrupt=True):
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # the second one raises now
+    assert signal.getsignal(signal.SIGINT) is before

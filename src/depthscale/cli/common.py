@@ -164,17 +164,47 @@ def status(message: str) -> Any:
 
 
 @contextmanager
-def progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr; yields advance(k)."""
+def progress(description: str, total: int | None, *,
+             defer_interrupt: bool = False) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields advance(k).
+
+    ``defer_interrupt``: a Ctrl-C raises KeyboardInterrupt at the next ``advance`` (a finished
+    step), not wherever the signal lands, so it never interrupts the bar's own locked updates
+    (an interrupt taken inside them can leave a lock held, and the bar's refresh thread then
+    blocks the exit); a second Ctrl-C raises at once. In the main thread only."""
+    import signal
+    import threading
+
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                  console=console) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda k: bar.advance(task, k)
+    pending = False
+
+    def on_sigint(_signum: int, _frame: Any) -> None:
+        nonlocal pending
+        if pending:
+            raise KeyboardInterrupt
+        pending = True
+
+    defer = defer_interrupt and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if defer else None
+    try:
+        console = Console(stderr=True)
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                      console=console) as bar:
+            task = bar.add_task(description, total=total)
+
+            def advance(k: int) -> None:
+                if pending:
+                    raise KeyboardInterrupt
+                bar.advance(task, k)
+
+            yield advance
+    finally:
+        if defer:  # None: the previous handler was not Python's; restore the default one
+            signal.signal(signal.SIGINT,
+                          signal.default_int_handler if previous is None else previous)
 
 
 def json_safe(x: Any) -> Any:

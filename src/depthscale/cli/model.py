@@ -51,7 +51,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         check_data(model, data, cfg.loss)  # train() checks again; here before the progress bar
         per_epoch = math.ceil(len(data.x_train) / min(cfg.batch_size, len(data.x_train)))
         total = cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
-        with progress(f"train {args.model} ({args.param})", total) as advance:
+        with progress(f"train {args.model} ({args.param})", total,
+                      defer_interrupt=True) as advance:
             res = train(model, plan, data, cfg, progress=advance)
     except TrainInterrupted as exc:
         res = exc.result
