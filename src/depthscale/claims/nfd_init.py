@@ -93,7 +93,8 @@ def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome
             per_trial = res.mse_per_trial[:, at]
             sem = (float(per_trial.std(ddof=1)) / math.sqrt(len(per_trial))
                    if len(per_trial) > 1 else math.nan)
-            rows.append({"sweep": axis, "width": n, "depth": L, "mse": float(res.mse[at]),
+            rows.append({"sweep": axis, "width": n, "depth": L, "trials": trials,
+                         "mse": float(res.mse[at]),
                          "mse_sem": sem, "mse_max_over_layers": float(res.mse.max())})
             ctx.progress(1)
     by = {a: [r["mse"] for r in rows if r["sweep"] == a] for a in ("width", "depth")}
