@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 import torch
+from scipy import stats
 from torch import nn
 
 from depthscale import data as ds_data
@@ -45,6 +46,7 @@ from depthscale.claims.verdicts import (
     findings_verdict,
     finite_or_none,
     interval_finding,
+    noise_gate,
     routes_verdict,
     sign_finding,
 )
@@ -55,7 +57,9 @@ from depthscale.models.mlp import MLPResNet
 from depthscale.probes import snapshot, two_layer_updates
 from depthscale.report import figures
 from depthscale.studies.analysis import (
+    Optimum,
     criterion_value,
+    grid_signals,
     lr_spread,
     optimal_lrs,
     scan_axis,
@@ -140,15 +144,14 @@ def transfer_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "c
                         data_dir: str | Path | None = None) -> str:
     """The TOML of nfd-transfer's study (settings ``s``): two-layer-block ResNet, depth-muP vs
     the Eq. 8 LR (nfd-depth), an eta_c grid per depth (Fig. 5 row 2); analysed per recipe as
-    the eta_c minimising the seed-mean last-epoch training loss."""
+    the eta_c minimising each seed's last-epoch training loss (one optimum per seed)."""
     return _study_toml(
         "nfd-transfer", "resnet2", None, s, seed=seed, device=device, data_dir=data_dir,
         grid={"recipe": list(dict.fromkeys(r for _, r in _corrected_arms(s))),
               "depth": s["depths"],
               "width": [s["width"]], "lr": s["eta_cs"]},
         plan_grid={},
-        analysis={"criterion": "last-epoch", "axis": "depth", "group": "recipe",
-                  "aggregate": "loss"},
+        analysis={"criterion": "last-epoch", "axis": "depth", "group": "recipe"},
     )
 
 
@@ -666,9 +669,14 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
         {"corrected_recipe": "depth-mup"}, contrast=False),
 )
 def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
-    """nfd Fig. 5 row 2: per depth, the eta_c minimising the epoch-averaged training loss of
-    the last epoch (mean over seeds, refined by a parabola in log eta_c); spread = max - min of
-    log10 eta_c* across depths, for depth-muP and for nfd-depth (Eq. 8). The runs are the study
+    """nfd Fig. 5 row 2: per depth and seed, the eta_c minimising the epoch-averaged training
+    loss of the last epoch (refined by a parabola in log eta_c); an arm's spread = max - min
+    across depths of the seed-mean log10 eta_c*, for depth-muP and for nfd-depth (Eq. 8). The
+    verdict rests on the seed-bootstrap CI of (Eq. 8 spread - depth-muP spread)
+    (:func:`_spread_bootstrap`, :func:`~depthscale.claims.verdicts.sign_finding`) and is
+    INCONCLUSIVE when the depth-muP spread, the drift the correction must remove, is within
+    its noise (:func:`_spread_noise`) or an LR grid is flat within seed noise
+    (:func:`~depthscale.studies.analysis.grid_signals`). The runs are the study
     :func:`transfer_study_toml`."""
     s = ctx.settings
     records = _run_study(ctx, "nfd-transfer", transfer_study_toml(
@@ -679,38 +687,131 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
                     "last_epoch_train_loss": criterion_value(r, "last-epoch"),
                     "test_loss": _metric(r, "final_test_loss")} for r in records),
                   key=lambda r: (recipes.index(r["recipe"]), r["depth"], r["eta_c"], r["seed"]))
-    found = optimal_lrs(records, "last-epoch", "depth", group="recipe", aggregate="loss")
-    optima = {(o.group, o.depth): o for o in found}
-    missing = [f"{r} L={L}" for r in recipes for L in s["depths"] if (r, L) not in optima]
+    found = optimal_lrs(records, "last-epoch", "depth", group="recipe")
+    by_cell = {(o.group, o.depth): o for o in found}
+    missing = [f"{r} L={L}" for r in recipes for L in s["depths"] if (r, L) not in by_cell]
+    mean_log = {(m.group, m.depth): m.mean_log10_lr for m in seed_summary(found)}
     spread = lr_spread(seed_summary(found))
     spread = {r: math.nan if any(m.startswith(f"{r} ") for m in missing) else spread[r]
               for r in recipes}
-    edges = [f"{r} L={L}" for r in recipes for L in s["depths"]
-             if (r, L) in optima and optima[r, L].on_edge]
+    boot = _spread_bootstrap(found, recipes, s["depths"], seed=ctx.seed)
+    noise = _spread_noise(found, recipes, s["depths"], s["eta_cs"])
+    diff = spread[recipes[1]] - spread[recipes[0]]
+    evidence = (f"spread of log10 eta_c* across depths {s['depths']}: Eq. 8 arm "
+                f"{spread[recipes[1]]:.3f} - depth-muP {spread[recipes[0]]:.3f} = {diff:+.3f}, "
+                f"95% seed-bootstrap CI [{boot['difference'][0]:+.3f}, "
+                f"{boot['difference'][1]:+.3f}] ({s['seeds']} seeds per depth)")
+    finding = sign_finding(*boot["difference"], -1) if not missing else "undecided"
+    same_runs = _same_runs(rows, recipes)
+    if same_runs:
+        finding = "contradicts"
+        evidence += "; the Eq. 8 arm's runs have exactly depth-muP's losses: no correction acts"
+    decision = findings_verdict({"the Eq. 8 arm's eta_c* drifts less": (finding, evidence)})
+    decision = decision[0], evidence  # the numbers behind a PASS too
+    if not same_runs and not (finding == "contradicts" and boot["difference"][0] > noise):
+        decision = noise_gate(
+            decision, signal=spread[recipes[0]], noise=noise,
+            what="depth-muP spread of log10 eta_c* (the drift the correction must remove)",
+            decide="a finer eta_c grid around the optimum and more seeds, so that the noise "
+                   "falls below the depth-muP drift, would decide it (e.g. the full scale)")
+    flat = [g for g in grid_signals(records, "last-epoch", "depth", group="recipe") if g.flat]
+    if flat:
+        g = flat[0]
+        decision = noise_gate(decision, signal=g.loss_range, noise=g.seed_spread,
+                              what=f"{g.group} L = {g.depth}: the eta_c grid's loss range",
+                              decide="longer training would separate the LRs")
     measured = {
         "spread_depth_mup": finite_or_none(spread[recipes[0]]),
         "spread_nfd_depth": finite_or_none(spread[recipes[1]]),
-        "spread_nfd_minus_depth_mup": finite_or_none(spread[recipes[1]] - spread[recipes[0]]),
-        **{f"eta_star_{tag}_L{L}": optima[r, L].lr if (r, L) in optima else None
+        "spread_nfd_minus_depth_mup": finite_or_none(diff),
+        "spread_noise": finite_or_none(noise),
+        **{f"{key}_ci_{end}": finite_or_none(ci[i]) for key, ci in (
+            ("spread_depth_mup", boot[recipes[0]]), ("spread_nfd_depth", boot[recipes[1]]),
+            ("spread_nfd_minus_depth_mup", boot["difference"]))
+           for i, end in enumerate(("low", "high"))},
+        **{f"eta_star_{tag}_L{L}": 10 ** mean_log[r, L] if (r, L) in mean_log else None
            for tag, r in _corrected_arms(s) for L in s["depths"]},
     }
-    bands = {"spread_nfd_minus_depth_mup": (None, -0.01)}
     fig, axes = figures.new_figure(ncols=2)
     for ax, recipe in zip(axes.flat, recipes, strict=True):
         for L in s["depths"]:
             ys = [_mean([r["last_epoch_train_loss"] for r in rows if r["recipe"] == recipe
                          and r["depth"] == L and r["eta_c"] == e]) for e in s["eta_cs"]]
             line = ax.semilogx(s["eta_cs"], ys, "o-", label=f"L = {L}")[0]
-            if (recipe, L) in optima:
-                ax.axvline(optima[recipe, L].lr, color=line.get_color(), ls=":", lw=1)
+            if (recipe, L) in mean_log:
+                ax.axvline(10 ** mean_log[recipe, L], color=line.get_color(), ls=":", lw=1)
         ax.set_xlabel("eta_c")
-        ax.set_ylabel("train loss (last epoch)")
+        ax.set_ylabel("train loss (last epoch, seed mean)")
         ax.set_title(f"{recipe}: spread {spread[recipe]:.2f} decades", fontsize=8)
         ax.legend(fontsize=7)
+    edges = [f"{o.group} L={o.depth} seed {o.seed}" for o in found if o.on_edge]
     note = "; ".join(n for n in (
         edges and f"optimum on the grid edge for: {', '.join(edges)}",
         missing and f"every eta_c diverged (no optimum) for: {', '.join(missing)}") if n)
-    return claim_outcome(ctx, "nfd-transfer", measured, bands, rows, fig, note)
+    return claim_outcome(ctx, "nfd-transfer", measured, {}, rows, fig, note, decision=decision)
+
+
+def _seed_logs(optima: Sequence[Optimum], recipe: str, depth: int) -> dict[int, float]:
+    return {int(cast(int, o.seed)): math.log10(o.lr) for o in optima
+            if o.group == recipe and o.depth == depth}
+
+
+def _spread_bootstrap(optima: Sequence[Optimum], recipes: Sequence[str], depths: Sequence[int],
+                      *, n_boot: int = 2000, seed: int = 0) -> dict[str, tuple[float, float]]:
+    """95% percentile intervals of each arm's spread (max - min across depths of the seed-mean
+    log10 eta_c*) and of ``"difference"`` (second arm minus first) under a seed bootstrap: at
+    each depth the seeds are resampled with replacement, the same draw for both arms (a seed's
+    runs share their data order). NaN where a depth has no seed with an optimum in both arms."""
+    nan = (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    means = np.empty((len(recipes), n_boot, len(depths)))
+    for j, L in enumerate(depths):
+        logs = [_seed_logs(optima, r, L) for r in recipes]
+        common = sorted(set.intersection(*(set(x) for x in logs)))
+        if not common:
+            return {**dict.fromkeys(recipes, nan), "difference": nan}
+        draw = rng.integers(0, len(common), size=(n_boot, len(common)))
+        for i, x in enumerate(logs):
+            means[i, :, j] = np.asarray([x[sd] for sd in common])[draw].mean(axis=1)
+    spreads = np.ptp(means, axis=2)
+
+    def ci(v: np.ndarray) -> tuple[float, float]:
+        lo, hi = np.percentile(v, [2.5, 97.5])
+        return float(lo), float(hi)
+
+    return {**{r: ci(spreads[i]) for i, r in enumerate(recipes)},
+            "difference": ci(spreads[1] - spreads[0])}
+
+
+def _spread_noise(optima: Sequence[Optimum], recipes: Sequence[str], depths: Sequence[int],
+                  grid: Sequence[float]) -> float:
+    """The spread across depths that noise alone can give the first arm (depth-muP): the 95%
+    point of Tukey's studentized range, ``q_0.95(k depths, df) s / sqrt(S)``, with ``s`` the
+    pooled within-depth SD of its per-seed log10 eta_c* (df = sum of seeds - 1, S the fewest
+    seeds at a depth); at least half a grid step (in log10) when any optimum of either arm
+    could not be refined off its grid point (on the edge or next to a diverged LR). NaN with
+    one seed per depth (no noise estimate)."""
+    cells = [list(_seed_logs(optima, recipes[0], L).values()) for L in depths]
+    cells = [c for c in cells if c]
+    df = sum(len(c) - 1 for c in cells)
+    if len(cells) < 2 or df < 1:
+        return math.nan
+    pooled = math.sqrt(sum(float(np.sum((np.asarray(c) - np.mean(c)) ** 2)) for c in cells) / df)
+    tukey = float(stats.studentized_range.ppf(0.95, len(cells), df)) * pooled / math.sqrt(
+        min(len(c) for c in cells))
+    unrefined = any(o.lr == o.grid_lr for o in optima if o.group in recipes)
+    half_step = 0.5 * float(np.median(np.diff(np.log10(sorted(grid))))) if unrefined else 0.0
+    return max(tukey, half_step)
+
+
+def _same_runs(rows: Sequence[Mapping[str, Any]], recipes: Sequence[str]) -> bool:
+    """Whether every run of the second arm has exactly the loss of its first-arm twin (same
+    depth, seed and eta_c): the arms are the same training, whatever their names."""
+    loss = {(r["recipe"], r["depth"], r["seed"], r["eta_c"]): r["last_epoch_train_loss"]
+            for r in rows}
+    twins = [(v, loss.get((recipes[0], *k[1:]))) for k, v in loss.items() if k[0] == recipes[1]]
+    return bool(twins) and all(b is not None and (a == b or (math.isnan(a) and math.isnan(b)))
+                               for a, b in twins)
 
 
 # ---------------------------------------------------------------------------------------------
