@@ -1,5 +1,6 @@
 """`depthscale sweep` + `depthscale fit` on tiny studies shaped like nfd-fig2 (optimum over T)
-and nfd-transfer (eta_c* per recipe on the seed-mean last-epoch loss, and its spread)."""
+and an nfd-transfer-style study (eta_c* per recipe on the seed-mean last-epoch loss, and its
+spread)."""
 
 from __future__ import annotations
 
