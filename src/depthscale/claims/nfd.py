@@ -656,6 +656,10 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     "With Eq. 8 the optimal eta_c is the same across depths; under depth-muP it drifts",
     quick={**_QUICK_DATA, "width": 128, "depths": [3, 6, 9],
            "eta_cs": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "epochs": 3, "seeds": 2},
+    # quick cannot see the depth-muP drift (noise 0.5-1.3 decades over 2 seeds, half-decade
+    # grid): 6 seeds on a 0.125-decade grid and depth 18 for leverage
+    medium={**_QUICK_DATA, "width": 128, "depths": [3, 6, 9, 18],
+            "eta_cs": [round(10 ** (k / 8), 4) for k in range(-8, 9)], "epochs": 3, "seeds": 6},
     full={**_FULL_DATA, "width": 128, "depths": [3, 6, 9],
           "eta_cs": [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0], "epochs": 10, "seeds": 3},
     smoke={**_SMOKE_DATA,
