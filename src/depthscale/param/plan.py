@@ -18,7 +18,6 @@ are looked through.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import json
 import math
 import warnings
@@ -32,6 +31,7 @@ from torch import nn
 from depthscale.activations import gating_factor
 from depthscale.errors import ConfigError
 from depthscale.param.checks import number, whole
+from depthscale.param.formulas import simplified
 from depthscale.param.inspect import Structure, block_key, inspect, plain_width
 from depthscale.param.rules import RECIPES, ROLES, Dims, Recipe, Rule
 
@@ -701,9 +701,9 @@ class Plan:
         for s in self.resolve(model, roles):
             a, b, c_sgd, c_adam, eps, wd = s.formulas
             if s.form == "absorbed":  # the native formulas composed with l = 1/a
-                b, c_sgd, c_adam = (_formula(f"({a})*({b})"), _formula(f"({c_sgd})*({a})^2"),
-                                    _formula(f"({c_adam})*({a})"))
-                eps, wd, a = _formula(f"({eps})/({a})"), _formula(f"({wd})/({a})"), "1"
+                b, c_sgd, c_adam = (simplified(f"({a})*({b})"), simplified(f"({c_sgd})*({a})^2"),
+                                    simplified(f"({c_adam})*({a})"))
+                eps, wd, a = simplified(f"({eps})/({a})"), simplified(f"({wd})/({a})"), "1"
             init = show(b, s.b) if s.init == "normal" else s.init
             adam = "-" if s.c_adam is None else show(c_adam, s.c_adam)
             source = s.source + ("" if s.form == "native" else " [absorbed: a=1]")
@@ -722,63 +722,6 @@ class Plan:
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                  for r in rows]
         return "\n".join([head, *lines])
-
-
-_SYMBOLS = ("n", "L", "T", "fan_in", "d", "alpha", "D", "M", "q", "K", "sigma_u",
-            "eta_u_scale", "d_head")
-
-
-@functools.lru_cache(maxsize=1024)
-def _formula(text: str) -> str:
-    """``text`` (a product or quotient of rule-table formulas) simplified and printed in the
-    rule table's style (``T/(L sqrt(fan_in n))``); ``text`` itself if it does not parse."""
-    import sympy
-    from sympy.parsing.sympy_parser import (
-        convert_xor,
-        implicit_multiplication,
-        parse_expr,
-        standard_transformations,
-    )
-
-    names: dict[str, Any] = {k: sympy.Symbol(k, positive=True) for k in _SYMBOLS}
-    try:
-        expr = sympy.simplify(parse_expr(
-            text, local_dict={**names, "sqrt": sympy.sqrt},
-            transformations=(*standard_transformations, implicit_multiplication, convert_xor)))
-    except Exception:  # any formula sympy cannot read is shown as written
-        return text
-    if expr.is_Number:
-        return f"{float(expr):g}"
-    return _monomial(expr) or str(expr).replace("**", "^").replace("*", " ")
-
-
-def _monomial(expr: Any) -> str | None:
-    """A product of symbols to integer and half-integer powers, written with one sqrt per side
-    of the fraction bar; None for anything else."""
-    coeff, rest = expr.as_coeff_Mul()
-    if not coeff.is_Rational:
-        return None
-    parts: dict[str, tuple[list[str], list[str]]] = {"num": ([], []), "den": ([], [])}
-    for base, exp in rest.as_powers_dict().items():
-        if not (base.is_Symbol and exp.is_Rational and (2 * exp).is_integer):
-            return None
-        ints, roots = parts["num" if exp > 0 else "den"]
-        whole = int(abs(exp))
-        if whole:
-            ints.append(str(base) if whole == 1 else f"{base}^{whole}")
-        if abs(exp) != whole:
-            roots.append(str(base))
-
-    def side(key: str, c: int) -> str:
-        ints, roots = parts[key]
-        return " ".join(([] if c == 1 else [str(c)]) + ints
-                        + ([f"sqrt({' '.join(roots)})"] if roots else []))
-
-    num, den = side("num", int(coeff.p)) or "1", side("den", int(coeff.q))
-    if not den:
-        return num
-    return f"{num}/{den}" if " " not in den or (den.count("sqrt(") == 1
-                                                and den.startswith("sqrt(")) else f"{num}/({den})"
 
 
 def _draw(init: str, shape: tuple[int, ...], std: float, gen: torch.Generator) -> torch.Tensor:
