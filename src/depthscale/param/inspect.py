@@ -41,7 +41,8 @@ from depthscale.errors import ConfigError
 
 __all__ = ["AttentionCall", "Branch", "Structure", "inspect"]
 
-_ADDS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__,
+#: the torch functions and operators that add two tensors (a residual addition's candidates)
+ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__,
          torch.Tensor.__iadd__, torch.Tensor.__radd__, operator.add, operator.iadd}
 
 
@@ -200,17 +201,17 @@ class _Recorder(TorchFunctionMode):
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        ins = list(_tensors((args, kwargs)))
+        ins = list(tensors_in((args, kwargs)))
         if not ins:
             return out
-        outs = list(_tensors(out))
+        outs = list(tensors_in(out))
         self.used.update(id(t) for t in ins)
         if func is F.scaled_dot_product_attention:
             scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
             module = self.stack[-1] if self.stack else ""
             self.attention.setdefault(module, AttentionCall(
                 module, int(ins[0].shape[-1]), None if scale is None else float(scale)))
-        if func in _ADDS and len(ins) == 2 and outs:
+        if func in ADDITIONS and len(ins) == 2 and outs:
             a, b = ins
             self.keep.extend((a, b))
             self.adds.append(_Add(id(a), id(b), self.get(a), self.get(b), outs[0]))
@@ -220,17 +221,18 @@ class _Recorder(TorchFunctionMode):
         return out
 
 
-def _tensors(obj: Any) -> Iterator[torch.Tensor]:
+def tensors_in(obj: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in ``obj``: nested tuples, lists and dicts, and a Hugging Face output."""
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, (list, tuple)):
         for x in obj:
-            yield from _tensors(x)
+            yield from tensors_in(x)
     elif isinstance(obj, Mapping):
         for x in obj.values():
-            yield from _tensors(x)
+            yield from tensors_in(x)
     elif callable(getattr(obj, "to_tuple", None)):  # a Hugging Face ModelOutput
-        yield from _tensors(obj.to_tuple())
+        yield from tensors_in(obj.to_tuple())
 
 
 @contextmanager
@@ -241,9 +243,9 @@ def _hooks(model: nn.Module, rec: _Recorder, calls: list[_Call]) -> Iterator[Non
 
     def hook(name: str, norm: bool) -> Any:
         def after(_m: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-            seen = rec.merge(list(_tensors((args, kwargs))))
+            seen = rec.merge(list(tensors_in((args, kwargs))))
             calls.append(_Call(name, seen.anc, seen.last))
-            for t in _tensors(output):
+            for t in tensors_in(output):
                 i = rec.get(t)
                 rec.set(t, _Info(i.anc, i.mods | {name},
                                  i.last if norm else frozenset({name})))
@@ -288,7 +290,7 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
     else:
         args = (example_input,)
     rec = _Recorder()
-    inputs = {id(t) for t in _tensors((args, kwargs))}
+    inputs = {id(t) for t in tensors_in((args, kwargs))}
     calls: list[_Call] = []
     was_training = model.training
     model.eval()
@@ -301,7 +303,7 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
                           f"({message}); pass an input the model accepts") from None
     finally:
         model.train(was_training)
-    found = _analyse(model, rec, calls, inputs, rec.merge(list(_tensors(output))))
+    found = _analyse(model, rec, calls, inputs, rec.merge(list(tensors_in(output))))
     return replace(found, attention=tuple(rec.attention.values()))
 
 

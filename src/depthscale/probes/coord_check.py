@@ -47,7 +47,7 @@ from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
-from depthscale.param.inspect import _ADDS, Structure, _tensors, inspect
+from depthscale.param.inspect import ADDITIONS, Structure, inspect, tensors_in
 from depthscale.train.loop import loss_fn
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _rms(t: torch.Tensor) -> float:
 
 def _first_tensor(out: Any) -> torch.Tensor:
     """The model's output tensor (the first one of a tuple, dict or Hugging Face output)."""
-    for t in _tensors(out):
+    for t in tensors_in(out):
         return t
     raise ConfigError(f"the model returned no tensor ({type(out).__name__}); coord_check needs "
                       "its logits")
@@ -149,9 +149,9 @@ class _Tap(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        ins = list(_tensors((args, kwargs)))
+        ins = list(tensors_in((args, kwargs)))
         marked = [t for t in ins if id(t) in self.marks]
-        residual = func in _ADDS and len(ins) == 2 and len(marked) == 1
+        residual = func in ADDITIONS and len(ins) == 2 and len(marked) == 1
         # an in-place addition overwrites its operand: keep the branch's value first
         operand = marked[0].detach().clone() if residual else None
         out = func(*args, **kwargs)
@@ -166,7 +166,7 @@ class _Tap(TorchFunctionMode):
                 self.marks.pop(id(out), None)  # the sum is the stream, not the branch
                 return out
         ks = frozenset().union(*(self.marks[id(t)] for t in marked))
-        for t in _tensors(out):
+        for t in tensors_in(out):
             self.mark(t, ks)
         return out
 
@@ -193,7 +193,7 @@ def _recording(model: nn.Module, types: dict[str, str], writers: dict[str, int],
     def hook(name: str) -> Any:
         def after(_m: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
             if name in writers:
-                for t in _tensors(output):
+                for t in tensors_in(output):
                     rec.tap.mark(t, frozenset({writers[name]}))
             if name in types and name not in rec.outputs:
                 rec.outputs[name] = _first_tensor(output).detach().clone()
