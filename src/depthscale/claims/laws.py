@@ -230,7 +230,8 @@ def _flat_evidence(key: str, law: LawResult) -> str:
         return ""
     return f"{key}: LR grid flat within seed noise at " + ", ".join(
         f"L={g.depth} (loss range {g.loss_range:.3g} <= seed spread {g.seed_spread:.3g})"
-        for g in flat) + "; longer training or more seeds (the medium scale) would separate the LRs"
+        for g in flat) + ("; longer training or more seeds than this scale has (quick -> medium; "
+                          "medium -> full, CIFAR on a GPU) would separate the LRs")
 
 
 def _at_epoch(records: list[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:
