@@ -418,15 +418,18 @@ def run(quick: bool, *, device: str = "cpu") -> BenchResult:
     resolve_device(device)
     members = QUICK_MEMBERS if quick else MEMBERS
     steps = QUICK_STEPS if quick else STEPS
-    res = measure(members=members, steps=steps, repeats=REPEATS, threads=THREADS, device=device)
+    sizes = {"depth": DEPTH, "batch": BATCH}
+    res = measure(members=members, steps=steps, repeats=REPEATS, threads=THREADS, width=WIDTH,
+                  depth=DEPTH, batch=BATCH, device=device)
     extra = dict(res.extra)
     if PEAK:
         peak_repeats = QUICK_PEAK_REPEATS if quick else PEAK_REPEATS
-        ceiling = peak(members=members, repeats=peak_repeats, device=device)
+        ceiling = peak(members=members, width=WIDTH, steps=PEAK_STEPS, repeats=peak_repeats,
+                       device=device, **sizes)
         small = measure(members=members, steps=steps, repeats=REPEATS, threads=THREADS,
-                        width=SMALL_WIDTH, device=device)
-        small_ceiling = peak(members=members, width=SMALL_WIDTH, repeats=peak_repeats,
-                             device=device)
+                        width=SMALL_WIDTH, depth=DEPTH, batch=BATCH, device=device)
+        small_ceiling = peak(members=members, width=SMALL_WIDTH, steps=PEAK_STEPS,
+                             repeats=peak_repeats, device=device, **sizes)
         small_match = bool(small.extra["losses_match"])
         extra.update({
             "peak": ceiling,
@@ -449,6 +452,7 @@ def run(quick: bool, *, device: str = "cpu") -> BenchResult:
         })
     if SWEEP and resolve_device(device).type == "cpu":
         extra["sweep"] = sweep_level(
-            members=members, steps=QUICK_SWEEP_STEPS if quick else SWEEP_STEPS, repeats=REPEATS
+            members=members, steps=QUICK_SWEEP_STEPS if quick else SWEEP_STEPS, repeats=REPEATS,
+            width=WIDTH, **sizes,
         )
     return replace(res, extra=extra)
