@@ -44,6 +44,7 @@ def test_peak_fields_and_threads_restored() -> None:
     assert torch.get_num_threads() == threads
     assert (res["members"], res["width"], res["depth"], res["device"]) == (2, 8, 2, "cpu")
     assert res["torch_threads"] == 1 and res["repeats"] == 3 and res["timing"] == "median"
+    assert isinstance(res["malloc_tuned"], bool)
     # layers 40 -> 8, 8 -> 8 (x2), 8 -> 10 at G = 2, B = 4
     assert res["matmul_gflop_per_step"] == pytest.approx(
         2 * 2 * 4 * (2 * 40 * 8 + 2 * 3 * 8 * 8 + 3 * 8 * 10) / 1e9)

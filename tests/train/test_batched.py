@@ -327,3 +327,13 @@ def test_sgd_step_is_one_plan_sgd_step_per_member() -> None:
             opt.zero_grad()
             assert float(got[i, k]) == pytest.approx(float(loss.detach()), rel=1e-6)
     assert float(got[0, 1]) != float(got[2, 1])  # members differ
+
+
+def test_reuse_freed_memory_applies_once_on_linux_glibc() -> None:
+    import platform
+    import sys
+
+    first = batched_mod.reuse_freed_memory()
+    assert batched_mod.reuse_freed_memory() is first  # once per process, same answer
+    on_glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert first is on_glibc

@@ -60,7 +60,7 @@ from depthscale.data import Dataset, load
 from depthscale.models import ScaledLinear, build
 from depthscale.param import Plan
 from depthscale.train import TrainConfig, TrainResult, train
-from depthscale.train.batched import sgd_step, train_batched
+from depthscale.train.batched import reuse_freed_memory, sgd_step, train_batched
 from depthscale.train.loop import resolve_device
 
 __all__ = ["GOAL_PEAK", "GOAL_RATIO", "GOAL_RATIO_SMALL", "agreement", "learning_rates",
@@ -408,6 +408,7 @@ def peak(
         "bare_gflops": flops / t_bare / 1e9,
         "batched_gflops": flops / t_step / 1e9,
         "peak_fraction": t_bare / t_step,
+        "malloc_tuned": reuse_freed_memory(),
     }
 
 
