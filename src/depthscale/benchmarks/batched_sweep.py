@@ -38,6 +38,10 @@ past the first layer, an input gradient ``[G, B, out] x [G, out, in]``), alterna
 step time (goal >= ``GOAL_PEAK`` at width 128); ``extra["width_32"]`` repeats the loop comparison
 at width 32 (goal ratio >= ``GOAL_RATIO_SMALL``). ``device`` (``cpu`` or ``cuda``) is passed to
 both training paths and the ceiling; on CUDA every timed call ends with a synchronize.
+Measured on the shared 2-core VM (load 4-4.7, one thread, G = 16): peak_fraction 0.91 at width
+128 (0.79 before :func:`~depthscale.train.batched.reuse_freed_memory`, which removes the page
+faults of fresh ~1 MB activations), 0.67 at width 32, where relu's backward and the residual adds
+take ~17% of the step (profile) and the loop ratio is 2.75x.
 """
 
 from __future__ import annotations
