@@ -305,3 +305,35 @@ def test_gpt_with_per_position_token_labels_matches_the_loop(
         _assert_same(ref, res)
     assert got[0].status == "ok"
     assert set(got[0].final) == {"train_loss", "train_acc", "test_loss", "test_acc"}
+
+
+def test_sgd_step_is_one_plan_sgd_step_per_member() -> None:
+    """``sgd_step`` (the benchmark's hot path): two steps on a fixed batch give each member the
+    losses of ``plan.optimizer(model, "sgd", lr)`` on its own copy, to float rounding."""
+    model, plan = build("resnet1", "depth-mup", input_shape=(6,), n_out=3, width=8, depth=3,
+                        seed=0)
+    gen = torch.Generator().manual_seed(1)
+    x, y = torch.randn(10, 6, generator=gen), torch.randint(0, 3, (10,), generator=gen)
+    lrs = [0.05, 0.2, 0.8]
+    step = batched_mod.sgd_step(model, plan, lrs, "ce", torch.device("cpu"))
+    got = torch.stack([step(x, y) for _ in range(2)], 1)
+    for i, lr in enumerate(lrs):
+        member = copy.deepcopy(model)
+        opt = plan.optimizer(member, "sgd", lr=lr)
+        for k in range(2):
+            loss = torch.nn.functional.cross_entropy(member(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            assert float(got[i, k]) == pytest.approx(float(loss.detach()), rel=1e-6)
+    assert float(got[0, 1]) != float(got[2, 1])  # members differ
+
+
+def test_reuse_freed_memory_applies_once_on_linux_glibc() -> None:
+    import platform
+    import sys
+
+    first = batched_mod.reuse_freed_memory()
+    assert batched_mod.reuse_freed_memory() is first  # once per process, same answer
+    on_glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert first is on_glibc

@@ -5,13 +5,15 @@ the plan) trained by ``plan.optimizer(model, "sgd")``. Baseline: :class:`PlainRe
 ``nn.Parameter`` tensors and the same maths (h0 = a_in U x, h += a_b W phi(h), f = a_out v^T h)
 with the plan's multipliers as Python floats, and a ``torch.optim.SGD`` whose per-group learning
 rates are written out by hand. Both start from the same weights and train on the same batch, so
-their losses must agree after the timed steps; the goal is ``ratio >= 0.97`` (the plan costs at
-most 3%).
+their losses must agree after the timed steps; the goal is ``ratio >= 0.99`` (the plan costs at
+most 1% per step). Timings alternate the two models (which goes first flips every round) and
+each side reports the median of its ``repeats`` timings, so load that drifts during the run hits
+both alike.
 """
 
 from __future__ import annotations
 
-import math
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -32,12 +34,12 @@ D_IN = 40
 N_OUT = 10
 LR = 0.05  # base LR eta_c; depth-muP trains every layer at eta_c * n
 STEPS = 20  # SGD steps per timing
-REPEATS = 5  # timings per model (best of), after WARMUP untimed ones
+REPEATS = 7  # timings per model (median), after WARMUP untimed ones
 WARMUP = 1
 QUICK_STEPS = 5
-QUICK_REPEATS = 2
+QUICK_REPEATS = 3
 SEED = 0
-GOAL_RATIO = 0.97
+GOAL_RATIO = 0.99
 LOSS_TOLERANCE = 1e-5
 
 
@@ -96,7 +98,7 @@ def measure(
     lr: float = LR,
     seed: int = SEED,
 ) -> BenchResult:
-    """Time ``steps`` SGD steps of both models, best of ``repeats`` after ``warmup`` untimed
+    """Time ``steps`` SGD steps of both models, median of ``repeats`` after ``warmup`` untimed
     runs, alternating which model goes first; then compare their losses."""
     model, plan = build(
         "resnet1", "depth-mup", input_shape=(d_in,), n_out=n_out, width=width, depth=depth,
@@ -137,15 +139,12 @@ def measure(
     for _ in range(warmup):
         run_base()
         run_ours()
-    t_base = t_ours = math.inf
+    times: dict[str, list[float]] = {"base": [], "ours": []}
     for r in range(repeats):
         pair = [(run_base, "base"), (run_ours, "ours")]
         for fn, who in pair if r % 2 == 0 else pair[::-1]:
-            t = best_time(fn, repeats=1, warmup=0)
-            if who == "base":
-                t_base = min(t_base, t)
-            else:
-                t_ours = min(t_ours, t)
+            times[who].append(best_time(fn, repeats=1, warmup=0))
+    t_base, t_ours = statistics.median(times["base"]), statistics.median(times["ours"])
 
     with torch.no_grad():
         diffs = [abs(a - b) for a, b in zip(base_log, ours_log, strict=True)]
@@ -173,6 +172,8 @@ def measure(
         "torch_threads": torch.get_num_threads(),
         "baseline_ms_per_step": 1e3 * t_base / steps,
         "ours_ms_per_step": 1e3 * t_ours / steps,
+        "timing": "median",
+        "overhead_fraction": t_ours / t_base - 1,
         "final_loss": final_loss,
         "max_abs_loss_diff": max_diff,
         "loss_tolerance": LOSS_TOLERANCE,

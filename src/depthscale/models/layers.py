@@ -116,8 +116,10 @@ class ScaledLinear(_Multiplied):
             y = F.linear(x, self.weight)
         else:
             y = _BackwardCopyLinear.apply(x, self.weight, self.backward_weight())
-        y = y * self.multiplier
-        return y if self.bias is None else y + self.bias
+        # in place: the matmul's output is fresh and scalar mul/add save nothing for backward,
+        # so the multiplier costs no allocation (same rounding as ``y * a``)
+        y = y.mul_(self.multiplier)
+        return y if self.bias is None else y.add_(self.bias)
 
     def extra_repr(self) -> str:
         out, inp = self.weight.shape
@@ -171,7 +173,7 @@ class ScaledConv(_Multiplied):
         mode = "circular" if self.padding == "circular" else "constant"
         x = F.pad(x, self._pad, mode=mode)
         conv = F.conv1d if self.dims == 1 else F.conv2d
-        y = conv(x, self.weight) * self.multiplier
+        y = conv(x, self.weight).mul_(self.multiplier)
         if self.bias is not None:
             y = y + self.bias.view(1, -1, *([1] * self.dims))
         return y
