@@ -22,8 +22,9 @@ unbiased randomised net for ``mu_0``, their union a larger net, so the stage poi
 errors partly cancel in the depth integral; one scramble instead of one per stage point).
 Measured at equal particles against the previous method (independent Sobol' draws per stage
 point, float64), which ``extra["previous_method"]`` re-times in the same run: float32 changes
-the outputs by ~1e-6, far below the ~5e-3 sampling error, and the blocks lower the error
-(quick: 0.0044 against 0.0050 at 2048 particles). ``J`` follows a rule fixed in advance: the
+the outputs by ~1e-7, far below the ~5e-3 sampling error, and the blocks lower the error
+(quick setting, 12 seeds: 0.0041 against 0.0048 at 2048 particles, 0.0065 against 0.0074 at
+1024). ``J`` follows a rule fixed in advance: the
 smallest of 4, 8, 16, 32 whose depth error (the output change from J to 2J on the same 256
 particles) is at most a fifth of the baseline's error; that calibration's time is added to
 ours. The calibration runs J = 4, 8, 16, ... once each (the 2J run of one comparison is the J
