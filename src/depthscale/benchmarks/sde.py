@@ -14,10 +14,12 @@ where the normals are drawn, a read and a write where phi is applied, a read for
 a read and a write for ``f Z``, two reads and a write for ``H += f Z`` and a read for the second
 moment (10 passes), with the arithmetic replaced by a fill, copies by scaling, axpys and dot
 products, so only the memory traffic is left. ``bandwidth_fraction = t(bandwidth loop) /
-t(ours)``, both best of 3 on one thread (ours with ``noise_threads=1``) in the same run: 1
+t(ours)``, both best of 3 interleaved runs on one thread (ours with ``noise_threads=1``): 1
 means ours runs at the speed its memory traffic allows. ``normals_fraction`` is the share of
 ours spent drawing the normals alone (one PCG64 ``standard_normal`` per step into the same
-array), the part no memory-level tuning removes.
+array), the part no memory-level tuning removes. Measured (idle-ish, P = 1e5): the loop moves
+its memory in ~80 us a step, the normals take ~800 us and ours ~950 us, so the fraction is
+~0.08 and the goal is out of reach while the normals are drawn by PCG64 every step.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import time
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.limits.kernel import nngp_kernel, nngp_kernel_euler
@@ -53,6 +56,21 @@ def bandwidth_loop(particles: int, steps: int) -> float:
         np.add(H, tmp, out=H)               # H += f Z: two reads, one write
         total += float(np.vdot(H, H))       # second moment: read
     return total
+
+
+def _ceiling_runs(X: np.ndarray, T: float, steps: int, particles: int, seed: int
+                  ) -> dict[str, list[float]]:
+    """Seconds of ours on one thread, :func:`bandwidth_loop` and :func:`normals_loop`, three
+    rounds interleaved so a burst of load on the shared machine hits all three alike."""
+    runs: dict[str, list[float]] = {"ours": [], "bandwidth": [], "normals": []}
+    for _ in range(3):
+        for key, fn in (
+            ("ours", lambda: forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1)),
+            ("bandwidth", lambda: bandwidth_loop(particles, steps)),
+            ("normals", lambda: normals_loop(particles, steps, seed)),
+        ):
+            runs[key].append(best_time(fn, repeats=1, warmup=0))
+    return runs
 
 
 def normals_loop(particles: int, steps: int, seed: int) -> None:
@@ -142,12 +160,10 @@ def run(quick: bool = False) -> BenchResult:
         baseline_one_thread_seconds = best_time(baseline, repeats=1, warmup=0)
     finally:
         torch.set_num_threads(threads)
-    ours_one_thread = best_time(
-        lambda: forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1),
-        repeats=3, warmup=0)
-    bandwidth_seconds = best_time(lambda: bandwidth_loop(particles, steps), repeats=3, warmup=0)
-    normals_seconds = best_time(lambda: normals_loop(particles, steps, seed), repeats=3,
-                                warmup=0)
+    with threadpool_limits(limits=1, user_api="blas"):  # vdot is BLAS: one thread, as ours
+        ceiling_runs = _ceiling_runs(X, T, steps, particles, seed)
+    ours_one_thread, bandwidth_seconds, normals_seconds = (
+        min(ceiling_runs[k]) for k in ("ours", "bandwidth", "normals"))
     fraction = bandwidth_seconds / ours_one_thread
     t0 = time.perf_counter()
     ours_gaussian()
@@ -196,6 +212,6 @@ def run(quick: bool = False) -> BenchResult:
             "normals_seconds": normals_seconds,
             "normals_fraction": normals_seconds / ours_one_thread,
             "bandwidth_definition": "10 passes over (1, P) float64 per step (module docstring), "
-                                    "best of 3, one thread, same run",
+                                    "best of 3 interleaved runs, one thread",
         },
     )
