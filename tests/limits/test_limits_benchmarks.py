@@ -16,6 +16,9 @@ def test_kernel_benchmark_quick_is_accurate_and_beats_the_euler_baseline_in_accu
     assert res.extra["baseline_max_rel_err"] > 1e-5  # first-order Euler at L = 1000
     assert "neural-tangents" in res.extra["baseline_ran"]
     assert res.to_json()["ratio"] == res.ratio
+    assert res.extra["n_exponent_sizes"] == [500, 1000, 2000, 4000]
+    assert res.extra["n_exponent_goal"] == "<= 2.1"
+    assert res.extra["n_exponent_met"] is (res.extra["n_exponent"] <= 2.1)
 
 
 @pytest.mark.slow
@@ -26,3 +29,7 @@ def test_sde_benchmark_quick_agrees_with_the_euler_recursion_within_5_standard_e
     for key in ("ours_abs_err_vs_euler", "baseline_abs_err_vs_euler"):
         assert extra[key] <= 5 * extra["mc_standard_error"]
     assert extra["euler_vs_ode"] < 1e-3
+    assert extra["bandwidth_fraction"] == pytest.approx(
+        extra["bandwidth_loop_seconds"] / extra["ours_one_thread_seconds"])
+    assert extra["bandwidth_fraction_goal"] == ">= 0.7"
+    assert extra["bandwidth_fraction_met"] is (extra["bandwidth_fraction"] >= 0.7)

@@ -8,25 +8,123 @@ everything else identical; both give the same factor (Cholesky is unique), hence
 outputs up to rounding, which ``extra`` reports. Per step the particle work (Gram rows and
 gemvs over the stored history, O(L P k)) dominates at these sizes, so the time grows like K^2
 for both; the refactor's O(L K^4) total only starts to show at K ~ 200.
+
+Against an ensemble of finite nets (``vs_ensemble_ratio``, goal >= 3), on its own smaller
+setting (:data:`ENSEMBLE_SETTINGS`), defined before any timing:
+
+* task: online SGD on the teacher stream (d = 16, ReLU, T = 1, eta_c = 0.1), depth L; the
+  simulator with ``coupling="none"`` (Def. 1) is the infinite-width limit of the *decoupled*
+  finite net of nfd Cor. 1 at that depth (:func:`~depthscale.claims.nfd_limits.online_sgd_finite`
+  with ``backward="decoupled"``, float32, one torch thread);
+* quantity and error: the online outputs ``f^(k)``, ``k < K``; an estimate's error is the RMS
+  over k of its outputs minus a reference, the mean of ``ref_runs`` simulator runs at
+  ``8 P`` particles (its standard error, from their spread, is reported). The simulator's
+  error is the RMS over 2 seeds of single runs at ``P`` particles; its time their mean;
+* ensemble rule: for each width n in P/8, P/4, P/2, P, nets in antithetic pairs (read-out v and
+  -v, seeds 0, 1, ...), R = 2, 4, 8, ... up to ``R_max``; the ensemble estimate is the mean of
+  the R nets' outputs and its time the sum of their times. The first R whose error is at most
+  the simulator's is that width's ensemble; the cheapest over widths is the ensemble.
+  ``vs_ensemble_ratio`` is its time over the simulator's. If no width reaches the error within
+  ``R_max``, the ratio uses the largest ensemble tried and is a lower bound
+  (``vs_ensemble_reached = False``).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
-from depthscale import data as ds_data
 from depthscale.benchmarks.core import BenchResult
+from depthscale.claims.nfd_limits import online_sgd_finite, teacher_stream
 from depthscale.fits import loglog_slope
 from depthscale.limits.nfd import NFD, NFDResult
 
-__all__ = ["run"]
+__all__ = ["ENSEMBLE_SETTINGS", "run", "vs_ensemble"]
+
+#: The ensemble comparison's setting per scale (module docstring).
+ENSEMBLE_SETTINGS: dict[str, dict[str, int]] = {
+    "quick": {"K": 40, "depth": 8, "particles": 1024, "ref_runs": 6, "R_max": 16},
+    "full": {"K": 100, "depth": 16, "particles": 2048, "ref_runs": 4, "R_max": 16},
+}
+VS_ENSEMBLE_GOAL = 3.0
+_ETA_C = 0.1
 
 
-def _stream(steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    data = ds_data.load("teacher", seed=seed, n_train=steps, n_test=1, dim=16)
-    return data.x_train.double().numpy(), data.y_train.double().numpy().reshape(-1)
+def _rms(a: np.ndarray | list[float]) -> float:
+    return float(np.sqrt(np.mean(np.square(a))))
+
+
+def vs_ensemble(quick: bool) -> dict[str, Any]:
+    """The simulator against the cheapest ensemble of finite decoupled nets that reaches its
+    error (module docstring). Cost: the reference ``ref_runs`` simulator runs at 8 P, plus up to
+    ``4 R_max`` finite nets (O(K L n^2) each)."""
+    s = ENSEMBLE_SETTINGS["quick" if quick else "full"]
+    K, L, P = s["K"], s["depth"], s["particles"]
+    xs, ys = teacher_stream(K, dim=16, seed=0)
+
+    def simulate(particles: int, seed: int) -> tuple[np.ndarray, float]:
+        sim = NFD(phi="relu", T=1.0, eta_c=_ETA_C, depth_steps=L, particles=particles,
+                  coupling="none", seed=seed, eig_every=None)
+        t0 = time.perf_counter()
+        out = sim.train(xs, ys).outputs
+        return out, time.perf_counter() - t0
+
+    refs = np.stack([simulate(8 * P, 100 + r)[0] for r in range(s["ref_runs"])])
+    reference = refs.mean(axis=0)
+    ref_se = float(np.sqrt(refs.var(axis=0, ddof=1).mean() / s["ref_runs"]))
+    sims = [simulate(P, seed) for seed in (0, 1)]
+    sim_error = _rms([_rms(out - reference) for out, _ in sims])
+    sim_seconds = float(np.mean([t for _, t in sims]))
+
+    def net(width: int, seed: int, sign: float) -> tuple[np.ndarray, float]:
+        t0 = time.perf_counter()
+        out = online_sgd_finite(xs, ys, width=width, depth=L, eta_c=_ETA_C, seed=seed,
+                                backward="decoupled", readout_sign=sign,
+                                dtype="float32").outputs
+        return out, time.perf_counter() - t0
+
+    net(8, 0, 1.0)  # warm-up: the first net pays for model building and torch's first calls
+    per_width: list[dict[str, Any]] = []
+    for width in (P // 8, P // 4, P // 2, P):
+        outs: list[np.ndarray] = []
+        seconds = 0.0
+        tried: list[dict[str, float]] = []
+        while len(outs) < s["R_max"]:
+            target = max(2, 2 * len(outs))
+            while len(outs) < target:
+                seed = len(outs) // 2
+                for sign in (1.0, -1.0):
+                    out, t = net(width, seed, sign)
+                    outs.append(out)
+                    seconds += t
+            err = _rms(np.mean(outs, axis=0) - reference)
+            tried.append({"nets": len(outs), "error": err, "seconds": seconds})
+            if err <= sim_error:
+                break
+        last = tried[-1]
+        per_width.append({"width": width, "reached": last["error"] <= sim_error,
+                          "nets": last["nets"], "seconds": seconds, "error": last["error"],
+                          "tried": tried})
+    reached = [w for w in per_width if w["reached"]]
+    best = min(reached, key=lambda w: w["seconds"]) if reached else max(
+        per_width, key=lambda w: w["seconds"])
+    ratio = best["seconds"] / sim_seconds
+    return {
+        "vs_ensemble_ratio": ratio,
+        "vs_ensemble_goal": f">= {VS_ENSEMBLE_GOAL}",
+        "vs_ensemble_met": bool(ratio >= VS_ENSEMBLE_GOAL),
+        "vs_ensemble_reached": bool(reached),
+        "vs_ensemble_setting": {"K": K, "depth": L, "particles": P, "eta_c": _ETA_C,
+                                "phi": "relu", "coupling": "none",
+                                "finite": "decoupled nets (nfd Cor. 1), float32"},
+        "vs_ensemble_reference_standard_error": ref_se,
+        "vs_ensemble_simulator_error": sim_error,
+        "vs_ensemble_simulator_seconds": sim_seconds,
+        "vs_ensemble_best": {k: best[k] for k in ("width", "nets", "seconds", "error")},
+        "vs_ensemble_per_width": per_width,
+    }
 
 
 def run(quick: bool = False) -> BenchResult:
@@ -40,7 +138,7 @@ def run(quick: bool = False) -> BenchResult:
     Ks = [10, 20, 40, 80] if quick else [25, 50, 100, 200]
     particles, depth = (1024, 16) if quick else (4096, 64)
     seed = 0
-    xs, ys = _stream(Ks[-1], seed)
+    xs, ys = teacher_stream(Ks[-1], dim=16, seed=seed)
 
     def simulate(K: int, update: str) -> tuple[float, NFDResult]:
         sim = NFD(phi="relu", T=1.0, eta_c=0.1, depth_steps=depth, particles=particles,
@@ -81,5 +179,6 @@ def run(quick: bool = False) -> BenchResult:
             "max_abs_output_diff_vs_baseline": float(np.max(np.abs(ours.outputs - base.outputs))),
             "final_loss_mean_last_10": float(np.mean(ours.losses[-10:])),
             "history_bytes": history_bytes,
+            **vs_ensemble(quick),
         },
     )

@@ -37,6 +37,14 @@ Eq. 14 with ``h`` and ``b`` at its own depth. Two couplings of the particles acr
   same way whatever the coupling across s, so the limit is the same; the sampling errors of the
   stage points now average over depth (like the ``L`` independent layers of a finite net),
   about 3x smaller for the same cost at J = 8. Per-particle paths in s are not available.
+* ``coupling="blocks"``: as ``independent``, but with the ``sobol`` sampler the stage points'
+  sets are consecutive blocks of *one* scrambled Sobol' sequence (:func:`_standard_normals`):
+  each set is still an unbiased randomised net for ``mu_0`` (same marginal laws, same limit),
+  and their union is a larger net, so the stage points' sampling errors partly cancel in the
+  depth integral. Measured at equal particles (RK4, chizat's setting, 8-12 seeds): 0.7-0.94
+  times the error of ``independent`` (K = 5, Q = 256..1024; K = 20, Q = 2048: 0.0041 against
+  0.0048), and one scramble instead of one per stage point. With ``iid`` or ``antithetic`` the
+  blocks are independent draws, i.e. the same as ``independent``.
 
 Depth integration (``method``): the law of ``Z_k(s)`` is smooth in s, so a high-order scheme
 pays off:
@@ -65,7 +73,9 @@ parameter is ``z' = (u, v')``, ``v' = v / alpha ~ N(0, D)``, with generic LRs
 ``lim alpha (Z' - Z'_0)``, i.e. ``zeta_u = lim alpha (U - U_0)``, ``zeta_v = lim (V - V_0)``;
 :func:`lazy_limit` builds the :class:`TangentODE` of a :class:`MeanODE`.
 
-Engine: numpy, float64 by default (``dtype="float32"`` allowed), randomness only from
+Engine: numpy, float64 by default (``dtype="float32"`` allowed: ~1.6x faster at Q >= 2048,
+outputs within ~1e-7 of float64 in chizat's setting, far below the sampling error; the
+``mean-ode`` benchmark runs it), randomness only from
 ``numpy.random.SeedSequence(seed)``. :func:`train_finite_resnet` is the brute-force reference:
 the ``chizat2lp`` model under the ``mean-ode`` plan trained by full-batch GD (torch).
 """
@@ -73,6 +83,7 @@ the ``chizat2lp`` model under the ``mean-ode`` plan trained by full-batch GD (to
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -104,7 +115,7 @@ __all__ = [
 
 DEPTH_METHODS: tuple[str, ...] = ("euler", "heun", "rk4")
 PARTICLE_SAMPLERS: tuple[str, ...] = ("iid", "antithetic", "sobol")
-PARTICLE_COUPLINGS: tuple[str, ...] = ("shared", "independent")
+PARTICLE_COUPLINGS: tuple[str, ...] = ("shared", "independent", "blocks")
 _DTYPES: dict[str, type[np.floating[Any]]] = {"float64": np.float64, "float32": np.float32}
 
 Array = np.ndarray
@@ -265,26 +276,35 @@ def rms_error(a: Array, b: Array) -> float:
 
 
 # ---- sampling of mu_0 ----------------------------------------------------------------------------
-def _standard_normals(sampler: str, Q: int, D: int, seed: np.random.SeedSequence
-                      ) -> tuple[Array, Array]:
-    """``(Q, D)`` standard normal arrays for ``u`` and ``v`` from ``seed`` by ``sampler``.
+def _standard_normals(sampler: str, Q: int, D: int, seed: np.random.SeedSequence,
+                      sets: int = 1) -> tuple[Array, Array]:
+    """``(sets, Q, D)`` standard normal arrays for ``u`` and ``v`` from ``seed`` by ``sampler``.
 
-    ``antithetic`` and ``sobol`` return pairs: rows ``Q/2..Q`` are rows ``0..Q/2`` with ``u``
-    negated. ``sobol`` draws ``Q/2`` scrambled Sobol' points in ``[0, 1)^{2D}`` (scipy, owen
-    scrambling seeded from ``seed``) and maps them by the normal quantile. Cost O(Q D).
+    ``antithetic`` and ``sobol`` return pairs: in each set rows ``Q/2..Q`` are rows ``0..Q/2``
+    with ``u`` negated. ``sobol`` draws ``sets * Q/2`` points of one scrambled Sobol' sequence
+    in ``[0, 1)^{2D}`` (scipy: linear matrix scrambling and a digital shift, seeded from
+    ``seed``), set ``i`` taking points ``i Q/2 .. (i + 1) Q/2``, and maps them by the normal
+    quantile. With ``Q/2 = 2^m`` (or ``3 * 2^m``) such a block is one (or three) aligned blocks
+    of ``2^m`` points, each a scrambled ``(t, m, 2D)``-net whose points are each uniform, so
+    every set is an unbiased randomised QMC rule for ``mu_0``; the sets are dependent (their
+    union is a larger net). Cost O(sets Q D).
     """
     rng = np.random.default_rng(seed)
     if sampler == "iid":
-        return rng.standard_normal((Q, D)), rng.standard_normal((Q, D))
+        return (rng.standard_normal((sets, Q, D)), rng.standard_normal((sets, Q, D)))
     half = Q // 2
     if sampler == "antithetic":
-        base = rng.standard_normal((half, 2 * D))
+        base = rng.standard_normal((sets, half, 2 * D))
     else:
-        points = qmc.Sobol(d=2 * D, scramble=True, seed=rng).random(half)
+        with warnings.catch_warnings():  # sets * half need not be a power of two (see above)
+            warnings.filterwarnings("ignore", message=".*balance properties of Sobol",
+                                    category=UserWarning)
+            points = qmc.Sobol(d=2 * D, scramble=True, seed=rng).random(sets * half)
         tiny = np.finfo(np.float64).tiny
-        base = ndtri(np.clip(points, tiny, 1.0 - np.finfo(np.float64).epsneg))
-    u, v = base[:, :D], base[:, D:]
-    return np.concatenate([u, -u]), np.concatenate([v, v])
+        base = ndtri(np.clip(points, tiny, 1.0 - np.finfo(np.float64).epsneg, out=points))
+        base = base.reshape(sets, half, 2 * D)
+    u, v = base[..., :D], base[..., D:]
+    return np.concatenate([u, -u], axis=1), np.concatenate([v, v], axis=1)
 
 
 def _check_sampler(sampler: str, Q: int) -> None:
@@ -295,15 +315,22 @@ def _check_sampler(sampler: str, Q: int) -> None:
         raise ConfigError(f"sampler {sampler!r} draws particles in pairs: particles must be even, "
                           f"got {Q}")
     half = Q // 2
-    if sampler == "sobol" and half & (half - 1):
+    if sampler == "sobol" and not (_power_of_two(half) or (half % 3 == 0
+                                                           and _power_of_two(half // 3))):
         raise ConfigError(
-            f"sampler 'sobol' needs particles = 2 * 2^m (Sobol' points are balanced in powers of "
-            f"two); got {Q}, use {2 * 2 ** max(0, round(math.log2(max(half, 1))))}"
+            f"sampler 'sobol' needs particles = 2 * 2^m or 6 * 2^m (whole aligned Sobol' nets of "
+            f"2^m points, one or three of them); got {Q}, use "
+            f"{2 * 2 ** max(0, round(math.log2(max(half, 1))))}"
         )
+
+
+def _power_of_two(k: int) -> bool:
+    return k >= 1 and not k & (k - 1)
 
 
 # ---- the depth integrator ---------------------------------------------------------------------
 Params = tuple[Array, ...]
+SlopeGradient = Callable[[Any, Params, Array, Array], tuple[Array, tuple[Array, Array]]]
 
 
 @dataclass(frozen=True)
@@ -323,6 +350,14 @@ class _Block:
     apply: Callable[[Any, Params], Array]
     backward: Callable[[Any, Params, Array], Array]
     gradient: Callable[[Any, Params, Array, Array], tuple[Array, Array]]
+    slope_gradient: SlopeGradient | None = None
+
+    def slope_and_gradient(self, c: Any, z: Params, h: Array, b: Array
+                           ) -> tuple[Array, tuple[Array, Array]]:
+        """``(backward(c, z, b), gradient(c, z, h, b))``, fused where the block can."""
+        if self.slope_gradient is not None:
+            return self.slope_gradient(c, z, h, b)
+        return self.backward(c, z, b), self.gradient(c, z, h, b)
 
 
 def stage_count(method: str, depth_steps: int) -> int:
@@ -401,9 +436,11 @@ def _backward_gradients(block: _Block, process: Params, H: Array, F: Array, W: A
     top = 2 * J if method == "rk4" else J
     z_next = _at(process, top)
     cache_next = caches[J] if caches[J] is not None else block.cache(z_next, H[J])
-    grads[top] = block.gradient(cache_next, z_next, H[J], W)
     b = W
-    slope_next = block.backward(cache_next, z_next, W) if method == "rk4" else W
+    if method == "rk4":
+        slope_next, grads[top] = block.slope_and_gradient(cache_next, z_next, H[J], W)
+    else:
+        slope_next, grads[top] = W, block.gradient(cache_next, z_next, H[J], W)
     for j in range(J - 1, -1, -1):
         zj = _at(process, 2 * j if method == "rk4" else j)
         cache_j = caches[j] if caches[j] is not None else block.cache(zj, H[j])
@@ -424,10 +461,9 @@ def _backward_gradients(block: _Block, process: Params, H: Array, F: Array, W: A
             k3 = block.backward(cache_m, zm, b + 0.5 * ds * k2)
             k4 = block.backward(cache_j, zj, b + ds * k3)
             b_next, b = b, b + ds / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-            slope_j = block.backward(cache_j, zj, b)
+            slope_j, grads[2 * j] = block.slope_and_gradient(cache_j, zj, H[j], b)
             bm = _hermite_mid(b, b_next, -slope_j, -slope_next, ds)
             grads[2 * j + 1] = block.gradient(cache_m, zm, hm, bm)
-            grads[2 * j] = block.gradient(cache_j, zj, H[j], b)
             slope_next = slope_j
         z_next, cache_next = zj, cache_j
     return grads
@@ -435,31 +471,44 @@ def _backward_gradients(block: _Block, process: Params, H: Array, F: Array, W: A
 
 # ---- Neural Mean ODE -----------------------------------------------------------------------------
 def _mean_ode_block(rho: str) -> _Block:
-    """chizat Eq. 10, 12, 13 for ``phi(x, (u, v)) = v rho(u^T x / D)``; particle means."""
+    """chizat Eq. 10, 12, 13 for ``phi(x, (u, v)) = v rho(u^T x / D)``; particle means.
+
+    Particles are stored transposed, ``z = (U^T, V^T)`` with ``U^T, V^T`` of shape ``(D, Q)``
+    (the products ``h U^T``, ``b V^T`` and the gradients then run on contiguous rows), and the
+    gradients come back in that layout. ``slope_gradient`` shares ``rho'(p) (V^T b)`` between
+    ``-db/ds`` and ``g^u`` where the scheme evaluates both at the same ``b``."""
     f, f_df, _ = BLOCK_ACTIVATIONS[rho]
 
     def forward(z: Params, h: Array) -> Array:
-        U, V = z
-        Q, D = U.shape
-        return (f((h / D) @ U.T) @ V) / Q
+        Ut, Vt = z
+        D, Q = Ut.shape
+        return (f((h / D) @ Ut) @ Vt.T) / Q
 
     def cache(z: Params, h: Array) -> tuple[Array, Array]:
-        U = z[0]
-        return f_df((h / U.shape[1]) @ U.T)
+        Ut = z[0]
+        return f_df((h / Ut.shape[0]) @ Ut)
 
     def apply(c: tuple[Array, Array], z: Params) -> Array:
-        return (c[0] @ z[1]) / z[1].shape[0]
+        Vt = z[1]
+        return (c[0] @ Vt.T) / Vt.shape[1]
 
     def backward(c: tuple[Array, Array], z: Params, b: Array) -> Array:
-        U, V = z
-        Q, D = U.shape
-        return ((c[1] * (b @ V.T)) @ U) / (Q * D)
+        Ut, Vt = z
+        D, Q = Ut.shape
+        return ((c[1] * (b @ Vt)) @ Ut.T) / (Q * D)
 
     def gradient(c: tuple[Array, Array], z: Params, h: Array, b: Array) -> tuple[Array, Array]:
         n, D = h.shape
-        return (c[1] * (b @ z[1].T)).T @ (h / (n * D)), c[0].T @ (b / n)
+        return (h.T / (n * D)) @ (c[1] * (b @ z[1])), (b.T / n) @ c[0]
 
-    return _Block(forward, cache, apply, backward, gradient)
+    def slope_gradient(c: tuple[Array, Array], z: Params, h: Array, b: Array
+                       ) -> tuple[Array, tuple[Array, Array]]:
+        Ut, Vt = z
+        (n, D), Q = h.shape, Ut.shape[1]
+        G = c[1] * (b @ Vt)
+        return (G @ Ut.T) / (Q * D), ((h.T / (n * D)) @ G, (b.T / n) @ c[0])
+
+    return _Block(forward, cache, apply, backward, gradient, slope_gradient)
 
 
 def _rms(a: Array, axis: tuple[int, ...] | None = None) -> Array:
@@ -521,13 +570,19 @@ def _config(D: int, rho: str, sigma_u: float | None, sigma_v: float | None, eta_
 def _initial(c: _Config, initial: tuple[Array, Array] | None) -> tuple[Array, Array]:
     """``Z_0`` particles: given (``(Q, D)``: the same at every stage point; ``(S, Q, D)``: one
     set per stage point) or drawn from ``mu_0`` by the sampler, ``(Q, D)`` for the ``shared``
-    coupling and ``(S, Q, D)`` (an independent set per stage point) for ``independent``.
+    coupling and ``(S, Q, D)`` for ``independent`` (an independent set per stage point) and
+    ``blocks`` (consecutive blocks of one sequence).
     Cost O(S Q D)."""
     if initial is None:
-        seqs = np.random.SeedSequence(c.seed).spawn(c.S if c.coupling == "independent" else 1)
-        draws = [_standard_normals(c.sampler, c.Q, c.D, sq) for sq in seqs]
-        zu = np.stack([d[0] for d in draws]) if len(draws) > 1 else draws[0][0]
-        zv = np.stack([d[1] for d in draws]) if len(draws) > 1 else draws[0][1]
+        root = np.random.SeedSequence(c.seed)
+        if c.coupling == "independent":
+            draws = [_standard_normals(c.sampler, c.Q, c.D, sq) for sq in root.spawn(c.S)]
+            zu, zv = np.concatenate([d[0] for d in draws]), np.concatenate([d[1] for d in draws])
+        else:
+            zu, zv = _standard_normals(c.sampler, c.Q, c.D, root.spawn(1)[0],
+                                       c.S if c.coupling == "blocks" else 1)
+            if c.coupling == "shared":
+                zu, zv = zu[0], zv[0]
         return (c.sigma_u * zu).astype(c.dtype), (c.sigma_v * zv).astype(c.dtype)
     U0, V0 = (np.asarray(a, dtype=c.dtype) for a in initial)
     ok = {(c.Q, c.D), (c.S, c.Q, c.D)}
@@ -539,8 +594,9 @@ def _initial(c: _Config, initial: tuple[Array, Array] | None) -> tuple[Array, Ar
     return U0, V0
 
 
-def _on_stages(a: Array, S: int) -> Array:
-    return np.ascontiguousarray(np.broadcast_to(a, (S, *a.shape[-2:])))
+def _on_stages_t(a: Array, S: int) -> Array:
+    """A fresh ``(S, D, Q)`` array holding particles ``(Q, D)`` or ``(S, Q, D)`` transposed."""
+    return np.array(np.broadcast_to(np.swapaxes(a, -1, -2), (S, *a.shape[:-3:-1])), order="C")
 
 
 def _stage_grid(c: _Config) -> Array:
@@ -609,7 +665,8 @@ class MeanODE(_SolverSettings):
         K = _positive_int(steps, "steps", 0)
         Xa, Ya = _data(X, Y, c.D, c.dtype)
         U0, V0 = _initial(c, initial)
-        U, V = _on_stages(U0, c.S).copy(), _on_stages(V0, c.S).copy()
+        U, V = _on_stages_t(U0, c.S), _on_stages_t(V0, c.S)  # (S, D, Q): see _mean_ode_block
+        U0t, V0t = np.swapaxes(U0, -1, -2), np.swapaxes(V0, -1, -2)
         block = _mean_ode_block(c.rho)
         forward = np.empty((K + 1, c.J + 1, *Xa.shape))
         u_travel, v_travel = np.full(K + 1, math.nan), np.full(K + 1, math.nan)
@@ -618,7 +675,7 @@ class MeanODE(_SolverSettings):
             H, F, caches = _forward_pass(block, (U, V), Xa, c.method, c.J)
             forward[k] = H
             if k and (track_travel or k == K):
-                u_travel[k], v_travel[k] = _rms_diff(U, U0), _rms_diff(V, V0)
+                u_travel[k], v_travel[k] = _rms_diff(U, U0t), _rms_diff(V, V0t)
             if k == K:
                 break
             W = (H[-1] - Ya) / c.D
@@ -631,7 +688,9 @@ class MeanODE(_SolverSettings):
             depth_grid=np.linspace(0.0, 1.0, c.J + 1), stage_grid=_stage_grid(c),
             outputs=outputs, losses=chizat_loss(outputs, Ya), forward=forward,
             u_travel=u_travel, v_travel=v_travel,
-            u_travel_by_stage=_rms(U - U0, axis=(1, 2)), U=U, V=V, U0=U0, V0=V0,
+            u_travel_by_stage=_rms(U - U0t, axis=(1, 2)),
+            U=np.ascontiguousarray(np.swapaxes(U, 1, 2)),
+            V=np.ascontiguousarray(np.swapaxes(V, 1, 2)), U0=U0, V0=V0,
         )
 
 

@@ -222,15 +222,17 @@ class _Noise:
 
 
 @contextmanager
-def _noise_pool(particles: int) -> Iterator[tuple[ThreadPoolExecutor | None, int]]:
+def _noise_pool(particles: int, max_workers: int | None = None
+                ) -> Iterator[tuple[ThreadPoolExecutor | None, int]]:
     """``(pool, workers)`` for :class:`_Noise`: threads if there are enough particles and cores.
 
     While the particle loop runs, BLAS is held to one thread: its per-step calls are small
     (Gram matrices of ``N`` rows), and an idle multi-threaded BLAS spin-waits on the cores the
     noise threads need (measured: 1.5 s instead of 1.1 s on the ``sde`` benchmark, 2 cores).
+    ``max_workers`` caps the threads (1: no pool).
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min(_NOISE_STREAMS, cores or 1)
+    workers = min(_NOISE_STREAMS, cores or 1, max_workers or _NOISE_STREAMS)
     with threadpool_limits(limits=1, user_api="blas"):
         if particles < _PARALLEL_MIN_PARTICLES or workers < 2:
             yield None, 1
@@ -374,6 +376,7 @@ def forward_sde(
     dtype: str = "float64",
     keep_paths: bool = False,
     nodes: int = DEFAULT_NODES,
+    noise_threads: int | None = None,
 ) -> ForwardSDEResult:
     """Simulate ``P`` particles of the ``N``-input forward McKean-Vlasov SDE (nfd Prop. 2).
 
@@ -387,15 +390,19 @@ def forward_sde(
     quadrature phi); memory O(P N + steps N^2), or O(steps P N) with ``keep_paths``. On the
     ``sde`` benchmark (P = 1e5, 1000 steps, tanh, one input, float64, 2 cores) it runs at
     ~1 ms a step, about 3x a straightforward torch loop; most of it is drawing the normals.
+    ``noise_threads`` caps the threads drawing the normals (default: one per core when
+    ``P >= 16384``); the draws, hence the results, are the same for any value.
     """
     s = _setup(X, phi, T, steps, particles, coefficient, dtype)
+    if noise_threads is not None:
+        _check_int(noise_threads, "noise_threads", 1)
     forward_seq, _ = _seed_sequences(seed)
     store: list[np.ndarray] = []
 
     def keep(_step: int, H: np.ndarray, _noise: _Noise) -> None:
         store.append(H.T.copy())
 
-    with _noise_pool(s.P) as (pool, workers):
+    with _noise_pool(s.P, noise_threads) as (pool, workers):
         noise = _Noise(forward_seq, s.P, s.dtype, pool, workers)
         H, cov, _ = _forward_pass(s, noise, coefficient, nodes, keep if keep_paths else None)
     return ForwardSDEResult(
