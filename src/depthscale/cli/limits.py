@@ -72,7 +72,7 @@ def _cmd_limit(args: argparse.Namespace) -> int:
 def _limit_nfd(args: argparse.Namespace) -> int:
     """Online SGD in the joint limit (nfd Def. 1) on a teacher stream; outputs and losses."""
     from depthscale import limits
-    from depthscale.claims.nfd_limits import teacher_stream
+    from depthscale.limits.online import teacher_stream
     from depthscale.report import write_csv
     from depthscale.report.figures import new_figure, save_figure
 

@@ -6,6 +6,9 @@
   recursion, and the eigenvalue diagnostics of Props. 4-5.
 * :mod:`~depthscale.limits.sde`: forward and backward McKean-Vlasov particle simulators
   (nfd Prop. 2 and 6) and the synchronous coupling of a finite network with its limit.
+* :mod:`~depthscale.limits.nfd` and :mod:`~depthscale.limits.online`: the NFD training limit
+  (Def. 1) and the finite networks it describes, trained by online SGD on the teacher stream.
+* :mod:`~depthscale.limits.mean_ode`: Chizat's Neural Mean ODE and its brute-force ResNet.
 """
 
 from __future__ import annotations
