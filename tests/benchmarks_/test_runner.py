@@ -74,3 +74,12 @@ def test_unknown_benchmark_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"'nope'.*choose from: plan-overhead"):
         run_benchmarks(["plan-overhead", "nope"], quick=True, json_path=path)
     assert not path.exists()
+
+
+def test_a_device_other_than_cpu_is_refused_for_cpu_only_benchmarks(tmp_path: Path) -> None:
+    """``--device`` reaches the batched sweep only; asking it of a CPU-only benchmark is a
+    ConfigError before anything runs (and nothing is written)."""
+    out = tmp_path / "bench.json"
+    with pytest.raises(ConfigError, match="run on the CPU only.*applies to: batched-sweep"):
+        run_benchmarks(["kernel", "batched-sweep"], quick=True, json_path=out, device="cuda")
+    assert not out.exists()

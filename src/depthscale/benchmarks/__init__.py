@@ -74,12 +74,18 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def run_benchmarks(
-    names: list[str] | None, *, quick: bool, json_path: Path | None = None
-) -> list[BenchResult]:
-    """Run the benchmarks called ``names`` (all when None), in order.
+#: benchmarks that take ``device`` (the rest time CPU code against CPU baselines)
+_ON_ANY_DEVICE = ("batched-sweep",)
 
-    Unknown names raise :class:`~depthscale.errors.ConfigError` before anything runs. With
+
+def run_benchmarks(
+    names: list[str] | None, *, quick: bool, json_path: Path | None = None, device: str = "cpu"
+) -> list[BenchResult]:
+    """Run the benchmarks called ``names`` (all when None), in order, on ``device``.
+
+    Unknown names, and a device other than "cpu" for a benchmark that runs on the CPU only
+    (every one but ``batched-sweep``), raise :class:`~depthscale.errors.ConfigError` before
+    anything runs. With
     ``json_path`` the results go to ``{"benchmarks": [...], "machine": {...}}``, written
     atomically (non-finite numbers as null).
     """
@@ -90,7 +96,14 @@ def run_benchmarks(
             f"unknown benchmark(s) {', '.join(map(repr, unknown))}; "
             f"choose from: {', '.join(BENCHMARKS)}"
         )
-    results = [BENCHMARKS[name](quick) for name in chosen]
+    cpu_only = [n for n in chosen if n not in _ON_ANY_DEVICE]
+    if device != "cpu" and cpu_only:
+        raise ConfigError(
+            f"benchmark(s) {', '.join(cpu_only)} run on the CPU only (numpy solvers or CPU "
+            f"ratios); --device {device} applies to: {', '.join(_ON_ANY_DEVICE)}"
+        )
+    results = [_batched_sweep.run(quick, device=device) if name == "batched-sweep"
+               else BENCHMARKS[name](quick) for name in chosen]
     if json_path is not None:
         payload = {
             "benchmarks": [r.to_json() for r in results],

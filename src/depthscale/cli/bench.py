@@ -14,7 +14,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     names = args.names or list(BENCHMARKS)
     with status(f"running benchmarks: {', '.join(names)}"):
-        results = run_benchmarks(names, quick=args.quick, json_path=args.json)
+        results = run_benchmarks(names, quick=args.quick, json_path=args.json,
+                                 device=args.device)
     for r in results:
         print(f"{r.name:>14}: ours {r.ours_seconds:.4g}s, baseline ({r.baseline}) "
               f"{r.baseline_seconds:.4g}s, ratio baseline/ours {r.ratio:.3f}")
@@ -27,4 +28,6 @@ def register(sub: Any) -> None:
     b.add_argument("names", nargs="*", help="benchmark names (default: all)")
     b.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     b.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
+    b.add_argument("--device", default="cpu",
+                   help="cpu (default) or cuda: the batched sweep against its loop on that device")
     b.set_defaults(func=_cmd_bench, output_files=("json",))
