@@ -80,6 +80,6 @@ def test_a_device_other_than_cpu_is_refused_for_cpu_only_benchmarks(tmp_path: Pa
     """``--device`` reaches the batched sweep only; asking it of a CPU-only benchmark is a
     ConfigError before anything runs (and nothing is written)."""
     out = tmp_path / "bench.json"
-    with pytest.raises(ConfigError, match="run on the CPU only.*applies to: batched-sweep"):
+    with pytest.raises(ConfigError, match=r"run on the CPU only.*applies to: batched-sweep"):
         run_benchmarks(["kernel", "batched-sweep"], quick=True, json_path=out, device="cuda")
     assert not out.exists()
