@@ -140,7 +140,7 @@ class Recipe:
     rules: dict[str, Rule]
     options: dict[str, float | str] = field(default_factory=dict)
     attention: Expr = _ATTN_SP
-    attention_source: str = "1/sqrt(d_head) (Vaswani et al. 2017)"
+    attention_source: str = "Vaswani et al. 2017"
 
 
 def _e(text: str, fn: Callable[[Dims], float]) -> Expr:
@@ -154,7 +154,7 @@ _INV_SQRT_N = _e("1/sqrt(n)", lambda d: 1 / math.sqrt(d.n))
 _SQRT_N = _e("sqrt(n)", lambda d: math.sqrt(d.n))
 _TOKEN_STD = _const(0.02)
 _ATTN_MUP = _e("1/d_head", lambda d: 1 / d.d_head)
-_ATTN_MUP_SOURCE = "1/d_head (muP: Yang et al. 2022, TP-V Sec. 8 / Table 3)"
+_ATTN_MUP_SOURCE = "muP: Yang et al. 2022, TP-V Sec. 8 / Table 3"
 
 
 def _vectors(c_sgd: Expr, c_adam: Expr | None, source: str) -> dict[str, Rule]:
