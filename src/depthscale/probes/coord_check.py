@@ -22,7 +22,7 @@ in training mode throughout (BatchNorm uses batch statistics); build it without 
 
 The verdict fits log-log slopes of both, per layer type, against width and against depth, with
 a 95% seed-bootstrap interval, and judges each interval against a band
-(:func:`expected_bands`) with :func:`~depthscale.claims.verdicts.interval_finding`. The lazy
+(:func:`expected_bands`) with :func:`~depthscale.findings.interval_finding`. The lazy
 diagnostic (CompleteP's "complete feature learning"; nfd Sec. 4, Eq. 27) measures each internal
 layer's *own* update, the change of its output that its weight update causes,
 ``f(x^(k); theta^(k)) - f(x^(k); theta^(0))``, and how it scales with depth.
@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,16 +44,12 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
 
 from depthscale.errors import ConfigError
+from depthscale.findings import Band, findings_verdict, interval_finding
 from depthscale.fits import loglog_slope
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
 from depthscale.param.inspect import ADDITIONS, Structure, inspect, tensors_in
 from depthscale.train.loop import loss_fn
-
-if TYPE_CHECKING:
-    from depthscale.claims.verdicts import Band
-
-# depthscale.claims builds on the probes, so its verdict helpers are imported where used
 
 __all__ = [
     "FLAT",
@@ -496,7 +492,6 @@ class CoordReport:
 def _judge(report: CoordReport, n_seeds: int) -> None:
     """The verdict from the fits that have a band (each interval judged by
     :func:`interval_finding`; a size that overflowed is a contradiction), and the evidence."""
-    from depthscale.claims.verdicts import findings_verdict
 
     findings: dict[str, tuple[str, str]] = {}
     for f in report.fits:
@@ -521,7 +516,6 @@ def _judge(report: CoordReport, n_seeds: int) -> None:
 def _fit(axis: str, sizes: Sequence[int], pts: list[list[CoordPoint]], quantity: str,
          layer_type: str, band: tuple[Band, str] | None) -> SlopeFit | None:
     """The slope fit of one (quantity, layer type) over a sweep; None if it was not measured."""
-    from depthscale.claims.verdicts import interval_finding
 
     per_seed = [[p.mean(quantity, layer_type) for p in at_size] for at_size in pts]
     if any(math.isnan(v) for row in per_seed for v in row):
@@ -633,7 +627,6 @@ def coord_check(
 def _lazy_label(fit: SlopeFit) -> str:
     """"lazy" if the own-update slope's interval lies at or below :data:`LAZY`, "complete" if
     at or above -:data:`FLAT`, else "undecided"."""
-    from depthscale.claims.verdicts import interval_finding
 
     if interval_finding(fit.ci_low, fit.ci_high, (None, LAZY)) == "supports":
         return "lazy"

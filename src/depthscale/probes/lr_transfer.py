@@ -18,21 +18,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.findings import Decision, interval_finding, noise_gate
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
 from depthscale.studies.analysis import GridSignal, Optimum, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
-
-if TYPE_CHECKING:
-    from depthscale.claims.verdicts import Decision
-
-# depthscale.claims builds on the probes, so its verdict helpers are imported where used
 
 __all__ = ["TransferReport", "TransferSize", "lr_transfer_check"]
 
@@ -226,7 +222,6 @@ def _report(records: list[dict[str, Any]], sizes: list[tuple[int, int]], grid: l
             seeds: list[int], criterion: str, tolerance: float, optimizer: str,
             n_boot: int) -> TransferReport:
     """Optima, drift, interval and verdict from the run records."""
-    from depthscale.claims.verdicts import interval_finding, noise_gate
 
     optima = {o.depth: o for o in optimal_lrs(records, criterion, axis="size",
                                               aggregate="loss")}

@@ -3,7 +3,7 @@ noise gate (INCONCLUSIVE when the signal does not exceed its noise)."""
 
 import pytest
 
-from depthscale.claims.verdicts import Route, noise_gate, routes_verdict
+from depthscale.findings import Route, noise_gate, routes_verdict
 
 S, C, U = "supports", "contradicts", "undecided"
 
