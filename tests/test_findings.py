@@ -70,13 +70,13 @@ def test_noise_gate() -> None:
     ],
 )
 def test_interval_finding(low: float, high: float, band: tuple, want: str) -> None:
-    from depthscale.claims.verdicts import interval_finding
+    from depthscale.findings import interval_finding
 
     assert interval_finding(low, high, band) == want
 
 
 def test_findings_verdict() -> None:
-    from depthscale.claims.verdicts import findings_verdict
+    from depthscale.findings import findings_verdict
 
     assert findings_verdict({"a": (S, "x"), "b": (S, "y")}) == ("PASS", "")
     verdict, why = findings_verdict({"a": (S, "x"), "b": (U, "ci [-1.2, -0.8]")})
@@ -104,7 +104,7 @@ def test_findings_verdict() -> None:
     ],
 )
 def test_sign_finding(low: float, high: float, sign: int, want: str) -> None:
-    from depthscale.claims.verdicts import sign_finding
+    from depthscale.findings import sign_finding
 
     assert sign_finding(low, high, sign) == want
 
