@@ -1,21 +1,23 @@
 """The registry of reproducible claims, one per row of shared/CLAIMS.md.
 
 A claim runner gets a :class:`ClaimContext` (scale, output folder, device, data, seed, its
-settings) and returns a :class:`~depthscale.claims.verdicts.ClaimOutcome`
-(:mod:`depthscale.claims.verdicts` computes it from measured values and bands).
+settings) and returns a :class:`ClaimOutcome`
+(:func:`depthscale.claims.verdicts.claim_outcome` computes it from measured values and bands).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError
 
-__all__ = ["CLAIMS", "PAPERS", "PLANNED", "SCALES", "Claim", "ClaimContext", "Control", "claim"]
+__all__ = [
+    "CLAIMS", "PAPERS", "PLANNED", "SCALES", "Claim", "ClaimContext", "ClaimOutcome", "Control",
+    "claim",
+]
 
 #: quick: CPU minutes (CI's demo); medium: about 30 CPU minutes a claim, where quick cannot
 #: decide (a claim without medium settings runs its quick ones); full: the paper's setting.
@@ -33,6 +35,20 @@ PAPERS: dict[str, str] = {
 
 #: Rows of CLAIMS.md that later issues implement: id -> what it waits for.
 PLANNED: dict[str, str] = {}
+
+
+@dataclass
+class ClaimOutcome:
+    """A claim's result. ``verdict`` is one of the classes of CLAIMS.md (computed by
+    :func:`band_verdict`, :func:`routes_verdict` or :func:`noise_gate`) or SKIP; every verdict
+    but PASS carries its evidence in ``reason``."""
+
+    verdict: str
+    measured: dict[str, float | None] = field(default_factory=dict)
+    band: dict[str, list[float | None]] = field(default_factory=dict)
+    reason: str = ""
+    figure: Path | None = None
+    data: Path | None = None
 
 
 @dataclass

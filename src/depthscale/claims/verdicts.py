@@ -5,10 +5,9 @@ the data behind it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from depthscale.claims.registry import ClaimContext, ClaimOutcome
 from depthscale.findings import (
     ROUTE_FINDINGS,
     Band,
@@ -23,28 +22,11 @@ from depthscale.findings import (
     sign_finding,
 )
 
-if TYPE_CHECKING:
-    from depthscale.claims.registry import ClaimContext
-
 __all__ = [
     "ROUTE_FINDINGS", "Band", "ClaimOutcome", "Decision", "Route", "band_verdict",
     "claim_outcome", "findings_verdict", "finite_or_none", "interval_finding", "noise_gate",
     "routes_verdict", "sign_finding",
 ]
-
-
-@dataclass
-class ClaimOutcome:
-    """A claim's result. ``verdict`` is one of the classes of CLAIMS.md (computed by
-    :func:`band_verdict`, :func:`routes_verdict` or :func:`noise_gate`) or SKIP; every verdict
-    but PASS carries its evidence in ``reason``."""
-
-    verdict: str
-    measured: dict[str, float | None] = field(default_factory=dict)
-    band: dict[str, list[float | None]] = field(default_factory=dict)
-    reason: str = ""
-    figure: Path | None = None
-    data: Path | None = None
 
 
 def claim_outcome(
