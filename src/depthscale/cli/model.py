@@ -135,10 +135,20 @@ def _check_model_name(name: str) -> None:
                           "factory 'package.module:function'")
 
 
+def _write_summary(args: argparse.Namespace, name: str, summary: dict[str, Any]) -> None:
+    """``--out/name``: the command's settings (its flags) and a check's summary, as JSON."""
+    from depthscale.report import atomic_write
+
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                if k not in ("func", "output_dirs", "command")}
+    with atomic_write(args.out / name) as fh:
+        json.dump(json_safe({"settings": settings, **summary}), fh, indent=2)
+
+
 def _cmd_coord_check(args: argparse.Namespace) -> int:
     from depthscale.data import load
     from depthscale.probes import LAYER_TYPES, coord_check
-    from depthscale.report import atomic_write, write_csv
+    from depthscale.report import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
     _check_model_name(args.model)
@@ -154,10 +164,7 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
                              steps=args.steps, seeds=range(args.seeds), progress=advance)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "coord_check.csv", report.rows())
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                if k not in ("func", "output_dirs", "command")}
-    with atomic_write(args.out / "coord_check.json") as fh:
-        json.dump(json_safe({"settings": settings, **report.summary()}), fh, indent=2)
+    _write_summary(args, "coord_check.json", report.summary())
     types = [t for t in LAYER_TYPES if any(f.layer_type == t for f in report.fits)]
     axes_used = [a for a in ("width", "depth") if any(f.axis == a for f in report.fits)]
     fig, axes = new_figure(ncols=len(axes_used), nrows=len(types), width=3.6, height=2.8)
@@ -182,7 +189,7 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
 def _cmd_transfer_check(args: argparse.Namespace) -> int:
     from depthscale.data import load
     from depthscale.probes import lr_transfer_check
-    from depthscale.report import atomic_write, write_csv
+    from depthscale.report import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
     _check_model_name(args.model)
@@ -200,10 +207,7 @@ def _cmd_transfer_check(args: argparse.Namespace) -> int:
             device=args.device, progress=advance)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "transfer_check.csv", report.rows())
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                if k not in ("func", "output_dirs", "command")}
-    with atomic_write(args.out / "transfer_check.json") as fh:
-        json.dump(json_safe({"settings": settings, **report.summary()}), fh, indent=2)
+    _write_summary(args, "transfer_check.json", report.summary())
     fig, axes = new_figure()
     key = "running_loss" if args.criterion == "running" else "final_train_loss"
     for s in report.sizes:
