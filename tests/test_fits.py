@@ -42,3 +42,11 @@ def test_error_law_fit_recovers_a_and_b_with_intervals() -> None:
     assert law.a_ci[0] <= 0.15 <= law.a_ci[1]
     with pytest.raises(ConfigError, match="unknown form"):
         fit_error_law(L, M, err, form="a/L^2")
+
+
+def test_percentile_interval_is_the_central_95_percent_and_nan_when_unmeasured() -> None:
+    from depthscale.fits import percentile_interval
+
+    assert percentile_interval(np.arange(1001.0)) == (25.0, 975.0)
+    assert all(math.isnan(v) for v in percentile_interval([1.0, float("nan")]))
+    assert all(math.isnan(v) for v in percentile_interval([]))

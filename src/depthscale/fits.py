@@ -25,6 +25,7 @@ __all__ = [
     "loglog_slope",
     "loglog_slope_ci",
     "mean_ci",
+    "percentile_interval",
     "weighted_loglog_fit",
 ]
 
@@ -106,6 +107,16 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
         return mean, mean, mean
     half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
     return mean, mean - half, mean + half
+
+
+def percentile_interval(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap ``values``; NaN where there are none or a
+    resample could not be measured (not finite)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0 or not np.isfinite(v).all():
+        return math.nan, math.nan
+    low, high = np.percentile(v, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def log_minimum(x: Sequence[float], y: Sequence[float]) -> LogMinimum:

@@ -58,7 +58,7 @@ from depthscale.claims.verdicts import (
     sign_finding,
 )
 from depthscale.errors import ConfigError
-from depthscale.fits import loglog_slope
+from depthscale.fits import loglog_slope, percentile_interval
 from depthscale.models import build
 from depthscale.models.gpt import GPT
 from depthscale.models.layers import ScaledLinear
@@ -155,14 +155,6 @@ def _bootstrap_spreads(records: Sequence[Mapping[str, Any]], recipes: Sequence[s
     return out
 
 
-def _interval(values: np.ndarray) -> tuple[float, float]:
-    """95% percentile interval; NaN where a resample could not be measured."""
-    if values.size == 0 or not np.isfinite(values).all():
-        return math.nan, math.nan
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
-
-
 @claim(
     "beyond-adam", "nfd",
     "Open question (nfd Q2): under Adam, the Eq. 8 correction (first-layer LR x sqrt(L); its "
@@ -224,12 +216,12 @@ def beyond_adam(ctx: ClaimContext) -> ClaimOutcome:
         boot = _bootstrap_spreads(records[opt], recipes, depths, n_boot=s["n_boot"],
                                   seed=ctx.seed)
         for i, (tag, r) in enumerate((("depth_mup", recipes[0]), ("nfd_depth", recipes[1]))):
-            low, high = _interval(boot[:, i])
+            low, high = percentile_interval(boot[:, i])
             measured |= {f"spread_{opt}_{tag}": finite_or_none(point[r]),
                          f"spread_{opt}_{tag}_ci_low": finite_or_none(low),
                          f"spread_{opt}_{tag}_ci_high": finite_or_none(high)}
         diff = point[recipes[1]] - point[recipes[0]]
-        low, high = _interval(boot[:, 1] - boot[:, 0])
+        low, high = percentile_interval(boot[:, 1] - boot[:, 0])
         name = f"spread_{opt}_nfd_minus_depth_mup"
         measured |= {name: finite_or_none(diff), f"{name}_ci_low": finite_or_none(low),
                      f"{name}_ci_high": finite_or_none(high)}
@@ -650,12 +642,12 @@ def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
     boot = _bootstrap_spreads(records, recipes, s["transfer_blocks"], n_boot=s["n_boot"],
                               seed=ctx.seed)
     for i, (tag, recipe) in enumerate(arms):
-        low, high = _interval(boot[:, i])
+        low, high = percentile_interval(boot[:, i])
         measured |= {f"spread_{tag}": finite_or_none(point[recipe]),
                      f"spread_{tag}_ci_low": finite_or_none(low),
                      f"spread_{tag}_ci_high": finite_or_none(high)}
     diff = point[recipes[1]] - point[recipes[0]]
-    low, high = _interval(boot[:, 1] - boot[:, 0])
+    low, high = percentile_interval(boot[:, 1] - boot[:, 0])
     measured |= {"spread_nfd_minus_depth_mup": finite_or_none(diff),
                  "spread_nfd_minus_depth_mup_ci_low": finite_or_none(low),
                  "spread_nfd_minus_depth_mup_ci_high": finite_or_none(high)}

@@ -51,7 +51,7 @@ from depthscale.claims.verdicts import (
     sign_finding,
 )
 from depthscale.errors import ConfigError
-from depthscale.fits import loglog_slope, mean_ci
+from depthscale.fits import loglog_slope, mean_ci, percentile_interval
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
 from depthscale.probes import snapshot, two_layer_updates
@@ -778,13 +778,8 @@ def _spread_bootstrap(optima: Sequence[Optimum], recipes: Sequence[str], depths:
         for i, x in enumerate(logs):
             means[i, :, j] = np.asarray([x[sd] for sd in common])[draw].mean(axis=1)
     spreads = np.ptp(means, axis=2)
-
-    def ci(v: np.ndarray) -> tuple[float, float]:
-        lo, hi = np.percentile(v, [2.5, 97.5])
-        return float(lo), float(hi)
-
-    return {**{r: ci(spreads[i]) for i, r in enumerate(recipes)},
-            "difference": ci(spreads[1] - spreads[0])}
+    return {**{r: percentile_interval(spreads[i]) for i, r in enumerate(recipes)},
+            "difference": percentile_interval(spreads[1] - spreads[0])}
 
 
 def _spread_noise(optima: Sequence[Optimum], recipes: Sequence[str], depths: Sequence[int],
