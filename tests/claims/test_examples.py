@@ -42,7 +42,8 @@ def _laws_quick_studies() -> dict[str, tuple[str, dict[str, Any], dict[str, Any]
 def test_laws_example_is_the_claims_quick_study(path: str) -> None:
     name, arch, settings = _laws_quick_studies()[path]
     claim_study = parse_study(study_toml(name, arch, seeds=settings["seeds"],
-                                         epochs=settings["epochs"], data=arch.get("data", {})))
+                                         epochs=settings["epochs"], data=arch.get("data", {}),
+                                         final_eval=settings["final_eval"]))
     example = load_study(EXAMPLES / path)
     assert expand(claim_study) == expand(example)
     assert example.name == name
@@ -55,7 +56,8 @@ def test_every_laws_example_belongs_to_a_claim() -> None:
     table1 = CLAIMS["laws-table1"].settings["quick"]
     for cid in ("laws-transfer", "laws-ammup"):  # they reuse the Table 1 sweeps
         settings = CLAIMS[cid].settings["quick"]
-        assert (settings["seeds"], settings["epochs"]) == (table1["seeds"], table1["epochs"])
+        for k in ("seeds", "epochs", "final_eval"):
+            assert settings[k] == table1[k], (cid, k)
         for key, arch in settings["archs"].items():
             assert arch == table1["archs"][key]
 

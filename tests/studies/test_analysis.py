@@ -16,6 +16,7 @@ from depthscale.studies.analysis import (
     grid_signals,
     lr_spread,
     optimal_lrs,
+    records_at_step,
     scan_axis,
     seed_summary,
     wls_power_law,
@@ -261,3 +262,44 @@ def test_grid_signal_separates_a_resolved_optimum_from_a_flat_grid() -> None:
     assert flat.loss_range == pytest.approx(0.01) and flat.flat and flat.n_lrs == 16
     (single,) = grid_signals([r for r in records if r["seed"] == 0 and r["depth"] == 16])
     assert math.isnan(single.seed_spread) and not single.flat
+
+
+def test_grid_signal_says_whether_the_best_lr_learned_beyond_chance() -> None:
+    def rows(best: float, seed_shift: float) -> list[dict]:
+        # a parabola in log LR with its minimum ``best`` at lr 0.01, 3 seeds +-seed_shift
+        return [{"depth": 2, "seed": s, "lr": lr, "status": "done",
+                 "running_loss": best + (math.log10(lr) + 2) ** 2 / 2.5 + d}
+                for s, d in enumerate((0.0, seed_shift, -seed_shift)) for lr in LRS]
+
+    (learned,) = grid_signals(rows(1.5, 0.05))
+    assert learned.best_loss == pytest.approx(1.5) and learned.seed_spread == pytest.approx(0.1)
+    assert learned.learned(chance=2.302585)  # 0.80 below chance, spread 0.1
+    # best loss 2.25: 0.05 below chance, within a 0.1 seed spread: not learned, though the grid
+    # is far from flat (the large LRs blow the loss up)
+    (chance_level,) = grid_signals(rows(2.25, 0.05))
+    assert not chance_level.flat and not chance_level.learned(chance=2.302585)
+    assert chance_level.learned(chance=2.302585 + 0.2)  # a harder task: 0.25 below its chance
+    (one_seed,) = grid_signals([r for r in rows(2.25, 0.05) if r["seed"] == 0])
+    assert one_seed.learned(chance=2.302585)  # no spread to compare with: never called unlearned
+
+
+def test_records_at_step_are_the_runs_as_they_stood_after_that_step() -> None:
+    done = {"run_id": "a", "status": "done", "curve_steps": [1, 2, 3, 4],
+            "curve_losses": [2.0, 1.0, 0.5, 0.25], "running_loss": 0.9375, "steps_done": 4}
+    late = {"run_id": "b", "status": "diverged", "diverged_at": 4, "curve_steps": [1, 2, 3, 4],
+            "curve_losses": [2.0, 3.0, 9.0, float("inf")], "running_loss": None}
+    early = {"run_id": "c", "status": "diverged", "diverged_at": 2, "curve_steps": [1, 2],
+             "curve_losses": [2.0, 30.0], "running_loss": None}
+    failed = {"run_id": "d", "status": "failed", "curve_steps": [], "curve_losses": []}
+    a, b, c, d = records_at_step([done, late, early, failed], 2)
+    assert a["status"] == "done" and a["running_loss"] == pytest.approx(1.5)
+    assert a["steps_done"] == 2 and done["running_loss"] == 0.9375  # inputs are not changed
+    assert b["status"] == "done" and b["running_loss"] == pytest.approx(2.5)
+    assert c["status"] == "diverged" and c["running_loss"] is None
+    assert d == failed
+    with pytest.raises(ConfigError, match="fewer than 5"):
+        records_at_step([done], 5)
+    with pytest.raises(ConfigError, match="not per step"):
+        records_at_step([{**done, "curve_steps": [250, 500, 750, 1000]}], 2)
+    with pytest.raises(ConfigError, match="step >= 1"):
+        records_at_step([done], 0)

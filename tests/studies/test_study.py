@@ -13,6 +13,7 @@ import torch
 
 from depthscale.errors import ConfigError
 from depthscale.studies import records, runner
+from depthscale.studies.analysis import records_at_step
 from depthscale.studies.records import RunRecord
 from depthscale.studies.runner import run_one
 from depthscale.studies.spec import SPEC_SCHEMA, RunSpec, expand, load_study, parse_study, run_id
@@ -220,3 +221,41 @@ def test_check_run_reports_any_build_problem_as_one_config_error(
         runner.check_run(_spec())
     assert str(exc.value) == ("the run resnet1/laws width 8 depth 2 lr 0.1 seed 0 data.n_test 64 "
                               "data.n_train 128 cannot be built: RuntimeError: boom second line")
+
+
+def test_the_first_steps_of_a_run_are_a_shorter_run() -> None:
+    # what records_at_step relies on: constant-LR SGD with a data order that does not depend on
+    # the run's length, so the first 3 of 6 steps reproduce a 3-step run exactly
+    long, short = run_one(_spec(steps=6)), run_one(_spec(steps=3))
+    (at3,) = records_at_step([long], 3)
+    assert short.curve_losses == long.curve_losses[:3]
+    assert at3["running_loss"] == pytest.approx(short.metrics["running_loss"], rel=1e-12)
+
+
+def test_final_eval_test_skips_the_training_set_pass_and_only_it() -> None:
+    full, test_only = run_one(_spec()), run_one(_spec(final_eval="test"))
+    assert test_only.status == "done"
+    assert test_only.curve_losses == full.curve_losses  # the same training
+    assert test_only.metrics["running_loss"] == full.metrics["running_loss"]
+    assert test_only.metrics["final_test_loss"] == full.metrics["final_test_loss"]
+    assert "final_train_loss" not in test_only.metrics and "final_train_loss" in full.metrics
+    # the default keeps every existing run id; "test" is a different run
+    assert "final_eval" not in _spec().canonical()
+    assert run_id(_spec(final_eval="test")) != run_id(_spec())
+    (spec,) = expand(parse_study(TINY.replace("batch_size = 32", 'batch_size = 32\n'
+                                              'final_eval = "test"').replace(
+        "depth = [1, 2]", "depth = [1]").replace("seed = [0, 1]", "seed = [0]").replace(
+        "lr = [0.05, 0.2]", "lr = [0.05]")))
+    assert spec.final_eval == "test" and spec.train_config().final_eval == "test"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (TINY.replace("batch_size = 32", 'batch_size = 32\nfinal_eval = "train"'),
+     r"train.final_eval unknown final_eval 'train'; choose one of: train\+test, test"),
+    (TINY.replace("batch_size = 32", 'batch_size = 32\nfinal_eval = "test"')
+     + '[analysis]\ncriterion = "final"\n',
+     r"\"final\" reads the final training-set loss"),
+])
+def test_final_eval_settings_that_cannot_work_are_refused(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_study(text)

@@ -259,3 +259,13 @@ def test_cli_flag(swept: dict[str, Any], tmp_path: Path,
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])
     assert "--batch-lrs" in capsys.readouterr().out
+
+
+def test_batched_group_with_final_eval_test_skips_the_training_set_pass() -> None:
+    specs = [RunSpec(model="resnet1", recipe="laws", dataset="mnist1d", width=8, depth=2, lr=lr,
+                     seed=0, steps=4, batch_size=32, final_eval="test",
+                     data_options=(("n_test", 64), ("n_train", 128))) for lr in (0.05, 0.2)]
+    for batched, alone in zip(run_group(specs), (run_one(s) for s in specs), strict=True):
+        assert "final_train_loss" not in batched.metrics and "final_train_loss" not in alone.metrics
+        assert math.isclose(batched.metrics["final_test_loss"], alone.metrics["final_test_loss"],
+                            rel_tol=RTOL)

@@ -12,7 +12,11 @@ effective depth L = m + K.
 A slope's verdict rests on its interval, not its point: the hull of the fit's t-interval and a
 seed-bootstrap interval inside the band supports the law, wholly outside contradicts it, across
 an edge is undecided (INCONCLUSIVE); so is any sweep whose loss range over the LR grid does not
-exceed its seed-to-seed spread (its argmin is noise). Optima next to a diverged LR are flagged.
+exceed its seed-to-seed spread (its argmin is noise), any sweep whose best loss is not below
+chance (the label marginal's loss) by more than that spread (nothing was learned, so the argmin
+marks where large LRs blow up), and any contradiction that training longer moves toward the
+band: alpha refitted on the first half of every run (constant-LR SGD: a half-length run) lying
+outside the full-length interval, on the band's side. Optima next to a diverged LR are flagged.
 ResNets are fitted against both depth conventions of the paper (Sec. 3.4: L = m + K; Sec. 4.3:
 L = number of blocks); the first is banded, the second reported.
 """
@@ -32,15 +36,13 @@ import torch
 
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
-    Band,
     ClaimOutcome,
     Decision,
-    band_verdict,
     claim_outcome,
     findings_verdict,
     interval_finding,
 )
-from depthscale.fits import loglog_slope
+from depthscale.fits import percentile_interval
 from depthscale.models import build, create
 from depthscale.probes import update_energy
 from depthscale.report import figures
@@ -52,9 +54,11 @@ from depthscale.studies.analysis import (
     bootstrap_slope_ci,
     grid_signals,
     optimal_lrs,
+    records_at_step,
     seed_summary,
     wls_power_law,
 )
+from depthscale.studies.records import MAX_CURVE_POINTS
 from depthscale.studies.store import open_store
 from depthscale.studies.sweep import run_study
 
@@ -65,11 +69,14 @@ _LAW_BAND = (-1.9, -1.0)
 
 def study_toml(name: str, arch: dict[str, Any], *, seeds: int, epochs: float | None,
                data: dict[str, Any], first_seed: int = 0, device: str = "cpu",
-               recipe: str | None = None, steps: int | None = None) -> str:
+               recipe: str | None = None, steps: int | None = None,
+               final_eval: str = "train+test") -> str:
     """The TOML of one architecture's depth x LR study (laws Sec. 4.1 protocol). The recipe is
     the architecture's (``laws``; ``laws-fanin`` for Transformers) unless ``recipe`` names
     another (the negative controls' wrong parameterization). The budget is ``epochs``, or
-    ``steps`` when given; the LRs are ``arch["lrs"]`` when given, else its ``lr_logspace``."""
+    ``steps`` when given; the LRs are ``arch["lrs"]`` when given, else its ``lr_logspace``.
+    ``final_eval = "test"`` skips the final training-set pass the running-loss criterion never
+    reads."""
     recipe = recipe or arch.get("recipe", "laws")
     if "lrs" in arch:
         lr_line = f"lr = {[float(v) for v in arch['lrs']]}"
@@ -84,6 +91,7 @@ def study_toml(name: str, arch: dict[str, Any], *, seeds: int, epochs: float | N
         "[data]", *(f"{k} = {_toml(v)}" for k, v in data.items()),
         "[train]", f'optimizer = "{arch.get("optimizer", "sgd")}"', budget,
         "batch_size = 128", 'loss = "ce"', *([f'device = "{device}"'] if device != "cpu" else []),
+        *([f'final_eval = "{final_eval}"'] if final_eval != "train+test" else []),
         "[grid]", f"depth = {arch['depths']}", f"width = [{arch['width']}]",
         f"seed = {list(range(first_seed, first_seed + seeds))}", lr_line,
         "[analysis]", 'criterion = "running"', 'axis = "depth"',
@@ -139,7 +147,8 @@ def _run_laws_study(ctx: ClaimContext, name: str, arch: dict[str, Any],
         data["dir"] = str(Path(ctx.data_dir).resolve())
     spec.write_text(study_toml(name, arch, seeds=seeds, epochs=s.get("epochs"),
                                steps=s.get("steps"), data=data, first_seed=ctx.seed,
-                               device=ctx.device, recipe=_recipe(s, arch)))
+                               device=ctx.device, recipe=_recipe(s, arch),
+                               final_eval=s.get("final_eval", "train+test")))
 
     @contextlib.contextmanager
     def progress(total: int) -> Iterator[Callable[[int], None]]:
@@ -179,7 +188,9 @@ def _effective_depth(arch: dict[str, Any], depth: int) -> int:
 @dataclass(frozen=True)
 class LawResult:
     """One sweep's law: eta* per (size, seed), their seed summaries, the WLS fit, its seed-
-    bootstrap interval, each size's grid signal, and (ResNets) the fit against blocks."""
+    bootstrap interval, each size's grid signal, (ResNets) the fit against blocks, the loss of
+    chance on its data, and the fit on the first ``half_steps`` steps of every run (None where
+    the runs are too short or their curves are bucketed)."""
 
     optima: list[Optimum]
     summaries: list[SeedSummary]
@@ -187,6 +198,9 @@ class LawResult:
     boot_ci: tuple[float, float]
     signals: list[GridSignal]
     blocks_fit: LawFit | None = None
+    chance: float = math.nan
+    steps: int = 0
+    half_fit: LawFit | None = None
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -199,39 +213,106 @@ class LawResult:
         """Sizes whose LR grid does not resolve an optimum above seed noise."""
         return [g for g in self.signals if g.flat]
 
+    def untrained_sizes(self) -> list[GridSignal]:
+        """Sizes whose best loss is not below chance by more than the seed spread."""
+        if not math.isfinite(self.chance):
+            return []
+        return [g for g in self.signals if not g.flat and not g.learned(self.chance)]
+
 
 def _law(records: list[dict[str, Any]], criterion: str = "running",
-         blocks: bool = False) -> LawResult:
+         blocks: bool = False, chance: float = math.nan) -> LawResult:
     """eta* per (effective depth, seed), mean and 95% CI over seeds, WLS slope (laws Sec. 4.1),
     its seed bootstrap and the grid signals; ``blocks``: also the fit against the number of
-    residual blocks (laws Sec. 4.3's convention)."""
+    residual blocks (laws Sec. 4.3's convention). With the "running" criterion the law is also
+    refitted on the first half of every run (:func:`records_at_step`), to see whether it still
+    moves with training length."""
     optima = optimal_lrs(records, criterion, axis="effective_depth")
     summaries = seed_summary(optima)
     blocks_fit = None
     if blocks:
         blocks_fit = wls_power_law(seed_summary(optimal_lrs(records, criterion, axis="depth")))
+    steps = max((len(r.get("curve_steps") or []) for r in records), default=0)
+    half_fit = None
+    if criterion == "running" and steps // 2 >= 2 and steps <= MAX_CURVE_POINTS:
+        half = records_at_step(records, steps // 2)
+        half_fit = wls_power_law(seed_summary(optimal_lrs(half, criterion,
+                                                          axis="effective_depth")))
     return LawResult(optima, summaries, wls_power_law(summaries), bootstrap_slope_ci(optima),
-                     grid_signals(records, criterion, axis="effective_depth"), blocks_fit)
+                     grid_signals(records, criterion, axis="effective_depth"), blocks_fit,
+                     chance, steps, half_fit)
 
 
 def _has_blocks(arch: dict[str, Any]) -> bool:
     return str(arch["model"]).startswith("convresnet")
 
 
+def _chance_loss(ctx: ClaimContext, arch: dict[str, Any]) -> float:
+    """Cross-entropy of predicting the training labels' marginal (nats): the loss of a net that
+    has learned nothing about the inputs, on the data the sweep trains on."""
+    from depthscale.data import load
+
+    data = {**ctx.settings.get("data", {}), **arch.get("data", {})}
+    ds = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed, **data)
+    p = np.bincount(ds.y_train.numpy().ravel()) / ds.y_train.numel()
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def _arch_law(ctx: ClaimContext, name: str, arch: dict[str, Any]) -> LawResult:
+    """One architecture's sweep (run or resumed in ``ctx.out_dir/name``, shared by every claim
+    that names the same study) and its law."""
+    return _law(_sweep(ctx, name, arch), blocks=_has_blocks(arch),
+                chance=_chance_loss(ctx, arch))
+
+
 def _study(ctx: ClaimContext, key: str, arch: dict[str, Any]) -> LawResult:
     """One architecture's Table 1 sweep (shared by every claim that names the same key)."""
-    return _law(_sweep(ctx, f"laws-{key}", arch), blocks=_has_blocks(arch))
+    return _arch_law(ctx, f"laws-{key}", arch)
+
+
+_LONGER = ("; longer training or more seeds than this scale has (quick -> medium; medium -> "
+           "full, CIFAR on a GPU) would separate the LRs")
 
 
 def _flat_evidence(key: str, law: LawResult) -> str:
-    """'' or the sizes whose sweep is flat within seed noise, with their numbers."""
+    """'' or the sizes whose sweep is flat within seed noise or learned nothing beyond chance,
+    with their numbers."""
+    parts = []
     flat = law.flat_sizes()
-    if not flat:
+    if flat:
+        parts.append(f"{key}: LR grid flat within seed noise at " + ", ".join(
+            f"L={g.depth} (loss range {g.loss_range:.3g} <= seed spread {g.seed_spread:.3g})"
+            for g in flat))
+    untrained = law.untrained_sizes()
+    if untrained:
+        parts.append(f"{key}: nothing learned beyond chance (loss {law.chance:.3g} of the label "
+                     f"marginal) after {law.steps} steps at " + ", ".join(
+                         f"L={g.depth} (best loss {g.best_loss:.3g}, seed spread "
+                         f"{g.seed_spread:.3g})" for g in untrained)
+                     + ": the argmin marks where large LRs blow up, not eta*")
+    return "; ".join(parts) + (_LONGER if parts else "")
+
+
+def _band_distance(x: float, band: tuple[float, float]) -> float:
+    return max(band[0] - x, x - band[1], 0.0)
+
+
+def _trend_evidence(key: str, law: LawResult) -> str:
+    """'' or, for a slope whose interval lies outside the band, the evidence that training
+    longer moves it toward the band: the half-length alpha lies outside the full-length
+    interval and farther from the band (the exponent still changes with training length, so
+    this length cannot contradict the law)."""
+    low, high = law.interval
+    if law.half_fit is None or not (math.isfinite(low) and math.isfinite(high)):
         return ""
-    return f"{key}: LR grid flat within seed noise at " + ", ".join(
-        f"L={g.depth} (loss range {g.loss_range:.3g} <= seed spread {g.seed_spread:.3g})"
-        for g in flat) + ("; longer training or more seeds than this scale has (quick -> medium; "
-                          "medium -> full, CIFAR on a GPU) would separate the LRs")
+    a_half, a = law.half_fit.slope, law.fit.slope
+    moved = math.isfinite(a_half) and not low <= a_half <= high
+    if not (moved and _band_distance(a, _LAW_BAND) < _band_distance(a_half, _LAW_BAND)):
+        return ""
+    return (f"{key}: alpha {a_half:.3g} after {law.steps // 2} steps -> {a:.3g} after "
+            f"{law.steps}, outside its interval [{low:.3g}, {high:.3g}] and toward the band: "
+            "the exponent still changes with training length; train longer (quick -> medium)")
 
 
 def _at_epoch(records: list[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:
@@ -280,6 +361,9 @@ _ARCHS_FULL: dict[str, dict[str, Any]] = {
 }
 
 
+#: quick scale: one epoch (laws Sec. 4.1), 3 seeds, no final training-set pass (the criteria
+#: read training losses recorded during the run)
+_QUICK_BUDGET = {"seeds": 3, "epochs": 1, "data": {}, "final_eval": "test"}
 #: medium scale (issue 10): all 4000 MNIST-1D signals, 256 SGD steps, 5 seeds, a two-stage LR
 #: grid (0.35 decades on one seed, then 0.1 decades within half a decade of that optimum on
 #: every seed), deeper nets than quick; about 30 CPU minutes for the four sweeps on 2 cores
@@ -334,10 +418,14 @@ def _rows(results: dict[str, LawResult]) -> list[dict[str, Any]]:
                 "next_to_diverged": s.depth in beside,
                 "grid_loss_range": g.loss_range if g else math.nan,
                 "seed_spread": g.seed_spread if g else math.nan, "flat": bool(g and g.flat),
+                "best_loss": g.best_loss if g else math.nan, "chance_loss": law.chance,
+                "learned": bool(g is None or g.learned(law.chance)),
                 "alpha": law.fit.slope, "alpha_ci_low": law.fit.slope_ci[0],
                 "alpha_ci_high": law.fit.slope_ci[1], "alpha_boot_low": law.boot_ci[0],
                 "alpha_boot_high": law.boot_ci[1], "r2": law.fit.r2,
                 "alpha_blocks": law.blocks_fit.slope if law.blocks_fit else math.nan,
+                "steps": law.steps,
+                "alpha_half_steps": law.half_fit.slope if law.half_fit else math.nan,
             })
     return rows
 
@@ -345,7 +433,7 @@ def _rows(results: dict[str, LawResult]) -> list[dict[str, Any]]:
 @claim(
     "laws-table1", "laws",
     "The optimal LR follows eta* ~ L^alpha with alpha near -3/2 for CNNs, ResNets and ViTs",
-    quick={"archs": _ARCHS_QUICK, "seeds": 3, "epochs": 1, "data": {}},
+    quick={"archs": _ARCHS_QUICK, **_QUICK_BUDGET},
     medium={"archs": _ARCHS_MEDIUM, **_MEDIUM_BUDGET},
     full={"archs": _ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}},
     smoke={"archs": {"cnn1d": {**_ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
@@ -361,24 +449,33 @@ def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
 
 
 def _alpha_finding(key: str, law: LawResult) -> tuple[str, str]:
-    """The law band read on the slope's interval; undecided where a sweep is flat."""
+    """The law band read on the slope's interval; undecided where a sweep is flat or learned
+    nothing, or where a contradiction still moves toward the band with training length."""
     low, high = law.interval
     flat = _flat_evidence(key, law)
     if flat:
         return "undecided", flat
     finding = interval_finding(low, high, _LAW_BAND)
-    return finding, (f"alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] (t and seed "
-                     f"bootstrap) against band {list(_LAW_BAND)}")
+    evidence = (f"alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] (t and seed "
+                f"bootstrap) against band {list(_LAW_BAND)}")
+    trend = _trend_evidence(key, law) if finding == "contradicts" else ""
+    if trend:
+        return "undecided", f"{evidence}; {trend}"
+    return finding, evidence
 
 
 def _law_decision(results: dict[str, LawResult], r2_min: float | None = None) -> Decision:
-    """Every study's alpha interval against the law band, and R^2 >= ``r2_min`` when given."""
+    """Every study's alpha interval against the law band, and R^2 >= ``r2_min`` when given
+    (undecided, like alpha, where the sweep cannot locate eta*: the R^2 of noise says nothing)."""
     findings = {f"alpha_{k}": _alpha_finding(k, law) for k, law in results.items()}
     if r2_min is not None:
         for k, law in results.items():
             ok = math.isfinite(law.fit.r2) and law.fit.r2 >= r2_min
-            findings[f"r2_{k}"] = ("supports" if ok else "contradicts",
-                                   f"R^2 {law.fit.r2:.3g} against >= {r2_min}")
+            said = f"R^2 {law.fit.r2:.3g} against >= {r2_min}"
+            if not ok and findings[f"alpha_{k}"][0] == "undecided":
+                findings[f"r2_{k}"] = ("undecided", f"{said}, of optima the sweep cannot locate")
+            else:
+                findings[f"r2_{k}"] = ("supports" if ok else "contradicts", said)
     return findings_verdict(findings)
 
 
@@ -396,6 +493,8 @@ def _law_outcome(ctx: ClaimContext, claim_id: str, results: dict[str, LawResult]
         measured[f"alpha_{key}_boot_low"] = law.boot_ci[0]
         measured[f"alpha_{key}_boot_high"] = law.boot_ci[1]
         measured[f"r2_{key}"] = law.fit.r2
+        if law.half_fit is not None:
+            measured[f"alpha_{key}_half_steps"] = law.half_fit.slope
         if law.blocks_fit is not None:
             measured[f"alpha_{key}_blocks"] = law.blocks_fit.slope
             measured[f"alpha_{key}_blocks_ci_low"] = law.blocks_fit.slope_ci[0]
@@ -416,6 +515,10 @@ def _law_outcome(ctx: ClaimContext, claim_id: str, results: dict[str, LawResult]
               f"{law.fit.slope:.3g} against L = m + K (Sec. 3.4, banded)"
               for k, law in results.items() if law.blocks_fit is not None]
     notes += blocks
+    halves = [f"{k} {law.half_fit.slope:.3g} -> {law.fit.slope:.3g}"
+              for k, law in results.items() if law.half_fit is not None]
+    if halves:
+        notes.append("alpha after half -> all of the steps: " + ", ".join(halves))
     return claim_outcome(ctx, claim_id, measured, bands, _rows(results), _law_figure(results),
                          "; ".join(notes), decision=_law_decision(results, r2_min))
 
@@ -427,7 +530,7 @@ _SOURCE_DEPTHS_QUICK = {"cnn1d": 5, "convresnet1d": 4, "cnn2d": 4, "vit": 3}
     "laws-transfer", "laws",
     "Zero-shot eta(L) = eta(L0)(L/L0)^(-3/2) beats raw transfer of the tuned LR",
     quick={"archs": _ARCHS_QUICK, "source_depths": _SOURCE_DEPTHS_QUICK, "verdict_on": "vit",
-           "seeds": 3, "epochs": 1, "data": {}},
+           **_QUICK_BUDGET},
     medium={"archs": _ARCHS_MEDIUM, "source_depths": {"cnn1d": 6, "convresnet1d": 8,
                                                      "cnn2d": 4, "vit": 4},
             "verdict_on": "vit", **_MEDIUM_BUDGET},
@@ -454,30 +557,32 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
     s = ctx.settings
     measured: dict[str, float | None] = {}
     rows: list[dict[str, Any]] = []
-    flat = ""
+    exponent = s.get("transfer_exponent", -1.5)  # the negative control's constant LR: 0
+    finding: tuple[str, str] = ("undecided", "")
     for key, arch in s["archs"].items():
         law = _study(ctx, key, arch)
-        summaries = law.summaries
-        if key == s["verdict_on"]:
-            flat = _flat_evidence(key, law)
         source = _effective_depth(arch, s["source_depths"][key])
-        by_depth = {su.depth: su.mean_log10_lr for su in summaries}
+        by_depth = {su.depth: su.mean_log10_lr for su in law.summaries}
         log_eta0 = by_depth[source]
-        exponent = s.get("transfer_exponent", -1.5)  # the negative control's constant LR: 0
-        scaled_err, raw_err = [], []
         for depth_eff, oracle in by_depth.items():
             if depth_eff == source:
                 continue
             scaled = log_eta0 + exponent * math.log10(depth_eff / source)
-            scaled_err.append(abs(scaled - oracle))
-            raw_err.append(abs(log_eta0 - oracle))
             rows.append({"architecture": key, "source_effective_depth": source,
                          "effective_depth": depth_eff, "log10_oracle": oracle,
                          "log10_scaled": scaled, "log10_raw": log_eta0,
-                         "scaled_error": scaled_err[-1], "raw_error": raw_err[-1]})
-        med_s, med_r = statistics.median(scaled_err), statistics.median(raw_err)
+                         "scaled_error": abs(scaled - oracle), "raw_error": abs(log_eta0 - oracle)})
+        med_s, med_r = _transfer_errors(by_depth, source, exponent)
+        low, high = _transfer_interval(law.optima, source, exponent, seed=ctx.seed)
         measured |= {f"median_error_scaled_{key}": med_s, f"median_error_raw_{key}": med_r,
-                     f"scaled_minus_raw_{key}": med_s - med_r}
+                     f"scaled_minus_raw_{key}": med_s - med_r,
+                     f"scaled_minus_raw_{key}_low": low, f"scaled_minus_raw_{key}_high": high}
+        if key == s["verdict_on"]:
+            flat = _flat_evidence(key, law)
+            finding = ("undecided", flat) if flat else (
+                interval_finding(low, high, (None, -0.01)),
+                f"{key}: scaled - raw median error {med_s - med_r:+.3g} decades, 95% seed-"
+                f"bootstrap interval [{low:+.3g}, {high:+.3g}], against <= -0.01")
     bands = {f"scaled_minus_raw_{s['verdict_on']}": (None, -0.01)}
     fig, axes = figures.new_figure(ncols=len(s["archs"]), width=3.4)
     for ax, key in zip(axes, s["archs"], strict=True):
@@ -493,46 +598,86 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
                      f"(scaled) vs {measured[f'median_error_raw_{key}']:.2f} (raw)", fontsize=8)
         ax.legend(fontsize=6)
     return claim_outcome(ctx, "laws-transfer", measured, bands, rows, fig,
-                         decision=_flat_decision(measured, bands, [flat]))
+                         decision=findings_verdict({"scaled_minus_raw": finding}))
+
+
+def _transfer_errors(by_depth: Mapping[int, float], source: int,
+                     exponent: float) -> tuple[float, float]:
+    """Median |log10 eta_pred - log10 eta*| over the target depths, for the (L/L0)^exponent
+    rule and for raw transfer (eta unchanged), from mean log10 eta* per effective depth."""
+    log_eta0 = by_depth[source]
+    targets = [d for d in by_depth if d != source]
+    scaled = [abs(log_eta0 + exponent * math.log10(d / source) - by_depth[d]) for d in targets]
+    raw = [abs(log_eta0 - by_depth[d]) for d in targets]
+    return statistics.median(scaled), statistics.median(raw)
+
+
+def _transfer_interval(optima: list[Optimum], source: int, exponent: float, *, seed: int,
+                       n_boot: int = 2000) -> tuple[float, float]:
+    """95% seed-bootstrap interval of scaled - raw median error: per depth the per-seed
+    log10 eta* are resampled with replacement, their mean taken, the errors recomputed."""
+    by_depth: dict[int, list[float]] = {}
+    for o in optima:
+        by_depth.setdefault(o.depth, []).append(math.log10(o.lr))
+    if source not in by_depth or len(by_depth) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(n_boot):
+        means = {d: float(np.mean(rng.choice(v, size=len(v)))) for d, v in by_depth.items()}
+        med_s, med_r = _transfer_errors(means, source, exponent)
+        diffs.append(med_s - med_r)
+    return percentile_interval(diffs)
 
 
 @claim(
     "laws-ammup", "laws",
     "AM-muP: eta* solving S_bar(eta) = 1 scales like L^(-3/2), without training",
-    quick={"archs": {k: _ARCHS_QUICK[k] for k in ("cnn1d", "vit")}, "probe_seeds": 3,
-           "batch": 128, "seeds": 3, "epochs": 1, "data": {}},
-    medium={"archs": {k: _ARCHS_MEDIUM[k] for k in ("cnn1d", "vit")}, "probe_seeds": 5,
+    # init seeds per depth: one probe's log10 eta* scatters by 0.3-0.6 (width 32), and probes
+    # cost no training, so enough of them to give the slope an interval that can decide
+    quick={"archs": {k: _ARCHS_QUICK[k] for k in ("cnn1d", "vit")}, "probe_seeds": 16,
+           "batch": 128, **_QUICK_BUDGET},
+    medium={"archs": {k: _ARCHS_MEDIUM[k] for k in ("cnn1d", "vit")}, "probe_seeds": 16,
             "batch": 128, **_MEDIUM_BUDGET},
-    full={"archs": {"cnn2d": _ARCHS_FULL["cnn2d"]}, "probe_seeds": 8, "batch": 128,
+    full={"archs": {"cnn2d": _ARCHS_FULL["cnn2d"]}, "probe_seeds": 16, "batch": 128,
           "seeds": 3, "epochs": 1, "data": {}},
     smoke={"archs": {"cnn1d": {**_ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
                                "lr_logspace": [-2, 0, 3]}},
-           "probe_seeds": 1, "batch": 16, "seeds": 1, "epochs": 0.1,
+           "probe_seeds": 8, "batch": 16, "seeds": 1, "epochs": 0.1,
            "data": {"n_train": 256, "n_test": 64}},
-    control=_WRONG_RECIPE,
+    # the one-step change the probe linearises is proportional to every layer's LR, so an
+    # extra multiplier L^(3/2) on all of them divides the eta* solving S = 1 by L^(3/2): the
+    # slope moves by -3/2 under the same probe noise. (The standard parameterization, the other
+    # claims' control, leaves the probe too noisy to decide at smoke size.) contrast=False:
+    # the smoke grid search cannot locate eta*, so the correct run does not pass there
+    control=Control("an extra LR multiplier L^(3/2) on every layer (the depth correction "
+                    "applied the wrong way)", {"lr_depth_exponent": 1.5}, contrast=False),
 )
 def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
-    """laws Sec. 3.2: for each depth, eta*_AM = (mean_l A_l)^(-1/2) from the linearised
-    one-step pre-activation change at init (probes.update_energy, geometric mean over init
-    seeds and batches), its log-log slope against effective depth (band [-1.9, -1.0]), and its
-    agreement with the grid-searched eta* of the same architecture:
-    |slope_AM - slope_grid| <= 0.5. Every listed architecture is banded."""
+    """laws Sec. 3.2: for each depth and init seed, eta*_AM = (mean_l A_l)^(-1/2) from the
+    linearised one-step pre-activation change at init (probes.update_energy), fitted against
+    effective depth like the grid optima (seeds -> mean log10 eta, WLS slope with its t- and
+    seed-bootstrap intervals). Findings on intervals: the AM-muP slope in [-1.9, -1.0], and its
+    difference from the grid-searched slope of the same architecture within +-0.5 (the interval
+    of the difference is [AM low - grid high, AM high - grid low]; undecided where the grid
+    sweep cannot locate eta*, see :func:`_flat_evidence`). Every listed architecture is
+    banded."""
     from depthscale.data import load
 
     s = ctx.settings
     b = s["batch"]
     measured: dict[str, float | None] = {}
     bands: dict[str, tuple[float | None, float | None]] = {}
+    findings: dict[str, tuple[str, str]] = {}
     rows: list[dict[str, Any]] = []
     fig, axes = figures.new_figure(ncols=len(s["archs"]))
-    flats: list[str] = []
     for ax, (key, arch) in zip(axes, s["archs"].items(), strict=True):
         law = _study(ctx, key, arch)
-        summaries, grid_fit = law.summaries, law.fit
-        flats.append(_flat_evidence(key, law))
         data = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
+        probes: list[Optimum] = []
         mine = []
         for depth in arch["depths"]:
+            eff = _effective_depth(arch, depth)
             etas = []
             for seed in range(ctx.seed, ctx.seed + s["probe_seeds"]):
                 net, plan = build(arch["model"], _recipe(s, arch),
@@ -543,44 +688,48 @@ def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
                 idx = torch.randperm(len(data.x_train), generator=g)
                 xb, yb = data.x_train[idx[:b]], data.y_train[idx[:b]]
                 xe = data.x_train[idx[b : 2 * b]]
-                etas.append(update_energy(net, plan, xb, yb, xe).eta_star)
-            mine.append({"architecture": key, "depth": depth,
-                         "effective_depth": _effective_depth(arch, depth),
-                         "eta_star_ammup": float(np.exp(np.mean(np.log(etas))))})
-        pred = loglog_slope([r["effective_depth"] for r in mine],
-                            [r["eta_star_ammup"] for r in mine]).slope
-        grid_by_eff = {su.depth: 10**su.mean_log10_lr for su in summaries}
+                lr_multiplier = eff ** s.get("lr_depth_exponent", 0.0)  # the control's
+                etas.append(update_energy(net, plan, xb, yb, xe).eta_star / lr_multiplier)
+                probes.append(Optimum(eff, seed, etas[-1], etas[-1], False, "ammup"))
+            mine.append({"architecture": key, "depth": depth, "effective_depth": eff,
+                         "eta_star_ammup": float(np.exp(np.mean(np.log(etas)))),
+                         "log10_eta_ammup_sd": float(np.std(np.log10(etas), ddof=1))
+                         if len(etas) > 1 else math.nan})
+        am = LawResult(probes, seed_summary(probes), wls_power_law(seed_summary(probes)),
+                       bootstrap_slope_ci(probes, seed=ctx.seed), [])
+        (am_lo, am_hi), (gr_lo, gr_hi) = am.interval, law.interval
+        pred, grid = am.fit.slope, law.fit.slope
+        grid_by_eff = {su.depth: 10**su.mean_log10_lr for su in law.summaries}
         for r in mine:
             r["eta_star_grid"] = grid_by_eff.get(r["effective_depth"], math.nan)
         rows += mine
-        measured |= {f"alpha_ammup_{key}": pred, f"alpha_grid_{key}": grid_fit.slope,
-                     f"alpha_difference_{key}": abs(pred - grid_fit.slope)}
-        bands |= {f"alpha_ammup_{key}": _LAW_BAND, f"alpha_difference_{key}": (None, 0.5)}
+        measured |= {f"alpha_ammup_{key}": pred, f"alpha_ammup_{key}_low": am_lo,
+                     f"alpha_ammup_{key}_high": am_hi, f"alpha_grid_{key}": grid,
+                     f"alpha_difference_{key}": pred - grid,
+                     f"alpha_difference_{key}_low": am_lo - gr_hi,
+                     f"alpha_difference_{key}_high": am_hi - gr_lo}
+        bands |= {f"alpha_ammup_{key}": _LAW_BAND, f"alpha_difference_{key}": (-0.5, 0.5)}
+        findings[f"alpha_ammup_{key}"] = (
+            interval_finding(am_lo, am_hi, _LAW_BAND),
+            f"AM-muP alpha {pred:.3g}, interval [{am_lo:.3g}, {am_hi:.3g}] over "
+            f"{s['probe_seeds']} init seeds, against band {list(_LAW_BAND)}")
+        flat = _flat_evidence(key, law)
+        findings[f"alpha_difference_{key}"] = ("undecided", flat) if flat else (
+            interval_finding(am_lo - gr_hi, am_hi - gr_lo, (-0.5, 0.5)),
+            f"AM-muP - grid alpha {pred - grid:+.3g}, interval [{am_lo - gr_hi:+.3g}, "
+            f"{am_hi - gr_lo:+.3g}], against +-0.5")
         Ls = [r["effective_depth"] for r in mine]
         ax.loglog(Ls, [r["eta_star_ammup"] for r in mine], "s-",
                   label=f"AM-muP (slope {pred:.2f})")
         ax.loglog(Ls, [r["eta_star_grid"] for r in mine], "o--",
-                  label=f"grid search (slope {grid_fit.slope:.2f})")
+                  label=f"grid search (slope {grid:.2f})")
         figures.label_log_ticks(ax, Ls)
         ax.set_xlabel("effective depth L")
         ax.set_ylabel("eta*")
         ax.set_title(f"laws Sec. 3.2: AM-muP ({key})", fontsize=9)
         ax.legend(fontsize=7)
     return claim_outcome(ctx, "laws-ammup", measured, bands, rows, fig,
-                         decision=_flat_decision(measured, bands, flats))
-
-
-def _flat_decision(measured: dict[str, float | None], bands: Mapping[str, Band],
-                   flats: list[str]) -> Decision | None:
-    """INCONCLUSIVE when a grid-searched eta* the check scores against comes from a sweep flat
-    within seed noise (see :func:`_flat_evidence`); None (the band verdict stands) otherwise."""
-    evidence = "; ".join(f for f in flats if f)
-    if not evidence:
-        return None
-    verdict, _, misses = band_verdict(measured, bands)
-    return "INCONCLUSIVE", (f"{evidence}; the grid-searched eta* the check compares with is "
-                            f"noise there (the bands alone would say {verdict}"
-                            f"{': ' + misses if misses else ''})")
+                         decision=findings_verdict(findings))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,7 +789,7 @@ def _full_ablations() -> dict[str, dict[str, Any]]:
 @claim(
     "laws-ablations", "laws",
     "GELU, Adam, BatchNorm, dropout, Pre/Post-LN, padding and kernel size keep a power law",
-    quick={"variants": _ABLATIONS_QUICK, "seeds": 2, "epochs": 1, "data": {}},
+    quick={"variants": _ABLATIONS_QUICK, **_QUICK_BUDGET, "seeds": 2},
     # 13 variants: 3 seeds and a fine stage of +-0.4 decades keep it near 40 CPU minutes
     medium={"variants": {k: {**v, "data": {}} for k, v in _ABLATIONS_QUICK.items()},
             "steps": 256, "seeds": 3, "refine": {"half_width": 0.4, "step": 0.1}, "data": {}},
@@ -654,7 +803,7 @@ def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 3 and Figs. 5-7: the Table 1 protocol on each variant (one change to its
     family's baseline: activation, optimizer, BatchNorm, dropout, LayerNorm placement, padding,
     kernel size); alpha in [-1.9, -1.0] and R^2 >= 0.7 for every variant, all reported."""
-    results = {key: _law(_sweep(ctx, f"laws-ablation-{key}", arch), blocks=_has_blocks(arch))
+    results = {key: _arch_law(ctx, f"laws-ablation-{key}", arch)
                 for key, arch in ctx.settings["variants"].items()}
     return _law_outcome(ctx, "laws-ablations", results, r2_min=_R2_MIN)
 
@@ -664,7 +813,7 @@ def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     "laws-widths", "laws",
     "The fitted exponent is stable across proxy widths and LR selection after epochs 1-3",
     quick={"arch": {**_VIT1D, "depths": [1, 2, 4, 6], "lr_logspace": [-4, 0, 10]},
-           "widths": [16, 32, 64], "epochs": 3, "seeds": 2, "data": {}},
+           "widths": [16, 32, 64], **_QUICK_BUDGET, "epochs": 3, "seeds": 2},
     medium={"arch": {**_VIT1D, "data": {}, "depths": [1, 2, 4, 6, 8], "lr_logspace": [-4, 0, 12]},
             "widths": [16, 32, 64], "epochs": 3, "seeds": 3, "refine": _REFINE, "data": {}},
     full={"arch": {**_ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 12, 16]},
@@ -682,8 +831,10 @@ def laws_widths(ctx: ClaimContext) -> ClaimOutcome:
     for width in s["widths"]:
         arch = {**s["arch"], "width": width}
         records = _sweep(ctx, f"laws-widths-w{width}", arch)
+        chance = _chance_loss(ctx, arch)
         for epoch in range(1, int(s["epochs"]) + 1):
-            results[f"w{width}_epoch{epoch}"] = _law(_at_epoch(records, epoch), "last-epoch")
+            results[f"w{width}_epoch{epoch}"] = _law(_at_epoch(records, epoch), "last-epoch",
+                                                     chance=chance)
     outcome = _law_outcome(ctx, "laws-widths", results)
     alphas = [law.fit.slope for law in results.values() if math.isfinite(law.fit.slope)]
     outcome.measured["alpha_spread"] = float(np.ptp(alphas)) if alphas else None

@@ -10,6 +10,9 @@
 * :func:`bootstrap_slope_ci`: the same slope's 95% interval when seeds are resampled.
 * :func:`grid_signals`: per size, whether the LR grid's loss range stands above the seed noise
   (if not, the argmin is noise and no eta* can be read from that sweep).
+* :func:`records_at_step`: the records as a run of fewer steps would have left them (constant-LR
+  SGD: the first s steps of a run are an s-step run), to see whether a law still moves with
+  training length.
 * :func:`scan_axis`: the loss against another swept setting (e.g. the time horizon T, nfd
   Fig. 2) per size: seed means, diverged fractions, the best value, interior or on the edge.
 
@@ -42,6 +45,7 @@ __all__ = [
     "grid_signals",
     "lr_spread",
     "optimal_lrs",
+    "records_at_step",
     "scan_axis",
     "seed_summary",
     "wls_power_law",
@@ -98,6 +102,41 @@ def criterion_value(record: Mapping[str, Any], criterion: str) -> float:
     if criterion == "last-epoch":
         value = value[-1] if isinstance(value, list | tuple) and value else None
     return math.nan if value is None else float(value)
+
+
+def records_at_step(records: Iterable[Mapping[str, Any]], step: int) -> list[dict[str, Any]]:
+    """Each record as it stood after ``step`` training steps, read from its per-step loss curve
+    (``curve_steps``/``curve_losses``): ``running_loss`` becomes the mean loss of steps
+    1..``step``; a run that diverged later is "done" at ``step``, one that diverged by then (or
+    whose curve has a non-finite loss by then) is "diverged"; failed runs stay failed. Valid for
+    a constant LR and a data order that does not depend on the run's length (our training loop:
+    the first s steps of a run are an s-step run). Raises ConfigError where a curve is stored
+    as bucket means (runs longer than MAX_CURVE_POINTS steps) or stops short of ``step``
+    although the run did not diverge."""
+    if step < 1:
+        raise ConfigError(f"records_at_step needs step >= 1, got {step}")
+    out = []
+    for r in records:
+        row = dict(r)
+        if r.get("status") == "failed":
+            out.append(row)
+            continue
+        steps, losses = list(r.get("curve_steps") or []), list(r.get("curve_losses") or [])
+        if steps != list(range(1, len(steps) + 1)):
+            raise ConfigError(f"run {r.get('run_id')}: its loss curve is not per step (bucket "
+                              "means of a long run), so it cannot be read at a shorter length")
+        head = losses[:step]
+        at = r.get("diverged_at")
+        finite = (len(head) == step and all(x is not None and math.isfinite(x) for x in head)
+                  and not (r.get("status") == "diverged" and at is not None and at <= step))
+        if not finite and r.get("status") == "done":
+            raise ConfigError(f"run {r.get('run_id')}: its curve has {len(steps)} steps, fewer "
+                              f"than {step}, although it finished")
+        row["status"] = "done" if finite else "diverged"
+        row["running_loss"] = statistics.fmean(head) if finite else None  # type: ignore[arg-type]
+        row["steps_done"] = min(step, len(steps))
+        out.append(row)
+    return out
 
 
 def _order(value: Any) -> tuple[int, Any]:
@@ -263,7 +302,8 @@ class GridSignal:
     """How well one size's LR sweep locates an optimum. ``loss_range``: max - min over the grid
     of the seed-mean criterion (LRs at which every seed finished); ``seed_spread``: the median
     over those LRs of max - min across seeds; ``flat``: the range does not exceed the seed
-    spread, so the argmin is noise. NaN spread (one seed) is never called flat."""
+    spread, so the argmin is noise. NaN spread (one seed) is never called flat. ``best_loss``:
+    the lowest seed-mean criterion over the grid."""
 
     depth: int
     loss_range: float
@@ -271,6 +311,16 @@ class GridSignal:
     n_lrs: int
     flat: bool
     group: Any = None
+    best_loss: float = math.nan
+
+    def learned(self, chance: float) -> bool:
+        """Whether the best LR's loss lies below ``chance`` (the loss of predicting the label
+        marginal, i.e. of having learned nothing) by more than the seed spread. Where it does
+        not, the sweep's argmin marks how fast the loss rises at large LRs, not the largest LR
+        that still learns. NaN spread (one seed) counts as learned, as it is never flat."""
+        if not (math.isfinite(self.seed_spread) and math.isfinite(self.best_loss)):
+            return True
+        return chance - self.best_loss > self.seed_spread
 
 
 def grid_signals(
@@ -296,7 +346,7 @@ def grid_signals(
         spreads = [max(v) - min(v) for v in full if len(v) > 1]
         spread = float(np.median(spreads)) if spreads else math.nan
         flat = math.isfinite(spread) and loss_range <= spread
-        out.append(GridSignal(size, loss_range, spread, len(full), flat, g))
+        out.append(GridSignal(size, loss_range, spread, len(full), flat, g, min(means)))
     return out
 
 

@@ -67,16 +67,18 @@ _AGGREGATES = ("optima", "loss")
 _SECTIONS = ("study", "model", "roles", "plan", "data", "train", "grid", "analysis")
 _STUDY_KEYS = ("name", "model", "recipe", "dataset")
 _TRAIN_KEYS = ("optimizer", "steps", "epochs", "batch_size", "loss", "momentum", "weight_decay",
-               "device", "eval_every")
+               "device", "eval_every", "final_eval")
 _TRAIN_DEFAULTS: dict[str, Any] = {
     "optimizer": "sgd", "steps": None, "epochs": None, "batch_size": 128, "loss": "ce",
     "momentum": 0.0, "weight_decay": 0.0, "device": "cpu", "eval_every": 0,
+    "final_eval": "train+test",
 }
 _PLAN_KEYS = ("T", "regime", "alpha", "sigma_u", "eta_u_scale")
 _PLAN_FLOATS = ("T", "alpha", "sigma_u", "eta_u_scale")
 _DATA_KEYS = ("n_train", "n_test", "seed", "dir")  # and the dataset's own options
 _CORE_AXES = ("lr", "width", "depth", "seed")
-_SWEEPABLE = (*_CORE_AXES, "recipe", *(k for k in _TRAIN_KEYS if k != "device"))
+_SWEEPABLE = (*_CORE_AXES, "recipe",
+              *(k for k in _TRAIN_KEYS if k not in ("device", "final_eval")))
 _OPTION_SECTIONS = ("model", "plan", "data")
 _INT_FIELDS = ("width", "depth", "seed", "steps", "batch_size", "eval_every")
 _FLOAT_FIELDS = ("lr", "epochs", "momentum", "weight_decay")
@@ -96,6 +98,7 @@ class TrainSettings:
     weight_decay: float = 0.0
     device: str = "cpu"
     eval_every: int = 0
+    final_eval: str = "train+test"
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ class RunSpec:
     registry name or a factory string ``"package.module:function"`` (kept as written, so run
     ids are stable). ``roles`` are ``(pattern, role)`` pairs in the spec's order (the first
     pattern that matches a parameter wins); part of the identity only when given, so runs
-    without roles keep the ids they always had.
+    without roles keep the ids they always had. ``final_eval`` (the splits evaluated after
+    training, TrainConfig) is part of the identity only when not the default "train+test".
     """
 
     model: str
@@ -150,6 +154,7 @@ class RunSpec:
     weight_decay: float = 0.0
     device: str = "cpu"
     eval_every: int = 0
+    final_eval: str = "train+test"
     model_options: tuple[tuple[str, Any], ...] = ()
     plan_options: tuple[tuple[str, Any], ...] = ()
     data_options: tuple[tuple[str, Any], ...] = ()
@@ -161,7 +166,8 @@ class RunSpec:
         when given: a list of ``[pattern, role]`` pairs in order)."""
         out: dict[str, Any] = {}
         for f in fields(self):
-            if f.name == "data_dir" or (f.name == "roles" and not self.roles):
+            if f.name == "data_dir" or (f.name == "roles" and not self.roles) or (
+                    f.name == "final_eval" and self.final_eval == "train+test"):
                 continue
             value = getattr(self, f.name)
             if f.name == "roles":
@@ -208,7 +214,8 @@ class RunSpec:
         return TrainConfig(optimizer=self.optimizer, lr=self.lr, steps=self.steps,
                            epochs=self.epochs, batch_size=self.batch_size, loss=self.loss,
                            momentum=self.momentum, weight_decay=self.weight_decay,
-                           seed=self.seed, device=self.device, eval_every=self.eval_every)
+                           seed=self.seed, device=self.device, eval_every=self.eval_every,
+                           final_eval=self.final_eval)
 
     def label(self) -> str:
         """A short human description: ``resnet1/laws width 32 depth 4 lr 0.1 seed 0``."""
@@ -306,7 +313,7 @@ def parse_study(text: str, *, source: str = "<string>",
     from depthscale.data import DATASET_OPTIONS, DATASETS
     from depthscale.models import MODELS, is_factory
     from depthscale.param import OPTIMIZERS, RECIPES, ROLES
-    from depthscale.train import LOSSES
+    from depthscale.train import FINAL_EVALS, LOSSES
 
     name = study.get("name", Path(source).stem if source != "<string>" else "study")
     v.string("study.name", name)
@@ -392,6 +399,7 @@ def parse_study(text: str, *, source: str = "<string>",
     for key in ("optimizer", "loss"):
         if key not in swept:
             v.choice(f"train.{key}", train_kw[key], OPTIMIZERS if key == "optimizer" else LOSSES)
+    v.choice("train.final_eval", train_kw["final_eval"], FINAL_EVALS)
     if not isinstance(train_kw["device"], str):
         v.fail("train.device", f"must be a string like 'cpu' or 'cuda', got {train_kw['device']!r}")
     for key, values in axes:
@@ -403,6 +411,10 @@ def parse_study(text: str, *, source: str = "<string>",
                 v.choice(f"grid.{key}", r, OPTIMIZERS if key == "optimizer" else LOSSES)
 
     analysis = parse_analysis(raw.get("analysis", {}), axes=[k for k, _ in axes], source=source)
+    if analysis.criterion == "final" and train_kw["final_eval"] != "train+test":
+        v.fail("analysis.criterion", "\"final\" reads the final training-set loss, which "
+               f"train.final_eval = {train_kw['final_eval']!r} does not compute; use "
+               "final_eval = \"train+test\" or another criterion")
     spec = StudySpec(
         name=name, model=model, recipe=recipe, dataset=dataset,
         train=TrainSettings(**train_kw),
@@ -562,7 +574,7 @@ class _Validator:
             if x < 0:
                 self.fail(key, f"must be >= 0, got {value!r}")
             return x
-        if name in ("recipe", "optimizer", "loss", "device"):
+        if name in ("recipe", "optimizer", "loss", "device", "final_eval"):
             return self.string(key, value)
         return self.scalar(key, value, name)
 

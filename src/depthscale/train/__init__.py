@@ -3,6 +3,7 @@ recorded, an interrupt keeps what finished."""
 
 from depthscale.train.batched import check_batchable, train_batched
 from depthscale.train.loop import (
+    FINAL_EVALS,
     LOSSES,
     DivergenceMonitor,
     TrainConfig,
@@ -17,6 +18,7 @@ from depthscale.train.loop import (
 )
 
 __all__ = [
+    "FINAL_EVALS",
     "LOSSES",
     "DivergenceMonitor",
     "TrainConfig",

@@ -566,7 +566,8 @@ def train_batched(
             if counts[i]:
                 results[i].epoch_losses.append(sums[i] / counts[i])
         if active:
-            train_evs = evaluate_all(xs, ys)
+            train_evs = (evaluate_all(xs, ys) if config.final_eval == "train+test"
+                         else [{} for _ in active])
             test_evs = evaluate_all(xt, yt)
             for i, train_ev, test_ev in zip(active, train_evs, test_evs, strict=True):
                 _finish(results[i], train_ev, test_ev)

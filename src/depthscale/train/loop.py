@@ -21,6 +21,7 @@ from depthscale.errors import ConfigError, DataError, DepthscaleError
 from depthscale.param import OPTIMIZERS, Plan
 
 __all__ = [
+    "FINAL_EVALS",
     "LOSSES",
     "DivergenceMonitor",
     "TrainConfig",
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 LOSSES = ("ce", "mse")
+#: the splits :func:`train` evaluates after the last step (TrainConfig.final_eval)
+FINAL_EVALS = ("train+test", "test")
 
 #: A hook gets (step, model, loss) after every optimizer step (step counts from 1).
 Hook = Callable[[int, nn.Module, float], None]
@@ -50,6 +53,10 @@ class TrainConfig:
     step's loss and the loss of an all-zero output (:func:`zero_output_loss`: ``log C`` for
     cross-entropy). A non-finite loss always counts. The zero-output floor keeps a lucky first
     batch (one sample at batch size 1) from making a healthy run look diverged.
+
+    ``final_eval``: the splits evaluated after the last step, "train+test" (default) or "test"
+    (no ``final_train_*`` metrics; an LR sweep that reads the running loss skips a full pass
+    over the training set, about a third of a one-epoch run).
     """
 
     optimizer: str = "sgd"
@@ -64,6 +71,7 @@ class TrainConfig:
     device: str = "cpu"
     eval_every: int = 0
     divergence_factor: float = 10.0
+    final_eval: str = "train+test"
 
     def validate(self) -> None:
         """Raise a ConfigError naming the first impossible setting."""
@@ -81,6 +89,9 @@ class TrainConfig:
             raise ConfigError(f"epochs must be > 0, got {self.epochs}")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        if self.final_eval not in FINAL_EVALS:
+            raise ConfigError(f"unknown final_eval {self.final_eval!r}; choose one of: "
+                              f"{', '.join(FINAL_EVALS)}")
         factor = self.divergence_factor
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (
             math.isfinite(factor) and factor > 1
@@ -367,7 +378,7 @@ def _run(
         return
     if epoch_count:
         result.epoch_losses.append(epoch_sum / epoch_count)
-    train_ev = evaluate(model, xs, ys, config.loss)
+    train_ev = evaluate(model, xs, ys, config.loss) if config.final_eval == "train+test" else {}
     test_ev = evaluate(model, xt, yt, config.loss)
     if all(math.isfinite(v) for v in (*train_ev.values(), *test_ev.values())):
         result.final = {
