@@ -13,6 +13,7 @@ import pytest
 from depthscale.claims.laws import (
     LawResult,
     _alpha_finding,
+    _at_epoch,
     _law,
     _law_decision,
     _transfer_errors,
@@ -115,3 +116,18 @@ def test_transfer_interval_is_a_seed_bootstrap_of_scaled_minus_raw() -> None:
     assert low < high < -0.01 and high - low > 0.05
     # the constant-LR control: scaled and raw are the same rule, the difference is exactly 0
     assert _transfer_interval(optima(0.2), 4, 0.0, seed=0) == (0.0, 0.0)
+
+
+def test_records_at_an_epoch_cut_losses_status_and_curves() -> None:
+    def run(status: str, epochs: list[float], steps: int) -> dict:
+        return {"status": status, "epoch_losses": epochs, "curve_steps": list(range(1, steps + 1)),
+                "curve_losses": [1.0] * steps}
+    done = run("done", [2.0, 1.5, 1.2], 48)  # 3 epochs of 16 steps
+    late = run("diverged", [2.0, 1.8], 40)  # diverged in epoch 3
+    early = run("diverged", [], 10)  # diverged in epoch 1
+    at1 = _at_epoch([done, late, early], 1)
+    assert [r["status"] for r in at1] == ["done", "done", "diverged"]
+    assert at1[0]["epoch_losses"] == [2.0] and len(at1[0]["curve_steps"]) == 16
+    at3 = _at_epoch([done, late, early], 3)
+    assert [r["status"] for r in at3] == ["done", "diverged", "diverged"]
+    assert len(at3[0]["curve_steps"]) == 48 and len(at3[1]["curve_steps"]) == 40

@@ -318,13 +318,20 @@ def _trend_evidence(key: str, law: LawResult) -> str:
 def _at_epoch(records: list[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:
     """The records as they stood after ``epoch`` epochs (laws Table 4, "best LR after epoch
     e"): criterion "last-epoch" then reads the mean running loss of that epoch, and a run that
-    diverged later still counts at the epochs it completed."""
+    diverged later still counts at the epochs it completed. The per-step curves are cut at the
+    end of that epoch too (the steps a finished run took, divided evenly over its epochs)."""
+    finished = [r for r in records if r["status"] == "done" and r.get("epoch_losses")]
+    per_epoch = (max(len(r.get("curve_steps") or []) // len(r["epoch_losses"]) for r in finished)
+                 if finished else 0)
     out = []
     for r in records:
         losses = list(r.get("epoch_losses") or [])[:epoch]
         ok = len(losses) == epoch and losses[-1] is not None and math.isfinite(losses[-1])
         status = "done" if ok else ("diverged" if r["status"] == "done" else r["status"])
-        out.append({**r, "status": status, "epoch_losses": losses})
+        cut = per_epoch * epoch
+        out.append({**r, "status": status, "epoch_losses": losses,
+                    "curve_steps": list(r.get("curve_steps") or [])[:cut],
+                    "curve_losses": list(r.get("curve_losses") or [])[:cut]})
     return out
 
 
