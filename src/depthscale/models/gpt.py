@@ -115,6 +115,10 @@ class GPT(nn.Module):
     parameter, not a layer of the forward path.
     """
 
+    #: AM-muP depth units (laws App. D, Eq. 36/40): the states after each attention and MLP
+    #: unit, without the embedding and the logits (probes.update_energy)
+    am_units = "sub-blocks"
+
     def __init__(
         self,
         vocab: int,

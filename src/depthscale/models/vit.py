@@ -129,6 +129,10 @@ class ViT(nn.Module):
     is L_tr = 2 D + 2 (stem and head counted as one unit each).
     """
 
+    #: AM-muP depth units (laws App. D, Eq. 36/40): the states after each attention and MLP
+    #: unit, without the embedding and the logits (probes.update_energy)
+    am_units = "sub-blocks"
+
     def __init__(
         self,
         input_shape: tuple[int, ...],
