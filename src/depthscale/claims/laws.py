@@ -570,15 +570,7 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
         law = _study(ctx, key, arch)
         source = _effective_depth(arch, s["source_depths"][key])
         by_depth = {su.depth: su.mean_log10_lr for su in law.summaries}
-        log_eta0 = by_depth[source]
-        for depth_eff, oracle in by_depth.items():
-            if depth_eff == source:
-                continue
-            scaled = log_eta0 + exponent * math.log10(depth_eff / source)
-            rows.append({"architecture": key, "source_effective_depth": source,
-                         "effective_depth": depth_eff, "log10_oracle": oracle,
-                         "log10_scaled": scaled, "log10_raw": log_eta0,
-                         "scaled_error": abs(scaled - oracle), "raw_error": abs(log_eta0 - oracle)})
+        rows += [{"architecture": key, **r} for r in _transfer_rows(by_depth, source, exponent)]
         med_s, med_r = _transfer_errors(by_depth, source, exponent)
         low, high = _transfer_interval(law.optima, source, exponent, seed=ctx.seed)
         measured |= {f"median_error_scaled_{key}": med_s, f"median_error_raw_{key}": med_r,
@@ -608,15 +600,30 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
                          decision=findings_verdict({"scaled_minus_raw": finding}))
 
 
+def _transfer_rows(by_depth: Mapping[int, float], source: int,
+                   exponent: float) -> list[dict[str, Any]]:
+    """Per target depth: the oracle log10 eta*, the (L/L0)^exponent prediction from the source
+    depth, raw transfer (eta unchanged) and both absolute errors, from mean log10 eta* per
+    effective depth."""
+    log_eta0 = by_depth[source]
+    rows = []
+    for depth, oracle in by_depth.items():
+        if depth == source:
+            continue
+        scaled = log_eta0 + exponent * math.log10(depth / source)
+        rows.append({"source_effective_depth": source, "effective_depth": depth,
+                     "log10_oracle": oracle, "log10_scaled": scaled, "log10_raw": log_eta0,
+                     "scaled_error": abs(scaled - oracle), "raw_error": abs(log_eta0 - oracle)})
+    return rows
+
+
 def _transfer_errors(by_depth: Mapping[int, float], source: int,
                      exponent: float) -> tuple[float, float]:
     """Median |log10 eta_pred - log10 eta*| over the target depths, for the (L/L0)^exponent
-    rule and for raw transfer (eta unchanged), from mean log10 eta* per effective depth."""
-    log_eta0 = by_depth[source]
-    targets = [d for d in by_depth if d != source]
-    scaled = [abs(log_eta0 + exponent * math.log10(d / source) - by_depth[d]) for d in targets]
-    raw = [abs(log_eta0 - by_depth[d]) for d in targets]
-    return statistics.median(scaled), statistics.median(raw)
+    rule and for raw transfer (see :func:`_transfer_rows`)."""
+    rows = _transfer_rows(by_depth, source, exponent)
+    return (statistics.median(r["scaled_error"] for r in rows),
+            statistics.median(r["raw_error"] for r in rows))
 
 
 def _transfer_interval(optima: list[Optimum], source: int, exponent: float, *, seed: int,
