@@ -26,8 +26,15 @@ def test_sde_benchmark_quick_agrees_with_the_euler_recursion_within_5_standard_e
     res = sde_bench.run(quick=True)
     extra = res.extra
     assert res.name == "sde" and extra["particles"] == 10_000 and extra["steps"] == 200
-    for key in ("ours_abs_err_vs_euler", "baseline_abs_err_vs_euler"):
+    for key in ("ours_abs_err_vs_euler", "baseline_abs_err_vs_euler",
+                "two_point_abs_err_vs_euler"):
         assert extra[key] <= 5 * extra["mc_standard_error"]
+    assert extra["bandwidth_fraction_two_point"] == pytest.approx(
+        extra["bandwidth_loop_seconds"] / extra["two_point_seconds"])
+    assert extra["bandwidth_fraction_two_point_met"] is (
+        extra["bandwidth_fraction_two_point"] >= 0.7)
+    assert extra["phi_over_bandwidth_loop"] == pytest.approx(
+        extra["phi_seconds"] / extra["bandwidth_loop_seconds"])
     assert extra["euler_vs_ode"] < 1e-3
     assert extra["bandwidth_fraction"] == pytest.approx(
         extra["bandwidth_loop_seconds"] / extra["ours_one_thread_seconds"])

@@ -147,16 +147,67 @@ def test_backward_checkpoint_replay_is_bit_identical_and_pairs_with_forward_sde(
     assert np.array_equal(full.forward_terminal, forward_sde(X, "tanh", 1.0, 23, 300, 9).terminal)
 
 
-def test_draws_depend_on_the_seed_only_not_on_the_noise_threads(monkeypatch):
+@pytest.mark.parametrize("increments", ["gaussian", "two-point"])
+def test_draws_depend_on_the_seed_only_not_on_the_noise_threads(monkeypatch, increments):
     # P = 20000 is above the threshold where the noise blocks are drawn by a thread pool.
     X = _inputs(2, 3)
-    threaded_fwd = forward_sde(X, "tanh", 1.0, 5, 20_000, 3)
-    threaded_bwd = backward_sde(X, "tanh", 1.0, 5, 20_000, 3, checkpoint_every=2)
+    kw = {"increments": increments}
+    threaded_fwd = forward_sde(X, "tanh", 1.0, 5, 20_000, 3, **kw)
+    threaded_bwd = backward_sde(X, "tanh", 1.0, 5, 20_000, 3, checkpoint_every=2, **kw)
     monkeypatch.setattr(sde_module, "_PARALLEL_MIN_PARTICLES", 10**12)
-    assert np.array_equal(forward_sde(X, "tanh", 1.0, 5, 20_000, 3).terminal, threaded_fwd.terminal)
-    serial_bwd = backward_sde(X, "tanh", 1.0, 5, 20_000, 3, checkpoint_every=1)
+    assert np.array_equal(forward_sde(X, "tanh", 1.0, 5, 20_000, 3, **kw).terminal,
+                          threaded_fwd.terminal)
+    serial_bwd = backward_sde(X, "tanh", 1.0, 5, 20_000, 3, checkpoint_every=1, **kw)
     assert np.array_equal(serial_bwd.terminal, threaded_bwd.terminal)
     assert np.array_equal(serial_bwd.forward_terminal, threaded_fwd.terminal)
+
+
+def test_two_point_increments_are_fair_signs_and_the_initial_law_stays_gaussian():
+    # One input, 2 steps: H_1 - H_0 = f xi with one scalar f per step, so the increments over
+    # their absolute value are the signs xi themselves.
+    P = 40_000
+    res = forward_sde(np.ones((1, 2)), "tanh", 1.0, 2, P, 4, keep_paths=True,
+                      increments="two-point")
+    assert res.paths is not None
+    h0, steps = res.paths[0, :, 0], np.diff(res.paths[:, :, 0], axis=0)
+    for inc in steps:
+        assert np.allclose(np.abs(inc), np.abs(inc[0]), rtol=1e-12)
+        xi = np.sign(inc)
+        assert set(np.unique(xi)) == {-1.0, 1.0}
+        assert abs(xi.mean()) <= 4 / math.sqrt(P)
+    assert abs(np.mean(steps[0] * steps[1])) <= 4 * np.abs(steps).max() ** 2 / math.sqrt(P)
+    # h_0 ~ N(0, 1): every value distinct and the fourth moment 3 (se sqrt(96 / P))
+    assert len(np.unique(h0)) == P
+    assert abs(np.mean(h0**4) - 3.0) <= 4 * math.sqrt(96 / P)
+
+
+@pytest.mark.parametrize("coefficient", ["particles", "gaussian"])
+def test_two_point_forward_covariance_matches_the_euler_recursion_within_4_standard_errors(
+    coefficient,
+):
+    # Weak order 1 like Euler-Maruyama: at 100 steps its O(dt) distance to the Gaussian
+    # scheme's limit is far below the Monte Carlo error of 16 x 5000 particles.
+    X, T, steps = _inputs(), 1.0, 100
+    runs = np.array([
+        forward_sde(X, "tanh", T, steps, 5000, seed, coefficient=coefficient,
+                    increments="two-point").cov_path[-1]
+        for seed in range(REPLICATES)
+    ])
+    mean, se = _mean_and_se(runs)
+    assert np.all(np.abs(mean - nngp_kernel_euler(X, "tanh", T, steps)) <= 4 * se)
+
+
+def test_two_point_relu_moments_follow_the_euler_recursions_exactly_in_expectation():
+    # A symmetric law gives E[relu(h)^2] = E[h^2] / 2 and P(h > 0) = 1/2, so the forward
+    # (1 + dt/2)^l and backward (1 + dt/2)^(L-l) recursions hold for signs as for normals.
+    x, T, steps = np.ones((1, 3)), 1.0, 40
+    runs = [backward_sde(x, "relu", T, steps, 4000, s, increments="two-point")
+            for s in range(REPLICATES)]
+    fwd_mean, fwd_se = _mean_and_se(np.array([r.cov_path[:, 0, 0] for r in runs]))
+    bwd_mean, bwd_se = _mean_and_se(np.array([r.grad_cov_path[:, 0, 0] for r in runs]))
+    growth = (1 + T / steps / 2) ** np.arange(steps + 1)
+    assert np.all(np.abs(fwd_mean - growth) <= 4 * fwd_se + 1e-12)
+    assert np.all(np.abs(bwd_mean - growth[::-1]) <= 4 * bwd_se + 1e-12)
 
 
 def test_backward_starts_from_one_shared_readout_weight_per_particle():
@@ -202,6 +253,8 @@ def test_sde_bad_settings_raise_config_error():
         forward_sde(X, "tanh", 1.0, 10, 100, 0, coefficient="exact")
     with pytest.raises(ConfigError, match="dtype"):
         forward_sde(X, "tanh", 1.0, 10, 100, 0, dtype="float16")
+    with pytest.raises(ConfigError, match="increments 'rademacher'; choose one of: gaussian"):
+        backward_sde(X, "tanh", 1.0, 10, 100, 0, increments="rademacher")
     with pytest.raises(ConfigError, match="steps"):
         forward_sde(X, "tanh", 1.0, 0, 100, 0)
     with pytest.raises(ConfigError, match="particles"):

@@ -20,6 +20,13 @@ ours spent drawing the normals alone (one PCG64 ``standard_normal`` per step int
 array), the part no memory-level tuning removes. Measured (idle-ish, P = 1e5): the loop moves
 its memory in ~80 us a step, the normals take ~800 us and ours ~950 us, so the fraction is
 ~0.08 and the goal is out of reach while the normals are drawn by PCG64 every step.
+
+The same comparison for ``increments="two-point"`` (fair signs, the weak scheme of
+:mod:`depthscale.limits.sde`; same memory passes, one random bit per increment) is
+``bandwidth_fraction_two_point``, with its terminal second moment against the Euler recursion
+(``two_point_within_3_se``: within 3 Monte Carlo standard errors). ``phi_over_bandwidth_loop``
+is tanh alone on P float64 values (:func:`phi_loop`) over the whole memory loop: measured
+~0.9, so even with free noise the fraction stays near 0.5 while phi is numpy's float64 tanh.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.limits.kernel import nngp_kernel, nngp_kernel_euler
 from depthscale.limits.sde import ForwardSDEResult, forward_sde
 
-__all__ = ["bandwidth_loop", "naive_torch_particles", "normals_loop", "run",
+__all__ = ["bandwidth_loop", "naive_torch_particles", "normals_loop", "phi_loop", "run",
            "torchsde_particles"]
 
 BANDWIDTH_FRACTION_GOAL = 0.7
@@ -59,18 +66,37 @@ def bandwidth_loop(particles: int, steps: int) -> float:
 
 
 def _ceiling_runs(X: np.ndarray, T: float, steps: int, particles: int, seed: int
-                  ) -> dict[str, list[float]]:
-    """Seconds of ours on one thread, :func:`bandwidth_loop` and :func:`normals_loop`, three
-    rounds interleaved so a burst of load on the shared machine hits all three alike."""
-    runs: dict[str, list[float]] = {"ours": [], "bandwidth": [], "normals": []}
+                  ) -> tuple[dict[str, list[float]], ForwardSDEResult]:
+    """Seconds on one thread of ours (both increment kinds), :func:`bandwidth_loop`,
+    :func:`normals_loop` and :func:`phi_loop`, three rounds interleaved so a burst of load on
+    the shared machine hits all alike; and the two-point run's result."""
+    runs: dict[str, list[float]] = {
+        "ours": [], "two_point": [], "bandwidth": [], "normals": [], "phi": []}
+    two_point: list[ForwardSDEResult] = []
+
+    def ours_two_point() -> None:
+        two_point[:] = [forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1,
+                                    increments="two-point")]
+
     for _ in range(3):
         for key, fn in (
             ("ours", lambda: forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1)),
+            ("two_point", ours_two_point),
             ("bandwidth", lambda: bandwidth_loop(particles, steps)),
             ("normals", lambda: normals_loop(particles, steps, seed)),
+            ("phi", lambda: phi_loop(particles, steps)),
         ):
             runs[key].append(best_time(fn, repeats=1, warmup=0))
-    return runs
+    return runs, two_point[0]
+
+
+def phi_loop(particles: int, steps: int) -> None:
+    """``steps`` evaluations of tanh on ``P`` float64 values into one array (one thread): the
+    arithmetic of a step that no memory-level tuning removes, besides the draws."""
+    H = np.linspace(-3.0, 3.0, particles)
+    out = np.empty_like(H)
+    for _ in range(steps):
+        np.tanh(H, out=out)
 
 
 def normals_loop(particles: int, steps: int, seed: int) -> None:
@@ -161,10 +187,11 @@ def run(quick: bool = False) -> BenchResult:
     finally:
         torch.set_num_threads(threads)
     with threadpool_limits(limits=1, user_api="blas"):  # vdot is BLAS: one thread, as ours
-        ceiling_runs = _ceiling_runs(X, T, steps, particles, seed)
-    ours_one_thread, bandwidth_seconds, normals_seconds = (
-        min(ceiling_runs[k]) for k in ("ours", "bandwidth", "normals"))
+        ceiling_runs, two_point = _ceiling_runs(X, T, steps, particles, seed)
+    ours_one_thread, two_point_seconds, bandwidth_seconds, normals_seconds, phi_seconds = (
+        min(ceiling_runs[k]) for k in ("ours", "two_point", "bandwidth", "normals", "phi"))
     fraction = bandwidth_seconds / ours_one_thread
+    fraction_two_point = bandwidth_seconds / two_point_seconds
     t0 = time.perf_counter()
     ours_gaussian()
     gaussian_seconds = time.perf_counter() - t0
@@ -174,6 +201,8 @@ def run(quick: bool = False) -> BenchResult:
     q_ode = float(nngp_kernel(X, "tanh", T)[0, 0])
     q_ours = float(runs["ours"].cov_path[-1, 0, 0])
     q_gauss = float(runs["gauss"].cov_path[-1, 0, 0])
+    q_two_point = float(two_point.cov_path[-1, 0, 0])
+    mc_se = math.sqrt(2.0 / particles) * q_euler
     q_naive = float(naive[0][1][-1])
     return BenchResult(
         name="sde",
@@ -199,7 +228,7 @@ def run(quick: bool = False) -> BenchResult:
             "q_T_ours": q_ours,
             "q_T_ours_gaussian": q_gauss,
             "q_T_baseline": q_naive,
-            "mc_standard_error": math.sqrt(2.0 / particles) * q_euler,
+            "mc_standard_error": mc_se,
             "ours_abs_err_vs_euler": abs(q_ours - q_euler),
             "ours_gaussian_abs_err_vs_euler": abs(q_gauss - q_euler),
             "baseline_abs_err_vs_euler": abs(q_naive - q_euler),
@@ -211,6 +240,16 @@ def run(quick: bool = False) -> BenchResult:
             "bandwidth_fraction_met": bool(fraction >= BANDWIDTH_FRACTION_GOAL),
             "normals_seconds": normals_seconds,
             "normals_fraction": normals_seconds / ours_one_thread,
+            "phi_seconds": phi_seconds,
+            "phi_over_bandwidth_loop": phi_seconds / bandwidth_seconds,
+            "two_point_seconds": two_point_seconds,
+            "two_point_speedup": ours_one_thread / two_point_seconds,
+            "bandwidth_fraction_two_point": fraction_two_point,
+            "bandwidth_fraction_two_point_met": bool(
+                fraction_two_point >= BANDWIDTH_FRACTION_GOAL),
+            "q_T_two_point": q_two_point,
+            "two_point_abs_err_vs_euler": abs(q_two_point - q_euler),
+            "two_point_within_3_se": bool(abs(q_two_point - q_euler) <= 3 * mc_se),
             "bandwidth_definition": "10 passes over (1, P) float64 per step (module docstring), "
                                     "best of 3 interleaved runs, one thread",
         },
