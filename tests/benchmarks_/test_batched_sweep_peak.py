@@ -65,8 +65,15 @@ def test_run_reports_ceiling_and_small_width_with_goals(tiny: None) -> None:
     small = extra["width_4"]
     assert small["width"] == 4 and small["peak"]["width"] == 4 and small["goal"] == "ratio >= 5"
     assert small["ratio"] == pytest.approx(small["baseline_seconds"] / small["ours_seconds"])
-    assert small["losses_match"] is True
+    assert small["matches_one_thread_loop"] is True
     assert small["met"] is (small["ratio"] >= bs.GOAL_RATIO_SMALL)
+    # the ceiling: loop per member-step over the bare matmuls per member-step, same threads
+    assert small["peak"]["torch_threads"] == small["torch_threads"]
+    members = extra["members"]
+    per_member_step = small["baseline_seconds"] * 1e3 / small["member_steps_done"]
+    assert small["ceiling_ratio"] == pytest.approx(
+        per_member_step / (small["peak"]["bare_ms_per_step"] / members))
+    assert small["goal_reachable"] is (small["ceiling_ratio"] >= bs.GOAL_RATIO_SMALL)
     assert "sweep" not in extra  # SWEEP off
 
 

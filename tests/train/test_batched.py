@@ -87,7 +87,7 @@ def test_matches_one_by_one_classification_with_epochs(digits: Dataset) -> None:
 
 
 def test_the_hand_batched_forward_covers_the_mlps_only(teacher: Dataset, digits: Dataset) -> None:
-    for name in ("resnet1", "resnet1-post", "resnet2", "mlp"):
+    for name in ("resnet1", "resnet1-post", "resnet2", "resnet3", "mlp"):
         model, _ = _model(teacher, name)
         assert stacked_forward(model) is not None, name
     assert stacked_forward(_model(teacher, backward="decoupled")[0]) is None
@@ -102,7 +102,58 @@ def test_the_hand_batched_forward_covers_the_mlps_only(teacher: Dataset, digits:
     assert stacked_forward(Doubled(16, 1, 8, 2)) is None
 
 
-@pytest.mark.parametrize("name", ["resnet1", "resnet2"])
+_MANUAL_CASES = [("resnet1", {}), ("resnet1-post", {}), ("resnet2", {}), ("resnet3", {}),
+                 ("resnet1", {"activation": "tanh"}), ("mlp", {}), ("mlp", {"activation": "tanh"})]
+
+
+@pytest.mark.parametrize(("name", "options"), _MANUAL_CASES)
+@pytest.mark.parametrize("per_member", [False, True])
+def test_hand_written_backward_is_autograds_to_the_bit(
+    digits: Dataset, name: str, options: dict[str, object], per_member: bool
+) -> None:
+    # Three steps of G = 3 members at learning rates up to the edge of stability, from the
+    # same stacked weights: losses and gradients must agree exactly, not to a tolerance.
+    model, plan = _model(digits, name, **options)
+    manual = batched_mod._manual_step(model, "ce", per_member)
+    forward = stacked_forward(model)
+    assert manual is not None and forward is not None
+    auto = batched_mod._autograd_step(forward, "ce", per_member)
+    lrs = [0.05, 0.5, 4.0]
+    trainable, fixed, mult = batched_mod._stack([model], plan, 3, torch.device("cpu"))
+    neg_lr = batched_mod._step_sizes(trainable, lrs, mult, torch.device("cpu"))
+    twin = {k: v.clone() for k, v in trainable.items()}
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(3):
+        idx = torch.randint(0, len(digits.x_train), (3, 16) if per_member else (16,),
+                            generator=gen)
+        xb, yb = digits.x_train[idx], digits.y_train[idx]
+        g_man, l_man = manual(trainable, fixed, xb, yb)
+        g_auto, l_auto = auto(twin, fixed, xb, yb)
+        assert torch.equal(l_man, l_auto)
+        assert g_man.keys() == g_auto.keys() == trainable.keys()
+        for k in g_man:
+            assert torch.equal(g_man[k], g_auto[k]), k
+        batched_mod._sgd_update(trainable, neg_lr, g_man)
+        batched_mod._sgd_update(twin, neg_lr, g_auto)
+
+
+def test_hand_written_backward_only_where_it_repeats_autograd(digits: Dataset) -> None:
+    model, _ = _model(digits, "resnet1")
+    assert batched_mod._manual_step(model, "ce", False) is not None
+    assert batched_mod._manual_step(model, "mse", False) is None  # CE only
+    gelu, _ = _model(digits, "resnet1", activation="gelu")
+    assert batched_mod._manual_step(gelu, "ce", False) is None  # no gelu backward on the tape
+    biased = MLPResNet(64, 10, 8, 2)
+    for layer in biased.modules():
+        if hasattr(layer, "bias") and layer.bias is None:
+            layer.bias = torch.nn.Parameter(torch.zeros(layer.weight.shape[0]))
+    assert batched_mod._manual_step(biased, "ce", False) is None
+    cnn, _ = build("cnn2d", "depth-mup", input_shape=digits.sample_shape, n_out=10, width=4,
+                   depth=2)
+    assert batched_mod._manual_step(cnn, "ce", False) is None
+
+
+@pytest.mark.parametrize("name", ["resnet1", "resnet2", "resnet3"])
 def test_hand_batched_forward_equals_the_model(teacher: Dataset, name: str) -> None:
     model, _ = _model(teacher, name)
     forward = stacked_forward(model)
