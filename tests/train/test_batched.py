@@ -137,6 +137,16 @@ def test_hand_written_backward_is_autograds_to_the_bit(
         batched_mod._sgd_update(twin, neg_lr, g_auto)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_hand_written_backward_on_cuda_matches_the_cpu_to_rounding(digits: Dataset) -> None:
+    model, plan = _model(digits, "resnet1")
+    cfg = TrainConfig(optimizer="sgd", steps=5, batch_size=16, loss="ce", seed=0)
+    cpu = train_batched(model, plan, digits, cfg, [0.05, 0.5])
+    gpu = train_batched(model, plan, digits, replace(cfg, device="cuda"), [0.05, 0.5])
+    for ref, got in zip(cpu, gpu, strict=True):
+        _assert_same(ref, got, rtol=1e-4)
+
+
 def test_hand_written_backward_only_where_it_repeats_autograd(digits: Dataset) -> None:
     model, _ = _model(digits, "resnet1")
     assert batched_mod._manual_step(model, "ce", False) is not None
