@@ -8,7 +8,8 @@ weights, :func:`~depthscale.train.batched.stacked_forward`). Baseline: the exist
 initial model. Both see MNIST-1D in the same seeded order (batch 128, 200 plain-SGD steps,
 final full-set evaluation) on the CPU, so the per-step losses must agree to float rounding;
 ``extra`` reports the largest relative difference and whether every member's status and
-divergence step match. The goal is ``ratio >= 5``.
+divergence step match. The goal is ``ratio >= 5`` (``GOAL_RATIO``; ``GOAL_RATIO_CUDA`` = 10 on
+a GPU).
 
 Members near the edge of stability amplify float rounding: on two threads the loop's own
 matmuls round differently from the loop on one, by ~7e-5 after 20 steps at lr ~ 1.6 and by O(1)
@@ -41,10 +42,11 @@ at width 32 (goal ratio >= ``GOAL_RATIO_SMALL``) on the timing's threads, with i
 on those threads and ``ceiling_ratio``: the loop's time per member-step over the bare matmuls'
 per member-step, the ratio a batched sweep whose non-matmul work were free would reach
 (``goal_reachable`` when it is >= the goal). Measured: 4.2-4.8 on one thread, so 5x cannot be
-had there with these matmuls; 8.7-9.1 on two. A goal is met only if the batched members match
+had there with these matmuls; 8.7-12.3 on two. A goal is met only if the batched members match
 the loop on one thread (the setting of every sweep run) to ``LOSS_RTOL``: on more threads the
-loop's own matmuls round differently (``matches_one_thread_loop``). ``device`` (``cpu`` or ``cuda``) is passed to
-both training paths and the ceiling; on CUDA every timed call ends with a synchronize.
+loop's own matmuls round differently (``matches_one_thread_loop``). ``device`` (``cpu`` or
+``cuda``) is passed to both training paths and the ceiling; on CUDA every timed call ends with a
+synchronize.
 Measured on the shared 2-core VM (one thread, G = 16): peak_fraction 0.91 at width 128 (0.79
 before :func:`~depthscale.train.batched.reuse_freed_memory`, which removes the page faults of
 fresh ~1 MB activations), 0.72 at width 32 (0.66 with autograd's backward), where relu's
@@ -74,8 +76,8 @@ from depthscale.train import TrainConfig, TrainResult, train
 from depthscale.train.batched import reuse_freed_memory, sgd_step, train_batched
 from depthscale.train.loop import resolve_device
 
-__all__ = ["GOAL_PEAK", "GOAL_RATIO", "GOAL_RATIO_SMALL", "agreement", "learning_rates",
-           "measure", "peak", "run", "sweep_level"]
+__all__ = ["GOAL_PEAK", "GOAL_RATIO", "GOAL_RATIO_CUDA", "GOAL_RATIO_SMALL", "agreement",
+           "learning_rates", "measure", "peak", "run", "sweep_level"]
 
 # Sizes and timing settings; read at call time, so tests may monkeypatch them.
 MODEL = "resnet1"
@@ -96,6 +98,7 @@ LR_MAX = 2.0**4
 SEED = 0
 THREADS: int | None = None  # torch threads while timing (None: leave the current setting)
 GOAL_RATIO = 5.0
+GOAL_RATIO_CUDA = 10.0  # on a GPU the loop's small kernels leave it idle: batching should win more
 LOSS_RTOL = 1e-5
 SWEEP = True  # also time the sweep level (run_study with and without batch_lrs)
 CHECK_ONE_THREAD = True  # timed on more threads: also compare both with the loop on one thread
@@ -218,6 +221,7 @@ def measure(
 
     agree = agreement(out["base"], out["ours"])
     ratio = times["base"] / times["ours"]
+    goal = GOAL_RATIO_CUDA if resolve_device(device).type == "cuda" else GOAL_RATIO
     losses_match = agree["status_match"] and agree["max_rel_loss_diff_ok_members"] <= LOSS_RTOL
     if one_thread:  # timed on more threads: the reference is the loop on one thread
         matches_reference = bool(one_thread["ours_status_match"] and
@@ -248,8 +252,8 @@ def measure(
         "losses_match": losses_match,
         **({"vs_one_thread_loop": one_thread} if one_thread else {}),
         "matches_one_thread_loop": matches_reference,
-        "goal": f"ratio >= {GOAL_RATIO:g}",
-        "met": bool(ratio >= GOAL_RATIO and matches_reference),
+        "goal": f"ratio >= {goal:g}",
+        "met": bool(ratio >= goal and matches_reference),
     }
     return BenchResult(
         name="batched-sweep",
