@@ -35,6 +35,11 @@ def test_sde_benchmark_quick_agrees_with_the_euler_recursion_within_5_standard_e
         extra["bandwidth_fraction_two_point"] >= 0.7)
     assert extra["phi_over_bandwidth_loop"] == pytest.approx(
         extra["phi_seconds"] / extra["bandwidth_loop_seconds"])
+    parts = extra["bandwidth_loop_seconds"] + extra["phi_seconds"]
+    assert extra["parts_fraction"] == pytest.approx(
+        (parts + extra["normals_seconds"]) / extra["ours_one_thread_seconds"])
+    assert extra["parts_fraction_two_point"] == pytest.approx(
+        (parts + extra["signs_seconds"]) / extra["two_point_seconds"])
     assert extra["euler_vs_ode"] < 1e-3
     assert extra["bandwidth_fraction"] == pytest.approx(
         extra["bandwidth_loop_seconds"] / extra["ours_one_thread_seconds"])

@@ -181,6 +181,18 @@ def test_two_point_increments_are_fair_signs_and_the_initial_law_stays_gaussian(
     assert abs(np.mean(h0**4) - 3.0) <= 4 * math.sqrt(96 / P)
 
 
+def test_fair_signs_fill_any_length_with_plus_minus_one_from_the_generator():
+    gen, out = np.random.Generator(np.random.PCG64(0)), np.empty(13)
+    sde_module.fair_signs(gen, out)
+    assert set(out) <= {-1.0, 1.0} and len(set(out)) == 2
+    again = np.empty(13)
+    sde_module.fair_signs(np.random.Generator(np.random.PCG64(0)), again)
+    assert np.array_equal(out, again)
+    as32 = np.empty(5, dtype=np.float32)
+    sde_module.fair_signs(gen, as32)
+    assert as32.dtype == np.float32 and set(np.abs(as32)) == {1.0}
+
+
 @pytest.mark.parametrize("coefficient", ["particles", "gaussian"])
 def test_two_point_forward_covariance_matches_the_euler_recursion_within_4_standard_errors(
     coefficient,

@@ -26,7 +26,10 @@ The same comparison for ``increments="two-point"`` (fair signs, the weak scheme 
 ``bandwidth_fraction_two_point``, with its terminal second moment against the Euler recursion
 (``two_point_within_3_se``: within 3 Monte Carlo standard errors). ``phi_over_bandwidth_loop``
 is tanh alone on P float64 values (:func:`phi_loop`) over the whole memory loop: measured
-~0.9, so even with free noise the fraction stays near 0.5 while phi is numpy's float64 tanh.
+~0.97, so even with free noise the fraction stays near 0.5 while phi is numpy's float64 tanh.
+``parts_fraction`` (and ``parts_fraction_two_point``) set ours against the sum of its parts
+timed alone: the memory loop, the draws (:func:`normals_loop`, :func:`signs_loop`) and tanh
+(:func:`phi_loop`); near 1 means nothing is left to remove but the parts themselves.
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ from threadpoolctl import threadpool_limits
 
 from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.limits.kernel import nngp_kernel, nngp_kernel_euler
-from depthscale.limits.sde import ForwardSDEResult, forward_sde
+from depthscale.limits.sde import ForwardSDEResult, fair_signs, forward_sde
 
 __all__ = ["bandwidth_loop", "naive_torch_particles", "normals_loop", "phi_loop", "run",
-           "torchsde_particles"]
+           "signs_loop", "torchsde_particles"]
 
 BANDWIDTH_FRACTION_GOAL = 0.7
 
@@ -71,7 +74,7 @@ def _ceiling_runs(X: np.ndarray, T: float, steps: int, particles: int, seed: int
     :func:`normals_loop` and :func:`phi_loop`, three rounds interleaved so a burst of load on
     the shared machine hits all alike; and the two-point run's result."""
     runs: dict[str, list[float]] = {
-        "ours": [], "two_point": [], "bandwidth": [], "normals": [], "phi": []}
+        "ours": [], "two_point": [], "bandwidth": [], "normals": [], "signs": [], "phi": []}
     two_point: list[ForwardSDEResult] = []
 
     def ours_two_point() -> None:
@@ -84,10 +87,19 @@ def _ceiling_runs(X: np.ndarray, T: float, steps: int, particles: int, seed: int
             ("two_point", ours_two_point),
             ("bandwidth", lambda: bandwidth_loop(particles, steps)),
             ("normals", lambda: normals_loop(particles, steps, seed)),
+            ("signs", lambda: signs_loop(particles, steps, seed)),
             ("phi", lambda: phi_loop(particles, steps)),
         ):
             runs[key].append(best_time(fn, repeats=1, warmup=0))
     return runs, two_point[0]
+
+
+def signs_loop(particles: int, steps: int, seed: int) -> None:
+    """``steps`` draws of ``P`` fair signs into one float64 array (:func:`fair_signs`)."""
+    gen = np.random.Generator(np.random.PCG64(seed))
+    Z = np.empty(particles)
+    for _ in range(steps):
+        fair_signs(gen, Z)
 
 
 def phi_loop(particles: int, steps: int) -> None:
@@ -188,8 +200,9 @@ def run(quick: bool = False) -> BenchResult:
         torch.set_num_threads(threads)
     with threadpool_limits(limits=1, user_api="blas"):  # vdot is BLAS: one thread, as ours
         ceiling_runs, two_point = _ceiling_runs(X, T, steps, particles, seed)
-    ours_one_thread, two_point_seconds, bandwidth_seconds, normals_seconds, phi_seconds = (
-        min(ceiling_runs[k]) for k in ("ours", "two_point", "bandwidth", "normals", "phi"))
+    ours_one_thread, two_point_seconds, bandwidth_seconds, normals_seconds, signs_seconds, \
+        phi_seconds = (min(ceiling_runs[k]) for k in
+                       ("ours", "two_point", "bandwidth", "normals", "signs", "phi"))
     fraction = bandwidth_seconds / ours_one_thread
     fraction_two_point = bandwidth_seconds / two_point_seconds
     t0 = time.perf_counter()
@@ -242,6 +255,13 @@ def run(quick: bool = False) -> BenchResult:
             "normals_fraction": normals_seconds / ours_one_thread,
             "phi_seconds": phi_seconds,
             "phi_over_bandwidth_loop": phi_seconds / bandwidth_seconds,
+            "parts_fraction": (bandwidth_seconds + normals_seconds + phi_seconds)
+            / ours_one_thread,
+            "signs_seconds": signs_seconds,
+            "parts_fraction_two_point": (bandwidth_seconds + signs_seconds + phi_seconds)
+            / two_point_seconds,
+            "parts_definition": "(memory loop + drawing the increments alone + tanh alone) / "
+                                "ours: 1 means a step costs what its parts cost separately",
             "two_point_seconds": two_point_seconds,
             "two_point_speedup": ours_one_thread / two_point_seconds,
             "bandwidth_fraction_two_point": fraction_two_point,

@@ -97,6 +97,7 @@ __all__ = [
     "ForwardSDEResult",
     "backward_sde",
     "coupled_finite_network",
+    "fair_signs",
     "forward_sde",
 ]
 
@@ -189,6 +190,16 @@ def _seed_sequences(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSe
 Draw = Callable[[np.random.Generator, np.ndarray], None]
 
 
+def fair_signs(gen: np.random.Generator, out: np.ndarray) -> None:
+    """Fill the 1-D float array ``out`` with independent fair signs +-1, the two-point
+    increments of the weak Euler scheme (module docstring): one random bit each, ``2 b - 1``.
+    Cost O(len(out)), ~0.4 ns a sign."""
+    m = len(out)
+    bits = np.unpackbits(np.frombuffer(gen.bytes((m + 7) // 8), dtype=np.uint8), count=m)
+    np.multiply(bits, 2.0, out=out, casting="same_kind")
+    np.subtract(out, 1.0, out=out)
+
+
 class _Noise:
     """Random draws for ``(N, P)`` particle arrays, reproducible whatever the thread count.
 
@@ -224,14 +235,6 @@ class _Noise:
     def _normals(self, gen: np.random.Generator, out: np.ndarray) -> None:
         gen.standard_normal(dtype=self.dtype, out=out)
 
-    @staticmethod
-    def _signs(gen: np.random.Generator, out: np.ndarray) -> None:
-        """``out`` = independent fair signs +-1: one random bit each, ``2 b - 1``."""
-        m = len(out)
-        bits = np.unpackbits(np.frombuffer(gen.bytes((m + 7) // 8), dtype=np.uint8), count=m)
-        np.multiply(bits, 2.0, out=out, casting="same_kind")
-        np.subtract(out, 1.0, out=out)
-
     def _fill_group(self, Z: np.ndarray, group: list[int], draw: Draw) -> None:
         for k in group:
             a, b = self.blocks[k]
@@ -259,7 +262,7 @@ class _Noise:
         if not self.two_point:
             return self._draw(Z, self._normals)
         for row in Z:
-            self._signs(self.gens[0], row)
+            fair_signs(self.gens[0], row)
         return Z
 
     def get_state(self) -> list[Mapping[str, Any]]:
