@@ -32,7 +32,7 @@ hand-written backward of :class:`~depthscale.train.batched._Tape` (2.7x and 4.6x
 autograd's). 5x at width 128 is out of reach here.
 
 The ceiling (:func:`peak`): in the same run, on one thread, one batched training step (stacked
-forward, autograd backward, SGD update; G members, fixed batch, no divergence) is timed against a
+forward, its backward, SGD update; G members, fixed batch, no divergence) is timed against a
 bare ``torch.bmm`` into preallocated outputs of exactly the step's matmul shapes and FLOPs (per
 layer a forward ``[G, B, in] x [G, in, out]``, a weight gradient ``[G, out, B] x [G, B, in]`` and,
 past the first layer, an input gradient ``[G, B, out] x [G, out, in]``), alternating, median of
