@@ -107,26 +107,31 @@ _MANUAL_CASES = [("resnet1", {}), ("resnet1-post", {}), ("resnet2", {}), ("resne
 
 
 @pytest.mark.parametrize(("name", "options"), _MANUAL_CASES)
-@pytest.mark.parametrize("per_member", [False, True])
+@pytest.mark.parametrize(("per_member", "loss", "task"), [
+    (False, "ce", "digits"), (True, "ce", "digits"), (False, "mse", "digits"),
+    (False, "mse", "teacher"), (True, "mse", "teacher")])
 def test_hand_written_backward_is_autograds_to_the_bit(
-    digits: Dataset, name: str, options: dict[str, object], per_member: bool
+    digits: Dataset, teacher: Dataset, name: str, options: dict[str, object], per_member: bool,
+    loss: str, task: str,
 ) -> None:
     # Three steps of G = 3 members at learning rates up to the edge of stability, from the
     # same stacked weights: losses and gradients must agree exactly, not to a tolerance.
-    model, plan = _model(digits, name, **options)
-    manual = batched_mod._manual_step(model, "ce", per_member)
+    # Cross-entropy on labels; squared error on one-hot labels and on regression targets.
+    data = digits if task == "digits" else teacher
+    model, plan = _model(data, name, **options)
+    manual = batched_mod._manual_step(model, loss, per_member)
     forward = stacked_forward(model)
     assert manual is not None and forward is not None
-    auto = batched_mod._autograd_step(forward, "ce", per_member)
+    auto = batched_mod._autograd_step(forward, loss, per_member)
     lrs = [0.05, 0.5, 4.0]
     trainable, fixed, mult = batched_mod._stack([model], plan, 3, torch.device("cpu"))
     neg_lr = batched_mod._step_sizes(trainable, lrs, mult, torch.device("cpu"))
     twin = {k: v.clone() for k, v in trainable.items()}
     gen = torch.Generator().manual_seed(3)
     for _ in range(3):
-        idx = torch.randint(0, len(digits.x_train), (3, 16) if per_member else (16,),
+        idx = torch.randint(0, len(data.x_train), (3, 12) if per_member else (12,),
                             generator=gen)
-        xb, yb = digits.x_train[idx], digits.y_train[idx]
+        xb, yb = data.x_train[idx], data.y_train[idx]
         g_man, l_man = manual(trainable, fixed, xb, yb)
         g_auto, l_auto = auto(twin, fixed, xb, yb)
         assert torch.equal(l_man, l_auto)
@@ -150,7 +155,7 @@ def test_hand_written_backward_on_cuda_matches_the_cpu_to_rounding(digits: Datas
 def test_hand_written_backward_only_where_it_repeats_autograd(digits: Dataset) -> None:
     model, _ = _model(digits, "resnet1")
     assert batched_mod._manual_step(model, "ce", False) is not None
-    assert batched_mod._manual_step(model, "mse", False) is None  # CE only
+    assert batched_mod._manual_step(model, "mse", False) is not None
     gelu, _ = _model(digits, "resnet1", activation="gelu")
     assert batched_mod._manual_step(gelu, "ce", False) is None  # no gelu backward on the tape
     biased = MLPResNet(64, 10, 8, 2)

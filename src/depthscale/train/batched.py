@@ -11,10 +11,10 @@ Two ways to compute the members' gradients:
 
 * :class:`~depthscale.models.MLPResNet` and :class:`~depthscale.models.PlainMLP` (standard
   backward) have a hand-batched forward, the model's own equations on ``[G, out, in]`` weights
-  with batched matmuls (:func:`stacked_forward`). With ReLU or tanh, no biases and
-  cross-entropy its backward is written out (:class:`_Tape`: autograd's formulas op for op, so
-  the gradients are autograd's to the bit, without the graph and with buffers reused in place;
-  width 32, G = 16: 2.72x -> 3.19x over the loop on one thread, 4.58x -> 5.3x on two);
+  with batched matmuls (:func:`stacked_forward`). With ReLU or tanh and no biases its backward
+  is written out (:class:`_Tape`: autograd's formulas op for op, so the gradients are
+  autograd's to the bit, without the graph and with buffers reused in place; width 32,
+  G = 16: 2.72x -> 3.19x over the loop on one thread, 4.58x -> 5.3x on two);
   otherwise ordinary autograd differentiates it. On the CPU either is 1.5-3x faster than the
   generic path, whose vmapped backward pays per-op overhead.
 * Any other model runs ``torch.func.functional_call`` under ``torch.func.vmap`` with
@@ -437,12 +437,11 @@ class _Tape(_Ops):
 
 def _manual_step(model: nn.Module, loss: str, per_member: bool) -> Step | None:
     """The stacked step with a hand-written backward (:class:`_Tape`), or None where it does
-    not apply: a model without a stacked program, biases, an activation other than ReLU or
-    tanh, or a loss other than cross-entropy. Same losses and gradients as
-    :func:`_autograd_step` to the bit (the CE gradient is autograd's: ``-1/rows`` at the label,
-    then ``_log_softmax_backward_data``), without the autograd graph's per-op cost."""
+    not apply: a model without a stacked program, biases, or an activation other than ReLU or
+    tanh. Same losses and gradients as :func:`_autograd_step` to the bit (the loss gradient
+    by :func:`_losses_and_output_gradient`), without the autograd graph's per-op cost."""
     found = _stacked_program(model)
-    if found is None or loss != "ce" or found[2] not in _TAPE_BACKWARDS:
+    if found is None or loss not in ("ce", "mse") or found[2] not in _TAPE_BACKWARDS:
         return None
     program, layers, phi = found
     if any(layer.bias is not None for layer in layers.values()):
@@ -454,15 +453,8 @@ def _manual_step(model: nn.Module, loss: str, per_member: bool) -> Step | None:
     ) -> tuple[Tensors, torch.Tensor]:
         tape = _Tape({**trainable, **fixed}, layers, phi)
         out = program(tape, xb.flatten(2 if per_member else 1))
-        g, classes = out.shape[0], out.shape[-1]
-        labels = (yb if yb.dim() == out.dim() - 1 else yb.expand(g, *yb.shape)).reshape(-1, 1)
-        logp = torch.log_softmax(out.reshape(-1, classes), -1)
-        losses = logp.gather(1, labels).neg_().view(g, -1).mean(1)
-        rows = labels.numel() // g
-        per_row = torch.ones((), dtype=out.dtype, device=out.device) / rows
-        g_logp = torch.zeros_like(logp).scatter_(1, labels, per_row.neg().expand_as(labels))
-        g_out = torch.ops.aten._log_softmax_backward_data(g_logp, logp, 1, out.dtype)
-        weights = tape.backward(out, g_out.view_as(out))
+        losses, g_out = _losses_and_output_gradient(loss, out, yb)
+        weights = tape.backward(out, g_out)
         return {k: weights[k] for k in trainable}, losses
 
     return step
@@ -483,6 +475,15 @@ def _vmapped_forward(model: nn.Module) -> Forward:
     return forward
 
 
+def _member_targets(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """``y`` with a leading member axis (expanded when shared by all members) and whether it
+    holds class labels."""
+    labels = y.dtype == torch.long
+    if y.dim() == out.dim() - (2 if labels else 1):
+        y = y.expand(out.shape[0], *y.shape)
+    return y, labels
+
+
 def _member_losses(loss: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``loss_fn(loss, out[g], y[g])`` for every member g at once: a ``[G]`` tensor.
 
@@ -492,9 +493,7 @@ def _member_losses(loss: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tenso
     per-position labels), as :func:`~depthscale.train.loss_fn` takes it.
     """
     g = out.shape[0]
-    labels = y.dtype == torch.long
-    if y.dim() == out.dim() - (2 if labels else 1):
-        y = y.expand(g, *y.shape)
+    y, labels = _member_targets(out, y)
     if loss == "ce":
         if not labels:
             return loss_fn(loss, out, y)  # raises the loop's error
@@ -503,6 +502,32 @@ def _member_losses(loss: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tenso
         return per_row.view(g, -1).mean(1)
     target = F.one_hot(y, out.shape[-1]).to(out.dtype) if labels else y
     return 0.5 * (out - target).pow(2).sum(-1).reshape(g, -1).mean(1)
+
+
+def _losses_and_output_gradient(
+    loss: str, out: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_member_losses` and the gradient of their sum at ``out``, by the formulas autograd
+    applies to it, so to the bit: cross-entropy ``-1/rows`` at each label through
+    ``_log_softmax_backward_data``; squared error ``(0.5 / rows) (2 (out - target))``."""
+    g, classes = out.shape[0], out.shape[-1]
+    y, labels = _member_targets(out, y)
+    rows = out[0, ..., 0].numel()
+    if loss == "ce":
+        if not labels:
+            loss_fn(loss, out, y)  # raises the loop's error
+        flat = y.reshape(-1, 1)
+        logp = torch.log_softmax(out.reshape(-1, classes), -1)
+        losses = logp.gather(1, flat).neg_().view(g, -1).mean(1)
+        per_row = torch.ones((), dtype=out.dtype, device=out.device) / rows
+        g_logp = torch.zeros_like(logp).scatter_(1, flat, per_row.neg().expand_as(flat))
+        g_out = torch.ops.aten._log_softmax_backward_data(g_logp, logp, 1, out.dtype)
+        return losses, g_out.view_as(out)
+    target = F.one_hot(y, classes).to(out.dtype) if labels else y
+    diff = out - target
+    losses = 0.5 * diff.pow(2).sum(-1).reshape(g, -1).mean(1)
+    per_row = torch.full((), 0.5, dtype=out.dtype, device=out.device) / rows
+    return losses, diff.mul_(2.0).mul_(per_row)
 
 
 def _autograd_step(forward: Forward, loss: str, per_member: bool) -> Step:
