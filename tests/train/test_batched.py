@@ -102,6 +102,10 @@ def test_the_hand_batched_forward_covers_the_mlps_only(teacher: Dataset, digits:
     assert stacked_forward(Doubled(16, 1, 8, 2)) is None
 
 
+def _manual(model: torch.nn.Module, loss: str, per_member: bool = False) -> batched_mod.Step | None:
+    return batched_mod._manual_step(batched_mod._stacked_program(model), loss, per_member)
+
+
 _MANUAL_CASES = [("resnet1", {}), ("resnet1-post", {}), ("resnet2", {}), ("resnet3", {}),
                  ("resnet1", {"activation": "tanh"}), ("mlp", {}), ("mlp", {"activation": "tanh"})]
 
@@ -119,7 +123,7 @@ def test_hand_written_backward_is_autograds_to_the_bit(
     # Cross-entropy on labels; squared error on one-hot labels and on regression targets.
     data = digits if task == "digits" else teacher
     model, plan = _model(data, name, **options)
-    manual = batched_mod._manual_step(model, loss, per_member)
+    manual = _manual(model, loss, per_member)
     forward = stacked_forward(model)
     assert manual is not None and forward is not None
     auto = batched_mod._autograd_step(forward, loss, per_member)
@@ -154,18 +158,18 @@ def test_hand_written_backward_on_cuda_matches_the_cpu_to_rounding(digits: Datas
 
 def test_hand_written_backward_only_where_it_repeats_autograd(digits: Dataset) -> None:
     model, _ = _model(digits, "resnet1")
-    assert batched_mod._manual_step(model, "ce", False) is not None
-    assert batched_mod._manual_step(model, "mse", False) is not None
+    assert _manual(model, "ce") is not None
+    assert _manual(model, "mse") is not None
     gelu, _ = _model(digits, "resnet1", activation="gelu")
-    assert batched_mod._manual_step(gelu, "ce", False) is None  # no gelu backward on the tape
+    assert _manual(gelu, "ce") is None  # no gelu backward on the tape
     biased = MLPResNet(64, 10, 8, 2)
     for layer in biased.modules():
         if hasattr(layer, "bias") and layer.bias is None:
             layer.bias = torch.nn.Parameter(torch.zeros(layer.weight.shape[0]))
-    assert batched_mod._manual_step(biased, "ce", False) is None
+    assert _manual(biased, "ce") is None
     cnn, _ = build("cnn2d", "depth-mup", input_shape=digits.sample_shape, n_out=10, width=4,
                    depth=2)
-    assert batched_mod._manual_step(cnn, "ce", False) is None
+    assert _manual(cnn, "ce") is None
 
 
 @pytest.mark.parametrize("name", ["resnet1", "resnet2", "resnet3"])

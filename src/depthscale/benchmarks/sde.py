@@ -28,7 +28,7 @@ The same comparison for ``increments="two-point"`` (fair signs, the weak scheme 
 is tanh alone on P float64 values (:func:`phi_loop`) over the whole memory loop: measured
 ~0.97, so even with free noise the fraction stays near 0.5 while phi is numpy's float64 tanh.
 ``parts_fraction`` (and ``parts_fraction_two_point``) set ours against the sum of its parts
-timed alone: the memory loop, the draws (:func:`normals_loop`, :func:`signs_loop`) and tanh
+timed alone: the memory loop, the draws (:func:`draws_loop`, normals or signs) and tanh
 (:func:`phi_loop`); near 1 means nothing is left to remove but the parts themselves.
 """
 
@@ -45,8 +45,8 @@ from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.limits.kernel import nngp_kernel, nngp_kernel_euler
 from depthscale.limits.sde import ForwardSDEResult, fair_signs, forward_sde
 
-__all__ = ["bandwidth_loop", "naive_torch_particles", "normals_loop", "phi_loop", "run",
-           "signs_loop", "torchsde_particles"]
+__all__ = ["bandwidth_loop", "draws_loop", "naive_torch_particles", "phi_loop", "run",
+           "torchsde_particles"]
 
 BANDWIDTH_FRACTION_GOAL = 0.7
 
@@ -71,7 +71,7 @@ def bandwidth_loop(particles: int, steps: int) -> float:
 def _ceiling_runs(X: np.ndarray, T: float, steps: int, particles: int, seed: int
                   ) -> tuple[dict[str, list[float]], ForwardSDEResult]:
     """Seconds on one thread of ours (both increment kinds), :func:`bandwidth_loop`,
-    :func:`normals_loop` and :func:`phi_loop`, three rounds interleaved so a burst of load on
+    :func:`draws_loop` and :func:`phi_loop`, three rounds interleaved so a burst of load on
     the shared machine hits all alike; and the two-point run's result."""
     runs: dict[str, list[float]] = {
         "ours": [], "two_point": [], "bandwidth": [], "normals": [], "signs": [], "phi": []}
@@ -86,20 +86,12 @@ def _ceiling_runs(X: np.ndarray, T: float, steps: int, particles: int, seed: int
             ("ours", lambda: forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1)),
             ("two_point", ours_two_point),
             ("bandwidth", lambda: bandwidth_loop(particles, steps)),
-            ("normals", lambda: normals_loop(particles, steps, seed)),
-            ("signs", lambda: signs_loop(particles, steps, seed)),
+            ("normals", lambda: draws_loop(particles, steps, seed)),
+            ("signs", lambda: draws_loop(particles, steps, seed, "two-point")),
             ("phi", lambda: phi_loop(particles, steps)),
         ):
             runs[key].append(best_time(fn, repeats=1, warmup=0))
     return runs, two_point[0]
-
-
-def signs_loop(particles: int, steps: int, seed: int) -> None:
-    """``steps`` draws of ``P`` fair signs into one float64 array (:func:`fair_signs`)."""
-    gen = np.random.Generator(np.random.PCG64(seed))
-    Z = np.empty(particles)
-    for _ in range(steps):
-        fair_signs(gen, Z)
 
 
 def phi_loop(particles: int, steps: int) -> None:
@@ -111,12 +103,17 @@ def phi_loop(particles: int, steps: int) -> None:
         np.tanh(H, out=out)
 
 
-def normals_loop(particles: int, steps: int, seed: int) -> None:
-    """``steps`` draws of ``P`` float64 standard normals into one array (PCG64, one thread)."""
+def draws_loop(particles: int, steps: int, seed: int, increments: str = "gaussian") -> None:
+    """``steps`` draws of ``P`` float64 increments into one array (one PCG64 stream, one
+    thread): standard normals, or fair signs (:func:`~depthscale.limits.sde.fair_signs`) for
+    ``increments="two-point"``."""
     gen = np.random.Generator(np.random.PCG64(seed))
     Z = np.empty(particles)
     for _ in range(steps):
-        gen.standard_normal(out=Z)
+        if increments == "two-point":
+            fair_signs(gen, Z)
+        else:
+            gen.standard_normal(out=Z)
 
 
 def torchsde_particles(particles: int, steps: int, T: float, q0: float, seed: int) -> float | None:
@@ -169,7 +166,7 @@ def run(quick: bool = False) -> BenchResult:
 
     Times are the best of 3 runs (no warm-up) for both, plus one baseline run on a single torch
     thread for context (torch's thread pool suffers most when the machine is shared), and ours
-    on one thread against :func:`bandwidth_loop` and :func:`normals_loop` (module docstring);
+    on one thread against :func:`bandwidth_loop` and :func:`draws_loop` (module docstring);
     ours also with ``coefficient="gaussian"``. ``extra`` holds each method's terminal
     second moment, its error against the Euler recursion at the same step count (the exact
     P -> infinity limit of both schemes) and the Monte Carlo standard error ``sqrt(2/P) q_T``.

@@ -276,11 +276,11 @@ class _Ops:
 
 #: ``program(ops, x)``: a model's forward written with :class:`_Ops` (``x`` flattened).
 Program = Callable[[_Ops, torch.Tensor], torch.Tensor]
+#: a program, the model's layers by name and its activation (:func:`_stacked_program`)
+Stacked = tuple[Program, dict[str, ScaledLinear], Activation]
 
 
-def _stacked_program(
-    model: nn.Module,
-) -> tuple[Program, dict[str, ScaledLinear], Activation] | None:
+def _stacked_program(model: nn.Module) -> Stacked | None:
     """The forward of :class:`~depthscale.models.MLPResNet` (any block size and style) or
     :class:`~depthscale.models.PlainMLP` as a program over :class:`_Ops`, its layers by name
     and its activation; None for other models or a layer that is not a standard-backward
@@ -341,8 +341,11 @@ def stacked_forward(model: nn.Module) -> Forward | None:
     forward) are not covered.
     """
     found = _stacked_program(model)
-    if found is None:
-        return None
+    return None if found is None else _program_forward(found)
+
+
+def _program_forward(found: Stacked) -> Forward:
+    """A stacked program as a :data:`Forward` differentiable by autograd."""
     program, layers, phi = found
 
     def forward(params: Tensors, x: torch.Tensor, per_member: bool) -> torch.Tensor:
@@ -435,12 +438,12 @@ class _Tape(_Ops):
         return weights
 
 
-def _manual_step(model: nn.Module, loss: str, per_member: bool) -> Step | None:
-    """The stacked step with a hand-written backward (:class:`_Tape`), or None where it does
-    not apply: a model without a stacked program, biases, or an activation other than ReLU or
-    tanh. Same losses and gradients as :func:`_autograd_step` to the bit (the loss gradient
-    by :func:`_losses_and_output_gradient`), without the autograd graph's per-op cost."""
-    found = _stacked_program(model)
+def _manual_step(found: Stacked | None, loss: str, per_member: bool) -> Step | None:
+    """The step of a stacked program (:func:`_stacked_program`) with a hand-written backward
+    (:class:`_Tape`), or None where it does not apply: no program, biases, an activation other
+    than ReLU or tanh, or a loss other than CE and MSE. Same losses and gradients as
+    :func:`_autograd_step` to the bit (the loss gradient by
+    :func:`_losses_and_output_gradient`), without the autograd graph's per-op cost."""
     if found is None or loss not in ("ce", "mse") or found[2] not in _TAPE_BACKWARDS:
         return None
     program, layers, phi = found
@@ -500,8 +503,16 @@ def _member_losses(loss: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tenso
         per_row = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1),
                                   reduction="none")
         return per_row.view(g, -1).mean(1)
+    return _squared_error(out, y, labels)[0]
+
+
+def _squared_error(out: torch.Tensor, y: torch.Tensor, labels: bool
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-member ``0.5 |out - target|^2`` (mean over rows) and ``out - target``; ``y`` has
+    its member axis (:func:`_member_targets`), labels become one-hot targets."""
     target = F.one_hot(y, out.shape[-1]).to(out.dtype) if labels else y
-    return 0.5 * (out - target).pow(2).sum(-1).reshape(g, -1).mean(1)
+    diff = out - target
+    return 0.5 * diff.pow(2).sum(-1).reshape(out.shape[0], -1).mean(1), diff
 
 
 def _losses_and_output_gradient(
@@ -523,9 +534,7 @@ def _losses_and_output_gradient(
         g_logp = torch.zeros_like(logp).scatter_(1, flat, per_row.neg().expand_as(flat))
         g_out = torch.ops.aten._log_softmax_backward_data(g_logp, logp, 1, out.dtype)
         return losses, g_out.view_as(out)
-    target = F.one_hot(y, classes).to(out.dtype) if labels else y
-    diff = out - target
-    losses = 0.5 * diff.pow(2).sum(-1).reshape(g, -1).mean(1)
+    losses, diff = _squared_error(out, y, labels)
     per_row = torch.full((), 0.5, dtype=out.dtype, device=out.device) / rows
     return losses, diff.mul_(2.0).mul_(per_row)
 
@@ -561,9 +570,10 @@ def _vmapped_step(template: nn.Module, loss: str, per_member: bool) -> Step:
 def _forward_and_step(template: nn.Module, loss: str, per_member: bool) -> tuple[Forward, Step]:
     """The hand-batched forward with the hand-written backward (:func:`_manual_step`) or
     autograd's when ``template`` has a stacked program, else vmap's."""
-    fast = stacked_forward(template)
-    if fast is not None:
-        return fast, _manual_step(template, loss, per_member) or _autograd_step(
+    found = _stacked_program(template)
+    if found is not None:
+        fast = _program_forward(found)
+        return fast, _manual_step(found, loss, per_member) or _autograd_step(
             fast, loss, per_member)
     return _vmapped_forward(template), _vmapped_step(template, loss, per_member)
 
