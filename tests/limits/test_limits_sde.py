@@ -79,6 +79,21 @@ def test_forward_float32_flag_gives_float32_particles_with_the_same_law():
     assert np.all(np.abs(res.cov_path[-1] - euler) <= 5 * se)
 
 
+def test_float32_one_input_steps_are_float32_arithmetic():
+    # h_1 = h_0 + f xi with f = sqrt(dt mean tanh(h_0)^2) rounded to float32 and the sum
+    # rounded once in float32 (a float64 product added to float32 particles rounds twice).
+    P, steps = 20_000, 4
+    res = forward_sde(np.ones((1, 1)), "tanh", 1.0, steps, P, 2, dtype="float32",
+                      keep_paths=True, increments="two-point")
+    assert res.paths is not None and res.paths.dtype == np.float32
+    h0, h1 = res.paths[0, :, 0], res.paths[1, :, 0]
+    a = np.tanh(h0)
+    f = np.float32(math.sqrt(np.vdot(a, a) / P) * math.sqrt(1.0 / steps))
+    xi = np.where(h1 > h0, np.float32(1.0), np.float32(-1.0))
+    expected = h0 + f * xi
+    assert expected.dtype == np.float32 and np.array_equal(h1, expected)
+
+
 def test_forward_keep_paths_records_every_step_and_the_covariance_path():
     X = _inputs(2, 3)
     res = forward_sde(X, "relu", 1.0, 10, 500, 1, keep_paths=True)
@@ -188,6 +203,13 @@ def test_fair_signs_fill_any_length_with_plus_minus_one_from_the_generator():
     again = np.empty(13)
     sde_module.fair_signs(np.random.Generator(np.random.PCG64(0)), again)
     assert np.array_equal(out, again)
+    # Sign i is bit i % 64 of raw word i // 64, by hand with Python integers; 130 signs use
+    # three words, the last one partly.
+    many = np.empty(130)
+    sde_module.fair_signs(np.random.Generator(np.random.PCG64(7)), many)
+    words = [int(w) for w in np.random.PCG64(7).random_raw(3)]
+    assert many.tolist() == [1.0 if (words[i // 64] >> (i % 64)) & 1 else -1.0
+                             for i in range(130)]
     as32 = np.empty(5, dtype=np.float32)
     sde_module.fair_signs(gen, as32)
     assert as32.dtype == np.float32 and set(np.abs(as32)) == {1.0}

@@ -9,33 +9,40 @@ requirement) its Euler ``sdeint`` on the same particle system is timed too and r
 infinite-particle limit) and the kernel ODE.
 
 Against the memory ceiling (``bandwidth_fraction``, goal >= 0.7): :func:`bandwidth_loop` makes
-the same passes over ``(1, P)`` float64 arrays per step as one step of ours (N = 1): one write
-where the normals are drawn, a read and a write where phi is applied, a read for ``E[phi^2]``,
-a read and a write for ``f Z``, two reads and a write for ``H += f Z`` and a read for the second
+the same passes over ``(1, P)`` arrays per step as one step of ours (N = 1): one write where
+the increments are drawn, a read and a write where phi is applied, a read for ``E[phi^2]``, a
+read and a write for ``f Z``, two reads and a write for ``H += f Z`` and a read for the second
 moment (10 passes), with the arithmetic replaced by a fill, copies by scaling, axpys and dot
-products, so only the memory traffic is left. ``bandwidth_fraction = t(bandwidth loop) /
-t(ours)``, both best of 3 interleaved runs on one thread (ours with ``noise_threads=1``): 1
-means ours runs at the speed its memory traffic allows. ``normals_fraction`` is the share of
-ours spent drawing the normals alone (one PCG64 ``standard_normal`` per step into the same
-array), the part no memory-level tuning removes. Measured (idle-ish, P = 1e5): the loop moves
-its memory in ~80 us a step, the normals take ~800 us and ours ~950 us, so the fraction is
-~0.08 and the goal is out of reach while the normals are drawn by PCG64 every step.
+products, so only the memory traffic is left. ``bandwidth_fraction = t(memory loop) /
+t(ours)`` on one thread (ours with ``noise_threads=1``): 1 means ours runs at the speed its
+memory traffic allows. ``parts_fraction`` sets ours against the sum of its parts timed alone:
+the memory loop, the draws (:func:`draws_loop`) and tanh (:func:`phi_loop`); near 1 means
+nothing is left to remove but the parts themselves.
 
-The same comparison for ``increments="two-point"`` (fair signs, the weak scheme of
-:mod:`depthscale.limits.sde`; same memory passes, one random bit per increment) is
-``bandwidth_fraction_two_point``, with its terminal second moment against the Euler recursion
-(``two_point_within_3_se``: within 3 Monte Carlo standard errors). ``phi_over_bandwidth_loop``
-is tanh alone on P float64 values (:func:`phi_loop`) over the whole memory loop: measured
-~0.97, so even with free noise the fraction stays near 0.5 while phi is numpy's float64 tanh.
-``parts_fraction`` (and ``parts_fraction_two_point``) set ours against the sum of its parts
-timed alone: the memory loop, the draws (:func:`draws_loop`, normals or signs) and tanh
-(:func:`phi_loop`); near 1 means nothing is left to remove but the parts themselves.
+``ceiling`` holds both figures for each of :data:`CONFIGURATIONS` (the memory loop, draws and
+tanh in the configuration's dtype), with its terminal second moment against the Euler
+recursion (``within_3_se``: within 3 Monte Carlo standard errors); the top-level
+``bandwidth_fraction`` is the default scheme's. Measured (idle, P = 1e5, per step):
+
+* float64 normals (the default): memory loop ~72 us, normals alone ~770 us, ours ~920 us:
+  0.08, out of reach while PCG64 normals are drawn every step.
+* float64 fair signs (``increments="two-point"``): signs ~21 us, tanh alone ~70 us (0.97x the
+  whole memory loop), ours ~145 us: 0.50.
+* float32 fair signs: memory loop ~34 us, signs ~18 us, tanh ~15 us, ours ~63 us: 0.54.
+
+Each has ``parts_fraction`` 0.99-1.13: ours costs what its parts cost, and tanh plus the
+increments alone take 0.97x (float32) to 11x (float64 normals) the memory loop, so 0.7 is out
+of reach for any schedule of these numpy passes on this CPU; only fusing the passes (one
+compiled loop per step) could get there.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,17 +52,21 @@ from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.limits.kernel import nngp_kernel, nngp_kernel_euler
 from depthscale.limits.sde import ForwardSDEResult, fair_signs, forward_sde
 
-__all__ = ["bandwidth_loop", "draws_loop", "naive_torch_particles", "phi_loop", "run",
-           "torchsde_particles"]
+__all__ = ["CONFIGURATIONS", "bandwidth_loop", "draws_loop", "naive_torch_particles",
+           "phi_loop", "run", "torchsde_particles"]
 
 BANDWIDTH_FRACTION_GOAL = 0.7
 
 
-def bandwidth_loop(particles: int, steps: int) -> float:
+CONFIGURATIONS: tuple[tuple[str, str], ...] = (
+    ("float64", "gaussian"), ("float64", "two-point"), ("float32", "two-point"))
+
+
+def bandwidth_loop(particles: int, steps: int, dtype: str = "float64") -> float:
     """The memory traffic of ``steps`` steps of the N = 1 particle loop with no arithmetic to
-    speak of (module docstring): 10 passes over ``(1, P)`` float64 arrays per step. Returns a
-    checksum so no pass can be skipped. Cost O(steps P)."""
-    H = np.zeros((1, particles))
+    speak of (module docstring): 10 passes over ``(1, P)`` arrays of ``dtype`` per step.
+    Returns a checksum so no pass can be skipped. Cost O(steps P)."""
+    H = np.zeros((1, particles), dtype=dtype)
     Z, A, tmp = np.empty_like(H), np.empty_like(H), np.empty_like(H)
     total = 0.0
     for _ in range(steps):
@@ -68,52 +79,70 @@ def bandwidth_loop(particles: int, steps: int) -> float:
     return total
 
 
-def _ceiling_runs(X: np.ndarray, T: float, steps: int, particles: int, seed: int
-                  ) -> tuple[dict[str, list[float]], ForwardSDEResult]:
-    """Seconds on one thread of ours (both increment kinds), :func:`bandwidth_loop`,
-    :func:`draws_loop` and :func:`phi_loop`, three rounds interleaved so a burst of load on
-    the shared machine hits all alike; and the two-point run's result."""
-    runs: dict[str, list[float]] = {
-        "ours": [], "two_point": [], "bandwidth": [], "normals": [], "signs": [], "phi": []}
-    two_point: list[ForwardSDEResult] = []
-
-    def ours_two_point() -> None:
-        two_point[:] = [forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1,
-                                    increments="two-point")]
-
-    for _ in range(3):
-        for key, fn in (
-            ("ours", lambda: forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1)),
-            ("two_point", ours_two_point),
-            ("bandwidth", lambda: bandwidth_loop(particles, steps)),
-            ("normals", lambda: draws_loop(particles, steps, seed)),
-            ("signs", lambda: draws_loop(particles, steps, seed, "two-point")),
-            ("phi", lambda: phi_loop(particles, steps)),
-        ):
-            runs[key].append(best_time(fn, repeats=1, warmup=0))
-    return runs, two_point[0]
-
-
-def phi_loop(particles: int, steps: int) -> None:
-    """``steps`` evaluations of tanh on ``P`` float64 values into one array (one thread): the
-    arithmetic of a step that no memory-level tuning removes, besides the draws."""
-    H = np.linspace(-3.0, 3.0, particles)
+def phi_loop(particles: int, steps: int, dtype: str = "float64") -> None:
+    """``steps`` evaluations of tanh on ``P`` values of ``dtype`` into one array (one thread):
+    the arithmetic of a step that no memory-level tuning removes, besides the draws."""
+    H = np.linspace(-3.0, 3.0, particles, dtype=dtype)
     out = np.empty_like(H)
     for _ in range(steps):
         np.tanh(H, out=out)
 
 
-def draws_loop(particles: int, steps: int, seed: int, increments: str = "gaussian") -> None:
-    """``steps`` draws of ``P`` float64 increments into one array (one PCG64 stream, one
+def draws_loop(particles: int, steps: int, seed: int, increments: str = "gaussian",
+               dtype: str = "float64") -> None:
+    """``steps`` draws of ``P`` increments of ``dtype`` into one array (one PCG64 stream, one
     thread): standard normals, or fair signs (:func:`~depthscale.limits.sde.fair_signs`) for
     ``increments="two-point"``."""
     gen = np.random.Generator(np.random.PCG64(seed))
-    Z = np.empty(particles)
+    Z = np.empty(particles, dtype=dtype)
     for _ in range(steps):
         if increments == "two-point":
             fair_signs(gen, Z)
         else:
-            gen.standard_normal(out=Z)
+            gen.standard_normal(dtype=Z.dtype.type, out=Z)
+
+
+def _ceiling(X: np.ndarray, T: float, steps: int, particles: int, seed: int
+             ) -> dict[str, dict[str, Any]]:
+    """Each of :data:`CONFIGURATIONS` against its ceilings (module docstring), on one thread:
+    seconds of ours, of :func:`bandwidth_loop`, :func:`draws_loop` and :func:`phi_loop` in the
+    configuration's dtype, best of three rounds interleaved so a burst of load on the shared
+    machine hits all alike; and ours' terminal second moment."""
+    q_T: dict[str, float] = {}
+    timed: dict[str, Callable[[], object]] = {}
+    for dtype, increments in CONFIGURATIONS:
+        name = f"{dtype} {increments}"
+
+        def ours(dtype: str = dtype, increments: str = increments, name: str = name) -> None:
+            res = forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1,
+                              dtype=dtype, increments=increments)
+            q_T[name] = float(res.cov_path[-1, 0, 0])
+
+        timed[name] = ours
+        timed.setdefault(f"memory {dtype}", partial(bandwidth_loop, particles, steps, dtype))
+        timed.setdefault(f"phi {dtype}", partial(phi_loop, particles, steps, dtype))
+        timed[f"draws {name}"] = partial(draws_loop, particles, steps, seed, increments, dtype)
+    seconds = dict.fromkeys(timed, math.inf)
+    for _ in range(3):
+        for key, fn in timed.items():
+            seconds[key] = min(seconds[key], best_time(fn, repeats=1, warmup=0))
+    out: dict[str, dict[str, Any]] = {}
+    for dtype, increments in CONFIGURATIONS:
+        name = f"{dtype} {increments}"
+        ours_s, memory, phi, draws = (seconds[name], seconds[f"memory {dtype}"],
+                                      seconds[f"phi {dtype}"], seconds[f"draws {name}"])
+        out[name] = {
+            "ours_seconds": ours_s,
+            "memory_loop_seconds": memory,
+            "draws_seconds": draws,
+            "phi_seconds": phi,
+            "bandwidth_fraction": memory / ours_s,
+            "bandwidth_fraction_met": bool(memory / ours_s >= BANDWIDTH_FRACTION_GOAL),
+            "parts_fraction": (memory + draws + phi) / ours_s,
+            "phi_over_memory_loop": phi / memory,
+            "q_T": q_T[name],
+        }
+    return out
 
 
 def torchsde_particles(particles: int, steps: int, T: float, q0: float, seed: int) -> float | None:
@@ -165,11 +194,12 @@ def run(quick: bool = False) -> BenchResult:
     """P = 1e5 particles, 1000 steps (quick: 1e4, 200), tanh, T = 1, one input with q0 = 1.
 
     Times are the best of 3 runs (no warm-up) for both, plus one baseline run on a single torch
-    thread for context (torch's thread pool suffers most when the machine is shared), and ours
-    on one thread against :func:`bandwidth_loop` and :func:`draws_loop` (module docstring);
-    ours also with ``coefficient="gaussian"``. ``extra`` holds each method's terminal
-    second moment, its error against the Euler recursion at the same step count (the exact
-    P -> infinity limit of both schemes) and the Monte Carlo standard error ``sqrt(2/P) q_T``.
+    thread for context (torch's thread pool suffers most when the machine is shared), and each
+    of :data:`CONFIGURATIONS` on one thread against its ceilings (``ceiling``, module
+    docstring); ours also with ``coefficient="gaussian"``. ``extra`` holds each method's
+    terminal second moment, its error against the Euler recursion at the same step count (the
+    exact P -> infinity limit of every scheme here) and the Monte Carlo standard error
+    ``sqrt(2/P) q_T``.
     """
     particles, steps = (10_000, 200) if quick else (100_000, 1000)
     T, seed = 1.0, 0
@@ -180,9 +210,6 @@ def run(quick: bool = False) -> BenchResult:
 
     def ours() -> None:
         runs["ours"] = forward_sde(X, "tanh", T, steps, particles, seed)
-
-    def ours_gaussian() -> None:
-        runs["gauss"] = forward_sde(X, "tanh", T, steps, particles, seed, coefficient="gaussian")
 
     def baseline() -> None:
         naive[:] = [naive_torch_particles(particles, steps, T, 1.0, seed)]
@@ -196,23 +223,21 @@ def run(quick: bool = False) -> BenchResult:
     finally:
         torch.set_num_threads(threads)
     with threadpool_limits(limits=1, user_api="blas"):  # vdot is BLAS: one thread, as ours
-        ceiling_runs, two_point = _ceiling_runs(X, T, steps, particles, seed)
-    ours_one_thread, two_point_seconds, bandwidth_seconds, normals_seconds, signs_seconds, \
-        phi_seconds = (min(ceiling_runs[k]) for k in
-                       ("ours", "two_point", "bandwidth", "normals", "signs", "phi"))
-    fraction = bandwidth_seconds / ours_one_thread
-    fraction_two_point = bandwidth_seconds / two_point_seconds
+        ceiling = _ceiling(X, T, steps, particles, seed)
     t0 = time.perf_counter()
-    ours_gaussian()
+    gaussian = forward_sde(X, "tanh", T, steps, particles, seed, coefficient="gaussian")
     gaussian_seconds = time.perf_counter() - t0
     torchsde_seconds = torchsde_particles(particles, steps, T, 1.0, seed)
 
     q_euler = float(nngp_kernel_euler(X, "tanh", T, steps)[0, 0])
     q_ode = float(nngp_kernel(X, "tanh", T)[0, 0])
     q_ours = float(runs["ours"].cov_path[-1, 0, 0])
-    q_gauss = float(runs["gauss"].cov_path[-1, 0, 0])
-    q_two_point = float(two_point.cov_path[-1, 0, 0])
+    q_gauss = float(gaussian.cov_path[-1, 0, 0])
     mc_se = math.sqrt(2.0 / particles) * q_euler
+    for row in ceiling.values():
+        row["abs_err_vs_euler"] = abs(row["q_T"] - q_euler)
+        row["within_3_se"] = bool(row["abs_err_vs_euler"] <= 3 * mc_se)
+    default = ceiling["float64 gaussian"]
     q_naive = float(naive[0][1][-1])
     return BenchResult(
         name="sde",
@@ -243,31 +268,19 @@ def run(quick: bool = False) -> BenchResult:
             "ours_gaussian_abs_err_vs_euler": abs(q_gauss - q_euler),
             "baseline_abs_err_vs_euler": abs(q_naive - q_euler),
             "euler_vs_ode": abs(q_euler - q_ode),
-            "ours_one_thread_seconds": ours_one_thread,
-            "bandwidth_loop_seconds": bandwidth_seconds,
-            "bandwidth_fraction": fraction,
+            "bandwidth_fraction": default["bandwidth_fraction"],
             "bandwidth_fraction_goal": f">= {BANDWIDTH_FRACTION_GOAL}",
-            "bandwidth_fraction_met": bool(fraction >= BANDWIDTH_FRACTION_GOAL),
-            "normals_seconds": normals_seconds,
-            "normals_fraction": normals_seconds / ours_one_thread,
-            "phi_seconds": phi_seconds,
-            "phi_over_bandwidth_loop": phi_seconds / bandwidth_seconds,
-            "parts_fraction": (bandwidth_seconds + normals_seconds + phi_seconds)
-            / ours_one_thread,
-            "signs_seconds": signs_seconds,
-            "parts_fraction_two_point": (bandwidth_seconds + signs_seconds + phi_seconds)
-            / two_point_seconds,
-            "parts_definition": "(memory loop + drawing the increments alone + tanh alone) / "
-                                "ours: 1 means a step costs what its parts cost separately",
-            "two_point_seconds": two_point_seconds,
-            "two_point_speedup": ours_one_thread / two_point_seconds,
-            "bandwidth_fraction_two_point": fraction_two_point,
-            "bandwidth_fraction_two_point_met": bool(
-                fraction_two_point >= BANDWIDTH_FRACTION_GOAL),
-            "q_T_two_point": q_two_point,
-            "two_point_abs_err_vs_euler": abs(q_two_point - q_euler),
-            "two_point_within_3_se": bool(abs(q_two_point - q_euler) <= 3 * mc_se),
-            "bandwidth_definition": "10 passes over (1, P) float64 per step (module docstring), "
-                                    "best of 3 interleaved runs, one thread",
+            "bandwidth_fraction_met": default["bandwidth_fraction_met"],
+            "bandwidth_fraction_of": "float64 gaussian (the default scheme); every "
+                                     "configuration is in ceiling",
+            "ceiling": ceiling,
+            "ceiling_definition": "per configuration (dtype, increments), one thread, best of "
+                                  "3 interleaved runs: bandwidth_fraction = memory loop "
+                                  "(10 passes over (1, P) arrays of the dtype) / ours; "
+                                  "parts_fraction = (memory loop + drawing the increments "
+                                  "alone + tanh alone) / ours, 1 means a step costs what its "
+                                  "parts cost separately; within_3_se: terminal second "
+                                  "moment within 3 Monte Carlo standard errors of the Euler "
+                                  "recursion",
         },
     )
