@@ -131,6 +131,10 @@ def test_limit_kernel_and_sde_write_their_outputs(tmp_path: Path) -> None:
     two_point = (tmp_path / "sde_variance.csv").read_text()
     assert len(two_point.splitlines()) == len(gaussian.splitlines()) == 1 + 11 * 2
     assert two_point != gaussian
+    assert main(["limit", "sde", "--inputs", "2", "--particles", "500", "--depth-steps", "10",
+                 "--increments", "two-point", "--dtype", "float32", "--out", str(tmp_path)]) == 0
+    single = (tmp_path / "sde_variance.csv").read_text()
+    assert len(single.splitlines()) == 1 + 11 * 2 and single != two_point
     assert main(["limit", "nfd", "--steps", "4", "--particles", "256", "--depth-steps", "4",
                  "--coupling", "eq15", "--out", str(tmp_path)]) == 0
     assert len((tmp_path / "nfd.csv").read_text().splitlines()) == 5
