@@ -30,7 +30,7 @@ recursion (``within_3_se``: within 3 Monte Carlo standard errors); the top-level
   whole memory loop), ours ~145 us: 0.50.
 * float32 fair signs: memory loop ~34 us, signs ~18 us, tanh ~15 us, ours ~63 us: 0.54.
 
-Each has ``parts_fraction`` 0.99-1.13: ours costs what its parts cost, and tanh plus the
+Each has ``parts_fraction`` 0.99-1.19: ours costs what its parts cost, and tanh plus the
 increments alone take 0.97x (float32) to 11x (float64 normals) the memory loop, so 0.7 is out
 of reach for any schedule of these numpy passes on this CPU; only fusing the passes (one
 compiled loop per step) could get there.
