@@ -110,8 +110,8 @@ def _ceiling(X: np.ndarray, T: float, steps: int, particles: int, seed: int
     machine hits all alike; and ours' terminal second moment."""
     q_T: dict[str, float] = {}
     timed: dict[str, Callable[[], object]] = {}
-    for dtype, increments in CONFIGURATIONS:
-        name = f"{dtype} {increments}"
+    names = {f"{dtype} {increments}": (dtype, increments) for dtype, increments in CONFIGURATIONS}
+    for name, (dtype, increments) in names.items():
 
         def ours(dtype: str = dtype, increments: str = increments, name: str = name) -> None:
             res = forward_sde(X, "tanh", T, steps, particles, seed, noise_threads=1,
@@ -127,8 +127,7 @@ def _ceiling(X: np.ndarray, T: float, steps: int, particles: int, seed: int
         for key, fn in timed.items():
             seconds[key] = min(seconds[key], best_time(fn, repeats=1, warmup=0))
     out: dict[str, dict[str, Any]] = {}
-    for dtype, increments in CONFIGURATIONS:
-        name = f"{dtype} {increments}"
+    for name, (dtype, _) in names.items():
         ours_s, memory, phi, draws = (seconds[name], seconds[f"memory {dtype}"],
                                       seconds[f"phi {dtype}"], seconds[f"draws {name}"])
         out[name] = {
