@@ -73,7 +73,8 @@ def test_a_plain_torch_gpt_is_read_without_any_roles(tied: bool, bias: bool) -> 
     assert all(len(v) == 2 for v in st.blocks.values())  # attention + MLP per block
     if tied:
         assert st.tied == {"lm_head.weight": "wte.weight"} and "lm_head.weight" not in r
-        assert st.effective_depth == 6 + 1  # the embedding; the head is the same matrix
+        # the table is used twice: looked up (input) and read out (output): two layer uses
+        assert st.readouts == {"lm_head": "wte.weight"} and st.effective_depth == 6 + 2
     else:
         assert r["lm_head.weight"] == "output" and st.effective_depth == 6 + 2
     assert set(r) == set(dict(model.named_parameters()))
@@ -88,7 +89,7 @@ def test_a_torchvision_style_resnet_with_projection_shortcuts() -> None:
     for b in (3, 4, 5):
         assert r[f"{b}.conv1.weight"] == "branch_in" and r[f"{b}.conv2.weight"] == "branch_out"
     assert r["4.downsample.0.weight"] == "hidden"
-    assert st.branches[1].shortcut == ("4.downsample.0", "4.downsample.1")
+    assert st.branches[1].shortcut == ("4.downsample.0",)  # units are weights, not norms
     assert st.depth == 3 and st.effective_depth == 2 + 3
     assert st.width in (8, 16)
 

@@ -58,10 +58,10 @@ def _image_loss(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 MODELS: dict[str, tuple[Callable[[], nn.Module], torch.Tensor, Callable[..., torch.Tensor],
                         tuple[int, int, int]]] = {
     "gpt-tied-bias": (lambda: GPT(V, 32, 3, CTX, tied=True, bias=True), _tokens(), _lm_loss,
-                      (32, 6, 7)),
+                      (32, 6, 8)),  # the tied head is a layer use too
     "gpt-untied-nobias": (lambda: GPT(V, 32, 3, CTX, tied=False, bias=False), _tokens(),
                           _lm_loss, (32, 6, 8)),
-    "hf-gpt2": (_hf_gpt2, _tokens(), _lm_loss, (32, 4, 5)),
+    "hf-gpt2": (_hf_gpt2, _tokens(), _lm_loss, (32, 4, 6)),
     "hf-llama": (_hf_llama, _tokens(), _lm_loss, (32, 4, 6)),
     "resnet": (resnet, torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(0)),
                _image_loss, (16, 3, 5)),
