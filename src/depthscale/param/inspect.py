@@ -716,6 +716,8 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
             roles[name], reasons[name] = role, why
             continue
         kinds = {u.kind for u in p_uses}
+        if len(p_uses) > 1 and len(kinds) == 1:
+            counts[name] = len(p_uses)  # a bias or gain of a shared block
         if "other" in kinds:
             ops = sorted({u.op for u in p_uses if u.kind == "other"})
             unclassified[name] = (f"used by {', '.join(ops)}, which inspect does not read as a "

@@ -22,7 +22,7 @@ import json
 import math
 import warnings
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, cast
 
 import torch
@@ -34,10 +34,12 @@ from depthscale.param.checks import number, whole
 from depthscale.param.formulas import simplified
 from depthscale.param.inspect import Structure, block_key, inspect, plain_width
 from depthscale.param.rules import RECIPES, ROLES, Dims, Recipe, Rule
+from depthscale.param.usage import Usage, adjusted, formed, set_readouts, usages
 
 __all__ = ["OPTIMIZERS", "ParamSpec", "Plan", "PlanState", "plan", "reparameterize"]
 
 OPTIMIZERS = ("sgd", "adam")
+_OPTIMIZER_ALIASES = {"adamw": "adam"}  # torch users write AdamW (what "adam" builds)
 _BACKWARD_SEED_OFFSET = 1_000_003
 _NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm)
 _KEY = "depthscale_plan._extra_state"  # the plan's state_dict entry, under the model's prefix
@@ -149,6 +151,15 @@ def _params(model: nn.Module) -> Iterator[tuple[str, str, nn.Module, nn.Paramete
                 yield (f"{mod_name}.{p_name}" if mod_name else p_name), p_name, module, p
 
 
+def _covered(model: nn.Module, roles: Mapping[str, str] | None) -> bool:
+    """Whether ``roles`` patterns name a role for every parameter of ``model``."""
+    inner, prefix = _unwrap(model)
+    return bool(roles) and all(
+        any(fnmatch.fnmatchcase(full, pat) or fnmatch.fnmatchcase(prefix + full, pat)
+            for pat in roles or {})
+        for full, *_ in _params(inner))
+
+
 def _call(settings: Mapping[str, Any]) -> str:
     """The ``plan(...)`` call that makes a plan with these settings (defaults left out)."""
     defaults = {f.name: f.default for f in fields(Plan) if f.default is not MISSING}
@@ -175,6 +186,8 @@ class PlanState:
     settings: dict[str, Any]
     roles: dict[str, str]
     forms: dict[str, str]
+    usage: dict[str, Usage] = field(default_factory=dict)
+    readouts: dict[str, float] = field(default_factory=dict)
 
     @staticmethod
     def of(model: nn.Module) -> PlanState | None:
@@ -187,8 +200,9 @@ class PlanState:
         ``state_dict`` value stays a tensor (``.clone()``, ``.to(device)``, tensor-only
         checkpoint formats and ``weights_only`` loads all work)."""
         text = json.dumps({"version": _STATE_VERSION, "settings": dict(self.settings),
-                           "roles": dict(self.roles), "forms": dict(self.forms)},
-                          sort_keys=True)
+                           "roles": dict(self.roles), "forms": dict(self.forms),
+                           "usage": {k: u.to_json() for k, u in self.usage.items()},
+                           "readouts": dict(self.readouts)}, sort_keys=True)
         return torch.tensor(list(text.encode()), dtype=torch.uint8)
 
     @classmethod
@@ -196,6 +210,7 @@ class PlanState:
         """The record a ``state_dict`` entry holds; a ConfigError for one depthscale did not
         write (not a uint8 JSON tensor, another version, unknown recipe, roles or forms)."""
         state: Any = None
+        usage: dict[str, Usage] = {}
         if isinstance(entry, torch.Tensor) and entry.dtype == torch.uint8 and entry.ndim == 1:
             try:
                 state = json.loads(bytes(entry.tolist()).decode())
@@ -209,13 +224,23 @@ class PlanState:
               and isinstance(state.get("roles"), dict) and isinstance(state.get("forms"), dict)
               and set(state["roles"]) == set(state["forms"])
               and all(r in ROLES for r in state["roles"].values())
-              and all(f in _FORMS for f in state["forms"].values()))
+              and all(f in _FORMS for f in state["forms"].values())
+              and isinstance(state.get("usage", {}), dict)
+              and set(state.get("usage", {})) <= set(state["roles"])
+              and isinstance(state.get("readouts", {}), dict)
+              and all(isinstance(m, float) for m in state.get("readouts", {}).values()))
+        if ok:
+            try:
+                usage = {k: Usage.from_json(v) for k, v in state.get("usage", {}).items()}
+            except (ConfigError, TypeError):
+                ok = False
         if not ok:
             raise ConfigError(
                 "the loaded state has a depthscale_plan entry that depthscale did not write "
                 f"(version {_STATE_VERSION}); load a checkpoint saved from a planned model"
             )
-        return cls(dict(state["settings"]), dict(state["roles"]), dict(state["forms"]))
+        return cls(dict(state["settings"]), dict(state["roles"]), dict(state["forms"]), usage,
+                   dict(state.get("readouts", {})))
 
     def __repr__(self) -> str:
         return f"PlanState({_call(self.settings)}, {len(self.roles)} parameters)"
@@ -245,6 +270,7 @@ def _load_plan(module: nn.Module, state_dict: dict[str, Any], prefix: str,
     del state_dict[key]
     settings = {k: v for k, v in state.settings.items() if k != "recipe"}
     _set_attention(module, Plan(RECIPES[state.settings["recipe"]], **settings))
+    set_readouts(module, state.readouts)
 
 
 def _attention_modules(model: nn.Module) -> dict[str, Any]:
@@ -313,9 +339,18 @@ class Plan:
         return self.recipe.attention(replace(self.dims(), d_head=d_head))
 
     def spec(self, name: str, role: str, shape: tuple[int, ...],
-             fan_in: int | None = None) -> ParamSpec:
+             fan_in: int | None = None, usage: Usage | None = None) -> ParamSpec:
         """The native-form rule for one parameter; ``fan_in`` defaults to the product of the
-        trailing dimensions of ``shape`` (:func:`fan_in_of` reads it from the module)."""
+        trailing dimensions of ``shape`` (:func:`fan_in_of` reads it from the module).
+        ``usage`` (how the forward uses it, :class:`~depthscale.param.usage.Usage`) gives the
+        fan-in the forward contracts, shared uses and the dimensions that do not grow with
+        width (:func:`~depthscale.param.usage.adjusted`)."""
+        if usage is not None:
+            fan_in = usage.fan_in if usage.fan_in is not None else fan_in
+            spec = self.spec(name, role, shape, fan_in)
+            frozen = (replace(self, width=usage.base).spec(name, role, shape, fan_in)
+                      if usage.fixed and usage.base else None)
+            return cast(ParamSpec, adjusted(spec, usage, frozen))
         rule = self.rule(role)
         fan_in = _fan_in(shape) if fan_in is None else fan_in
         d = self.dims(fan_in)
@@ -430,7 +465,7 @@ class Plan:
         return found
 
     def _check_sizes(self, model: nn.Module, role_of: Mapping[str, str],
-                     structure: Structure | None = None) -> None:
+                     structure: Structure | None = None, explicit: bool = False) -> None:
         """The plan's sizes must be the model's. A depthscale model states them (``width``,
         ``plan_depth``: the L of the rule table, residual branches K or hidden layers of a plain
         net, ``hidden``). For any other module with residual branches that :func:`inspect`
@@ -446,6 +481,13 @@ class Plan:
                 and getattr(model, "plan_depth", None) is None):
             if (structure.width, structure.depth) != (self.width, self.depth):
                 match = {"width": structure.width, "depth": structure.depth}
+                if explicit:  # every role given by hand: the user's sizes win
+                    warnings.warn(
+                        f"inspect found width {structure.width} and {structure.depth} residual "
+                        f"branches, but every role was given by hand and the plan says width="
+                        f"{self.width}, depth={self.depth}: the plan's sizes are used",
+                        UserWarning, stacklevel=4)
+                    return
                 raise ConfigError(
                     f"the plan does not fit this {type(model).__name__}: inspect found width "
                     f"{structure.width} and {structure.depth} residual branches in "
@@ -537,9 +579,10 @@ class Plan:
         role_of = self.roles(model, roles)
         out = []
         for full, p_name, module, p in _params(inner):
-            spec = self.spec(full, role_of[full], tuple(p.shape), fan_in_of(module, p_name, p))
-            if state.forms[full] == "absorbed":
-                spec = reparameterize(spec, 1 / spec.a)
+            usage = state.usage.get(full, Usage())
+            spec = self.spec(full, role_of[full], tuple(p.shape), fan_in_of(module, p_name, p),
+                             usage)
+            spec = formed(spec, state.forms[full] == "native", usage, reparameterize)
             mult = getattr(module, "multiplier", None) if p_name == "weight" else None
             if mult is not None and not math.isclose(mult, spec.a, rel_tol=1e-9):
                 raise ConfigError(
@@ -566,6 +609,7 @@ class Plan:
         example_input: Any = None,
         seed: int = 0,
         absorb: bool = False,
+        base: nn.Module | None = None,
     ) -> nn.Module:
         """Set multipliers and initialise every parameter of ``model`` by the plan, and record
         the plan on the model (:class:`PlanState`, saved with its ``state_dict``; the module
@@ -582,12 +626,25 @@ class Plan:
         pass). Depthscale layers get the native form unless ``absorb``; other modules always get
         the absorbed form. Draws come from a generator seeded by ``seed`` (CPU, then copied), so
         the same seed gives the same model on any device. Returns ``model``.
+
+        How the forward uses each parameter (:class:`~depthscale.param.usage.Usage`, from
+        ``inspect``) refines its rule: the fan-in its matrix use contracts, a weight applied k
+        times (a shared block: SGD LR / k), a constant the model multiplies its embedding by
+        (Gemma's sqrt(n): taken as that parameter's multiplier), gains whose own values are kept
+        (norm gains, Gemma's 1 + w, layer-scale gammas) and a tied readout (its output gets the
+        multiplier that makes it the output rule, as mup's MuSharedReadout). ``base`` is the
+        same model built at another width: a dimension that does not grow between the two
+        (a depthwise kernel, a token-mixing MLP, an output bias) gets no width factor.
         """
         seed = whole("seed", seed, minimum=0)
         inner, _ = _unwrap(model)
         structure = None if example_input is None else inspect(inner, example_input)
+        if base is not None and structure is None:
+            raise ConfigError("base= (the model at another width) needs example_input= too: "
+                              "inspect compares how both use each parameter")
         role_of = self.roles(model, roles, structure)
-        self._check_sizes(inner, role_of, structure)
+        self._check_sizes(inner, role_of, structure, explicit=_covered(model, roles))
+        usage = self._usages(inner, structure, base, example_input, role_of)
         gen = torch.Generator().manual_seed(seed)
         # Backward copies (nfd Cor. 1) come from their own stream, so a decoupled model gets
         # exactly the forward weights of the standard model with the same seed.
@@ -595,8 +652,10 @@ class Plan:
         forms: dict[str, str] = {}
         # every rule first (a role the recipe lacks is an error), so a refused model is untouched
         planned = [(p_name, module, p, self.spec(full, role_of[full], tuple(p.shape),
-                                                 fan_in_of(module, p_name, p)))
+                                                 fan_in_of(module, p_name, p),
+                                                 usage.get(full)))
                    for full, p_name, module, p in _params(inner)]
+        readouts = self._readouts(inner, structure, role_of, usage)
         heads = _attention_modules(inner)
         for m in heads.values():  # a bad head width is refused before anything is changed
             self.attention_scale(int(m.attention_head_dim))
@@ -605,20 +664,100 @@ class Plan:
             native = p_name == "weight" and hasattr(module, "multiplier") and not absorb
             if p_name == "weight" and hasattr(module, "multiplier"):
                 layer.multiplier = spec.a if native else 1.0
-            std = spec.b if native else spec.a * spec.b
+            form = formed(spec, native, usage.get(full, Usage()), reparameterize)
+            std = form.b
             forms[full] = "native" if native else "absorbed"
-            with torch.no_grad():
-                p.copy_(_draw(spec.init, tuple(p.shape), std, gen).to(p))
+            if spec.init != "kept":
+                with torch.no_grad():
+                    p.copy_(_draw(spec.init, tuple(p.shape), std, gen).to(p))
             if hasattr(module, "init_backward_copy") and p_name == "weight":
                 layer.init_backward_copy(std, back_gen)
         _set_attention(inner, self)
+        set_readouts(inner, readouts)
         if PlanState.of(inner) is None:  # the hooks come with the first record, once
             inner.register_state_dict_post_hook(_save_plan)
             inner.register_load_state_dict_pre_hook(_load_plan)
-        object.__setattr__(inner, _RECORD, PlanState(self.settings(), role_of, forms))
+        kept = {k: u for k, u in usage.items() if u != Usage()}
+        object.__setattr__(inner, _RECORD, PlanState(self.settings(), role_of, forms, kept,
+                                                     readouts))
         if structure is not None:
             self._warn_attention(structure, set(heads))
+            self._warn_structure(structure)
         return model
+
+    def _usages(self, model: nn.Module, structure: Structure | None, base: nn.Module | None,
+                example_input: Any, role_of: Mapping[str, str]) -> dict[str, Usage]:
+        """How the forward uses each parameter (none without a structure). Depthscale layers
+        carry their own multipliers: only their fan-in and shared uses are taken."""
+        if structure is None:
+            return {}
+        base_st, shapes, base_shapes = None, None, None
+        if base is not None:
+            base_inner, _ = _unwrap(base)
+            if type(base_inner) is not type(model):
+                raise ConfigError(f"base= must be the same kind of model at another width, got a "
+                                  f"{type(base_inner).__name__} for a {type(model).__name__}")
+            base_st = inspect(base_inner, example_input)
+            if base_st.width == structure.width:
+                raise ConfigError(f"base= has the same width ({base_st.width}) as the model: "
+                                  "build it at another width, e.g. make(width // 2)")
+            shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+            base_shapes = {n: tuple(p.shape) for n, p in base_inner.named_parameters()}
+        found = usages(structure, base_st, shapes, base_shapes)
+        out = {}
+        for full, _, module, _ in _params(model):
+            u = found.get(full)
+            if u is None:
+                continue
+            if role_of.get(full) != structure.roles.get(full):
+                u = replace(u, scale=1.0)  # a role given by hand: no inferred input scale
+            if hasattr(module, "param_roles"):  # a depthscale layer: the recipe's own form
+                u = Usage(fan_in=u.fan_in, uses=u.uses)
+            out[full] = u
+        return out
+
+    def _readouts(self, model: nn.Module, structure: Structure | None,
+                  role_of: Mapping[str, str], usage: Mapping[str, Usage]) -> dict[str, float]:
+        """The forward multiplier of each tied readout: the output rule's init size over the
+        tied table's (so the readout starts and, by the abc-symmetry, trains as the output
+        rule's; under the muP family 1/n, mup's MuSharedReadout). A readout made outside a
+        module of its own cannot be given one: refused, naming the fix."""
+        if structure is None or hasattr(model, "tied_multiplier"):
+            return {}
+        modules = dict(model.named_modules())
+        params = dict(model.named_parameters())
+        out = {}
+        for unit, name in structure.readouts.items():
+            if role_of.get(name) != "input":
+                continue  # a role given by hand: the user decides
+            module = modules.get(unit)
+            weight = params[name]
+            if module is None or getattr(module, "weight", None) is not weight or (
+                    unit == name.rpartition(".")[0]):
+                raise ConfigError(
+                    f"{name} is the input table and also reads out the logits (tied), but the "
+                    f"readout is not a module of its own (made in {unit or 'the model'}'s "
+                    "forward), so the plan cannot give it the output rule's multiplier: read "
+                    "out with an nn.Linear whose weight is the table (lm_head.weight = "
+                    "wte.weight), or untie them")
+            table = self.spec(name, "input", tuple(weight.shape), None, usage.get(name))
+            table = formed(table, False, usage.get(name, Usage()), reparameterize)
+            head = self.spec(unit + ".weight", "output", tuple(weight.shape),
+                             int(weight.shape[-1]))
+            out[unit] = head.a * head.b / table.b
+        return out
+
+    def _warn_structure(self, structure: Structure) -> None:
+        """Warn where the recipe's derivation does not cover what inspect found: post-LN
+        blocks under a depth recipe."""
+        if structure.post_ln and self.recipe.name in ("depth-mup", "nfd-depth", "completep"):
+            warnings.warn(
+                f"recipe {self.recipe.name!r} is derived for pre-LN residual blocks h + a f(h) "
+                "(nfd Eq. 1, CompleteP); inspect found a normalisation on the stream after each "
+                "addition (post-LN), which divides the stream by its size after every block, so "
+                "the branch multiplier's depth factor is not the one the derivation assumes: "
+                "expect no depth transfer guarantee (use a pre-LN model for depth transfer)",
+                UserWarning, stacklevel=3)
 
     def _warn_attention(self, structure: Structure, handled: set[str]) -> None:
         """One warning naming every module that calls ``F.scaled_dot_product_attention`` with a
@@ -630,6 +769,14 @@ class Plan:
                                                                 rel_tol=1e-6):
                 used = ("the default 1/sqrt(d_head)" if call.scale is None else
                         f"scale={call.scale:.6g}")
+                if call.fixed:
+                    wrong.append(
+                        f"{call.module or '(the model)'} is an nn.MultiheadAttention, which fixes "
+                        f"1/sqrt(d_head) (d_head {call.d_head}) and takes no scale: compute its "
+                        f"attention with F.scaled_dot_product_attention(q, k, v, scale="
+                        f"{want:.6g}) in your block, or keep d_head fixed as width grows (more "
+                        "heads), where 1/sqrt(d_head) and 1/d_head differ by a constant")
+                    continue
                 wrong.append(f"{call.module or '(the model)'} calls "
                              f"F.scaled_dot_product_attention with {used} (d_head {call.d_head}); "
                              f"pass scale={want:.6g}")
@@ -661,8 +808,10 @@ class Plan:
         ``momentum`` (SGD only) is in [0, 1), ``weight_decay`` >= 0, ``eps`` (Adam) > 0. The
         model must carry this plan (:meth:`apply`).
         """
+        name = _OPTIMIZER_ALIASES.get(name, name)
         if name not in OPTIMIZERS:
-            raise ConfigError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}")
+            raise ConfigError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}"
+                              " (adamw is adam: AdamW with the plan's decoupled weight decay)")
         lr = number("lr (learning rate)", lr)
         momentum = number("momentum", momentum, low_closed=True, high=1.0)
         weight_decay = number("weight_decay", weight_decay, low_closed=True)
@@ -721,7 +870,27 @@ class Plan:
         )
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                  for r in rows]
-        return "\n".join([head, *lines])
+        state = PlanState.of(model)
+        notes = []
+        if state is not None:
+            for unit, m in state.readouts.items():
+                notes.append(f"tied readout {unit}: logits x {m:.4g} (the output rule's init size "
+                             "over the tied table's; mup's MuSharedReadout)")
+            for name, u in state.usage.items():
+                if u.uses > 1:
+                    notes.append(f"{name} is used {u.uses} times (a shared block): SGD LR / "
+                                 f"{u.uses}, Adam eps x {u.uses} (its gradient sums {u.uses} "
+                                 "uses); Adam LR as one use")
+                if u.keep:
+                    notes.append(f"{name}: the model's own values kept (a gain)")
+                if u.scale != 1.0:
+                    notes.append(f"{name}: the model multiplies it by {u.scale:.4g}; init and LR "
+                                 "compensate (its multiplier in the rule's form)")
+                if u.fixed:
+                    what = "no dimension grows" if u.fixed == "both" else "fan-in does not grow"
+                    notes.append(f"{name}: {what} with width: width factors taken at the base "
+                                 f"width {u.base}")
+        return "\n".join([head, *lines, *notes])
 
 
 def _draw(init: str, shape: tuple[int, ...], std: float, gen: torch.Generator) -> torch.Tensor:
@@ -753,6 +922,12 @@ def plan(
     """
     if not isinstance(recipe, str) or recipe not in RECIPES:
         raise ConfigError(f"unknown recipe {recipe!r}; choose one of: {', '.join(RECIPES)}")
+    if depth == 0 and not isinstance(depth, bool):
+        raise ConfigError(
+            "depth=0: depth is the number of residual branches the rules scale by (L), at least "
+            "1; for a net with no residual branches (inspect finds depth 0, e.g. a plain MLP or "
+            "a U-Net with concatenated skips) pass depth=1: its rules do not depend on depth "
+            "(a width-only plan)")
     regime = "feature" if regime is None else regime
     if regime not in ("feature", "kernel"):
         raise ConfigError(f"regime must be 'feature' or 'kernel', got {regime!r}")

@@ -1,0 +1,157 @@
+"""How a model uses a parameter, beyond its role: what a plan must know to give a rule the
+right sizes and to realise it in the model's own form.
+
+A :class:`Usage` per parameter comes from :func:`depthscale.param.inspect` (and, for the
+dimensions that grow with width, from a second model at another width); :func:`adjusted` turns
+a role's native rule into the rule for that use, and :func:`formed` into the form ``apply``
+realises. Tied readouts get a forward multiplier (:func:`set_readouts`), mup's
+``MuSharedReadout`` in the mean-field form of nfd Eq. 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from torch import nn
+
+from depthscale.errors import ConfigError
+from depthscale.param.inspect import Structure
+
+__all__ = ["Usage", "adjusted", "formed", "set_readouts", "usages"]
+
+_READOUT = "_depthscale_readout"  # the module attribute holding a tied readout's multiplier
+_FIXED = ("", "fan_in", "both")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a rule needs to know of one parameter besides its role.
+
+    ``fan_in``: what its matrix use contracts (None: read from the module). ``uses``: how many
+    times the forward applies it (a block shared over depth: k > 1). ``scale``: a constant the
+    model itself multiplies its output by (Gemma's sqrt(n) on the embedding): the plan's form
+    takes it as the parameter's multiplier. ``keep``: the model's own values are kept (a gain:
+    norm weights, Gemma's 1 + w, layer-scale gammas; no width or depth rule applies to them).
+    ``fixed`` names the dimensions that do not grow with width (``"fan_in"``: a depthwise
+    kernel; ``"both"``: a token-mixing matrix, an output bias) and ``base`` the width at which
+    their width factors are frozen (muP's base shapes, TP-V Sec. 7)."""
+
+    fan_in: int | None = None
+    uses: int = 1
+    scale: float = 1.0
+    keep: bool = False
+    fixed: str = ""
+    base: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields that differ from the default (what PlanState stores)."""
+        default = Usage()
+        return {k: v for k, v in asdict(self).items() if getattr(default, k) != v}
+
+    @classmethod
+    def from_json(cls, entry: Any) -> Usage:
+        """A Usage from :meth:`to_json`; a ConfigError for anything else."""
+        names = set(asdict(cls()))
+        if not isinstance(entry, dict) or not set(entry) <= names:
+            raise ConfigError(f"a plan usage entry must be a dict with keys among {sorted(names)}"
+                              f", got {entry!r}")
+        usage = cls(**entry)
+        if usage.fixed not in _FIXED or usage.uses < 1 or not usage.scale > 0:
+            raise ConfigError(f"invalid plan usage entry {entry!r}")
+        return usage
+
+
+def usages(structure: Structure, base: Structure | None = None,
+           shapes: dict[str, tuple[int, ...]] | None = None,
+           base_shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, Usage]:
+    """The usage of every parameter ``structure`` classified; with ``base`` (the same model at
+    another width, and the parameter shapes of both), the dimensions that do not grow."""
+    out: dict[str, Usage] = {}
+    for name, role in structure.roles.items():
+        fixed, n0 = "", None
+        if base is not None and shapes and base_shapes and name in base_shapes:
+            fixed = _fixed_dims(shapes[name], base_shapes[name], structure.fan_in.get(name),
+                                base.fan_in.get(name))
+            n0 = base.width if fixed else None
+        out[name] = Usage(
+            fan_in=structure.fan_in.get(name),
+            uses=structure.uses.get(name, 1),
+            scale=structure.input_scale if role == "input" else 1.0,
+            keep=name in structure.gains,
+            fixed=fixed,
+            base=n0,
+        )
+    return out
+
+
+def _fixed_dims(shape: tuple[int, ...], base_shape: tuple[int, ...], fan_in: int | None,
+                base_fan_in: int | None) -> str:
+    """Which dimensions of a parameter do not grow between the base model and this one."""
+    numel, base_numel = math.prod(shape), math.prod(base_shape)
+    if len(shape) <= 1 or fan_in is None or base_fan_in is None:
+        return "both" if numel == base_numel else ""
+    fan_out, base_fan_out = numel // fan_in, base_numel // base_fan_in
+    if fan_in == base_fan_in and fan_out == base_fan_out:
+        return "both"
+    if fan_in == base_fan_in:
+        return "fan_in"
+    return ""
+
+
+def adjusted(spec: Any, usage: Usage, frozen: Any = None) -> Any:
+    """The native rule of one parameter for its use (``spec`` a ParamSpec of its role).
+
+    A weight applied k times receives k gradient contributions of the per-use size, so under
+    SGD its step is k times one use's: LR c/k keeps each use's update (and so the summed
+    update over k uses) as the rule intends; coupled weight decay x k keeps lr*wd. Adam
+    normalises the summed gradient: its LR is unchanged, and eps x k stays the gradient's scale.
+    ``frozen`` is the same rule evaluated at the base width, for dimensions that do not grow:
+    ``"both"`` takes every width factor from it; ``"fan_in"`` (a vector-like weight such as a
+    depthwise kernel) takes the Adam LR and the AdamW decay (an Adam step moves such a layer's
+    output by O(LR), as a bias's: TP-V Table 3), the SGD LR still growing with fan-out.
+    """
+    if frozen is not None and usage.fixed == "both":
+        spec = replace(frozen, name=spec.name, shape=spec.shape)
+    elif frozen is not None and usage.fixed == "fan_in":
+        spec = replace(spec, c_adam=frozen.c_adam, wd_adam=frozen.wd_adam)
+    if usage.uses > 1:
+        k = usage.uses
+        spec = replace(spec, c_sgd=spec.c_sgd / k, wd_sgd=spec.wd_sgd * k, eps=spec.eps * k)
+    if usage.keep:
+        spec = replace(spec, init="kept")
+    return spec
+
+
+def formed(spec: Any, native: bool, usage: Usage, reparameterize: Any) -> Any:
+    """The rule in the form ``apply`` realises: native (the layer's multiplier is ``a``), or
+    absorbed: the multiplier is the model's own (1, or the constant it multiplies the output
+    by), the rest moved into init and LR by the abc-symmetry."""
+    if native:
+        return spec
+    return reparameterize(spec, usage.scale / spec.a)
+
+
+def _readout_hook(module: nn.Module, args: Any, output: Any) -> Any:
+    """Multiply a tied readout's logits by its multiplier (a bias is left as it is)."""
+    m = vars(module).get(_READOUT)
+    if not isinstance(m, float) or not hasattr(output, "mul"):
+        return output
+    bias = getattr(module, "bias", None)
+    if isinstance(bias, nn.Parameter):
+        return (output - bias) * m + bias
+    return output * m
+
+
+def set_readouts(model: nn.Module, readouts: dict[str, float]) -> None:
+    """Give each named module its readout multiplier (a forward hook, registered once; the
+    value lives on the module, so deepcopy, pickling and a reload keep it)."""
+    modules = dict(model.named_modules())
+    for name, m in readouts.items():
+        module = modules.get(name)
+        if module is None:
+            raise ConfigError(f"the plan names a tied readout {name!r} the model does not have")
+        if _READOUT not in vars(module):
+            module.register_forward_hook(_readout_hook)
+        object.__setattr__(module, _READOUT, float(m))
