@@ -525,14 +525,21 @@ class Plan:
             # (x + attn(h) + mlp(h) computed as x + (attn + mlp)): K lies in [blocks, writers]
             writers = [n for n, r in role_of.items() if r in ("branch", "branch_out")]
             blocks = {block_key((n.rpartition(".")[0] or n,)) for n in writers}
-            if writers and not len(blocks) <= self.depth <= len(writers):
+            if writers and not len(blocks) <= self.depth <= len(writers) and explicit:
+                warnings.warn(
+                    f"{len(writers)} parameters write residual branches but the plan says "
+                    f"depth={self.depth}; every role was given by hand, so the plan's depth is "
+                    "used (a block applied several times? pass example_input= and inspect "
+                    "counts its uses)", UserWarning, stacklevel=4)
+            elif writers and not len(blocks) <= self.depth <= len(writers):
                 match["depth"] = len(writers)
                 count = (f"{len(writers)}" if len(blocks) == len(writers) else
                          f"{len(blocks)} to {len(writers)}")
                 problems.append(
                     f"it has {count} residual branches, not {self.depth} ({len(writers)} "
                     f"parameters with role branch/branch_out, e.g. {writers[0]}, in "
-                    f"{len(blocks)} blocks; ds.param.inspect(model, x).depth counts them)")
+                    f"{len(blocks)} blocks; ds.param.inspect(model, x).depth counts them, and "
+                    "a block applied several times once per use: pass example_input=)")
         if problems:
             raise ConfigError(
                 f"the plan does not fit this {type(model).__name__}: {'; '.join(problems)}; "
