@@ -20,7 +20,10 @@ depth-continuous process, h_l -> h_{t = lT/L} (nfd Prop. 2), so h_l and its upda
 in L at fixed l/L, in particular at the last block (l = L, t = T), which is what the output
 reads. The stream at a fixed *index* l is not: after one step its update grows like l/L, so a
 mean over every position falls from ~1 (L = 1) towards ~1/2 as L grows, and a correctly scaled
-model would show a spurious slope of about -0.2 over 1-4 blocks. So ``stream`` is h_L.
+model shows a spurious slope (the README's GPT under CompleteP + Adam over 1-4 blocks: -0.20
+[-0.22, -0.17] with 8 seeds, a FAIL). So ``stream`` is h_L. At a few blocks h_L still
+approaches its limit by the Euler error O(1/L): measured -0.09 for that GPT and -0.18 for a
+tiny Qwen2 over 1-4 blocks (flat from 8 blocks on), so sweep depths of several blocks.
 
 Every weight's **own update** (``own_update``): for each use of a weight (every matrix the
 forward multiplies activations by: role input, hidden, branch*, output) the change of that
@@ -29,16 +32,16 @@ f(x^(k); W^(0))`` on the recorded input x^(k) after the steps (nfd Eq. 27's x - 
 branch's first layer). Its internal layers' scaling with depth is the lazy diagnostic
 (CompleteP's "complete feature learning"; nfd Sec. 4, Eq. 27).
 
-Against width, muP (Yang & Hu 2021; TP-V) asks every layer's own update to be Theta(1): ΔW x
-sums fan-in terms, and the LR is set so that they add up to Theta(1) when ΔW is aligned with x,
-as it is in the infinite-width limit. A finite model is not there yet: one step's ΔW holds, next
+Against width, muP (Yang & Hu 2021; TP-V) asks every layer's own update to be Theta(1): dW x
+sums fan-in terms, and the LR is set so that they add up to Theta(1) when dW is aligned with x,
+as it is in the infinite-width limit. A finite model is not there yet: one step's dW holds, next
 to its part aligned with x, a part that is not (a random walk over the fan-in), of relative
 size ~sqrt(batch rows / n). At coordinate-check widths with a batch of many rows (every token
 or pixel is one) that part dominates and a correctly planned hidden matrix's own update falls
 almost as n^-1/2 (measured: -0.44 for a 1x1 conv on 1024 pixel rows at n = 32-128; -0.12 for
 the README GPT on its low-entropy tokens). So the judged quantity is the **aligned own update**
 ``own_aligned = |f(|x|; |W^(k) - W^(0)|) - f(|x|; 0)|``, the size the own update has at full
-alignment (the same ops on |x| with |ΔW| in the weight's place, less the same with zero there,
+alignment (the same ops on |x| with |dW| in the weight's place, less the same with zero there,
 which removes a bias): for Adam it is the per-entry step times the fan-in, exactly what the
 muP rule scales. Its slope vs width is judged flat per weight (pooled over the blocks of one
 name, ``h.*.attn.qkv``), so the table names the weight whose width dimension the plan assumed
@@ -46,10 +49,14 @@ wrongly: a depthwise conv (fan-in 49 at every width) planned as a hidden matrix 
 ~n^-1/2 and an aligned own update ~n^-1/2. The own update itself is shown beside it without a
 band.
 
-How outputs and additions are found: by how the parameters are used, not by module hooks. A
-:class:`~torch.utils._python_dispatch.TorchDispatchMode` sees every ATen op of the forward pass
-(so also the projections inside ``F.multi_head_attention_forward``, ``x @ self.W``,
-``F.linear(x, self.W)``, ``torch.einsum(..., x, self.W)``). A tensor is *data* when it
+How outputs and additions are found: by how the parameters are used, not by module hooks
+(``nn.MultiheadAttention`` never calls ``out_proj``'s forward). A
+:class:`~torch.utils._python_dispatch.TorchDispatchMode` sees every ATen op of the forward pass:
+also the projections inside ``F.multi_head_attention_forward``, which a ``TorchFunctionMode``
+sees as one call holding both weights (torch 2.13), and ``x @ self.W``, ``F.linear(x,
+self.W)``, ``torch.einsum(..., x, self.W)``. The model is recorded in training mode, so the
+inference fast paths of ``nn.TransformerEncoderLayer`` and ``nn.MultiheadAttention`` (one fused
+op) are not taken. A tensor is *data* when it
 descends from the model's input; it is *derived* from a weight when computed from that weight
 parameter (the ``nn.Parameter`` object itself) by ops without a data input (``W.t()``,
 ``W.T``, a slice, a cast). An op that reads data and a derived tensor is a **use** of the
