@@ -93,7 +93,9 @@ def test_multihead_attention_projections_and_additions_are_found(norm_first: boo
         qkv = F.linear(z, layer.self_attn.in_proj_weight, layer.self_attn.in_proj_bias)
         attn = layer.self_attn(z, z, z, need_weights=False)[0]
     w0 = layer.self_attn.in_proj_weight.detach().clone()
+    model.eval()  # measure_point records in training mode: no fused inference fast path
     sizes = measure_point(model, p, TOKENS, NEXT, lr=1e-2, optimizer="adam", structure=st)
+    assert not model.training
     v = sizes.values
     # two branches per layer: the attention (read by in_proj_weight, written by out_proj,
     # whose own forward never runs) and the MLP

@@ -597,18 +597,24 @@ def measure_point(
     module docstring) after ``steps`` steps of ``plan.optimizer(model, optimizer, lr)`` on
     ``(x, y)``; ``optimizer`` may instead be a callable ``(model, plan, lr) -> optimizer`` (own
     param groups). ``x`` is a tensor, a tuple of positional arguments or a dict of keyword
-    arguments. ``structure`` is ``ds.param.inspect(model, x)`` (computed when not given)."""
+    arguments. ``structure`` is ``ds.param.inspect(model, x)`` (computed when not given). The
+    model is measured and trained in training mode (its mode is restored at the end)."""
     st = inspect(model, x) if structure is None else structure
     lay = _layout(model, st)
     initial = {id(p): p.detach().clone() for p in lay.params.values()}
-    before = _record(model, x, lay, None)
-    opt = _optimizer(model, plan, optimizer, lr)
-    for _ in range(steps):
+    was_training = model.training
+    model.train()  # also keeps fused inference fast paths (nn.TransformerEncoderLayer) off
+    try:
+        before = _record(model, x, lay, None)
+        opt = _optimizer(model, plan, optimizer, lr)
+        for _ in range(steps):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(loss, logits_of(call_model(model, x)), y).backward()
+            opt.step()
         opt.zero_grad(set_to_none=True)
-        loss_fn(loss, logits_of(call_model(model, x)), y).backward()
-        opt.step()
-    opt.zero_grad(set_to_none=True)
-    after = _record(model, x, lay, initial)
+        after = _record(model, x, lay, initial)
+    finally:
+        model.train(was_training)
     values: dict[str, dict[str, list[float]]] = {"act": {}, "update": {}, "own_update": {},
                                                  "unit_own_update": {}, "unit_own_aligned": {}}
 
