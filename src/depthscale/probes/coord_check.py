@@ -828,7 +828,8 @@ class CoordReport:
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per (sweep, width, depth, seed, layer type, layer) for a CSV, then one per
-        (..., weight, use) with its own update (``layer_type`` is the weight's name)."""
+        (..., weight, use) with its own update and aligned own update (``layer_type`` is the
+        weight's name, ``layer`` the use)."""
         rows = []
         for p in self.points:
             acts = p.sizes.values["act"]
@@ -837,12 +838,16 @@ class CoordReport:
                                                strict=True)):
                     rows.append({"sweep": p.axis, "width": p.width, "depth": p.depth,
                                  "seed": p.seed, "layer_type": t, "layer": i, "act_rms": a,
-                                 "update_rms": u, "own_update_rms": None})
+                                 "update_rms": u, "own_update_rms": None,
+                                 "own_aligned_rms": None})
+            aligned = p.sizes.values.get("unit_own_aligned", {})
             for w, owns in p.sizes.values.get("unit_own_update", {}).items():
                 for i, own in enumerate(owns):
+                    al = aligned.get(w, [])
                     rows.append({"sweep": p.axis, "width": p.width, "depth": p.depth,
                                  "seed": p.seed, "layer_type": w, "layer": i, "act_rms": None,
-                                 "update_rms": None, "own_update_rms": own})
+                                 "update_rms": None, "own_update_rms": own,
+                                 "own_aligned_rms": al[i] if i < len(al) else None})
         return rows
 
     def summary(self) -> dict[str, Any]:
