@@ -74,8 +74,10 @@ def test_coord_check_on_a_user_factory_with_adam(
     assert ("branch_out", "act", "depth") in fits and ("branch_in", "own_update", "depth") in fits
     with open(out / "coord_check.csv") as fh:
         rows = list(csv.DictReader(fh))
-    # per (sweep size, seed): input 1, branch_in d, branch_out d, stream d, output 1
-    assert len(rows) == 2 * ((2 + 3 * 2) * 2 + (2 + 3 * 2) + (2 + 3 * 4))
+    # per (sweep size, seed): the layers input 1, branch_in d, branch_out d, stream_mid 1,
+    # stream (after the last block) 1, output 1; and the own update of each weight's use:
+    # input 1, fc1 d, fc2 d, output 1
+    assert len(rows) == 2 * ((6 + 4 * 2) * 2 + (6 + 4 * 2) + (6 + 4 * 4))
     assert (out / "coord_check.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -1,4 +1,5 @@
-"""coord_check refuses sweeps that cannot give a slope, before any model is built."""
+"""coord_check refuses sweeps that cannot give a slope, before any model is built; it takes a
+tuple of positional inputs and a tuple output."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import torch
 
 from depthscale.errors import ConfigError
 from depthscale.models import build
-from depthscale.probes import coord_check
+from depthscale.param import inspect, plan
+from depthscale.probes import coord_check, measure_point
 
 X = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
 Y = torch.randint(0, 2, (8,), generator=torch.Generator().manual_seed(1))
@@ -50,3 +52,42 @@ def test_a_single_axis_sweep_is_still_fine() -> None:
     assert [p.depth for p in rep.points] == [2, 4]
     # one seed gives no interval, so no band is decided
     assert rep.verdict == "INCONCLUSIVE" and "one seed gives no interval" in rep.evidence
+
+
+class _TwoInputs(torch.nn.Module):
+    """Positional inputs (x, scale) and a tuple output (logits, hidden): a residual MLP."""
+
+    def __init__(self, n: int, depth: int) -> None:
+        super().__init__()
+        self.inp = torch.nn.Linear(4, n)
+        self.fc1 = torch.nn.ModuleList(torch.nn.Linear(n, n) for _ in range(depth))
+        self.fc2 = torch.nn.ModuleList(torch.nn.Linear(n, n) for _ in range(depth))
+        self.out = torch.nn.Linear(n, 2)
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.inp(x * scale)
+        for a, b in zip(self.fc1, self.fc2, strict=True):
+            h = h + b(torch.relu(a(h)))
+        return self.out(h), h
+
+
+def test_a_tuple_input_and_a_tuple_output() -> None:
+    scale = torch.rand(8, 1, generator=torch.Generator().manual_seed(2)) + 0.5
+
+    def make(w: int, d: int, s: int):  # type: ignore[no-untyped-def]
+        torch.manual_seed(s)
+        model = _TwoInputs(w, d)
+        p = plan("completep", width=w, depth=inspect(model, (X, scale)).depth)
+        p.apply(model, example_input=(X, scale), seed=s)
+        return model, p
+
+    model, p = make(8, 2, 0)
+    with torch.no_grad():
+        logits = model(X, scale)[0]
+    sizes = measure_point(model, p, (X, scale), Y, lr=0.01, optimizer="adam")
+    assert sizes.values["act"]["output"] == pytest.approx(
+        [float(logits.pow(2).mean().sqrt())], rel=1e-6)
+    rep = coord_check(make, (X, scale), Y, widths=[8, 16], base_depth=2, lr=0.01,
+                      optimizer="adam", seeds=[0, 1])
+    assert {(f.layer_type, f.axis) for f in rep.fits} >= {("stream", "width"),
+                                                           ("fc1.*", "width")}

@@ -95,7 +95,8 @@ def test_a_plain_torch_gpt_under_completep_with_adam_passes() -> None:
     assert abs(rep.fit("stream", "update", "depth").slope) < 0.15
     lazy = {z.layer_type: z.label for z in rep.lazy}
     assert lazy == {"branch_in": "complete"}, rep.table()
-    assert rep.evidence.startswith("20 of 20 slopes lie inside their bands")
+    # 10 sizes vs width, 10 vs depth, and the aligned own update of each of the 6 weights
+    assert rep.evidence.startswith("26 of 26 slopes lie inside their bands")
 
 
 def test_the_same_gpt_under_sp_fails_because_updates_grow_with_width() -> None:
@@ -114,8 +115,14 @@ def test_gpt_logits_of_rank_three_and_every_layer_are_measured() -> None:
     model, p = _gpt("sp")(32, 2, 0)
     sizes = measure_point(model, p, TOKENS, NEXT, lr=0.01, optimizer="adam")
     counts = {t: len(v) for t, v in sizes.values["act"].items()}
-    # wte; qkv and fc per block; proj and out per block; 4 stream states; the (B, T, V) logits
-    assert counts == {"input": 1, "branch_in": 4, "branch_out": 4, "stream": 4, "output": 1}
+    # wte; qkv and fc per block; proj and out per block; the stream after the 2nd and after
+    # the last (4th) addition; the (B, T, V) logits
+    assert counts == {"input": 1, "branch_in": 4, "branch_out": 4, "stream_mid": 1,
+                      "stream": 1, "output": 1}
+    # every weight's own update, per use: wte, lm_head and each block's four
+    assert {w: len(v) for w, v in sizes.values["unit_own_update"].items()} == {
+        "wte": 1, "h.*.attn.qkv": 2, "h.*.attn.proj": 2, "h.*.fc": 2, "h.*.out": 2,
+        "lm_head": 1}
     with torch.no_grad():
         logits = _gpt("sp")(32, 2, 0)[0](TOKENS)
     assert sizes.values["act"]["output"][0] == pytest.approx(float(logits.pow(2).mean().sqrt()),
@@ -123,9 +130,10 @@ def test_gpt_logits_of_rank_three_and_every_layer_are_measured() -> None:
 
 
 def test_our_models_numbers_are_those_of_their_trace() -> None:
-    """The hook-based measurement reproduces the trace-based one of our models: h_0 is the
-    input layer's output, h_1..h_L the streams after each addition (before and after a step),
-    x_l the internal layers, and the own update is nfd Eq. 27's x_l - a_1 W_l1^(0) h_{l-1}."""
+    """The recorded measurement reproduces the trace-based one of our models: h_0 is the
+    input layer's output, h_L the stream after the last addition and h_2 the one at relative
+    depth ~1/2 (before and after a step), x_l the internal layers, and the own update is nfd
+    Eq. 27's x_l - a_1 W_l1^(0) h_{l-1}."""
     x = torch.randn(32, 20, generator=G)
     y = torch.randint(0, 10, (32,), generator=G)
     model, p = build("resnet2", "depth-mup", input_shape=(20,), n_out=10, width=32, depth=3,
@@ -151,13 +159,14 @@ def test_our_models_numbers_are_those_of_their_trace() -> None:
     v = sizes.values
     expect = {
         ("act", "input"): [rms(before.streams[0])],
-        ("act", "stream"): [rms(h) for h in before.streams[1:]],
+        ("act", "stream"): [rms(before.streams[3])],
+        ("act", "stream_mid"): [rms(before.streams[2])],
         ("act", "branch_in"): [rms(h) for h in before.internal],
         ("act", "branch_out"): [rms(h) for h in before.increments],
         ("act", "output"): [rms(before.out)],
         ("update", "input"): [rms(after.streams[0] - before.streams[0])],
-        ("update", "stream"): [rms(a - b) for a, b in zip(after.streams[1:], before.streams[1:],
-                                                           strict=True)],
+        ("update", "stream"): [rms(after.streams[3] - before.streams[3])],
+        ("update", "stream_mid"): [rms(after.streams[2] - before.streams[2])],
         ("update", "branch_out"): [rms(a - b) for a, b in zip(after.increments,
                                                                before.increments, strict=True)],
         ("update", "output"): [rms(after.out - before.out)],
@@ -193,7 +202,7 @@ def test_an_in_place_residual_addition_keeps_the_branch_value() -> None:
     sizes = measure_point(model, p, x, y, lr=0.1)
     assert sizes.values["act"]["branch_out"][0] == pytest.approx(
         float(b1.pow(2).mean().sqrt()), rel=1e-6)
-    assert sizes.values["act"]["stream"][0] == pytest.approx(
+    assert sizes.values["act"]["stream_mid"][0] == pytest.approx(  # the 1st of 2 additions
         float((b1 + h0).pow(2).mean().sqrt()), rel=1e-6)
 
 

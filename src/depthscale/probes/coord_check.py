@@ -2,35 +2,94 @@
 diagnostic.
 
 For each (width, depth, seed) the user's factory builds a fresh model (plan applied);
-:func:`depthscale.param.inspect` finds its residual branches and the role of every layer, and
-forward hooks record on a fixed batch, per layer type:
+:func:`depthscale.param.inspect` finds its residual branches and the role of every weight, and
+one recorded forward pass on a fixed batch measures, per layer type:
 
 * ``input``: the output of each input layer (embedding, stem);
 * ``branch_in`` / ``hidden``: the output of each internal layer of a branch (its features) and
   of plain hidden layers;
 * ``branch`` / ``branch_out``: each residual branch's output, the operand added to the stream;
-* ``stream``: the residual stream after each addition;
+* ``stream``: the residual stream after the **last** residual addition, h_L;
+* ``stream_mid``: the stream after the addition at relative position ~1/2 (the
+  ``ceil(L/2)``-th of the L additions; reported, not judged);
 * ``output``: the model's output (logits of any rank, e.g. ``(B, T, V)``).
 
-The residual additions are found by marking the output of each branch's last layer (a forward
-hook) and following it, through a :class:`~torch.overrides.TorchFunctionMode`, to the first
-addition with a tensor that is not a parameter: no method or attribute of the model is needed.
+Which stream is judged, and why: the theory's statement is at a fixed *relative* depth. In
+nfd Eq. 1 (and CompleteP, its 1/L form) the stream after block l is the Euler step of a
+depth-continuous process, h_l -> h_{t = lT/L} (nfd Prop. 2), so h_l and its update are Theta(1)
+in L at fixed l/L, in particular at the last block (l = L, t = T), which is what the output
+reads. The stream at a fixed *index* l is not: after one step its update grows like l/L, so a
+mean over every position falls from ~1 (L = 1) towards ~1/2 as L grows, and a correctly scaled
+model shows a spurious slope (the README's GPT under CompleteP + Adam over 1-4 blocks: -0.20
+[-0.22, -0.17] with 8 seeds, a FAIL). So ``stream`` is h_L. At a few blocks h_L still
+approaches its limit by the Euler error O(1/L): measured -0.09 for that GPT and -0.18 for a
+tiny Qwen2 over 1-4 blocks (flat from 8 blocks on), so sweep depths of several blocks.
+
+Every weight's **own update** (``own_update``): for each use of a weight (every matrix the
+forward multiplies activations by: role input, hidden, branch*, output) the change of that
+use's output that its own weight change causes with the input held fixed, ``f(x^(k); W^(k)) -
+f(x^(k); W^(0))`` on the recorded input x^(k) after the steps (nfd Eq. 27's x - x~ for a
+branch's first layer). Its internal layers' scaling with depth is the lazy diagnostic
+(CompleteP's "complete feature learning"; nfd Sec. 4, Eq. 27).
+
+Against width, muP (Yang & Hu 2021; TP-V) asks every layer's own update to be Theta(1): dW x
+sums fan-in terms, and the LR is set so that they add up to Theta(1) when dW is aligned with x,
+as it is in the infinite-width limit. A finite model is not there yet: one step's dW holds, next
+to its part aligned with x, a part that is not (a random walk over the fan-in), of relative
+size ~sqrt(batch rows / n). At coordinate-check widths with a batch of many rows (every token
+or pixel is one) that part dominates and a correctly planned hidden matrix's own update falls
+almost as n^-1/2 (measured: -0.44 for a 1x1 conv on 1024 pixel rows at n = 32-128; -0.12 for
+the README GPT on its low-entropy tokens). So the judged quantity is the **aligned own update**
+``own_aligned = |f(|x|; |W^(k) - W^(0)|) - f(|x|; 0)|``, the size the own update has at full
+alignment (the same ops on |x| with |dW| in the weight's place, less the same with zero there,
+which removes a bias): for Adam it is the per-entry step times the fan-in, exactly what the
+muP rule scales. Its slope vs width is judged flat per weight (pooled over the blocks of one
+name, ``h.*.attn.qkv``), so the table names the weight whose width dimension the plan assumed
+wrongly: a depthwise conv (fan-in 49 at every width) planned as a hidden matrix gets the LR
+~n^-1/2 and an aligned own update ~n^-1/2. The own update itself is shown beside it without a
+band.
+
+How outputs and additions are found: by how the parameters are used, not by module hooks
+(``nn.MultiheadAttention`` never calls ``out_proj``'s forward). A
+:class:`~torch.utils._python_dispatch.TorchDispatchMode` sees every ATen op of the forward pass:
+also the projections inside ``F.multi_head_attention_forward``, which a ``TorchFunctionMode``
+sees as one call holding both weights (torch 2.13), and ``x @ self.W``, ``F.linear(x,
+self.W)``, ``torch.einsum(..., x, self.W)``. The model is recorded in training mode, so the
+inference fast paths of ``nn.TransformerEncoderLayer`` and ``nn.MultiheadAttention`` (one fused
+op) are not taken. A tensor is *data* when it
+descends from the model's input; it is *derived* from a weight when computed from that weight
+parameter (the ``nn.Parameter`` object itself) by ops without a data input (``W.t()``,
+``W.T``, a slice, a cast). An op that reads data and a derived tensor is a **use** of the
+weight: its output, followed through reshapes and through in-place or elementwise epilogues
+without another data input (a forward multiplier, a bias), is the layer's output, taken at the
+next op that reads it. For the own update the same ops run again with the weight's initial
+value in its place. Weights are named by *unit*, as :class:`~depthscale.param.Structure`'s
+branches name them: the module for a module's ``weight``, else the parameter's full name. The
+k-th use of a branch's writer is branch k's (a weight-shared block is several branches, one per
+use); its output is followed to the first addition with a data tensor: that is the residual
+addition, whose other operand is the stream. A unit is recorded at as many uses as branches
+hold it (at least one), so a tied output head (``lm_head`` is ``wte``) is not counted as a
+second input layer.
+
 Then ``steps`` optimizer steps are taken on that batch and everything is recorded again: the
 RMS at init is the *activation* size, the RMS of the change the *update* size. The model stays
 in training mode throughout (BatchNorm uses batch statistics); build it without dropout, or the
 "update" also holds the difference of two dropout masks.
 
-The verdict fits log-log slopes of both, per layer type, against width and against depth, with
-a 95% seed-bootstrap interval, and judges each interval against a band
-(:func:`expected_bands`) with :func:`~depthscale.findings.interval_finding`. The lazy
-diagnostic (CompleteP's "complete feature learning"; nfd Sec. 4, Eq. 27) measures each internal
-layer's *own* update, the change of its output that its weight update causes,
-``f(x^(k); theta^(k)) - f(x^(k); theta^(0))``, and how it scales with depth.
+The example input is a tensor, a tuple of positional arguments or a dict of keyword arguments
+(``{"input_ids": ids}``), and the output a tensor, a tuple (its first element), a dict with
+``"logits"`` or a Hugging Face ``ModelOutput`` (its ``.logits``): see
+:mod:`depthscale.train.loop`.
+
+The verdict fits log-log slopes per layer type (and per weight for the own update) against
+width and against depth, with a 95% seed-bootstrap interval, and judges each interval against a
+band (:func:`expected_bands`) with :func:`~depthscale.findings.interval_finding`.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -39,17 +98,16 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.func import functional_call
-from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_map
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves, tree_map
 
 from depthscale.errors import ConfigError
 from depthscale.findings import Band, findings_verdict, interval_finding
 from depthscale.fits import loglog_slope
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
-from depthscale.param.inspect import ADDITIONS, Structure, inspect, tensors_in
-from depthscale.train.loop import loss_fn
+from depthscale.param.inspect import Structure, inspect, tensors_in
+from depthscale.train.loop import call_model, logits_of, loss_fn
 
 __all__ = [
     "FLAT",
@@ -62,15 +120,25 @@ __all__ = [
     "coord_check",
     "expected_bands",
     "measure_point",
+    "unit_weight",
 ]
 
-#: make(width, depth, seed) -> (model, plan), the model initialised by the plan.
-ModelFactory = Callable[[int, int, int], tuple[nn.Module, Plan]]
+#: make(width, depth, seed) -> (model, plan), the model initialised by the plan; or (model,
+#: plan, structure) to give the :class:`Structure` instead of ``inspect(model, x)``.
+ModelFactory = Callable[[int, int, int],
+                        "tuple[nn.Module, Plan] | tuple[nn.Module, Plan, Structure]"]
+#: make_optimizer(model, plan, lr) -> a torch optimizer (instead of ``plan.optimizer``).
+OptimizerFactory = Callable[[nn.Module, Plan, float], torch.optim.Optimizer]
 
 #: Layer types in the order of a forward pass.
-LAYER_TYPES = ("input", "hidden", "branch_in", "branch", "branch_out", "stream", "output")
+LAYER_TYPES = ("input", "hidden", "branch_in", "branch", "branch_out", "stream_mid", "stream",
+               "output")
 #: Types of internal features of a residual branch (the lazy diagnostic's layers).
 _INTERNAL = ("branch_in", "hidden")
+#: Roles of weights: matrices the forward multiplies activations by.
+_MATRIX_ROLES = frozenset({"input", "hidden", "branch", "branch_in", "branch_out", "output"})
+#: Roles whose layer outputs are recorded as their own layer type.
+_TYPED = ("input", "branch_in", "hidden")
 #: |slope| <= 0.15: a size that the recipe keeps Theta(1).
 FLAT = 0.15
 #: Own-update slope vs depth at or below which a block's internal features are "lazy".
@@ -78,13 +146,422 @@ LAZY = -0.35
 _N_BOOT = 2000
 
 
-# ---- measuring one model -------------------------------------------------------------------
+# ---- which weight is which unit -------------------------------------------------------------
+
+def unit_weight(model: nn.Module, unit: str) -> str | None:
+    """The parameter name of ``unit``'s weight: ``f"{unit}.weight"`` when the model has that
+    parameter, else ``unit`` itself when it names a parameter (a raw ``nn.Parameter`` such as
+    ``blocks.0.W2`` or ``self_attn.in_proj_weight``), else None."""
+    names = {n for n, _ in model.named_parameters()}
+    for name in (f"{unit}.weight" if unit else "weight", unit):
+        if name in names:
+            return name
+    return None
+
+
+def _unit_of_param(name: str) -> str:
+    """The unit a weight parameter belongs to: its module for a module's ``weight``, else
+    the parameter's full name."""
+    module, _, own = name.rpartition(".")
+    return module if own == "weight" and module else name
+
+
+def _template(unit: str) -> str:
+    """The unit's name with its numeric path components (block indices) as ``*``."""
+    return ".".join("*" if part.isdigit() else part for part in unit.split("."))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What the recorder needs from a :class:`Structure`, by unit."""
+
+    unit_of: dict[int, str]  # id(weight parameter) -> unit
+    params: dict[str, nn.Parameter]  # unit -> its weight
+    role: dict[str, str]  # unit -> role of its weight
+    quota: dict[str, int]  # uses recorded per unit
+    writers: dict[str, tuple[int, ...]]  # writer unit -> the branch of its k-th use
+    branch_types: tuple[str, ...]  # per branch: "branch" or "branch_out"
+    internal: frozenset[str]  # units inside a branch whose own update the lazy diagnostic reads
+    group: dict[str, str]  # unit -> the name its own-update fit pools it under
+
+
+def _layout(model: nn.Module, st: Structure) -> _Layout:
+    params = dict(model.named_parameters())
+    role: dict[str, str] = {}
+    unit_params: dict[str, nn.Parameter] = {}
+    for name, r in st.roles.items():
+        p = params.get(name)
+        if r in _MATRIX_ROLES and p is not None and p.ndim >= 2 and p.requires_grad:
+            unit = _unit_of_param(name)
+            role[unit], unit_params[unit] = r, p
+    in_branches = Counter(m for b in st.branches for m in dict.fromkeys(b.modules))
+    writers: dict[str, list[int]] = {}
+    branch_types = []
+    for b in st.branches:
+        for w in b.writers:
+            wname = unit_weight(model, w)
+            if wname is None:
+                raise ConfigError(
+                    f"branch {b.index} is written by {w!r}, which names no weight of the model "
+                    f"(neither {w + '.weight'!r} nor a parameter {w!r}); a Structure names a "
+                    "weight by its module (for a module's weight) or its parameter name"
+                )
+            unit = _unit_of_param(wname)
+            unit_params.setdefault(unit, params[wname])
+            role.setdefault(unit, st.roles.get(wname, "branch_out"))
+            writers.setdefault(unit, []).append(b.index)
+        kinds = {role.get(_unit_of_param(unit_weight(model, w) or w)) for w in b.writers}
+        branch_types.append("branch" if "branch" in kinds else "branch_out")
+    quota = {u: max(1, in_branches.get(u, 0), len(writers.get(u, ()))) for u in unit_params}
+    internal = frozenset(u for u, r in role.items() if r == "branch_in" or (
+        r == "hidden" and u in in_branches))
+    names: dict[tuple[str, str], list[str]] = {}
+    for u, r in role.items():
+        names.setdefault((r, _template(u) if u in in_branches else u), []).append(u)
+    plain = Counter(t for _, t in names)
+    group = {u: t if plain[t] == 1 and t not in LAYER_TYPES else f"{t} ({r})"
+             for (r, t), us in names.items() for u in us}
+    return _Layout({id(p): u for u, p in unit_params.items()}, unit_params, role, quota,
+                   {u: tuple(ks) for u, ks in writers.items()}, tuple(branch_types), internal,
+                   group)
+
+
+# ---- the recorded forward pass --------------------------------------------------------------
+
+_aten = torch.ops.aten
+#: ops a layer's output is followed through when they read nothing else of the data:
+#: reshapes and copies (any view that keeps every element) ...
+_RESHAPES = {_aten._unsafe_view.default, _aten.clone.default, _aten._to_copy.default}
+#: ... and elementwise affine epilogues (a forward multiplier, a bias), in place or not
+_AFFINE = {_aten.add, _aten.sub, _aten.mul, _aten.div, _aten.add_, _aten.sub_, _aten.mul_,
+           _aten.div_}
+#: the residual additions' candidates
+_ADDS = {_aten.add.Tensor, _aten.add_.Tensor}
+
+
+def _mutates(func: Any) -> bool:
+    return any(a.alias_info is not None and a.alias_info.is_write
+               for a in func._schema.arguments)
+
+
+#: the shadow passes of a use after the steps: its weight at init (the own update is the
+#: output minus this), and |W - W0| and zero in its place on |x| (the aligned own update is
+#: their difference)
+_VARIANTS = ("initial", "delta", "zero")
+
+
+def _first(res: Any) -> torch.Tensor:
+    return next(x for x in tree_leaves(res) if isinstance(x, torch.Tensor))
+
+
+@dataclass
+class _Out:
+    """One use of a unit's weight: the tensor holding its output (followed through epilogues),
+    its shadows (after the steps only: :data:`_VARIANTS`), and, once the output is read, its
+    snapshot, own update and aligned own update."""
+
+    unit: str
+    use: int
+    tensor: torch.Tensor
+    shadows: dict[str, torch.Tensor]
+    value: torch.Tensor | None = None
+    own: torch.Tensor | None = None
+    aligned: torch.Tensor | None = None
+
+
+class _Recorder(TorchDispatchMode):
+    """Records one forward pass (see the module docstring): the output of every use of a
+    unit's weight, the residual additions of the branches (operand and stream after it, in
+    pass order) and, given the initial weights, every use's own update and aligned own
+    update."""
+
+    def __init__(self, layout: _Layout, inputs: list[torch.Tensor],
+                 initial: dict[int, torch.Tensor] | None) -> None:
+        super().__init__()
+        self.layout = layout
+        self.keep: list[torch.Tensor] = list(inputs)  # keeps ids unique while the pass runs
+        self.data: set[int] = {id(t) for t in inputs}
+        self.derived: dict[int, frozenset[str]] = {
+            i: frozenset({u}) for i, u in layout.unit_of.items()}
+        self.shadowing = initial is not None
+        # (variant, id of a derived tensor, unit) -> that tensor with the unit's weight swapped
+        self.alt: dict[tuple[str, int, str], torch.Tensor] = {}
+        if initial is not None:
+            for i, u in layout.unit_of.items():
+                w, w0 = layout.params[u].detach(), initial[i]
+                self.alt[("initial", i, u)] = w0
+                self.alt[("delta", i, u)] = (w - w0).abs()
+                self.alt[("zero", i, u)] = torch.zeros_like(w0)
+        self.uses: Counter[str] = Counter()
+        self.pending: dict[int, list[_Out]] = {}
+        self.outs: list[_Out] = []
+        self.marks: dict[int, frozenset[int]] = {}
+        self.found: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.order: list[int] = []  # branches in the order of their additions
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    def snap(self, o: _Out) -> None:
+        if o.value is None:
+            o.value = o.tensor.detach().clone()
+            sh = o.shadows
+            if sh.get("initial") is not None and sh["initial"].shape == o.value.shape:
+                o.own = o.value - sh["initial"]
+            if "delta" in sh and "zero" in sh and sh["delta"].shape == o.value.shape:
+                o.aligned = (sh["delta"] - sh["zero"]).abs()
+        self.pending.pop(id(o.tensor), None)
+
+    def finish(self) -> None:
+        for outs in list(self.pending.values()):
+            for o in outs:
+                self.snap(o)
+
+    def _shadow(self, variant: str, func: Any, args: Any, kwargs: Any, unit: str) -> Any:
+        """``func`` on its arguments with every tensor derived from ``unit``'s weight replaced
+        by its ``variant`` version (and, for "delta" and "zero", the data by its magnitude)."""
+        absolute = variant != "initial"
+
+        def swap(v: Any) -> Any:
+            if not isinstance(v, torch.Tensor):
+                return v
+            alt = self.alt.get((variant, id(v), unit))
+            if alt is not None:
+                return alt
+            if absolute and id(v) in self.data and v.is_floating_point():
+                return v.abs()
+            return v
+
+        a, k = tree_map(swap, (args, kwargs))
+        return func(*a, **k)
+
+    def _follows(self, func: Any, ins: list[torch.Tensor], t: torch.Tensor,
+                 outs: list[torch.Tensor] | None) -> bool:
+        """Whether ``func`` continues the layer output ``t`` (a reshape, or an affine epilogue
+        without another data input); ``outs`` is None before an in-place op runs."""
+        if sum(x is t for x in ins) != 1 or any(id(x) in self.data for x in ins if x is not t):
+            return False
+        if func.overloadpacket in _AFFINE:
+            return outs is None or (len(outs) == 1 and outs[0].shape == t.shape)
+        if outs is None or len(outs) != 1 or outs[0].numel() != t.numel():
+            return False
+        return bool(func.is_view) or func in _RESHAPES
+
+    def mark(self, t: torch.Tensor, branches: frozenset[int]) -> None:
+        self.marks[id(t)] = self.marks.get(id(t), frozenset()) | branches
+
+    # -- every ATen op of the pass -----------------------------------------------------------
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        data_in = any(id(t) in self.data for t in ins)
+        units = frozenset().union(*(self.derived[id(t)] for t in ins if id(t) in self.derived))
+        held = list({id(t): t for t in ins if id(t) in self.pending}.values())
+        mutating = _mutates(func)
+        # an op that writes into its input: decide before it runs, and snapshot what it ends
+        follow: torch.Tensor | None = None
+        if mutating:
+            if len(held) == 1 and not units and self._follows(func, ins, held[0], None):
+                follow = held[0]
+            else:
+                for t in held:
+                    for o in list(self.pending.get(id(t), ())):
+                        self.snap(o)
+        marked = [t for t in ins if id(t) in self.marks]
+        residual = (func in _ADDS and len(ins) == 2 and len(marked) == 1
+                    and id(ins[1] if ins[0] is marked[0] else ins[0]) in self.data)
+        # an in-place addition overwrites its operand: keep the branch's value first
+        operand = marked[0].detach().clone() if residual else None
+        out = func(*args, **kwargs)
+        outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        self.keep.extend(ins)
+        self.keep.extend(outs)
+        if data_in:
+            self.data.update(id(t) for t in outs)
+        if not mutating and held:
+            if len(held) == 1 and not units and self._follows(func, ins, held[0], outs):
+                follow = held[0]
+            else:
+                for t in held:
+                    for o in list(self.pending.get(id(t), ())):
+                        self.snap(o)
+        if follow is not None:
+            self._follow(follow, func, args, kwargs, outs, mutating)
+        elif units and data_in and outs:
+            self._use(units, func, args, kwargs, outs, mutating)
+        elif units and not data_in:
+            self._derive(units, func, args, kwargs, ins, outs, mutating)
+        if residual and operand is not None and outs:
+            branch = marked[0]
+            stream = ins[1] if ins[0] is branch else ins[0]
+            if stream.shape == outs[0].shape:
+                for k in sorted(self.marks[id(branch)]):
+                    if k not in self.found:
+                        self.found[k] = (operand, outs[0].detach().clone())
+                        self.order.append(k)
+                self.marks.pop(id(outs[0]), None)  # the sum is the stream, not the branch
+                return out
+        if marked:
+            ks = frozenset().union(*(self.marks[id(t)] for t in marked))
+            for t in outs:
+                self.mark(t, ks)
+        return out
+
+    def _follow(self, t: torch.Tensor, func: Any, args: Any, kwargs: Any,
+                outs: list[torch.Tensor], mutating: bool) -> None:
+        moved = self.pending.pop(id(t))
+        for o in moved:
+            for variant, shadow in list(o.shadows.items()):
+                def swap(v: Any, shadow: torch.Tensor = shadow) -> Any:
+                    return shadow if v is t else v
+
+                a, k = tree_map(swap, (args, kwargs))
+                res = func(*a, **k)
+                if not mutating:
+                    o.shadows[variant] = _first(res)
+            if not mutating:
+                o.tensor = outs[0]
+        self.pending[id(moved[0].tensor)] = moved
+
+    def _use(self, units: frozenset[str], func: Any, args: Any, kwargs: Any,
+             outs: list[torch.Tensor], mutating: bool) -> None:
+        for u in sorted(units):
+            k = self.uses[u]
+            self.uses[u] += 1
+            branches = self.layout.writers.get(u, ())
+            if k < len(branches):
+                for t in outs:
+                    self.mark(t, frozenset({branches[k]}))
+            if k >= self.layout.quota.get(u, 1):
+                continue
+            shadows = {}
+            if self.shadowing and not mutating:
+                shadows = {v: _first(self._shadow(v, func, args, kwargs, u)) for v in _VARIANTS}
+            o = _Out(u, k, outs[0], shadows)
+            self.outs.append(o)
+            if mutating:
+                self.snap(o)
+            else:
+                self.pending.setdefault(id(outs[0]), []).append(o)
+
+    def _derive(self, units: frozenset[str], func: Any, args: Any, kwargs: Any,
+                ins: list[torch.Tensor], outs: list[torch.Tensor], mutating: bool) -> None:
+        for t in outs:
+            self.derived[id(t)] = units
+        if not self.shadowing or mutating:
+            return
+        for u in units:
+            for variant in _VARIANTS:
+                if not any((variant, id(t), u) in self.alt for t in ins):
+                    continue
+                res = [x for x in tree_leaves(self._shadow(variant, func, args, kwargs, u))
+                       if isinstance(x, torch.Tensor)]
+                for t, alt in zip(outs, res, strict=False):
+                    self.alt[(variant, id(t), u)] = alt
+
+
+@dataclass
+class _Pass:
+    """What one recorded forward pass saw: the uses of the weights (pass order), each branch's
+    (operand, stream after its addition), the branches in the order of their additions, and
+    the model's output."""
+
+    outs: list[_Out]
+    found: dict[int, tuple[torch.Tensor, torch.Tensor]]
+    order: list[int]
+    out: torch.Tensor
+
+    def by_use(self) -> dict[tuple[str, int], _Out]:
+        return {(o.unit, o.use): o for o in self.outs}
+
+
+def _record(model: nn.Module, x: Any, layout: _Layout,
+            initial: dict[int, torch.Tensor] | None) -> _Pass:
+    """One recorded forward pass on ``x`` without gradients (see the module docstring)."""
+    rec = _Recorder(layout, list(tensors_in(x)), initial)
+    with torch.no_grad():
+        with rec:
+            out = logits_of(call_model(model, x))
+        rec.finish()
+        out = out.detach().clone()
+    missing = sorted(set(range(len(layout.branch_types))) - set(rec.found))
+    if missing:
+        names = sorted({u for u, ks in layout.writers.items() if set(ks) & set(missing)})
+        raise ConfigError(
+            f"coord_check could not find the residual addition of branch(es) {missing} (written "
+            f"by {', '.join(names) or 'no weight'}) in the forward pass; a use of the writer's "
+            "weight must lead to an addition with a tensor computed from the input"
+        )
+    return _Pass(rec.outs, rec.found, rec.order, out)
+
+
+# ---- module-level recording (the own update of whole modules; claims.beyond) -----------------
+
+@dataclass
+class _ModulePass:
+    """Outputs (and inputs) of named modules' first calls, and the model's output."""
+
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    inputs: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    out: torch.Tensor | None = None
+
+
+def _first_tensor(out: Any) -> torch.Tensor:
+    """A module's output tensor (the first one of a tuple, dict or Hugging Face output)."""
+    for t in tensors_in(out):
+        return t
+    raise ConfigError(f"the model returned no tensor ({type(out).__name__}); coord_check needs "
+                      "its logits")
+
+
+@contextmanager
+def _module_hooks(model: nn.Module, names: set[str], keep_inputs: set[str]
+                  ) -> Iterator[_ModulePass]:
+    rec = _ModulePass()
+    modules = dict(model.named_modules())
+    handles = []
+
+    def hook(name: str) -> Any:
+        def after(_m: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+            if name not in rec.outputs:
+                rec.outputs[name] = _first_tensor(output).detach().clone()
+                if name in keep_inputs:
+                    rec.inputs[name] = tree_map(
+                        lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v,
+                        (args, kwargs))
+        return after
+
+    for name in names:
+        handles.append(modules[name].register_forward_hook(hook(name), with_kwargs=True))
+    try:
+        yield rec
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _forward(model: nn.Module, x: Any, types: dict[str, str], writers: dict[str, int],
+             keep_inputs: set[str]) -> _ModulePass:
+    """The outputs of the modules named in ``types`` (their first call) and the inputs of those
+    in ``keep_inputs``, by forward hooks, for an own update of a whole module by
+    ``functional_call``. ``writers`` must be empty (residual additions are found by
+    :func:`measure_point`)."""
+    if writers:
+        raise ValueError("_forward records modules only; measure_point finds the additions")
+    with torch.no_grad(), _module_hooks(model, set(types), keep_inputs) as rec:
+        rec.out = logits_of(call_model(model, x)).detach().clone()
+    return rec
+
+
+# ---- measuring one model --------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Sizes:
-    """RMS sizes of one model: ``values[quantity][layer_type]`` lists one number per layer in
-    call order; quantities are ``act`` (at init), ``update`` (change after the steps) and
-    ``own_update`` (internal layers only: the change due to the layer's own weights)."""
+    """RMS sizes of one model: ``values[quantity][key]`` lists one number per layer in call
+    order. Quantities: ``act`` (at init) and ``update`` (change after the steps) per layer type;
+    the own update (the change of a weight's output due to that weight's change) per internal
+    layer type of a branch (``own_update``, the lazy diagnostic's), per role of every weight
+    (``weight_own_update``) and per weight (``unit_own_update``, keyed ``h.*.attn.qkv``); one
+    number per use."""
 
     values: dict[str, dict[str, list[float]]]
 
@@ -97,182 +574,78 @@ def _rms(t: torch.Tensor) -> float:
     return float(t.detach().double().pow(2).mean().sqrt())
 
 
-def _first_tensor(out: Any) -> torch.Tensor:
-    """The model's output tensor (the first one of a tuple, dict or Hugging Face output)."""
-    for t in tensors_in(out):
-        return t
-    raise ConfigError(f"the model returned no tensor ({type(out).__name__}); coord_check needs "
-                      "its logits")
-
-
-def _layer_types(st: Structure) -> tuple[dict[str, str], dict[str, int], list[str], set[str]]:
-    """(module -> layer type of the recorded layers, branch writer -> branch index, the type of
-    each branch's output, the internal layers of branches)."""
-    module_role: dict[str, str] = {}
-    for name, role in st.roles.items():
-        mod, _, own = name.rpartition(".")
-        if own == "weight":
-            module_role[mod] = role
-    in_branch = {m for b in st.branches for m in b.modules}
-    types = {m: r for m, r in module_role.items() if r in ("input", "branch_in", "hidden")}
-    writers: dict[str, int] = {}
-    branch_types = []
-    for b in st.branches:
-        for w in b.writers:
-            writers.setdefault(w, b.index)
-        roles = {module_role.get(w) for w in b.writers}
-        branch_types.append("branch" if "branch" in roles else "branch_out")
-    # internal layers of a branch get the own-update measurement; plain hidden layers do not
-    internal = {m for m, r in types.items() if r == "branch_in" or (r == "hidden"
-                                                                    and m in in_branch)}
-    return types, writers, branch_types, internal
-
-
-class _Tap(TorchFunctionMode):
-    """Follows each branch's output (marked by a hook on its last layer) through the ops after
-    it to the residual addition, and keeps (branch operand, stream after the addition)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.marks: dict[int, frozenset[int]] = {}
-        self.keep: list[torch.Tensor] = []  # keeps marked ids unique while the pass runs
-        self.found: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def mark(self, t: torch.Tensor, branches: frozenset[int]) -> None:
-        self.keep.append(t)
-        self.marks[id(t)] = self.marks.get(id(t), frozenset()) | branches
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        ins = list(tensors_in((args, kwargs)))
-        marked = [t for t in ins if id(t) in self.marks]
-        residual = func in ADDITIONS and len(ins) == 2 and len(marked) == 1
-        # an in-place addition overwrites its operand: keep the branch's value first
-        operand = marked[0].detach().clone() if residual else None
-        out = func(*args, **kwargs)
-        if not marked:
-            return out
-        if residual and isinstance(out, torch.Tensor) and operand is not None:
-            branch = marked[0]
-            stream = ins[1] if ins[0] is branch else ins[0]
-            if not isinstance(stream, nn.Parameter) and stream.shape == out.shape:
-                for k in self.marks[id(branch)]:
-                    self.found.setdefault(k, (operand, out.detach().clone()))
-                self.marks.pop(id(out), None)  # the sum is the stream, not the branch
-                return out
-        ks = frozenset().union(*(self.marks[id(t)] for t in marked))
-        for t in tensors_in(out):
-            self.mark(t, ks)
-        return out
-
-
-@dataclass
-class _Pass:
-    """What one recorded forward pass saw."""
-
-    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
-    inputs: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    tap: _Tap = field(default_factory=_Tap)
-    out: torch.Tensor | None = None
-
-
-@contextmanager
-def _recording(model: nn.Module, types: dict[str, str], writers: dict[str, int],
-               keep_inputs: set[str]) -> Iterator[_Pass]:
-    """Forward hooks on the typed layers and branch writers, the tap active; hooks removed on
-    exit. Only a module's first call in the pass is recorded."""
-    rec = _Pass()
-    modules = dict(model.named_modules())
-    handles = []
-
-    def hook(name: str) -> Any:
-        def after(_m: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-            if name in writers:
-                for t in tensors_in(output):
-                    rec.tap.mark(t, frozenset({writers[name]}))
-            if name in types and name not in rec.outputs:
-                rec.outputs[name] = _first_tensor(output).detach().clone()
-                if name in keep_inputs:
-                    rec.inputs[name] = tree_map(
-                        lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v,
-                        (args, kwargs))
-        return after
-
-    for name in {*types, *writers}:
-        handles.append(modules[name].register_forward_hook(hook(name), with_kwargs=True))
-    try:
-        with rec.tap:
-            yield rec
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def _forward(model: nn.Module, x: torch.Tensor, types: dict[str, str],
-             writers: dict[str, int], keep_inputs: set[str]) -> _Pass:
-    with torch.no_grad(), _recording(model, types, writers, keep_inputs) as rec:
-        rec.out = _first_tensor(model(x)).detach().clone()
-    missing = sorted(set(writers.values()) - set(rec.tap.found))
-    if missing:
-        raise ConfigError(
-            f"coord_check could not find the residual addition of branch(es) {missing} (written "
-            f"by {', '.join(w for w, k in writers.items() if k in missing)}) in the forward pass; "
-            "its output must be added to a tensor that is not a parameter"
-        )
-    return rec
+def _optimizer(model: nn.Module, plan: Plan, optimizer: str | OptimizerFactory,
+               lr: float) -> torch.optim.Optimizer:
+    if isinstance(optimizer, str):
+        return plan.optimizer(model, optimizer, lr)
+    return optimizer(model, plan, lr)
 
 
 def measure_point(
     model: nn.Module,
     plan: Plan,
-    x: torch.Tensor,
+    x: Any,
     y: torch.Tensor,
     *,
     lr: float,
-    optimizer: str = "sgd",
+    optimizer: str | OptimizerFactory = "sgd",
     loss: str = "ce",
     steps: int = 1,
     structure: Structure | None = None,
 ) -> Sizes:
-    """Activation and update sizes of every recorded layer of ``model`` (see the module
-    docstring) after ``steps`` steps of ``plan.optimizer(model, optimizer, lr)`` on ``(x, y)``.
-    ``structure`` is ``ds.param.inspect(model, x)`` (computed when not given)."""
+    """Activation, update and own-update sizes of every recorded layer of ``model`` (see the
+    module docstring) after ``steps`` steps of ``plan.optimizer(model, optimizer, lr)`` on
+    ``(x, y)``; ``optimizer`` may instead be a callable ``(model, plan, lr) -> optimizer`` (own
+    param groups). ``x`` is a tensor, a tuple of positional arguments or a dict of keyword
+    arguments. ``structure`` is ``ds.param.inspect(model, x)`` (computed when not given). The
+    model is measured and trained in training mode (its mode is restored at the end)."""
     st = inspect(model, x) if structure is None else structure
-    types, writers, branch_types, internal = _layer_types(st)
-    modules = dict(model.named_modules())
-    initial = {m: {k: p.detach().clone() for k, p in modules[m].named_parameters()}
-               for m in internal}
-    before = _forward(model, x, types, writers, set())
-    opt = plan.optimizer(model, optimizer, lr)
-    for _ in range(steps):
+    lay = _layout(model, st)
+    initial = {id(p): p.detach().clone() for p in lay.params.values()}
+    was_training = model.training
+    model.train()  # also keeps fused inference fast paths (nn.TransformerEncoderLayer) off
+    try:
+        before = _record(model, x, lay, None)
+        opt = _optimizer(model, plan, optimizer, lr)
+        for _ in range(steps):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(loss, logits_of(call_model(model, x)), y).backward()
+            opt.step()
         opt.zero_grad(set_to_none=True)
-        loss_fn(loss, _first_tensor(model(x)), y).backward()
-        opt.step()
-    opt.zero_grad(set_to_none=True)
-    after = _forward(model, x, types, writers, internal)
-    values: dict[str, dict[str, list[float]]] = {"act": {}, "update": {}, "own_update": {}}
+        after = _record(model, x, lay, initial)
+    finally:
+        model.train(was_training)
+    values: dict[str, dict[str, list[float]]] = {"act": {}, "update": {}, "own_update": {},
+                                                 "unit_own_update": {}, "unit_own_aligned": {}}
 
     def add(layer_type: str, b: torch.Tensor, a: torch.Tensor) -> None:
         values["act"].setdefault(layer_type, []).append(_rms(b))
         values["update"].setdefault(layer_type, []).append(_rms(a - b))
 
-    for name in before.outputs:  # call order
-        add(types[name], before.outputs[name], after.outputs[name])
-    for k in sorted(before.tap.found):
-        add(branch_types[k], before.tap.found[k][0], after.tap.found[k][0])
-    for k in sorted(before.tap.found):
-        add("stream", before.tap.found[k][1], after.tap.found[k][1])
-    assert before.out is not None and after.out is not None
+    later = after.by_use()
+    for o in before.outs:  # call order
+        a = later.get((o.unit, o.use))
+        role = lay.role[o.unit]
+        if role in _TYPED and a is not None and o.value is not None and a.value is not None:
+            add(role, o.value, a.value)
+    for k in sorted(before.found):
+        if k in after.found:
+            add(lay.branch_types[k], before.found[k][0], after.found[k][0])
+    if before.order:
+        n = len(before.order)
+        for t, k in (("stream_mid", before.order[math.ceil(n / 2) - 1]),
+                     ("stream", before.order[-1])):
+            if k in after.found:
+                add(t, before.found[k][1], after.found[k][1])
     add("output", before.out, after.out)
-    with torch.no_grad():
-        for name in before.outputs:
-            if name in internal:
-                args, kwargs = after.inputs[name]
-                frozen = _first_tensor(functional_call(modules[name], initial[name], args,
-                                                       kwargs))
-                values["own_update"].setdefault(types[name], []).append(
-                    _rms(after.outputs[name] - frozen))
+    for a in after.outs:
+        if a.own is not None:
+            own = _rms(a.own)
+            values["unit_own_update"].setdefault(lay.group[a.unit], []).append(own)
+            if a.unit in lay.internal:
+                values["own_update"].setdefault(lay.role[a.unit], []).append(own)
+        if a.aligned is not None:
+            values["unit_own_aligned"].setdefault(lay.group[a.unit], []).append(_rms(a.aligned))
     return Sizes({q: v for q, v in values.items() if v})
 
 
@@ -352,28 +725,44 @@ def _depth_exponent(plan: Plan, role: str) -> float | None:
     return math.log2(size[1] / size[0]) if min(size) > 0 else None
 
 
+#: the key of :func:`expected_bands` for every weight's own update vs width
+WEIGHT = "weight"
+
+
 def expected_bands(plan: Plan) -> dict[tuple[str, str, str], tuple[Band, str]]:
     """The slope bands a transferring parameterization must meet, (layer type, quantity, axis)
     -> (band, reason), with the tolerance |slope - expected| <= :data:`FLAT`.
 
     Against width (muP, Yang & Hu 2021; nfd Eq. 1): every activation and update is Theta(1),
-    except the output at init, which may shrink (mean-field muP: logits ~ n^-1/2) but not grow.
-    Against depth (nfd Eq. 1 and 6; CompleteP): the stream, input, internal layers and output
-    are Theta(1) at init and after the steps; each branch's output and its update scale as the
-    recipe's branch multiplier, L^e with e read from the rule table (depth-muP -1/2, CompleteP
-    -1; a recipe without one, such as SP or muP, is judged by the stream).
+    except the output at init, which may shrink (mean-field muP: logits ~ n^-1/2) but not grow;
+    and every weight's aligned own update ``|W^(k) - W^(0)| |x|`` is Theta(1) (muP's maximal
+    update, Yang & Hu 2021; TP-V), under the key ``("weight", "own_aligned", "width")`` (the
+    own update itself, ``W^(k) x - W^(0) x``, is reported without a band: see the module
+    docstring).
+    Against depth (nfd Eq. 1 and 6; CompleteP): the input, internal layers and output are
+    Theta(1) at init and after the steps; so is the stream at the last block, h_L -> h_T (nfd
+    Eq. 1, Prop. 2: the stream is Theta(1) at a fixed relative depth l/L, here l = L); each
+    branch's output and its update scale as the recipe's branch multiplier, L^e with e read
+    from the rule table (depth-muP -1/2, CompleteP -1; a recipe without one, such as SP or muP,
+    is judged by the stream). The stream at relative depth ~1/2 is reported without a band.
     """
     flat: Band = (-FLAT, FLAT)
     bands: dict[tuple[str, str, str], tuple[Band, str]] = {}
     for axis in ("width", "depth"):
-        for t in ("input", "hidden", "branch_in", "stream", "output"):
+        for t in ("input", "hidden", "branch_in", "output"):
             for q in ("act", "update"):
                 bands[(t, q, axis)] = (flat, f"Theta(1) in {axis}")
+        for q in ("act", "update"):
+            bands[("stream", q, axis)] = (flat, f"Theta(1) in {axis} at the last block (nfd "
+                                                "Eq. 1, Prop. 2: h_L -> h_T at l/L = 1)")
         bands[("output", "act", axis)] = ((None, FLAT), f"output at init must not grow with "
                                                         f"{axis}")
         for t in ("branch", "branch_out"):
             for q in ("act", "update"):
                 bands[(t, q, "width")] = (flat, "Theta(1) in width")
+    bands[(WEIGHT, "own_aligned", "width")] = (
+        flat, "muP: each weight's own update is Theta(1) in width when its change aligns with "
+              "its input, |W^(k) - W^(0)| |x| (the maximal update; Yang & Hu 2021, TP-V)")
     for t in ("branch", "branch_out"):
         e = _depth_exponent(plan, t)
         if e is None:
@@ -438,18 +827,27 @@ class CoordReport:
         raise KeyError(f"no fit of {layer_type} {quantity} vs {axis}")
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per (sweep, width, depth, seed, layer type, layer) for a CSV."""
+        """One row per (sweep, width, depth, seed, layer type, layer) for a CSV, then one per
+        (..., weight, use) with its own update and aligned own update (``layer_type`` is the
+        weight's name, ``layer`` the use)."""
         rows = []
         for p in self.points:
             acts = p.sizes.values["act"]
             for t in (t for t in LAYER_TYPES if t in acts):
-                own = p.sizes.values.get("own_update", {}).get(t)
                 for i, (a, u) in enumerate(zip(acts[t], p.sizes.values["update"][t],
                                                strict=True)):
                     rows.append({"sweep": p.axis, "width": p.width, "depth": p.depth,
                                  "seed": p.seed, "layer_type": t, "layer": i, "act_rms": a,
-                                 "update_rms": u, "own_update_rms": None if own is None
-                                 else own[i]})
+                                 "update_rms": u, "own_update_rms": None,
+                                 "own_aligned_rms": None})
+            aligned = p.sizes.values.get("unit_own_aligned", {})
+            for w, owns in p.sizes.values.get("unit_own_update", {}).items():
+                for i, own in enumerate(owns):
+                    al = aligned.get(w, [])
+                    rows.append({"sweep": p.axis, "width": p.width, "depth": p.depth,
+                                 "seed": p.seed, "layer_type": w, "layer": i, "act_rms": None,
+                                 "update_rms": None, "own_update_rms": own,
+                                 "own_aligned_rms": al[i] if i < len(al) else None})
         return rows
 
     def summary(self) -> dict[str, Any]:
@@ -474,14 +872,14 @@ class CoordReport:
     def table(self) -> str:
         """The verdict table: one line per fit (slope, interval, band, finding), then the lazy
         diagnostic and the verdict with its evidence."""
-        lines = [f"{'layer type':<11} {'fit':<16} {'slope':>6}  {'95% CI':<16} {'band':<16} "
+        shown = [f for f in self.fits if not (f.quantity == "own_update" and f.axis == "depth")]
+        w = max([11, *(len(f.layer_type) for f in shown)])
+        lines = [f"{'layer type':<{w}} {'fit':<19} {'slope':>6}  {'95% CI':<16} {'band':<16} "
                  "finding"]
-        for f in self.fits:
-            if f.quantity == "own_update":
-                continue
+        for f in shown:  # the own update vs depth is the lazy diagnostic's line
             ci = f"[{_num(f.ci_low)}, {_num(f.ci_high)}]"
             band = "-" if f.band is None else f"[{_edge(f.band[0])}, {_edge(f.band[1])}]"
-            lines.append(f"{f.layer_type:<11} {f.quantity + '_vs_' + f.axis:<16} "
+            lines.append(f"{f.layer_type:<{w}} {f.quantity + '_vs_' + f.axis:<19} "
                          f"{_num(f.slope):>6}  {ci:<16} {band:<16} {f.finding or '-'}")
         for z in self.lazy:
             lines.append("lazy/complete " + z.text())
@@ -539,7 +937,7 @@ def _fit(axis: str, sizes: Sequence[int], pts: list[list[CoordPoint]], quantity:
 
 def coord_check(
     make: ModelFactory,
-    x: torch.Tensor,
+    x: Any,
     y: torch.Tensor,
     *,
     widths: Sequence[int] = (),
@@ -547,7 +945,7 @@ def coord_check(
     base_width: int = 64,
     base_depth: int = 8,
     lr: float = 0.1,
-    optimizer: str = "sgd",
+    optimizer: str | OptimizerFactory = "sgd",
     loss: str = "ce",
     steps: int = 1,
     seeds: Sequence[int] = (0, 1, 2),
@@ -556,6 +954,13 @@ def coord_check(
     """Sweep ``widths`` at ``base_depth`` and ``depths`` at ``base_width`` (one model per seed
     from ``make``), measure each (:func:`measure_point`), fit the slopes, judge them against
     :func:`expected_bands` of the plan's recipe and run the lazy diagnostic on the depth sweep.
+
+    ``x`` is a tensor, a tuple of positional arguments or a dict of keyword arguments (e.g.
+    ``{"input_ids": ids}``); the model may return a tensor, a tuple, a dict with "logits" or a
+    Hugging Face output. ``make`` may return ``(model, plan, structure)`` to pass the
+    :class:`Structure` (e.g. roles or branches it corrects) instead of ``inspect(model, x)``;
+    ``optimizer`` is a name for ``plan.optimizer`` or a callable ``(model, plan, lr) ->
+    optimizer``.
 
     A sweep that is given needs at least two distinct sizes and no repeats (a slope from one
     size is meaningless); an empty one is skipped, but not both. Bad sizes, ``seeds``,
@@ -589,10 +994,12 @@ def coord_check(
             w, d = (s, base_depth) if axis == "width" else (base_width, s)
             at_size = []
             for seed in seeds:
-                model, plan = make(w, d, seed)
+                made = make(w, d, seed)
+                model, plan = made[0], made[1]
+                structure = made[2] if len(made) > 2 else None  # type: ignore[misc]
                 first_plan = first_plan or plan
                 sizes_ = measure_point(model, plan, x, y, lr=lr, optimizer=optimizer,
-                                       loss=loss, steps=steps)
+                                       loss=loss, steps=steps, structure=structure)
                 at_size.append(CoordPoint(axis, w, d, int(seed), sizes_))
                 if progress is not None:
                     progress(1)
@@ -600,7 +1007,9 @@ def coord_check(
             points.extend(at_size)
         sweeps[axis] = (order, by_size)
     assert first_plan is not None
-    report = CoordReport(points, first_plan.recipe.name, optimizer)
+    name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__",
+                                                                   "custom optimizer")
+    report = CoordReport(points, first_plan.recipe.name, name)
     bands = expected_bands(first_plan)
     for axis, (order, by_size) in sweeps.items():
         for t in LAYER_TYPES:
@@ -608,6 +1017,17 @@ def coord_check(
                 fit = _fit(axis, order, by_size, q, t, bands.get((t, q, axis)))
                 if fit is not None:
                     report.fits.append(fit)
+    if "width" in sweeps:  # every weight's own update (muP: Theta(1) in width)
+        order, by_size = sweeps["width"]
+        weights = dict.fromkeys(u for at_size in by_size for p in at_size
+                                for u in p.sizes.values.get("unit_own_update", {}))
+        for weight in weights:
+            for stored, q in (("unit_own_aligned", "own_aligned"),
+                              ("unit_own_update", "own_update")):
+                fit = _fit("width", order, by_size, stored, weight,
+                           bands.get((WEIGHT, q, "width")))
+                if fit is not None:
+                    report.fits.append(replace(fit, quantity=q))
     if "depth" in sweeps:
         order, by_size = sweeps["depth"]
         for t in _INTERNAL:

@@ -32,8 +32,9 @@ from depthscale.train import TrainConfig, train
 
 __all__ = ["TransferReport", "TransferSize", "lr_transfer_check"]
 
-#: make(width, depth, seed) -> (model, plan), the model initialised by the plan.
-ModelFactory = Callable[[int, int, int], tuple[nn.Module, Plan]]
+#: make(width, depth, seed) -> (model, plan), the model initialised by the plan (a third
+#: element, such as the Structure coord_check takes, is ignored).
+ModelFactory = Callable[[int, int, int], "tuple[nn.Module, Plan] | tuple[nn.Module, Plan, Any]"]
 #: the loss criteria of :data:`depthscale.studies.analysis.CRITERIA` a short run records
 _CRITERIA = ("running", "final")
 
@@ -166,6 +167,12 @@ def lr_transfer_check(
     (``depths`` at ``base_width``, ``widths`` at ``base_depth``) and seed, and judge the drift
     of eta* across sizes against ``tolerance`` decades (see the module docstring).
 
+    ``data`` is a :class:`depthscale.data.Dataset` or any object with ``x_train``, ``y_train``,
+    ``x_test``, ``y_test``; its inputs may be tensors, tuples of positional arguments or dicts
+    of keyword arguments (``{"input_ids": ids}``), batched along dim 0 of every tensor, and the
+    model may return a tensor, a tuple, a dict with "logits" or a Hugging Face output
+    (:func:`depthscale.train.train`).
+
     ``criterion`` is "running" (mean training loss over the steps, laws Sec. 4.1) or "final"
     (full training-set loss at the end). Bad grids, sizes, seeds or settings are a ConfigError
     before any model is built.
@@ -203,7 +210,8 @@ def lr_transfer_check(
     for i, (w, d) in enumerate(sizes):
         for seed in seed_list:
             for lr in grid:
-                model, plan = make(w, d, seed)
+                made = make(w, d, seed)
+                model, plan = made[0], made[1]
                 cfg = TrainConfig(optimizer=optimizer, lr=lr, steps=steps, batch_size=batch_size,
                                   loss=loss, seed=seed, device=device)
                 res = train(model, plan, data, cfg)

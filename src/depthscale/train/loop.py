@@ -4,14 +4,23 @@ Online (batch 1) or mini-batch, cross-entropy or mean-square loss, seeded data o
 hooks after each step. Before any step the data is checked against the model
 (:func:`check_data`); divergence is recorded, not raised (:class:`DivergenceMonitor`); a
 KeyboardInterrupt leaves as :class:`TrainInterrupted` carrying what finished.
+
+Inputs and outputs as users have them: a model's input (``x_train`` of the data, a probe's
+example batch) is a tensor, a tuple of positional arguments or a dict of keyword arguments
+(``{"input_ids": ids}`` for a Hugging Face model), called as ``model(x)``, ``model(*x)`` or
+``model(**x)`` (:func:`call_model`); a batch of a tuple or dict takes the same rows of every
+tensor in it along dim 0 (:func:`take_rows`). The scores the loss reads are the output itself
+(a tensor), its ``.logits`` (a Hugging Face ``ModelOutput``), its ``"logits"`` (a dict) or its
+first element (a tuple) (:func:`logits_of`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,10 +36,16 @@ __all__ = [
     "TrainConfig",
     "TrainInterrupted",
     "TrainResult",
+    "call_model",
     "check_data",
+    "describe_input",
     "evaluate",
+    "logits_of",
     "loss_fn",
+    "n_rows",
     "resolve_device",
+    "take_rows",
+    "to_device",
     "train",
     "zero_output_loss",
 ]
@@ -41,6 +56,92 @@ FINAL_EVALS = ("train+test", "test")
 
 #: A hook gets (step, model, loss) after every optimizer step (step counts from 1).
 Hook = Callable[[int, nn.Module, float], None]
+
+
+# ---- inputs and outputs as users have them ---------------------------------------------------
+
+def call_model(model: nn.Module, x: Any) -> Any:
+    """``model(**x)`` for a dict of keyword arguments, ``model(*x)`` for a tuple of positional
+    arguments, else ``model(x)``."""
+    if isinstance(x, Mapping):
+        return model(**x)
+    if isinstance(x, tuple):
+        return model(*x)
+    return model(x)
+
+
+def logits_of(out: Any) -> torch.Tensor:
+    """The scores a loss reads from a model's output: the output itself when it is a tensor,
+    its ``.logits`` (a Hugging Face ``ModelOutput``), its ``"logits"`` entry (a dict), or the
+    first element of a tuple or list; anything else is a ConfigError naming what came back."""
+    if isinstance(out, torch.Tensor):
+        return out
+    logits = getattr(out, "logits", None)
+    if isinstance(logits, torch.Tensor):
+        return logits
+    if isinstance(out, Mapping) and isinstance(out.get("logits"), torch.Tensor):
+        return out["logits"]
+    if isinstance(out, (tuple, list)) and out:
+        return logits_of(out[0])
+    raise ConfigError(
+        f"the model returned {type(out).__name__}, which holds no scores to train on: return "
+        "a tensor, a tuple whose first element is the logits, a dict with 'logits' or an "
+        "object with .logits (a Hugging Face ModelOutput)"
+    )
+
+
+def _map_tensors(x: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``x`` with ``fn`` applied to every tensor in it (nested tuples, lists and dicts)."""
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, Mapping):
+        return {k: _map_tensors(v, fn) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(_map_tensors(v, fn) for v in x)
+    return x
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    _map_tensors(x, lambda t: found.append(t) or t)  # type: ignore[func-returns-value]
+    return found
+
+
+def n_rows(x: Any) -> int:
+    """The batch size of a model input: dim 0 of its tensors (which must agree)."""
+    sizes = {int(t.shape[0]) if t.ndim else 0 for t in _tensors(x)}
+    if len(sizes) != 1:
+        raise DataError(
+            f"a model input needs tensors with one common batch size along dim 0, got "
+            f"{describe_input(x)}" if sizes else f"a model input holds no tensor: {x!r}"
+        )
+    return sizes.pop()
+
+
+def take_rows(x: Any, rows: slice | torch.Tensor) -> Any:
+    """The rows ``rows`` (a slice or an index tensor) of every tensor in ``x`` along dim 0;
+    other values (flags, None) are kept as they are."""
+    return _map_tensors(x, lambda t: t[rows])
+
+
+def to_device(x: Any, device: torch.device | str) -> Any:
+    """``x`` with every tensor moved to ``device``."""
+    return _map_tensors(x, lambda t: t.to(device))
+
+
+def describe_input(x: Any) -> str:
+    """Per-sample shape and dtype of a model input, for messages: ``(16,) (int64)`` or
+    ``{input_ids: (16,) (int64)}``."""
+    def one(t: torch.Tensor) -> str:
+        return f"{tuple(t.shape[1:])} ({str(t.dtype).removeprefix('torch.')})"
+
+    if isinstance(x, torch.Tensor):
+        return one(x)
+    if isinstance(x, Mapping):
+        return "{" + ", ".join(f"{k}: {describe_input(v)}" for k, v in x.items()) + "}"
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(describe_input(v) for v in x) + ")"
+    return repr(x)
 
 
 @dataclass(frozen=True)
@@ -205,20 +306,22 @@ def zero_output_loss(name: str, y: torch.Tensor, n_out: int) -> float:
 
 @torch.no_grad()
 def evaluate(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: str, chunk: int = 2048
+    model: nn.Module, x: Any, y: torch.Tensor, loss: str, chunk: int = 2048
 ) -> dict[str, float]:
     """Full-set loss (and accuracy for labels) in chunks, model in eval mode.
 
-    Both are means over every row :func:`loss_fn` averages: samples, or samples x positions
-    for per-position labels ``(N, seq)``. An empty ``x`` is a DataError (nothing to average).
+    ``x`` is a tensor, a tuple or a dict of tensors (see the module docstring). Both are means
+    over every row :func:`loss_fn` averages: samples, or samples x positions for per-position
+    labels ``(N, seq)``. An empty ``x`` is a DataError (nothing to average).
     """
-    if len(x) == 0:
+    size = n_rows(x)
+    if size == 0:
         raise DataError("evaluate: no samples to evaluate (x has 0 rows); pass a non-empty split")
     was_training = model.training
     model.eval()
     total, correct, rows = 0.0, 0, 0
-    for i in range(0, len(x), chunk):
-        out = model(x[i : i + chunk])
+    for i in range(0, size, chunk):
+        out = logits_of(call_model(model, take_rows(x, slice(i, i + chunk))))
         yb = y[i : i + chunk]
         n = out[..., 0].numel()
         total += float(loss_fn(loss, out, yb)) * n
@@ -251,7 +354,7 @@ def check_data(model: nn.Module, data: object, loss: str) -> int:
         )
     name = repr(getattr(data, "name", type(data).__name__))
     x, y = data.x_train, data.y_train  # type: ignore[attr-defined]
-    sample = f"{tuple(x.shape[1:])} ({str(x.dtype).removeprefix('torch.')})"
+    sample = describe_input(x)
     fix = ("build the model for the data, e.g. depthscale.models.build(..., "
            "input_shape=data.sample_shape, n_out=data.n_out)")
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
@@ -259,7 +362,7 @@ def check_data(model: nn.Module, data: object, loss: str) -> int:
     model.eval()
     try:
         with torch.no_grad():
-            out = model(x[:1].to(device))
+            out = logits_of(call_model(model, to_device(take_rows(x, slice(0, 1)), device)))
     except DepthscaleError:
         raise
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:
@@ -297,7 +400,10 @@ def train(
     hooks: Sequence[Hook] = (),
     progress: Callable[[int], None] | None = None,
 ) -> TrainResult:
-    """Train ``model`` under ``plan`` on ``data`` (a :class:`depthscale.data.Dataset`).
+    """Train ``model`` under ``plan`` on ``data`` (a :class:`depthscale.data.Dataset`, or an
+    object with ``x_train``, ``y_train``, ``x_test``, ``y_test`` whose inputs may also be tuples
+    or dicts of tensors, and a model whose output may be a Hugging Face ``ModelOutput``: see
+    the module docstring).
 
     :func:`check_data` runs first, so a model built for other data fails before any step.
     The data order comes from a generator seeded by ``config.seed``; the model is moved to
@@ -309,13 +415,13 @@ def train(
     device = resolve_device(config.device)
     model.to(device)
     n_out = check_data(model, data, config.loss)
-    xs, ys = data.x_train.to(device), data.y_train.to(device)  # type: ignore[attr-defined]
-    xt, yt = data.x_test.to(device), data.y_test.to(device)  # type: ignore[attr-defined]
+    xs, ys = to_device(data.x_train, device), data.y_train.to(device)  # type: ignore[attr-defined]
+    xt, yt = to_device(data.x_test, device), data.y_test.to(device)  # type: ignore[attr-defined]
     opt = plan.optimizer(
         model, config.optimizer, config.lr, momentum=config.momentum,
         weight_decay=config.weight_decay,
     )
-    n = len(xs)
+    n = n_rows(xs)
     bs = min(config.batch_size, n)
     per_epoch = math.ceil(n / bs)
     # validate() made sure one of steps and epochs is set
@@ -341,13 +447,13 @@ def train(
 
 
 def _run(
-    model: nn.Module, opt: torch.optim.Optimizer, xs: torch.Tensor, ys: torch.Tensor,
-    xt: torch.Tensor, yt: torch.Tensor, config: TrainConfig, total: int, bs: int,
+    model: nn.Module, opt: torch.optim.Optimizer, xs: Any, ys: torch.Tensor,
+    xt: Any, yt: torch.Tensor, config: TrainConfig, total: int, bs: int,
     gen: torch.Generator, monitor: DivergenceMonitor, result: TrainResult,
     hooks: Sequence[Hook], progress: Callable[[int], None] | None,
 ) -> None:
     """The steps and the closing evaluation of :func:`train`, recorded into ``result``."""
-    n, device = len(xs), xs.device
+    n, device = n_rows(xs), ys.device
     epoch_sum, epoch_count, order, pos = 0.0, 0, torch.randperm(n, generator=gen), 0
     for step in range(1, total + 1):
         if pos >= n:
@@ -355,7 +461,7 @@ def _run(
             epoch_sum, epoch_count, order, pos = 0.0, 0, torch.randperm(n, generator=gen), 0
         idx = order[pos : pos + bs].to(device)
         pos += bs
-        loss = loss_fn(config.loss, model(xs[idx]), ys[idx])
+        loss = loss_fn(config.loss, logits_of(call_model(model, take_rows(xs, idx))), ys[idx])
         value = loss.detach().item()
         reason = monitor.update(value)
         if reason is not None:
