@@ -70,14 +70,14 @@ def main() -> None:
     print(ds.param.inspect(model, x).summary())
     opt = p.optimizer(model, "adam", lr=3e-3, weight_decay=0.1)  # per-role LR, eps, decay
     print(f"AdamW with {len(opt.param_groups)} parameter groups")
-    widths, depths = ([32, 64], [1, 2]) if tiny else ([32, 64, 128], [1, 2, 4])
+    widths, depths = ([64, 128], [1, 2]) if tiny else ([32, 64, 128], [1, 2, 4])
     rep = ds.probes.coord_check(make, x, y, widths=widths, depths=depths, base_width=64,
                                 base_depth=1, lr=3e-3, optimizer="adam",
-                                seeds=range(2 if tiny else 3))
+                                seeds=range(3))
     print(rep.table())
     lrs = [10 ** (k / 2) for k in range(-6, 2)]       # 1e-3 .. 3, half-decade steps
     chk = ds.probes.lr_transfer_check(make, data, lrs, depths=depths,
-                                      base_width=32 if tiny else 64, optimizer="adam",
+                                      base_width=64, optimizer="adam",
                                       steps=10 if tiny else 60, seeds=range(2 if tiny else 3))
     print(chk.table())
     print(ds.param.transfer_lr("completep", 3e-3, 2, 8, 64, 256, optimizer="adam"))
