@@ -657,9 +657,6 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
         writes.update(writer_ids)
         shortcut_uses |= set(shortcut)
 
-    data_readers = [u.index for u in uses if u.index in layer_uses and not u.input.uses]
-    first_reader = min(data_readers) if data_readers else -1
-
     def position(u: _Use) -> tuple[str, str]:
         """The role of one layer use and the reason."""
         if u.kind == "lookup":
@@ -680,7 +677,7 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
             return "input", "makes the residual stream from the data"
         if u.index in out.last:
             return "output", "writes the model's output"
-        if first_stream is None and u.index == first_reader:
+        if not u.input.uses:
             return "input", "first layer to read the data"
         return "hidden", "plain layer outside any residual branch"
 
