@@ -12,7 +12,8 @@ Per model, at width 64 and depth 2 unless said otherwise:
   completep; whether the model's own conventions (Gemma's 1 + w norms, a layer scale)
   survive completep's apply;
 * the coordinate-check verdicts under sp and completep (Adam, lr 3e-3, one step, 2 seeds,
-  widths 32-128 at depth 1, depths 2-8 at width 64; the settings of tests/zoo);
+  widths 32-128 at depth 1, depths 4-16 at width 64, widths only for the U-Net and the
+  post-LN models; the settings of tests/zoo);
 * the LR-transfer drift under completep in decades, per axis (width 32 -> 128 at depth 1,
   depth 1 -> 4 at width 32; 5 LRs 0.03-3, 20 Adam steps, 2 seeds) and its verdict.
 
@@ -89,7 +90,12 @@ def ten_lines(arch: Arch, model: torch.nn.Module, x: Any, recipe: str,
     """inspect, plan by what it found, apply with the example input (a model the zoo expects
     to be refused gets the ``roles=`` its refusal names)."""
     st = ds.param.inspect(model, x)
-    p = ds.param.plan(recipe, width=st.width, depth=st.depth)
+    try:
+        p = ds.param.plan(recipe, width=st.width, depth=st.depth)
+    except ConfigError as exc:  # no branches: a width-only plan, if plan names depth=1
+        if st.depth != 0 or "depth=1" not in str(exc):
+            raise
+        p = ds.param.plan(recipe, width=st.width, depth=1)
     roles = None if arch.refusal is None else arch.refusal.fix
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -52,8 +52,12 @@ class Truth:
     ``width`` is the residual stream's width (a plain net's layer width), ``branches`` the
     number of residual branches (``ds.param.plan(depth=...)`` must receive it; 0 for a net
     without residual additions, where a width-only plan applies), ``blocks`` the number of
-    blocks the branches sit in (a block applied L times counts L), ``tied`` whether the input
-    embedding is also the readout. ``roles`` maps glob patterns over parameter names (as
+    blocks the branches sit in (an int, or the set of counts that describe the model equally
+    well: one block module applied L times is 1 block by modules, L by applications),
+    ``tied`` whether the input embedding is also the readout; ``post_ln`` whether a
+    normalisation sits on the stream after each addition (BERT, ``norm_first=False``): the
+    depth recipes are derived for pre-LN blocks, so a plan must either keep the depth bands or
+    warn that it cannot. ``roles`` maps glob patterns over parameter names (as
     ``model.named_parameters()`` gives them) to the roles a correct reading may give every
     parameter they match. ``kept`` lists glob patterns of parameters whose own init is a
     convention no scaling rule replaces (Gemma's RMSNorm ``1 + w`` with w = 0, a layer scale):
@@ -61,11 +65,16 @@ class Truth:
 
     width: int
     branches: int
-    blocks: int
+    blocks: int | frozenset[int]
     tied: bool
     roles: dict[str, frozenset[str]] = field(default_factory=dict)
     kept: tuple[str, ...] = ()
     notes: str = ""
+    post_ln: bool = False
+
+    def blocks_ok(self, found: int) -> bool:
+        return found in self.blocks if isinstance(self.blocks, frozenset) else (
+            found == self.blocks)
 
 
 @dataclass(frozen=True)
@@ -91,10 +100,12 @@ class Arch:
     inputs: str = "tensor"  # "tensor": model(x); "input_ids": model(input_ids=x)
     widths: tuple[int, ...] = (32, 64, 128)
     depths: tuple[int, ...] = (1, 2, 4)
-    #: the depths of the coordinate check: 2-8, as the stream's update at depth 1 is still
-    #: dominated by the embedding's own update (own GPT under CompleteP: stream update vs
-    #: depth -0.23 over depths 1-4, -0.12 over 2-8); none for a net without branches
-    coord_depths: tuple[int, ...] = (2, 4, 8)
+    #: the depths of the coordinate check: 4-16, as at 1-2 blocks the stream's update is still
+    #: dominated by the input layer's own update (correct CompleteP plans: stream update vs
+    #: depth -0.23 over depths 1-4 on the own GPT, -0.18 to -0.22 over 2-8 on residual MLPs,
+    #: shared or not; flat over 4-16); none for a net without branches, and none for post-LN
+    #: (the depth bands are derived for pre-LN blocks: see Truth.post_ln)
+    coord_depths: tuple[int, ...] = (4, 8, 16)
     hf: bool = False
     refusal: Refusal | None = None
 
@@ -173,10 +184,11 @@ def _r(*roles: str) -> frozenset[str]:
 
 
 def _transformer_truth(tied: bool, roles: dict[str, frozenset[str]] | None = None,
-                       kept: tuple[str, ...] = (), notes: str = "") -> Callable[[int, int], Truth]:
+                       kept: tuple[str, ...] = (), notes: str = "",
+                       post_ln: bool = False) -> Callable[[int, int], Truth]:
     def truth(width: int, depth: int) -> Truth:
         return Truth(width, 2 * depth, depth, tied, roles or {}, kept,
-                     notes or "pre-LN Transformer: attention + MLP branch per block")
+                     notes or "pre-LN Transformer: attention + MLP branch per block", post_ln)
     return truth
 
 
@@ -648,8 +660,9 @@ ZOO: list[Arch] = [
              "bert.encoder.layer.*.intermediate.dense.weight": _r("branch_in"),
              "bert.encoder.layer.*.output.dense.weight": _r("branch_out")},
              notes="post-LN; word + position + token-type embeddings summed before the first "
-                   "block (inputs, not branches); MLM head transform + tied decoder"),
-         logits="logits", inputs="input_ids", hf=True),
+                   "block (inputs, not branches); MLM head transform + tied decoder",
+             post_ln=True),
+         logits="logits", inputs="input_ids", hf=True, coord_depths=()),
     Arch("torch-encoder-preln", build_encoder_pre, "tokens",
          _transformer_truth(False, _ENCODER_ROLES,
                             notes="nn.TransformerEncoder(norm_first=True): nn.MultiheadAttention"
@@ -657,7 +670,8 @@ ZOO: list[Arch] = [
     Arch("torch-encoder-postln", build_encoder_post, "tokens",
          _transformer_truth(False, _ENCODER_ROLES,
                             notes="nn.TransformerEncoder(norm_first=False): post-LN, "
-                                  "nn.MultiheadAttention inside")),
+                                  "nn.MultiheadAttention inside", post_ln=True),
+         coord_depths=()),
     Arch("mha-block", build_mha, "tokens",
          _transformer_truth(False, {
              "embed.weight": _r("input"), "pos.weight": _r("token"), "head.weight": _r("output"),
@@ -684,11 +698,11 @@ ZOO: list[Arch] = [
                    "grow with width")),
     Arch("unet", build_unet, "images", _plain, depths=(1, 2, 3), coord_depths=()),
     Arch("shared-block", build_shared, "images",
-         lambda w, d: Truth(w, d, d, False, {
+         lambda w, d: Truth(w, d, frozenset({1, d}), False, {
              "inp.weight": _r("input"), "head.weight": _r("output"),
              "fc1.weight": _r("branch_in"), "fc2.weight": _r("branch_out")},
-             notes="ONE block module applied `depth` times: depth branches (blocks counted per "
-                   "application)")),
+             notes="ONE block module applied `depth` times: `depth` branches (what the plan "
+                   "receives); 1 block by modules or `depth` by applications")),
     Arch("raw-mlp", build_raw, "images",
          lambda w, d: Truth(w, d, d, False, {
              "w_in": _r("input"), "w_out": _r("output"),
