@@ -41,7 +41,7 @@ import operator
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -196,6 +196,7 @@ class _Info:
     scale: float | None = 1.0
     after_sum: bool = False
     normed: bool = False
+    tail: frozenset[str] = frozenset()  # gains of normalisations since the last layer use
 
 
 @dataclass(frozen=True)
@@ -286,7 +287,8 @@ class _Recorder(TorchFunctionMode):
             uses |= i.uses
             last |= i.last
         return _Info(True, frozenset(anc), frozenset(uses), frozenset(last), frozenset(),
-                     None, any(i.after_sum for _, i in data), any(i.normed for _, i in data))
+                     None, any(i.after_sum for _, i in data), any(i.normed for _, i in data),
+                     frozenset().union(*(i.tail for _, i in data)))
 
     # ---- uses -----------------------------------------------------------------------------
     def unit(self, p: nn.Parameter) -> tuple[str, str]:
@@ -344,13 +346,12 @@ class _Recorder(TorchFunctionMode):
                 self.sums.add(id(outs[0]))
                 ia, ib = self.get(a), self.get(b)
                 scale = ia.scale if ia.scale == ib.scale else None
-                info = _Info(True, info.anc, info.uses, info.last, frozenset(), scale, True,
-                             False)
+                info = replace(info, scale=scale, after_sum=True, normed=False,
+                               tail=frozenset())
             elif func in _GAINS and len(data) == 1:
                 info = self._scaled(info, args, data[0])
             elif func in _SAME and len(data) == 1:
-                info = _Info(True, info.anc, info.uses, info.last, frozenset(),
-                             self.get(data[0]).scale, info.after_sum, info.normed)
+                info = replace(info, scale=self.get(data[0]).scale)
         for t in outs:
             self.set(t, info)
         return out
@@ -370,10 +371,8 @@ class _Recorder(TorchFunctionMode):
         if isinstance(other, (int, float)) or constant:
             c = float(other)  # type: ignore[arg-type]
         if c is not None and scale is not None and c != 0 and args[0] is x:
-            return _Info(True, info.anc, info.uses, info.last, frozenset(), scale * c,
-                         info.after_sum, info.normed)
-        return _Info(True, info.anc, info.uses, info.last, frozenset(), None, info.after_sum,
-                     info.normed)
+            return replace(info, scale=scale * c)
+        return replace(info, scale=None)
 
     def _layer(self, given: _Info, new: list[_Use], writers: list[_Use]) -> _Info:
         ids = frozenset(u.index for u in new)
@@ -411,21 +410,25 @@ class _Recorder(TorchFunctionMode):
                     kind = "bias" if t.ndim <= 1 or self._ndim(p) <= 1 else "added"
                     self.use(p, kind, 1, given, op, last[0].param if last and kind == "bias"
                              else "")
-            return _Info(True, given.anc, given.uses, given.last, frozenset(), given.scale,
-                         given.after_sum, given.normed)
+            return replace(given, scale=self.get(data[0]).scale if len(data) == 1 else None)
         if func in _GAINS:
             for _, ps in names:
                 for p in ps:
                     self.use(p, "gain", 1, given, op)
-            return _Info(True, given.anc, given.uses, given.last, frozenset(), None,
-                         given.after_sum, given.after_sum)
+            return replace(given, scale=None, normed=given.after_sum)
         if func in _NORMS:
+            gains = set()
             for t, ps in names:
                 for p in ps:
                     weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
-                    self.use(p, "gain" if t is weight else "shift", 1, given, op)
+                    if func in (F.batch_norm, F.instance_norm):  # (x, mean, var, weight, ...)
+                        weight = kwargs.get("weight", args[3] if len(args) > 3 else None)
+                    kind = "gain" if t is weight else "shift"
+                    self.use(p, kind, 1, given, op)
+                    if kind == "gain":
+                        gains.add(p)
             return _Info(True, given.anc, given.uses, given.last, frozenset(), None,
-                         given.after_sum, given.after_sum)
+                         given.after_sum, given.after_sum, frozenset(gains) or frozenset({""}))
         for _, ps in names:
             for p in ps:
                 self.use(p, "other", 1, given, op)
