@@ -24,6 +24,13 @@ __all__ = ["BACKWARD_MODES", "ScaledConv", "ScaledLinear"]
 BACKWARD_MODES = ("standard", "decoupled", "feedback-alignment")
 
 
+def _bias_role(role: str) -> str:
+    """The role a layer declares for its bias: ``output_bias`` for the readout's (no width
+    dimension: no width factor in its LR), ``vector`` otherwise (a plan makes the bias of a
+    layer writing into a residual addition a ``branch_bias``)."""
+    return "output_bias" if role == "output" else "vector"
+
+
 class _BackwardCopyLinear(torch.autograd.Function):
     """x W^T forward; x-gradient through ``w_back`` instead of W (nfd Cor. 1 decoupling)."""
 
@@ -86,7 +93,7 @@ class ScaledLinear(_Multiplied):
         self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
         self.multiplier = 1.0
         self.backward_mode = backward
-        self.param_roles = {"weight": role, "bias": "vector"}
+        self.param_roles = {"weight": role, "bias": _bias_role(role)}
         if backward != "standard":
             self.register_buffer("weight_init", self.weight.detach().clone())
             self.register_buffer("weight_back_init", self.weight.detach().clone())
@@ -163,7 +170,7 @@ class ScaledConv(_Multiplied):
         self.padding = padding
         left = (kernel_size - 1) // 2
         self._pad = (left, kernel_size - 1 - left) * dims
-        self.param_roles = {"weight": role, "bias": "vector"}
+        self.param_roles = {"weight": role, "bias": _bias_role(role)}
 
     @property
     def role(self) -> str:

@@ -32,8 +32,15 @@ nfd Eq. 1 (W ~ N(0, b^2), the layer computes ``a W x``):
 * AdamW's decoupled weight decay multiplies the LR (torch applies ``lr * wd`` per step), so its
   multiplier is ``1/c_adam``: the per-step shrink ``lr c wd`` is the base LR times the user's
   weight decay at every width and depth ("independent" weight decay, Wortsman et al. 2023;
-  CompleteP's ``lambda m_N`` for hidden weights, Dey et al. 2025). SGD's coupled L2 penalty keeps
-  multiplier 1 (no published rule).
+  CompleteP's ``lambda m_N`` for hidden weights, Dey et al. 2025).
+* SGD's coupled L2 penalty adds ``wd_sgd * weight_decay * W`` to the gradient, which the step
+  multiplies by ``lr c_sgd``: a weight shrinks by ``lr c_sgd wd_sgd weight_decay`` per step. Its
+  multiplier is therefore ``1/c_sgd`` (:attr:`Rule.wd_sgd`, for every role of every recipe), so
+  the shrink is ``lr * weight_decay`` in every group at every width and depth, as under AdamW.
+  This is muP's rule (the ``mup`` package's MuSGD divides a vector-like group's weight decay by
+  the width multiplier its LR is multiplied by, and keeps it for a group whose LR it keeps).
+  :func:`depthscale.param.reparameterize` maps ``c_sgd`` by ``1/l^2`` and ``wd_sgd`` by ``l^2``,
+  so the absorbed form keeps the same per-step shrink.
 """
 
 from __future__ import annotations
@@ -54,7 +61,8 @@ __all__ = [
 
 #: Parameter roles. ``branch`` is the single layer of a one-layer residual block; ``branch_in``
 #: and ``branch_out`` the first and last internal layers of a multi-layer block; ``vector``
-#: biases; ``norm`` normalisation gains; ``token`` class tokens and positional embeddings.
+#: biases (``branch_bias`` the bias at the end of a branch, ``output_bias`` the readout's);
+#: ``norm`` normalisation gains; ``token`` class tokens and positional embeddings.
 ROLES: dict[str, str] = {
     "input": "first layer: reads the data (embedding, stem, patch projection)",
     "hidden": "plain hidden layer outside any residual branch",
@@ -62,6 +70,7 @@ ROLES: dict[str, str] = {
     "branch_in": "first internal layer of a multi-layer residual block (internal representation)",
     "branch_out": "last internal layer of a multi-layer residual block (writes to the stream)",
     "output": "readout / classifier head",
+    "output_bias": "bias of the readout / classifier head (it has no width dimension)",
     "vector": "bias vector",
     "branch_bias": "bias of a layer that writes into a residual addition (end of a branch)",
     "norm": "normalisation gain (LayerNorm/BatchNorm weight)",
@@ -113,9 +122,9 @@ class Rule:
     """abc-triple (plus weight-decay and Adam-eps multipliers) for one role under one recipe.
 
     ``init`` is ``"normal"`` (entries ~ N(0, b^2)), ``"zeros"`` or ``"ones"``. ``c_adam`` is
-    ``None`` where the recipe's paper defines no Adam rule. ``wd_sgd`` multiplies SGD's coupled
-    L2 penalty, ``wd_adam`` AdamW's decoupled weight decay, ``eps`` Adam's epsilon (module
-    docstring); ``adam_source`` cites the eps and weight-decay rules.
+    ``None`` where the recipe's paper defines no Adam rule. ``wd_sgd`` (``1/c_sgd``, derived)
+    multiplies SGD's coupled L2 penalty, ``wd_adam`` AdamW's decoupled weight decay, ``eps``
+    Adam's epsilon (module docstring); ``adam_source`` cites the eps and weight-decay rules.
     """
 
     a: Expr
@@ -124,10 +133,17 @@ class Rule:
     c_adam: Expr | None
     source: str
     init: str = "normal"
-    wd_sgd: Expr = ONE
     wd_adam: Expr = ONE
     eps: Expr = ONE
     adam_source: str = "eps and weight decay x 1 (no scaling)"
+
+    @property
+    def wd_sgd(self) -> Expr:
+        """The coupled-L2 multiplier ``1/c_sgd``: SGD shrinks a weight by ``lr c_sgd wd_sgd
+        weight_decay`` per step, so the shrink is ``lr * weight_decay`` for every role, width
+        and depth (module docstring)."""
+        c = self.c_sgd
+        return Expr(_reciprocal_text(c.text), lambda d: 1 / c(d))
 
 
 @dataclass(frozen=True)
@@ -147,6 +163,24 @@ def _e(text: str, fn: Callable[[Dims], float]) -> Expr:
     return Expr(text, fn)
 
 
+def _reciprocal_text(text: str) -> str:
+    """``1/(text)`` written as the table writes formulas: ``n`` -> ``1/n``, ``n T/L`` ->
+    ``L/(n T)``, ``n sqrt(L)`` -> ``1/(n sqrt(L))``; ``1`` stays ``1``."""
+    def wrapped(part: str) -> str:
+        return f"({part})" if " " in part else part
+
+    if text == "1":
+        return "1"
+    if text.startswith("1/") and text.count("/") == 1:
+        rest = text[2:]
+        single = rest.startswith("(") and rest.endswith(")") and rest.count("(") == 1
+        return rest[1:-1] if single else rest
+    if text.count("/") == 1 and "(" not in text:
+        num, den = text.split("/")
+        return den if num == "1" else f"{den}/{wrapped(num)}"
+    return f"1/({text})" if "/" in text else f"1/{wrapped(text)}"
+
+
 # ---- shared expressions --------------------------------------------------------------------
 _INV_SQRT_FAN_IN = _e("1/sqrt(fan_in)", lambda d: 1 / math.sqrt(d.fan_in))
 _N = _e("n", lambda d: d.n)
@@ -164,6 +198,7 @@ def _vectors(c_sgd: Expr, c_adam: Expr | None, source: str) -> dict[str, Rule]:
     return {
         "vector": vector,
         "branch_bias": vector,
+        "output_bias": vector,
         "norm": Rule(ONE, ONE, c_sgd, c_adam, source, init="ones"),
         "token": Rule(ONE, _TOKEN_STD, c_sgd, c_adam, "laws Sec. 3.1 (small-std token init)"),
     }
@@ -228,6 +263,20 @@ def _mf_vectors(depth: str) -> dict[str, Rule]:
         "token": Rule(ONE, _TOKEN_STD, _N, ONE, "laws Sec. 3.1 (small-std token init)",
                       eps=_EPS_STREAM, adam_source=_ADAM),
     }
+    # The readout's bias: f = alpha/sqrt(n) v^T h + b. One SGD step on v (LR eta n, its
+    # gradient (alpha/sqrt(n)) h chi with chi = dloss/df = O(1)) moves f by
+    # eta n (alpha^2/n) |h|^2 chi = O(eta) (alpha^2 = 1/n, |h|^2 = O(n)); b's gradient is chi
+    # itself, so a step moves f by eta c chi: c = 1 gives the same O(eta) move at every width
+    # (SGD and Adam alike). TP-V Table 3 gives a bias the SGD LR eta fan_out and the Adam LR
+    # eta: the readout's fan_out is the (finite) output size, so neither has a width factor;
+    # b has no width dimension (muP's "scalar-like" parameter), which the mup package's MuSGD
+    # and MuAdam leave at the base LR. Its gradient chi is O(1), so its Adam eps is 1; AdamW's
+    # decay 1/c_adam = 1.
+    out["output_bias"] = Rule(
+        ONE, ZERO, ONE, ONE,
+        "muP output bias (TP-V Table 3: bias LR eta fan_out, finite here; no width factor under "
+        "SGD or Adam, as mup's scalar-like parameters)",
+        init="zeros", adam_source=_ADAM)
     if depth == "mup":
         out["branch_bias"] = replace(vector, eps=_EPS_STREAM)
     else:
@@ -437,7 +486,8 @@ def rule_table(optimizer: str = "adam", recipes: Iterable[str] | None = None,
                sources: bool = True) -> str:
     """The rule table as Markdown: for each recipe (all unless ``recipes`` names some) and role,
     the multiplier a, the init, the LR multiplier c, and for ``"adam"`` the eps and AdamW
-    weight-decay multipliers (``"sgd"``: the coupled L2 multiplier); then the attention scale.
+    weight-decay multipliers (``"sgd"``: the coupled L2 multiplier 1/c); then the attention
+    scale.
     A role without an Adam rule shows ``-``; ``sources=False`` leaves out the source column."""
     from depthscale.errors import ConfigError
 
