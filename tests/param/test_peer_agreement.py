@@ -16,8 +16,8 @@ Two comparisons per model, SGD (coupled L2) and AdamW:
 
 Both fail on the rules before ``output_bias`` and ``wd_sgd = 1/c_sgd``: the readout's bias
 trained at LR x n under SGD (mup: x 1) and SGD's coupled decay kept its multiplier 1 while
-the LR grew (lr wd x4 at width x4; mup keeps it fixed). Two known gaps are strict xfails: the
-plain-torch GPT's tied head (its readout multiplier comes with the inspect/plan rewrite), and,
+the LR grew (lr wd x4 at width x4; mup keeps it fixed). The plain-torch GPT's tied head is
+compared too (its readout multiplier 1/n, as MuSharedReadout). One known gap is a strict xfail:
 under SGD at depth, the biases and LayerNorm parameters inside a branch, which the rule table
 trains without CompleteP's depth factor (the peer model follows the table there)."""
 
@@ -45,10 +45,7 @@ WD = {"sgd": 0.02, "adam": 0.5}  # per-step shrink lr * wd: 0.1% (SGD), 0.15% (A
 EPS = 1e-12  # Adam's eps far below every gradient entry (nanoGPT-mup scales one global eps)
 #: (base width, base blocks, scaled width, scaled blocks) per peer
 SIZES = {"mup": (64, 2, 256, 2), "completep": (64, 2, 256, 8)}
-TIED_XFAIL = pytest.mark.xfail(
-    strict=True, reason="tied readout multiplier: lands with the inspect/plan rewrite")
-#: the plain-torch GPT's tied head has no multiplier of its own until that rewrite
-MODELS = ["ds-untied", "ds-tied", "plain-untied", pytest.param("plain-tied", marks=TIED_XFAIL)]
+MODELS = ["ds-untied", "ds-tied", "plain-untied", "plain-tied"]
 
 
 @pytest.fixture(autouse=True, scope="module")

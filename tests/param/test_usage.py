@@ -244,7 +244,7 @@ def test_gemma_gains_are_kept_and_its_embedding_scale_is_compensated() -> None:
 def test_layer_scale_is_kept_and_non_growing_dims_get_no_width_factor() -> None:
     x = torch.randn(2, 3, 8, 8)
     lrs = []
-    for c in (32, 64):
+    for c in (16, 32, 64):  # the base model at width 16 for every size (mup's base shapes)
         model = ConvNeXt(c)
         p = plan("completep", width=c, depth=2)
         p.apply(model, example_input=x, base=ConvNeXt(16))
@@ -253,12 +253,13 @@ def test_layer_scale_is_kept_and_non_growing_dims_get_no_width_factor() -> None:
         lrs.append({k: s.c_adam for k, s in specs.items()})
         assert specs["blocks.0.dw.weight"].fan_in == 49
     # the depthwise kernel's Adam LR does not fall with width; the 1x1 conv's does (1/n)
-    assert lrs[1]["blocks.0.dw.weight"] == pytest.approx(lrs[0]["blocks.0.dw.weight"])
-    assert lrs[1]["blocks.0.up.weight"] == pytest.approx(lrs[0]["blocks.0.up.weight"] / 2)
-    assert lrs[1]["head.bias"] == pytest.approx(lrs[0]["head.bias"])
-    with pytest.raises(ConfigError, match="base= has the same width"):
+    for k in (1, 2):
+        assert lrs[k]["blocks.0.dw.weight"] == pytest.approx(lrs[0]["blocks.0.dw.weight"])
+        assert lrs[k]["blocks.0.up.weight"] == pytest.approx(lrs[0]["blocks.0.up.weight"] / 2**k)
+        assert lrs[k]["head.bias"] == pytest.approx(lrs[0]["head.bias"])
+    with pytest.raises(ConfigError, match="base= must be the same kind of model"):
         plan("completep", width=32, depth=2).apply(ConvNeXt(32), example_input=x,
-                                                   base=ConvNeXt(32))
+                                                   base=Shared())
 
 
 def test_a_tied_readout_outside_a_module_is_refused_with_the_fix() -> None:

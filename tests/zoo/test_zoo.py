@@ -81,8 +81,8 @@ def ten_lines(arch: Arch, model: nn.Module, x: Any, recipe: str, seed: int = 0,
     """The README's lines: inspect, plan by what it found, apply with the example input."""
     st = ds.param.inspect(model, x)
     p = plan_for(recipe, st)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an attention scale the recipe would set otherwise
+    with warnings.catch_warnings():  # an attention scale the recipe would set otherwise
+        warnings.filterwarnings("ignore", message=".*wants the attention scale")
         p.apply(model, example_input=x, seed=seed, **apply)
     return p
 
@@ -128,13 +128,21 @@ def test_initial_loss_after_apply_is_near_a_sane_init(arch: Arch, recipe: str) -
     x, y = arch.example()
     own = ce(arch, model, x, y)
     try:
-        ten_lines(arch, model, x, recipe)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ten_lines(arch, model, x, recipe)
     except ConfigError as exc:
         if recipe in OTHER and "has no rule for role" in str(exc):
             pytest.skip(f"{recipe} does not cover this model's roles: {exc}")
         raise
     after = ce(arch, model, x, y)
     bound = LOSS_FACTOR * max(own, math.log(arch.n_out))
+    if arch.truth(width, depth).tied and recipe in ("sp", "laws", "laws-fanin"):
+        # Their output rule is N(0, 1/n), not muP's 1/n: a tied table's overlap with the stream
+        # grows the logits as sqrt(n) whatever the multiplier (mup's MuSharedReadout 1/n is the
+        # fix). No bound holds at every width: the plan must say so instead.
+        assert any("reads out with the tied input table" in str(w.message) for w in caught)
+        return
     assert math.isfinite(after) and after <= bound, (
         f"{arch.name} under {recipe}: initial loss {after:.3g} after apply, own init {own:.3g}, "
         f"ln V {math.log(arch.n_out):.3g}, bound {bound:.3g}")
@@ -167,9 +175,13 @@ def test_model_conventions_survive_apply(arch: Arch, recipe: str) -> None:
 # ---- (c) coordinate check ------------------------------------------------------------------
 
 def factory(arch: Arch, recipe: str, x: torch.Tensor) -> Any:
+    """make(width, depth, seed) as a user writes it, with ``base=`` the same model at the
+    sweep's smallest width (mup's base shapes), so that dimensions that do not grow (a
+    depthwise kernel, a Mixer's token-mixing MLP) get no width factor (issue 21, item 5)."""
     def make(width: int, depth: int, seed: int) -> tuple[nn.Module, ds.param.Plan]:
         model = arch.tensor_model(arch.build(width, depth, seed))
-        return model, ten_lines(arch, model, x, recipe, seed=seed)
+        base = arch.tensor_model(arch.build(min(arch.widths), depth, seed))
+        return model, ten_lines(arch, model, x, recipe, seed=seed, base=base)
     return make
 
 

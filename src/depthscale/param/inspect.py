@@ -126,7 +126,10 @@ class Structure:
     (Gemma's sqrt(n); 1 when none); ``post_ln`` whether a normalisation sits on the residual
     stream after an addition (post-LN, as BERT or ``norm_first=False``); ``gains`` the
     parameters used as elementwise gains (norm gains, layer-scale gammas: the plan keeps their
-    values)."""
+    values); ``branch_gains`` the gains of normalisations that end a branch (after its last
+    layer, as a ResNet's bn2: role ``branch_gain``, which carries the branch multiplier the
+    norm divides out) and ``unscaled`` the branches that end in a normalisation without a gain
+    (no parameter can carry their multiplier)."""
 
     roles: dict[str, str]
     reasons: dict[str, str]
@@ -145,6 +148,8 @@ class Structure:
     input_scale: float = 1.0
     post_ln: bool = False
     gains: tuple[str, ...] = ()
+    branch_gains: dict[str, int] = field(default_factory=dict)
+    unscaled: tuple[int, ...] = ()
 
     def summary(self) -> str:
         """A few lines for a person: sizes, blocks and every role with its count."""
@@ -417,14 +422,15 @@ class _Recorder(TorchFunctionMode):
                     self.use(p, "gain", 1, given, op)
             return replace(given, scale=None, normed=given.after_sum)
         if func in _NORMS:
-            gains = set()
-            for t, ps in names:
+            gains: set[str] = set()
+            weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
+            if func in (F.batch_norm, F.instance_norm):  # (x, mean, var, weight, ...)
+                weight = kwargs.get("weight", args[3] if len(args) > 3 else None)
+            for t, ps in sorted(names, key=lambda tp: tp[0] is not weight):  # the gain first
                 for p in ps:
-                    weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
-                    if func in (F.batch_norm, F.instance_norm):  # (x, mean, var, weight, ...)
-                        weight = kwargs.get("weight", args[3] if len(args) > 3 else None)
                     kind = "gain" if t is weight else "shift"
-                    self.use(p, kind, 1, given, op)
+                    self.use(p, kind, 1, given, op, "" if kind == "gain" else next(
+                        iter(sorted(gains)), ""))
                     if kind == "gain":
                         gains.add(p)
             return _Info(True, given.anc, given.uses, given.last, frozenset(), None,
@@ -632,6 +638,8 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
     first_stream: _Info | None = None
     post_ln = False
     input_scale = 1.0
+    branch_gains: dict[str, int] = {}  # gain of a normalisation ending a branch -> branch
+    unscaled: list[int] = []  # branches ending in a normalisation without a gain
     for add in rec.adds:
         found = _residual(add, layer_uses)
         if found is None:
@@ -642,6 +650,11 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
             if stream.scale is not None and not math.isclose(stream.scale, 1.0):
                 input_scale = stream.scale
         post_ln = post_ln or stream.normed
+        for g in sorted(branch.tail):
+            if g:
+                branch_gains.setdefault(g, len(branches))
+            else:
+                unscaled.append(len(branches))
         inside = sorted((branch.uses - stream.uses - shortcut) & layer_uses)
         writer_ids = [i for i in inside if i in branch.last]
         reader_ids = [i for i in inside if not uses[i].input.last & set(inside)]
@@ -722,12 +735,19 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
             ops = sorted({u.op for u in p_uses if u.kind == "other"})
             unclassified[name] = (f"used by {', '.join(ops)}, which inspect does not read as a "
                                   "matrix, lookup, bias, gain or token")
+        elif "gain" in kinds and name in branch_gains:
+            roles[name], reasons[name] = "branch_gain", (
+                f"gain of the normalisation that ends residual branch {branch_gains[name]} "
+                "(after its last layer): it carries the branch multiplier")
         elif "gain" in kinds:
             roles[name], reasons[name] = "norm", "multiplies activations elementwise (a gain)"
             gains.append(name)
         elif "added" in kinds:
             roles[name], reasons[name] = "token", ("added to the activations (learned positional "
                                                    "embedding, class or token-type table)")
+        elif "shift" in kinds and any(u.partner in branch_gains for u in p_uses):
+            roles[name], reasons[name] = "branch_bias", (
+                "shift of the normalisation that ends a residual branch")
         elif "shift" in kinds:
             roles[name], reasons[name] = "vector", "normalisation shift"
         else:  # bias
@@ -738,7 +758,7 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
                     roles[name], reasons[name] = "branch_bias", (
                         f"bias of {partner}, which writes a residual branch")
                 elif roles[partner] == "output":
-                    roles[name], reasons[name] = "vector", f"bias of the output layer {partner}"
+                    roles[name], reasons[name] = "output_bias", f"bias of the readout {partner}"
     # biases whose weight was classified after them
     for name, p_uses in by_param.items():
         partner = next((u.partner for u in p_uses if u.partner), "")
@@ -762,7 +782,7 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
         roles, reasons, tuple(branches), {k: tuple(v) for k, v in blocks.items()}, width,
         len(branches), main_uses, main_uses + len(branches), unclassified, tied,
         tuple(rec.attention.values()), fan_in, counts, readouts, input_scale, post_ln,
-        tuple(gains))
+        tuple(gains), branch_gains, tuple(unscaled))
 
 
 def plain_width(model: nn.Module) -> int:

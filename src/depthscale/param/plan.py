@@ -437,9 +437,12 @@ class Plan:
                 found[full] = role
         for full, module in defaulted:
             weight = full[: -len("bias")] + "weight"
-            if isinstance(getattr(module, "weight", None), nn.Parameter) and found.get(
-                    weight) in ("branch", "branch_out"):
+            if not isinstance(getattr(module, "weight", None), nn.Parameter):
+                continue
+            if found.get(weight) in ("branch", "branch_out"):
                 found[full] = "branch_bias"
+            elif found.get(weight) == "output":
+                found[full] = "output_bias"
         unmatched = [pat for pat in patterns if pat not in matched]
         if unmatched:
             names = [full for full, *_ in _params(inner)]
@@ -640,8 +643,9 @@ class Plan:
         (Gemma's sqrt(n): taken as that parameter's multiplier), gains whose own values are kept
         (norm gains, Gemma's 1 + w, layer-scale gammas) and a tied readout (its output gets the
         multiplier that makes it the output rule, as mup's MuSharedReadout). ``base`` is the
-        same model built at another width: a dimension that does not grow between the two
-        (a depthwise kernel, a token-mixing MLP, an output bias) gets no width factor.
+        same model built at the base width (one fixed width for every size, as mup's base
+        shapes): a dimension that does not grow between the two (a depthwise kernel, a
+        token-mixing MLP, an output bias) keeps the width factors of the base width.
         """
         seed = whole("seed", seed, minimum=0)
         inner, _ = _unwrap(model)
@@ -689,7 +693,7 @@ class Plan:
                                                      readouts))
         if structure is not None:
             self._warn_attention(structure, set(heads))
-            self._warn_structure(structure)
+            self._warn_structure(structure, readouts)
         return model
 
     def _usages(self, model: nn.Module, structure: Structure | None, base: nn.Module | None,
@@ -705,11 +709,11 @@ class Plan:
                 raise ConfigError(f"base= must be the same kind of model at another width, got a "
                                   f"{type(base_inner).__name__} for a {type(model).__name__}")
             base_st = inspect(base_inner, example_input)
-            if base_st.width == structure.width:
-                raise ConfigError(f"base= has the same width ({base_st.width}) as the model: "
-                                  "build it at another width, e.g. make(width // 2)")
-            shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
-            base_shapes = {n: tuple(p.shape) for n, p in base_inner.named_parameters()}
+            if base_st.width != structure.width:  # at the base width every rule is its own
+                shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+                base_shapes = {n: tuple(p.shape) for n, p in base_inner.named_parameters()}
+            else:
+                base_st = None
         found = usages(structure, base_st, shapes, base_shapes)
         out = {}
         for full, _, module, _ in _params(model):
@@ -754,9 +758,30 @@ class Plan:
             out[unit] = head.a * head.b / table.b
         return out
 
-    def _warn_structure(self, structure: Structure) -> None:
+    def _warn_structure(self, structure: Structure, readouts: Mapping[str, float]) -> None:
         """Warn where the recipe's derivation does not cover what inspect found: post-LN
-        blocks under a depth recipe."""
+        blocks or branches ending in a gain-free normalisation under a depth recipe, and a tied
+        readout under a recipe whose output rule is not muP's 1/n."""
+        depth_recipe = self.recipe.name in ("depth-mup", "nfd-depth", "completep", "laws")
+        if structure.unscaled and depth_recipe:
+            warnings.warn(
+                f"residual branch(es) {list(structure.unscaled)} end in a normalisation without "
+                f"a gain, which divides out the branch multiplier of {self.recipe.name!r}: no "
+                "parameter can carry it (give the normalisation an affine gain, e.g. "
+                "BatchNorm2d(affine=True), whose role branch_gain then carries it)",
+                UserWarning, stacklevel=3)
+        head = self.spec("readout", "output", (1, self.width)) if readouts else None
+        for unit, m in readouts.items():
+            assert head is not None
+            if not math.isclose(head.a * head.b * self.width, 1.0, rel_tol=1e-6):
+                warnings.warn(
+                    f"{unit} reads out with the tied input table, and recipe "
+                    f"{self.recipe.name!r}'s output rule gives it the init size "
+                    f"{head.a * head.b:.4g}, not 1/n = {1 / self.width:.4g} (multiplier "
+                    f"{m:.4g}): the table's overlap with the stream grows "
+                    "the logits at init as sqrt(n) (the muP family's 1/n, mup's "
+                    "MuSharedReadout, removes it); use a muP-family recipe or untie the head",
+                    UserWarning, stacklevel=3)
         if structure.post_ln and self.recipe.name in ("depth-mup", "nfd-depth", "completep"):
             warnings.warn(
                 f"recipe {self.recipe.name!r} is derived for pre-LN residual blocks h + a f(h) "
@@ -860,7 +885,7 @@ class Plan:
                 b, c_sgd, c_adam = (simplified(f"({a})*({b})"), simplified(f"({c_sgd})*({a})^2"),
                                     simplified(f"({c_adam})*({a})"))
                 eps, wd, a = simplified(f"({eps})/({a})"), simplified(f"({wd})/({a})"), "1"
-            init = show(b, s.b) if s.init == "normal" else s.init
+            init = show(b, s.b) if s.init in ("normal", "constant") else s.init
             adam = "-" if s.c_adam is None else show(c_adam, s.c_adam)
             source = s.source + ("" if s.form == "native" else " [absorbed: a=1]")
             if s.c_adam is not None and s.adam_source:
@@ -905,6 +930,8 @@ def _draw(init: str, shape: tuple[int, ...], std: float, gen: torch.Generator) -
         return torch.zeros(shape)
     if init == "ones":
         return torch.ones(shape)
+    if init == "constant":
+        return torch.full(shape, std)
     return torch.randn(shape, generator=gen) * std
 
 

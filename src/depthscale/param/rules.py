@@ -74,6 +74,8 @@ ROLES: dict[str, str] = {
     "vector": "bias vector",
     "branch_bias": "bias of a layer that writes into a residual addition (end of a branch)",
     "norm": "normalisation gain (LayerNorm/BatchNorm weight)",
+    "branch_gain": "gain of a normalisation that ends a residual branch (after its last layer, "
+                   "as a ResNet's bn2): it carries the branch multiplier the norm would remove",
     "token": "class token or learned positional embedding",
 }
 
@@ -121,7 +123,8 @@ ZERO = _const(0.0)
 class Rule:
     """abc-triple (plus weight-decay and Adam-eps multipliers) for one role under one recipe.
 
-    ``init`` is ``"normal"`` (entries ~ N(0, b^2)), ``"zeros"`` or ``"ones"``. ``c_adam`` is
+    ``init`` is ``"normal"`` (entries ~ N(0, b^2)), ``"zeros"``, ``"ones"`` or ``"constant"``
+    (every entry b). ``c_adam`` is
     ``None`` where the recipe's paper defines no Adam rule. ``wd_sgd`` (``1/c_sgd``, derived)
     multiplies SGD's coupled L2 penalty, ``wd_adam`` AdamW's decoupled weight decay, ``eps``
     Adam's epsilon (module docstring); ``adam_source`` cites the eps and weight-decay rules.
@@ -200,6 +203,7 @@ def _vectors(c_sgd: Expr, c_adam: Expr | None, source: str) -> dict[str, Rule]:
         "branch_bias": vector,
         "output_bias": vector,
         "norm": Rule(ONE, ONE, c_sgd, c_adam, source, init="ones"),
+        "branch_gain": Rule(ONE, ONE, c_sgd, c_adam, source, init="constant"),
         "token": Rule(ONE, _TOKEN_STD, c_sgd, c_adam, "laws Sec. 3.1 (small-std token init)"),
     }
 
@@ -277,9 +281,22 @@ def _mf_vectors(depth: str) -> dict[str, Rule]:
         "muP output bias (TP-V Table 3: bias LR eta fan_out, finite here; no width factor under "
         "SGD or Adam, as mup's scalar-like parameters)",
         init="zeros", adam_source=_ADAM)
+    # A normalisation after a branch's last layer divides out the layer's multiplier, so the
+    # branch's depth factor moves to the norm's gain: it starts at the factor (the branch
+    # output's size at init, nfd Eq. 1) and trains like the branch-end bias (both move the
+    # stream by the factor per block; TP-VI puts the multiplier after the whole branch).
+    factor_text, factor = _DEPTH_FACTORS[depth]
+    gain_source = ("branch-ending normalisation's gain = the branch multiplier "
+                   f"{factor_text or '1'} (nfd Eq. 1, TP-VI: the multiplier after the branch)")
     if depth == "mup":
         out["branch_bias"] = replace(vector, eps=_EPS_STREAM)
+        out["branch_gain"] = Rule(ONE, ONE, _N, ONE, gain_source, init="constant",
+                                  eps=_EPS_STREAM, adam_source=_ADAM)
     else:
+        out["branch_gain"] = Rule(
+            ONE, _e(factor_text, factor), _e("n T/L", lambda d: d.n * d.T / d.L),
+            _e("T/L", lambda d: d.T / d.L), gain_source, init="constant", eps=_EPS_STREAM,
+            wd_adam=_e("L/T", lambda d: d.L / d.T), adam_source=_ADAM)
         out["branch_bias"] = Rule(
             ONE, ZERO, _e("n T/L", lambda d: d.n * d.T / d.L), _e("T/L", lambda d: d.T / d.L),
             "branch-end bias (nfd Eq. 1 with the bias outside the multiplier): LR x T/L of "
@@ -459,6 +476,9 @@ LAWS = Recipe(
         "branch_out": _laws_branch,
         "output": Rule(ONE, _INV_SQRT_FAN_IN, ONE, ONE, "laws Sec. 3.1 (linear fan-in head)"),
         **_vectors(ONE, ONE, _LAWS),
+        "branch_gain": Rule(ONE, _e("1/sqrt(K)", lambda d: 1 / math.sqrt(d.L)), ONE, ONE,
+                            "laws Sec. 3.1 Eq. 5 (the branch's K^(-1/2) on the gain of the "
+                            "normalisation that ends it)", init="constant"),
     },
 )
 
@@ -512,7 +532,7 @@ def rule_table(optimizer: str = "adam", recipes: Iterable[str] | None = None,
             b = rule.b.text
             std = "1" if b == "1" else f"{b}^2" if b.replace(".", "").replace("_", "").isalnum() \
                 else f"({b})^2"
-            init = {"zeros": "0", "ones": "1"}.get(rule.init, f"N(0, {std})")
+            init = {"zeros": "0", "ones": "1", "constant": b}.get(rule.init, f"N(0, {std})")
             c = rule.c_adam if adam else rule.c_sgd
             source = rule.source + (f"; {rule.adam_source}" if adam else "")
             extra = ([rule.eps.text, rule.wd_adam.text] if adam and c is not None else
