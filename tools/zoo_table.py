@@ -86,7 +86,7 @@ def ce(arch: Arch, model: torch.nn.Module, inputs: Any, y: torch.Tensor) -> floa
 
 
 def ten_lines(arch: Arch, model: torch.nn.Module, x: Any, recipe: str,
-              seed: int = 0) -> ds.param.Plan:
+              seed: int = 0, base: torch.nn.Module | None = None) -> ds.param.Plan:
     """inspect, plan by what it found, apply with the example input (a model the zoo expects
     to be refused gets the ``roles=`` its refusal names)."""
     st = ds.param.inspect(model, x)
@@ -99,14 +99,16 @@ def ten_lines(arch: Arch, model: torch.nn.Module, x: Any, recipe: str,
     roles = None if arch.refusal is None else arch.refusal.fix
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p.apply(model, roles, example_input=x, seed=seed)
+        p.apply(model, roles, example_input=x, seed=seed, base=base)
     return p
 
 
 def factory(arch: Arch, recipe: str, x: torch.Tensor) -> Any:
+    """make(width, depth, seed), with base= the model at the sweep's smallest width."""
     def make(width: int, depth: int, seed: int) -> tuple[torch.nn.Module, ds.param.Plan]:
         model = arch.tensor_model(arch.build(width, depth, seed))
-        return model, ten_lines(arch, model, x, recipe, seed)
+        base = arch.tensor_model(arch.build(min(arch.widths), depth, seed))
+        return model, ten_lines(arch, model, x, recipe, seed, base)
     return make
 
 
