@@ -70,6 +70,15 @@ def transfer_lr(
     """The raw learning rate that ``rule`` predicts at ``to_depth`` (and ``to_width``) for
     ``optimizer`` (``"sgd"`` or ``"adam"``).
 
+    What it is for: a training loop with one raw LR for the rule's role (no
+    ``plan.optimizer``), tuned at one size, moved to another. It is *not* an input to
+    ``plan.optimizer``: that takes the base LR eta_c, the same at every size, and applies the
+    multiplier c(n, L) per parameter itself (passing a transferred LR there would apply it
+    twice). Example: AdamW tuned at lr 3e-3 on a CompleteP model of width 64 with 2 blocks;
+    at width 256 and 8 blocks, ``transfer_lr("completep", 3e-3, 2, 8, 64, 256, "adam")`` gives
+    1.5e-3 for the branch weights' raw LR (c = 1/sqrt(n): x 1/2), while
+    ``plan.optimizer(model, "adam", lr=3e-3)`` is the same call at both sizes.
+
     ``lr`` is the tuned raw LR at ``from_depth``. For ``laws`` depths are effective depths
     L = m + K (laws Sec. 3.4) and only SGD is defined; the other rules count residual blocks
     (the rule table's L) and follow its LR multiplier (module docstring): under Adam,
