@@ -58,10 +58,12 @@ def test_roles_the_plan_reads() -> None:
         for name, role in (("attn.qkv", "branch_in"), ("attn.proj", "branch_out"),
                            ("mlp.fc1", "branch_in"), ("mlp.fc2", "branch_out")):
             assert roles[f"blocks.{blk}.{name}.weight"] == role
-            # the bias of a layer that writes into the stream carries the branch's depth factor
-            bias_role = "branch_bias" if role == "branch_out" else "vector"
+            # the bias of a layer that writes into the stream carries the branch's depth factor;
+            # the first layer's bias sits inside the branch
+            bias_role = "branch_bias" if role == "branch_out" else "branch_vector"
             assert roles[f"blocks.{blk}.{name}.bias"] == bias_role
-        assert roles[f"blocks.{blk}.ln1.weight"] == "norm"
+        assert roles[f"blocks.{blk}.ln1.weight"] == "branch_norm"  # pre-LN: inside the branch
+    assert roles["final_norm.weight"] == "norm"
     # the embedding reads one-hot tokens: its fan-in is the vocabulary, not the width
     embed = next(s for s in p.resolve(model) if s.name == "embed.weight")
     assert embed.shape == (16, V) and embed.fan_in == V

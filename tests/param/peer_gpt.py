@@ -116,10 +116,6 @@ class Scaling:
     width_mult: float
     depth_mult: float = 1.0
     alpha: float = 1.0  # CompleteP's depth exponent (nanoGPT-mup depth_alpha_exp)
-    #: SGD only: TP-VI's depth LR factor also on the biases and LayerNorm parameters inside a
-    #: branch that the residual multiplier does not scale (LN1, LN2, the qkv and fc biases);
-    #: False: on the branch's weights and its output bias only, where depthscale's table stops
-    depth_lr_on_branch_vectors: bool = True
 
 
 @dataclass(frozen=True)
@@ -160,12 +156,8 @@ def rule(name: str, base_shape: tuple[int, ...], shape: tuple[int, ...], optimiz
         writes = bool(re.search(r"\.(proj|out)\.[wb]$", name))
         if writes:
             mult /= s.depth_mult ** s.alpha  # x + branch(x) / depth_mult^alpha
-        if in_branch:
-            inner_vector = len(shape) == 1 and not writes
-            if not sgd:
-                lr *= s.depth_mult ** (s.alpha - 1)
-            elif not inner_vector or s.depth_lr_on_branch_vectors:
-                lr *= s.depth_mult ** (2 * s.alpha - 1)
+        if in_branch:  # TP-VI's depth LR factor on everything inside a branch
+            lr *= s.depth_mult ** ((2 * s.alpha - 1) if sgd else (s.alpha - 1))
         eps = 1 / (s.width_mult * s.depth_mult ** s.alpha) if not sgd else 1.0
     elif s.peer != "mup":
         raise ValueError(f"unknown peer {s.peer!r}")

@@ -65,10 +65,13 @@ def test_a_plain_torch_gpt_is_read_without_any_roles(tied: bool, bias: bool) -> 
     for i in range(3):
         assert r[f"h.{i}.qkv.weight"] == r[f"h.{i}.fc.weight"] == "branch_in"
         assert r[f"h.{i}.proj.weight"] == r[f"h.{i}.out.weight"] == "branch_out"
-        assert r[f"h.{i}.ln1.weight"] == r[f"h.{i}.ln2.weight"] == "norm"
+        # pre-LN: the block's norms and first-layer biases sit inside the branches
+        assert r[f"h.{i}.ln1.weight"] == r[f"h.{i}.ln2.weight"] == "branch_norm"
         if bias:
             assert r[f"h.{i}.proj.bias"] == r[f"h.{i}.out.bias"] == "branch_bias"
-            assert r[f"h.{i}.qkv.bias"] == r[f"h.{i}.fc.bias"] == "vector"
+            assert r[f"h.{i}.qkv.bias"] == r[f"h.{i}.fc.bias"] == "branch_vector"
+            assert r[f"h.{i}.ln1.bias"] == "branch_vector"
+    assert r["ln_f.weight"] == "norm"  # on the stream after the last block
     assert st.depth == 6 and st.width == 32 and len(st.blocks) == 3
     assert all(len(v) == 2 for v in st.blocks.values())  # attention + MLP per block
     if tied:

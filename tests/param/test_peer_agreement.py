@@ -17,9 +17,9 @@ Two comparisons per model, SGD (coupled L2) and AdamW:
 Both fail on the rules before ``output_bias`` and ``wd_sgd = 1/c_sgd``: the readout's bias
 trained at LR x n under SGD (mup: x 1) and SGD's coupled decay kept its multiplier 1 while
 the LR grew (lr wd x4 at width x4; mup keeps it fixed). The plain-torch GPT's tied head is
-compared too (its readout multiplier 1/n, as MuSharedReadout). One known gap is a strict xfail:
-under SGD at depth, the biases and LayerNorm parameters inside a branch, which the rule table
-trains without CompleteP's depth factor (the peer model follows the table there)."""
+compared too (its readout multiplier 1/n, as MuSharedReadout), and under SGD at depth the
+biases and LayerNorm parameters inside a branch (branch_vector, branch_norm: TP-VI's depth
+factor, which the vector rule lacked)."""
 
 from __future__ import annotations
 
@@ -238,10 +238,9 @@ def _train(forward: Any, opt: torch.optim.Optimizer, steps: int = 2) -> dict[str
 
 
 # ---- the peer's side -------------------------------------------------------------------------
-def _scaling(recipe: str, depth_lr_on_branch_vectors: bool = True) -> peer.Scaling:
+def _scaling(recipe: str) -> peer.Scaling:
     n0, b0, n, b = SIZES[recipe]
-    return peer.Scaling(recipe, n / n0, b / b0,
-                        depth_lr_on_branch_vectors=depth_lr_on_branch_vectors)
+    return peer.Scaling(recipe, n / n0, b / b0)
 
 
 def _train_peer(base: Side, scaled: Side, s: peer.Scaling | None,
@@ -330,7 +329,7 @@ def test_output_bias_rule_has_no_width_factor() -> None:
     assert "output_bias" not in RECIPES["mean-ode"].rules
     model, _ = build("gpt", "mup", input_shape=(CTX,), n_out=V, width=32, depth=1)
     assert model.head.param_roles["bias"] == "output_bias"
-    assert model.blocks[0].attn.qkv.param_roles["bias"] == "vector"
+    assert model.blocks[0].attn.qkv.param_roles["bias"] == "branch_vector"
 
 
 # ---- one comparison per model, peer and optimizer ---------------------------------------------
@@ -367,9 +366,7 @@ def _compare(kind: str, recipe: str, optimizer: str) -> Comparison:
                       peer.attention_ratio(n0 // HEADS, n // HEADS)),
         "readout": (scaled.readout_mult(x) / base.readout_mult(x),
                     peer.readout_ratio(s) if scaled.tied else 1.0)}
-    # the peer model: under SGD its CompleteP form stops the depth factor where the rule table
-    # does (see test_completep_sgd_vectors_inside_a_branch_take_the_depth_factor)
-    s_model = _scaling(recipe, depth_lr_on_branch_vectors=False)
+    s_model = _scaling(recipe)
     peer_base, peer_scaled = _train_peer(base, scaled, None), _train_peer(base, scaled, s_model)
     ours_base = _train(base.layers, base.opt)
     ours_scaled = _train(scaled.layers, scaled.opt)
@@ -417,18 +414,18 @@ def test_group_ratios_match_mup(kind: str) -> None:
 @pytest.mark.parametrize("kind", MODELS)
 def test_group_ratios_match_completep(kind: str) -> None:
     """Width 64 -> 256 and 2 -> 8 blocks against CompleteP (nanoGPT-mup; SGD by TP-VI): every
-    parameter but, under SGD, the vectors inside a branch (the xfail test below)."""
+    parameter, SGD and Adam."""
     for optimizer in ("sgd", "adam"):
-        skip = _branch_vector if optimizer == "sgd" else lambda name: False
-        bad = _bad_groups(_compare(kind, "completep", optimizer), skip)
+        bad = _bad_groups(_compare(kind, "completep", optimizer))
         assert not bad, f"{optimizer}: " + "; ".join(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="depthscale trains the biases and LayerNorm parameters "
-                   "inside a branch by the vector rule (SGD LR n, no depth factor); TP-VI's "
-                   "depth factor on them needs a role of their own (inspect/plan)")
 def test_completep_sgd_vectors_inside_a_branch_take_the_depth_factor() -> None:
+    """The biases and LayerNorm parameters inside a branch (roles branch_vector, branch_norm)
+    take the branch's SGD depth factor L/T as the branch's first layer does (TP-VI): x16 at
+    width x4 and depth x4 (they trained at x4, the vector rule, before these roles)."""
     c = _compare("ds-untied", "completep", "sgd")
+    assert any(_branch_vector(name) for name in c.groups)
     bad = _bad_groups(c, lambda name: not _branch_vector(name))
     assert not bad, "; ".join(bad)
 
@@ -446,9 +443,8 @@ def test_layer_changes_match_mup(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", MODELS)
 def test_layer_changes_match_completep(kind: str) -> None:
-    """Width 64 -> 256 and 2 -> 8 blocks against the CompleteP peer; under SGD the peer puts
-    the depth factor on the branch weights and output biases only (where the rule table stops:
-    see the xfail test above)."""
+    """Width 64 -> 256 and 2 -> 8 blocks against the CompleteP peer (TP-VI's depth factor on
+    everything inside a branch under SGD), SGD and AdamW."""
     for optimizer in ("sgd", "adam"):
         bad = _bad_layers(_compare(kind, "completep", optimizer))
         assert not bad, f"{optimizer}: " + "; ".join(bad)

@@ -587,7 +587,7 @@ def build_segment(width: int, depth: int, seed: int) -> nn.Module:
 _GPT_ROLES = {"wte.weight": _r("input"), "head.weight": _r("output"),
               "blocks.*.qkv.weight": _r("branch_in"), "blocks.*.proj.weight": _r("branch_out"),
               "blocks.*.fc.weight": _r("branch_in"), "blocks.*.out.weight": _r("branch_out"),
-              "blocks.*.ln?.weight": _r("norm")}
+              "blocks.*.ln?.weight": _r("branch_norm")}  # pre-LN: inside the branches
 _LLAMA_ROLES = {"model.embed_tokens.weight": _r("input"),
                 "model.layers.*.self_attn.q_proj.weight": _r("branch_in"),
                 "model.layers.*.self_attn.k_proj.weight": _r("branch_in"),
@@ -596,7 +596,8 @@ _LLAMA_ROLES = {"model.embed_tokens.weight": _r("input"),
                 "model.layers.*.mlp.gate_proj.weight": _r("branch_in"),
                 "model.layers.*.mlp.up_proj.weight": _r("branch_in"),
                 "model.layers.*.mlp.down_proj.weight": _r("branch_out"),
-                "model.layers.*norm.weight": _r("norm"), "model.norm.weight": _r("norm")}
+                "model.layers.*norm.weight": _r("branch_norm"),  # pre-norms: inside
+                "model.norm.weight": _r("norm")}
 _GPT2_ROLES = {"transformer.wte.weight": _r("input"),
                "transformer.wpe.weight": _r("token"),
                "transformer.h.*.attn.c_attn.weight": _r("branch_in"),

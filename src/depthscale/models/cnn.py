@@ -20,7 +20,7 @@ from torch import nn
 
 from depthscale.activations import activation as get_activation
 from depthscale.errors import ConfigError
-from depthscale.models.layers import ScaledConv, ScaledLinear
+from depthscale.models.layers import ScaledConv, ScaledLinear, in_branch
 from depthscale.models.mlp import Trace
 
 __all__ = ["ConvBlock", "ConvResNet", "PlainCNN"]
@@ -181,11 +181,13 @@ class ConvBlock(nn.Module):
         if block == 1:
             self.norm = _norm(batchnorm, width, dims)
             self.conv = conv(role="branch")
+            in_branch(self.norm)
         else:
             self.norm1 = _norm(batchnorm, width, dims)
             self.conv1 = conv(role="branch_in")
             self.norm2 = _norm(batchnorm, width, dims)
             self.conv2 = conv(role="branch_out")
+            in_branch(self.norm1, self.norm2)
 
     def inner(self, h: torch.Tensor) -> torch.Tensor:
         """The internal representation conv1(sigma(N1(h))) of a two-layer block."""

@@ -25,7 +25,7 @@ from torch import nn
 
 from depthscale.activations import activation as get_activation
 from depthscale.errors import ConfigError
-from depthscale.models.layers import ScaledLinear
+from depthscale.models.layers import ScaledLinear, in_branch
 from depthscale.models.mlp import Trace
 from depthscale.models.vit import NORM_STYLES, FeedForward, TransformerBlock, _dropout
 from depthscale.param.checks import number, whole
@@ -99,6 +99,8 @@ class _Block(TransformerBlock):
         self.ln2 = nn.LayerNorm(width, bias=bias)
         self.mlp = _MLP(width, hidden, phi, dropout, bias=bias)
         self.drop = _dropout(dropout)
+        if self.pre:  # the norms sit inside the branches (post-LN: on the stream)
+            in_branch(self.ln1, self.ln2)
 
 
 class GPT(nn.Module):

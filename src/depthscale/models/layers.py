@@ -19,15 +19,26 @@ from torch import nn
 from depthscale.errors import ConfigError
 from depthscale.param.checks import number
 
-__all__ = ["BACKWARD_MODES", "ScaledConv", "ScaledLinear"]
+__all__ = ["BACKWARD_MODES", "ScaledConv", "ScaledLinear", "in_branch"]
 
 BACKWARD_MODES = ("standard", "decoupled", "feedback-alignment")
 
 
+def in_branch(*norms: nn.Module) -> None:
+    """Declare normalisations that sit inside a residual branch: gain ``branch_norm``, shift
+    ``branch_vector`` (a module without parameters, such as ``nn.Identity``, is left alone)."""
+    for norm in norms:
+        if any(True for _ in norm.parameters(recurse=False)):
+            norm.param_roles = {"weight": "branch_norm", "bias": "branch_vector"}  # type: ignore[assignment]
+
+
 def _bias_role(role: str) -> str:
     """The role a layer declares for its bias: ``output_bias`` for the readout's (no width
-    dimension: no width factor in its LR), ``vector`` otherwise (a plan makes the bias of a
-    layer writing into a residual addition a ``branch_bias``)."""
+    dimension: no width factor in its LR), ``branch_vector`` for a branch's first layer,
+    ``vector`` otherwise (a plan makes the bias of a layer writing into a residual addition a
+    ``branch_bias``)."""
+    if role == "branch_in":
+        return "branch_vector"  # inside its branch: the branch's depth factor under SGD
     return "output_bias" if role == "output" else "vector"
 
 

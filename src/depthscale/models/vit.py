@@ -19,7 +19,7 @@ from torch import nn
 
 from depthscale.activations import activation as get_activation
 from depthscale.errors import ConfigError
-from depthscale.models.layers import ScaledLinear
+from depthscale.models.layers import ScaledLinear, in_branch
 from depthscale.models.mlp import Trace
 
 __all__ = ["Attention", "FeedForward", "TransformerBlock", "ViT"]
@@ -101,6 +101,8 @@ class TransformerBlock(nn.Module):
         self.ln2 = nn.LayerNorm(width)
         self.mlp = FeedForward(width, hidden, phi, dropout)
         self.drop = _dropout(dropout)
+        if self.pre:  # the norms sit inside the branches (post-LN: on the stream)
+            in_branch(self.ln1, self.ln2)
 
     def update(
         self, ln: nn.Module, branch: nn.Module, z: torch.Tensor

@@ -231,6 +231,7 @@ class _Add:
     ia: _Info
     ib: _Info
     out: torch.Tensor
+    time: int = 0  # the number of uses recorded before it
 
 
 def _op_name(func: Any) -> str:
@@ -263,6 +264,7 @@ class _Recorder(TorchFunctionMode):
             name: {id(p): n for n, p in m.named_parameters(recurse=False)}
             for name, m in model.named_modules()}
         self.sums: set[int] = set()
+        self.use_out: dict[int, int] = {}  # use -> id of its op's output
         self.planned = {name for name, m in model.named_modules() if hasattr(m, "multiplier")}
 
     # ---- tensor records -------------------------------------------------------------------
@@ -338,6 +340,7 @@ class _Recorder(TorchFunctionMode):
                 self.set(t, merged)
             return out
         held = [(t, i) for t, i in zip(ins, infos, strict=True) if not i.data and i.params]
+        first = len(self.uses)
         if func is _MHA:
             info = self._attention_op(args, kwargs, data)
         elif held:
@@ -347,7 +350,8 @@ class _Recorder(TorchFunctionMode):
             if func in ADDITIONS and len(data) == 2 and len(ins) == 2 and outs:
                 a, b = data
                 self.keep.extend((a, b))
-                self.adds.append(_Add(id(a), id(b), self.get(a), self.get(b), outs[0]))
+                self.adds.append(_Add(id(a), id(b), self.get(a), self.get(b), outs[0],
+                                      len(self.uses)))
                 self.sums.add(id(outs[0]))
                 ia, ib = self.get(a), self.get(b)
                 scale = ia.scale if ia.scale == ib.scale else None
@@ -359,6 +363,8 @@ class _Recorder(TorchFunctionMode):
                 info = replace(info, scale=self.get(data[0]).scale)
         for t in outs:
             self.set(t, info)
+        for i in range(first, len(self.uses)):
+            self.use_out[i] = id(outs[0]) if outs else -1
         return out
 
     def _scaled(self, info: _Info, args: Any, x: torch.Tensor) -> _Info:
@@ -594,22 +600,24 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
     return _analyse(model, rec, _Info() if logits is None else rec.get(logits))
 
 
-def _residual(add: _Add, layer_uses: set[int]) -> tuple[_Info, _Info, frozenset[int]] | None:
-    """``(stream, branch operand, shortcut uses)`` if ``add`` is a residual addition."""
+def _residual(add: _Add, layer_uses: set[int]
+              ) -> tuple[_Info, _Info, frozenset[int], int] | None:
+    """``(stream, branch operand, shortcut uses, stream id)`` if ``add`` is a residual
+    addition."""
     ia, ib = add.ia, add.ib
     if add.a in ib.anc and ib.uses - ia.uses:
-        stream, branch, shortcut = ia, ib, frozenset[int]()
+        stream, branch, shortcut, sid = ia, ib, frozenset[int](), add.a
     elif add.b in ia.anc and ia.uses - ib.uses:
-        stream, branch, shortcut = ib, ia, frozenset[int]()
+        stream, branch, shortcut, sid = ib, ia, frozenset[int](), add.b
     elif ia.anc & ib.anc and ia.uses - ib.uses and ib.uses - ia.uses:
         new_a, new_b = ia.uses - ib.uses, ib.uses - ia.uses  # projection shortcut: fewer new
-        stream, branch, shortcut = (ia, ib, new_a) if len(new_a) <= len(new_b) else (ib, ia,
-                                                                                     new_b)
+        stream, branch, shortcut, sid = ((ia, ib, new_a, add.a) if len(new_a) <= len(new_b)
+                                         else (ib, ia, new_b, add.b))
     else:
         return None
     if not (branch.uses - stream.uses - shortcut) & layer_uses:
         return None
-    return stream, branch, shortcut
+    return stream, branch, shortcut, sid
 
 
 def block_key(members: tuple[str, ...]) -> str:
@@ -639,12 +647,13 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
     post_ln = False
     input_scale = 1.0
     branch_gains: dict[str, int] = {}  # gain of a normalisation ending a branch -> branch
+    in_branch: set[int] = set()  # bias, gain and shift uses inside a branch
     unscaled: list[int] = []  # branches ending in a normalisation without a gain
     for add in rec.adds:
         found = _residual(add, layer_uses)
         if found is None:
             continue
-        stream, branch, shortcut = found
+        stream, branch, shortcut, sid = found
         if first_stream is None:
             first_stream = stream
             if stream.scale is not None and not math.isclose(stream.scale, 1.0):
@@ -669,6 +678,14 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
                                width))
         for i in inside:
             branch_of.setdefault(i, k)
+        # the biases and norms inside the branch: used before the addition on what was
+        # computed from the stream (not on the shortcut), and not making the stream itself
+        # (a post-LN norm)
+        lo = max(stream.uses, default=-1)
+        for u in uses[lo + 1: add.time]:
+            if (u.kind not in _WEIGHT_KINDS and sid in u.input.anc
+                    and not u.input.uses & shortcut and rec.use_out.get(u.index) != sid):
+                in_branch.add(u.index)
         reads.update(reader_ids)
         writes.update(writer_ids)
         shortcut_uses |= set(shortcut)
@@ -741,6 +758,8 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
                 "(after its last layer): it carries the branch multiplier")
         elif "gain" in kinds:
             roles[name], reasons[name] = "norm", "multiplies activations elementwise (a gain)"
+            if all(u.index in in_branch for u in p_uses) and _is_norm_op(p_uses):
+                roles[name], reasons[name] = "branch_norm", "normalisation gain inside a branch"
             gains.append(name)
         elif "added" in kinds:
             roles[name], reasons[name] = "token", ("added to the activations (learned positional "
@@ -748,11 +767,15 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
         elif "shift" in kinds and any(u.partner in branch_gains for u in p_uses):
             roles[name], reasons[name] = "branch_bias", (
                 "shift of the normalisation that ends a residual branch")
+        elif "shift" in kinds and all(u.index in in_branch for u in p_uses):
+            roles[name], reasons[name] = "branch_vector", "normalisation shift inside a branch"
         elif "shift" in kinds:
             roles[name], reasons[name] = "vector", "normalisation shift"
         else:  # bias
             partner = next((u.partner for u in p_uses if u.partner), "")
             roles[name], reasons[name] = "vector", "bias vector"
+            if all(u.index in in_branch for u in p_uses):
+                roles[name], reasons[name] = "branch_vector", "bias inside a residual branch"
             if partner in roles:
                 if roles[partner] in ("branch", "branch_out"):
                     roles[name], reasons[name] = "branch_bias", (
@@ -762,7 +785,8 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
     # biases whose weight was classified after them
     for name, p_uses in by_param.items():
         partner = next((u.partner for u in p_uses if u.partner), "")
-        if roles.get(name) == "vector" and roles.get(partner) in ("branch", "branch_out"):
+        if roles.get(name) in ("vector", "branch_vector") and roles.get(partner) in (
+                "branch", "branch_out"):
             roles[name], reasons[name] = "branch_bias", (
                 f"bias of {partner}, which writes a residual branch")
     tied: dict[str, str] = {}
@@ -783,6 +807,16 @@ def _analyse(model: nn.Module, rec: _Recorder, out: _Info) -> Structure:
         len(branches), main_uses, main_uses + len(branches), unclassified, tied,
         tuple(rec.attention.values()), fan_in, counts, readouts, input_scale, post_ln,
         tuple(gains), branch_gains, tuple(unscaled))
+
+
+def _is_norm_op(p_uses: list[_Use]) -> bool:
+    """Whether a gain's uses are normalisations' (torch's ops or a module named like a norm):
+    a layer-scale gamma inside a branch is not a norm gain."""
+    return all(u.op.split(".")[-1] in _NORM_NAMES or "norm" in u.module.lower()
+               for u in p_uses)
+
+
+_NORM_NAMES = {getattr(f, "__name__", "") for f in _NORMS}
 
 
 def plain_width(model: nn.Module) -> int:

@@ -72,8 +72,10 @@ ROLES: dict[str, str] = {
     "output": "readout / classifier head",
     "output_bias": "bias of the readout / classifier head (it has no width dimension)",
     "vector": "bias vector",
+    "branch_vector": "bias or normalisation shift inside a residual branch (not at its end)",
     "branch_bias": "bias of a layer that writes into a residual addition (end of a branch)",
     "norm": "normalisation gain (LayerNorm/BatchNorm weight)",
+    "branch_norm": "normalisation gain inside a residual branch (a pre-LN block's LayerNorm)",
     "branch_gain": "gain of a normalisation that ends a residual branch (after its last layer, "
                    "as a ResNet's bn2): it carries the branch multiplier the norm would remove",
     "token": "class token or learned positional embedding",
@@ -203,6 +205,8 @@ def _vectors(c_sgd: Expr, c_adam: Expr | None, source: str) -> dict[str, Rule]:
         "branch_bias": vector,
         "output_bias": vector,
         "norm": Rule(ONE, ONE, c_sgd, c_adam, source, init="ones"),
+        "branch_norm": Rule(ONE, ONE, c_sgd, c_adam, source, init="ones"),
+        "branch_vector": vector,
         "branch_gain": Rule(ONE, ONE, c_sgd, c_adam, source, init="constant"),
         "token": Rule(ONE, _TOKEN_STD, c_sgd, c_adam, "laws Sec. 3.1 (small-std token init)"),
     }
@@ -261,9 +265,20 @@ def _mf_vectors(depth: str) -> dict[str, Rule]:
     source = "muP vectors (SGD LR x n, Adam x 1; TP-V Table 3)"
     eps = _eps_vector(depth)
     vector = Rule(ONE, ZERO, _N, ONE, source, init="zeros", eps=eps, adam_source=_ADAM)
+    norm = Rule(ONE, ONE, _N, ONE, source, init="ones", eps=eps, adam_source=_ADAM)
+    # Inside a branch a vector's gradient carries the branch multiplier, as the branch's first
+    # layer's does: under SGD it takes that layer's depth factor (CompleteP: LR x L/T, TP-VI;
+    # depth-muP's branch_in keeps eta_c n, so its vectors do too); Adam normalises it away.
+    inside = {"mup": (_N, source), "depth-mup": (_N, source),
+              "completep": (_e("n L/T", lambda d: d.n * d.L / d.T),
+                            "vector inside a CompleteP branch: SGD LR x L/T as the branch's "
+                            "first layer (its gradient carries the branch multiplier T/L; "
+                            "TP-VI / Dey et al. 2025), Adam x 1")}[depth]
     out = {
         "vector": vector,
-        "norm": Rule(ONE, ONE, _N, ONE, source, init="ones", eps=eps, adam_source=_ADAM),
+        "norm": norm,
+        "branch_vector": replace(vector, c_sgd=inside[0], source=inside[1]),
+        "branch_norm": replace(norm, c_sgd=inside[0], source=inside[1]),
         "token": Rule(ONE, _TOKEN_STD, _N, ONE, "laws Sec. 3.1 (small-std token init)",
                       eps=_EPS_STREAM, adam_source=_ADAM),
     }
