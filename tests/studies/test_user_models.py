@@ -117,7 +117,7 @@ def test_a_factory_study_runs_with_the_plan_built_like_a_builtin_model(
     state = PlanState.of(model)
     assert state is not None
     assert state.roles["blocks.1.1.weight"] == "branch" and state.roles["inp.bias"] == "vector"
-    assert state.roles["blocks.0.0.weight"] == "norm"
+    assert state.roles["blocks.0.0.weight"] == "branch_norm"  # the pre-norm inside the branch
     # absorbed CompleteP branch init: std (T/L)/sqrt(fan_in) = 1/(2 sqrt 8); 128 draws, so
     # the sample std is within 4 standard errors (6.3% each) of it
     draws = torch.cat([b[1].weight.detach().reshape(-1) for b in model.blocks])
