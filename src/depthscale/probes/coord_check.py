@@ -106,7 +106,8 @@ from depthscale.findings import Band, findings_verdict, interval_finding
 from depthscale.fits import loglog_slope
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
-from depthscale.param.inspect import Structure, inspect, tensors_in
+from depthscale.param.dataflow import tensors_in
+from depthscale.param.inspect import Structure, inspect
 from depthscale.train.loop import call_model, logits_of, loss_fn
 
 __all__ = [

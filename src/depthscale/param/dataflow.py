@@ -1,0 +1,454 @@
+"""The data flow of one forward pass, as :func:`depthscale.param.inspect` reads it: a
+``TorchFunctionMode`` (:class:`Recorder`) that sees every torch op with its tensors and records,
+per tensor, what it was computed from (:class:`TensorInfo`), and per parameter each *use*: the
+op that consumed it and how (:class:`Use`: matrix, lookup, added, gain, bias, shift, other), with
+the fan-in the op contracts; and the additions of two activations (:class:`Addition`), the
+candidates for residual branches. :mod:`depthscale.param.inspect` turns the record into roles.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+__all__ = ["ADDITIONS", "NORM_OPS", "Addition", "AttentionCall", "Recorder", "TensorInfo", "Use",
+           "call_args", "module_stack", "tensors_in"]
+
+#: the torch functions and operators that add two tensors (a residual addition's candidates)
+ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__,
+             torch.Tensor.__iadd__, torch.Tensor.__radd__, operator.add, operator.iadd}
+_MATMULS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
+            torch.Tensor.__rmatmul__, torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm,
+            torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm, torch.einsum}
+_CONVS = {F.conv1d, F.conv2d, F.conv3d}
+_CONV_T = {F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d}
+_LOOKUPS = {F.embedding, torch.Tensor.__getitem__, torch.index_select,
+            torch.Tensor.index_select, torch.take, torch.Tensor.take}
+NORM_OPS = {F.layer_norm, F.group_norm, F.batch_norm, F.instance_norm, torch.layer_norm,
+          *((F.rms_norm,) if hasattr(F, "rms_norm") else ())}
+_GAINS = {torch.mul, torch.Tensor.mul, torch.Tensor.mul_, torch.Tensor.__mul__,
+          torch.Tensor.__rmul__, torch.Tensor.__imul__, operator.mul, torch.div,
+          torch.Tensor.div, torch.Tensor.__truediv__, torch.Tensor.div_}
+_CATS = {torch.cat, torch.concat, torch.stack}
+#: ops that keep a tensor's values (up to layout), so a constant scale passes through them
+_SAME = {torch.Tensor.view, torch.Tensor.reshape, torch.reshape, torch.Tensor.transpose,
+         torch.transpose, torch.Tensor.permute, torch.permute, torch.Tensor.contiguous,
+         torch.Tensor.to, torch.Tensor.float, torch.Tensor.type_as, F.dropout,
+         torch.Tensor.flatten, torch.flatten, torch.Tensor.unsqueeze, torch.Tensor.squeeze,
+         torch.Tensor.expand, torch.Tensor.clone, torch.Tensor.__getitem__}
+_MHA = F.multi_head_attention_forward
+
+
+@dataclass(frozen=True)
+class AttentionCall:
+    """One attention call: the innermost module that made it (``""`` for the model itself), the
+    head width ``d_head`` and the ``scale`` used (None: torch's default 1/sqrt(d_head));
+    ``fixed`` when the module hard-codes it (``nn.MultiheadAttention`` has no scale argument)."""
+
+    module: str
+    d_head: int
+    scale: float | None
+    fixed: bool = False
+
+    @property
+    def effective_scale(self) -> float:
+        """The softmax scale the call used."""
+        return 1 / math.sqrt(self.d_head) if self.scale is None else self.scale
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What the recorder knows of one tensor. ``data``: computed from the model's input;
+    ``anc`` the ids of the data tensors it came from; ``uses``/``last`` the layer uses it passed
+    through and the most recent ones; ``params`` (non-data tensors) the parameters it is a view
+    or function of; ``scale`` the constant it equals times its last layer use's output (None:
+    not a constant multiple); ``after_sum``/``normed``: computed from a residual sum without a
+    layer use since, and normalised on the way (post-LN)."""
+
+    data: bool = False
+    anc: frozenset[int] = frozenset()
+    uses: frozenset[int] = frozenset()
+    last: frozenset[int] = frozenset()
+    params: frozenset[str] = frozenset()
+    scale: float | None = 1.0
+    after_sum: bool = False
+    normed: bool = False
+    tail: frozenset[str] = frozenset()  # gains of normalisations since the last layer use
+
+
+@dataclass(frozen=True)
+class Use:
+    """One use of a parameter by an op: the unit it counts as, the parameter, what kind of use
+    (matrix, lookup, added, gain, bias, shift, other), its fan-in, and what its input had passed
+    through."""
+
+    index: int
+    unit: str
+    param: str
+    kind: str
+    fan_in: int
+    input: TensorInfo
+    op: str
+    partner: str = ""  # bias/shift: the weight it belongs to
+    module: str = ""  # the innermost module running when it was used
+
+
+@dataclass(frozen=True)
+class Addition:
+    """An addition of two data tensors: each operand's id and record before the op, and the
+    sum."""
+
+    a: int
+    b: int
+    ia: TensorInfo
+    ib: TensorInfo
+    out: torch.Tensor
+    time: int = 0  # the number of uses recorded before it
+
+
+def _op_name(func: Any) -> str:
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
+    module = getattr(func, "__module__", "") or ""
+    prefix = "torch.nn.functional." if module.endswith("functional") else (
+        "torch.Tensor." if "Tensor" not in name and module == "torch._tensor" else "torch.")
+    return name if name.startswith(("Tensor.", "_TensorBase.")) else prefix + name
+
+
+class Recorder(TorchFunctionMode):
+    """Records data flow and parameter uses during one forward pass (module docstring)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.info: dict[int, TensorInfo] = {}
+        self.keep: list[Any] = []  # keeps ids unique while the pass runs
+        self.adds: list[Addition] = []
+        self.uses: list[Use] = []
+        self.stack: list[str] = []  # names of the modules whose forward is running
+        self.attention: dict[str, AttentionCall] = {}
+        self.param_name: dict[int, str] = {}
+        self.params: dict[int, nn.Parameter] = {}
+        self.by_name: dict[str, nn.Parameter] = {}
+        for name, p in model.named_parameters():
+            self.param_name.setdefault(id(p), name)
+            self.params[id(p)] = p
+            self.by_name[name] = p
+        self.owners: dict[str, dict[int, str]] = {
+            name: {id(p): n for n, p in m.named_parameters(recurse=False)}
+            for name, m in model.named_modules()}
+        self.use_out: dict[int, int] = {}  # use -> id of its op's output
+        self.planned = {name for name, m in model.named_modules() if hasattr(m, "multiplier")}
+
+    # ---- tensor records -------------------------------------------------------------------
+    def get(self, t: torch.Tensor) -> TensorInfo:
+        if id(t) in self.params:
+            return TensorInfo(params=frozenset({self.param_name[id(t)]}))
+        return self.info.get(id(t), TensorInfo())
+
+    def set(self, t: torch.Tensor, info: TensorInfo) -> None:
+        self.keep.append(t)
+        self.info[id(t)] = info
+
+    def mark_input(self, t: torch.Tensor) -> None:
+        self.set(t, TensorInfo(data=True))
+
+    def merge(self, tensors: list[torch.Tensor]) -> TensorInfo:
+        """The record of a tensor computed from ``tensors`` by an op with no layer use."""
+        infos = [(t, self.get(t)) for t in tensors]
+        data = [(t, i) for t, i in infos if i.data]
+        if not data:
+            return TensorInfo(params=frozenset().union(*(i.params for _, i in infos)))
+        anc: set[int] = set()
+        uses: set[int] = set()
+        last: set[int] = set()
+        for t, i in data:
+            anc |= i.anc | {id(t)}
+            uses |= i.uses
+            last |= i.last
+        return TensorInfo(True, frozenset(anc), frozenset(uses), frozenset(last), frozenset(),
+                     None, any(i.after_sum for _, i in data), any(i.normed for _, i in data),
+                     frozenset().union(*(i.tail for _, i in data)))
+
+    # ---- uses -----------------------------------------------------------------------------
+    def unit(self, p: nn.Parameter) -> tuple[str, str]:
+        """(unit, parameter name) of ``p`` as used now: the innermost running module that holds
+        it names it (a tied head is its own unit), else its first name."""
+        for mod in reversed(self.stack):
+            own = self.owners.get(mod, {}).get(id(p))
+            if own is not None:
+                return (mod if own == "weight" else f"{mod}.{own}" if mod else own,
+                        self.param_name[id(p)])
+        full = self.param_name[id(p)]
+        mod, _, own = full.rpartition(".")
+        return (mod if own == "weight" and mod else full), full
+
+    def use(self, p_name: str, kind: str, fan_in: int, given: TensorInfo, op: str,
+            partner: str = "") -> Use:
+        unit, full = self.unit(self.by_name[p_name])
+        module = self.stack[-1] if self.stack else ""
+        u = Use(len(self.uses), unit, full, kind, fan_in, given, op, partner, module)
+        self.uses.append(u)
+        return u
+
+    # ---- the op hook ----------------------------------------------------------------------
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        ins = list(tensors_in((args, kwargs)))
+        if not ins:
+            return out
+        outs = list(tensors_in(out))
+        infos = [self.get(t) for t in ins]
+        data = [t for t, i in zip(ins, infos, strict=True) if i.data]
+        if func is F.scaled_dot_product_attention:
+            scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
+            module = self.stack[-1] if self.stack else ""
+            self.attention.setdefault(module, AttentionCall(
+                module, int(ins[0].shape[-1]), None if scale is None else float(scale)))
+        if not data:  # a function of parameters and constants (W.T, a slice of a table)
+            merged = self.merge(ins)
+            for t in outs:
+                self.set(t, merged)
+            return out
+        held = [(t, i) for t, i in zip(ins, infos, strict=True) if not i.data and i.params]
+        first = len(self.uses)
+        if func is _MHA:
+            info = self._attention_op(args, kwargs, data)
+        elif held:
+            info = self._param_op(func, args, kwargs, data, held)
+        else:
+            info = self.merge(data)
+            if func in ADDITIONS and len(data) == 2 and len(ins) == 2 and outs:
+                a, b = data
+                self.keep.extend((a, b))
+                self.adds.append(Addition(id(a), id(b), self.get(a), self.get(b), outs[0],
+                                      len(self.uses)))
+                ia, ib = self.get(a), self.get(b)
+                scale = ia.scale if ia.scale == ib.scale else None
+                info = replace(info, scale=scale, after_sum=True, normed=False,
+                               tail=frozenset())
+            elif func in _GAINS and len(data) == 1:
+                info = self._scaled(info, args, data[0])
+            elif func in _SAME and len(data) == 1:
+                info = replace(info, scale=self.get(data[0]).scale)
+        for t in outs:
+            self.set(t, info)
+        for i in range(first, len(self.uses)):
+            self.use_out[i] = id(outs[0]) if outs else -1
+        return out
+
+    def _scaled(self, info: TensorInfo, args: Any, x: torch.Tensor) -> TensorInfo:
+        """``x * c`` or ``x / c`` with a constant ``c`` (a number or a one-element tensor that
+        carries neither data nor parameters) keeps track of the constant."""
+        others = [a for a in args if a is not x]
+        scale = self.get(x).scale
+        if self.stack and self.stack[-1] in self.planned and any(
+                self.uses[i].module == self.stack[-1] for i in info.last):
+            return info  # a depthscale layer's own multiplier (set by the plan): not the model's
+        c: float | None = None
+        other = others[0] if len(others) == 1 else None
+        constant = isinstance(other, torch.Tensor) and other.numel() == 1 and not (
+            self.get(other).data or self.get(other).params)
+        if isinstance(other, (int, float)) or constant:
+            c = float(other)  # type: ignore[arg-type]
+        if c is not None and scale is not None and c != 0 and args[0] is x:
+            return replace(info, scale=scale * c)
+        return replace(info, scale=None)
+
+    def _layer(self, given: TensorInfo, new: list[Use], writers: list[Use]) -> TensorInfo:
+        ids = frozenset(u.index for u in new)
+        return TensorInfo(True, given.anc, given.uses | ids,
+                     frozenset(u.index for u in writers) or given.last, frozenset(), 1.0)
+
+    def _param_op(self, func: Any, args: Any, kwargs: Any, data: list[torch.Tensor],
+                  held: list[tuple[torch.Tensor, TensorInfo]]) -> TensorInfo:
+        """An op that combines activations with parameters: record the uses."""
+        given = self.merge(data)
+        op = _op_name(func)
+        names = [(t, sorted(i.params)) for t, i in held]
+        if func in _MATMULS or func in _CONVS or func in _CONV_T:
+            matrices: list[Use] = []
+            biases: list[tuple[str, int]] = []
+            for t, ps in names:
+                for p in ps:
+                    if self._ndim(p) >= 2 and t.ndim >= 2:
+                        matrices.append(self.use(p, "matrix", _fan_in(func, args, t), given, op))
+                    else:
+                        biases.append((p, 1))
+            for p, _ in biases:
+                self.use(p, "bias", 1, given, op, matrices[0].param if matrices else "")
+            if not matrices:
+                return given
+            return self._layer(given, matrices, matrices)
+        if func in _LOOKUPS and data and all(d.dtype in (torch.long, torch.int, torch.bool)
+                                             or d.dtype == torch.int64 for d in data):
+            uses = [self.use(p, "lookup", 1, given, op) for _, ps in names for p in ps]
+            return self._layer(given, uses, uses)
+        if func in ADDITIONS or func in _CATS:
+            last = [self.uses[i] for i in sorted(given.last)]
+            for t, ps in names:
+                for p in ps:
+                    kind = "bias" if t.ndim <= 1 or self._ndim(p) <= 1 else "added"
+                    self.use(p, kind, 1, given, op, last[0].param if last and kind == "bias"
+                             else "")
+            return replace(given, scale=self.get(data[0]).scale if len(data) == 1 else None)
+        if func in _GAINS:
+            for _, ps in names:
+                for p in ps:
+                    self.use(p, "gain", 1, given, op)
+            return replace(given, scale=None, normed=given.after_sum)
+        if func in NORM_OPS:
+            gains: set[str] = set()
+            weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
+            if func in (F.batch_norm, F.instance_norm):  # (x, mean, var, weight, ...)
+                weight = kwargs.get("weight", args[3] if len(args) > 3 else None)
+            for t, ps in sorted(names, key=lambda tp: tp[0] is not weight):  # the gain first
+                for p in ps:
+                    kind = "gain" if t is weight else "shift"
+                    self.use(p, kind, 1, given, op, "" if kind == "gain" else next(
+                        iter(sorted(gains)), ""))
+                    if kind == "gain":
+                        gains.add(p)
+            return TensorInfo(True, given.anc, given.uses, given.last, frozenset(), None,
+                         given.after_sum, given.after_sum, frozenset(gains) or frozenset({""}))
+        for _, ps in names:
+            for p in ps:
+                self.use(p, "other", 1, given, op)
+        return given
+
+    def _ndim(self, p_name: str) -> int:
+        return self.by_name[p_name].ndim
+
+    def _attention_op(self, args: Any, kwargs: Any, data: list[torch.Tensor]) -> TensorInfo:
+        """``F.multi_head_attention_forward``: the packed input projection reads the input, the
+        output projection writes the result; torch fixes the scale at 1/sqrt(d_head)."""
+        names = ["query", "key", "value", "embed_dim_to_check", "num_heads", "in_proj_weight",
+                 "in_proj_bias", "bias_k", "bias_v", "add_zero_attn", "dropout_p",
+                 "out_proj_weight", "out_proj_bias"]
+        bound = dict(zip(names, args, strict=False)) | kwargs
+        given = self.merge(data)
+        op = "torch.nn.functional.multi_head_attention_forward"
+        reads: list[Use] = []
+        projections = [bound.get("in_proj_weight")] + [
+            kwargs.get(k) for k in ("q_proj_weight", "k_proj_weight", "v_proj_weight")]
+        for w in projections:
+            if isinstance(w, torch.Tensor) and self.get(w).params:
+                for p in sorted(self.get(w).params):
+                    reads.append(self.use(p, "matrix", int(w.shape[-1]), given, op))
+        for key in ("in_proj_bias", "bias_k", "bias_v"):
+            b = bound.get(key)
+            if isinstance(b, torch.Tensor) and self.get(b).params:
+                for p in sorted(self.get(b).params):
+                    self.use(p, "bias", 1, given, op, reads[0].param if reads else "")
+        inner = self._layer(given, reads, reads)
+        writes: list[Use] = []
+        w = bound.get("out_proj_weight")
+        if isinstance(w, torch.Tensor) and self.get(w).params:
+            for p in sorted(self.get(w).params):
+                writes.append(self.use(p, "matrix", int(w.shape[-1]), inner, op))
+        b = bound.get("out_proj_bias")
+        if isinstance(b, torch.Tensor) and self.get(b).params:
+            for p in sorted(self.get(b).params):
+                self.use(p, "bias", 1, inner, op, writes[0].param if writes else "")
+        heads = int(bound.get("num_heads", 1))
+        module = self.stack[-1] if self.stack else ""
+        embed = int(data[0].shape[-1])
+        self.attention.setdefault(module, AttentionCall(module, embed // max(heads, 1), None,
+                                                        fixed=True))
+        return self._layer(inner, writes, writes)
+
+
+def _fan_in(func: Any, args: Any, w: torch.Tensor) -> int:
+    """The number of inputs a matrix use of ``w`` contracts, per op."""
+    if func in _CONVS:
+        return int(math.prod(w.shape[1:]))
+    if func in _CONV_T:
+        stride = args[3] if len(args) > 3 else 1
+        strides = stride if isinstance(stride, (tuple, list)) else (stride,) * (w.ndim - 2)
+        return max(1, int(w.shape[0] * math.prod(w.shape[2:]) // math.prod(strides)))
+    if func is F.linear:
+        return int(w.shape[-1])
+    if func is torch.einsum:
+        return _einsum_fan_in(args, w)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if func in (torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm):
+        tensors = tensors[1:3]
+    if len(tensors) >= 2 and tensors[-1] is w:  # x @ W: W's rows are the inputs
+        return int(w.shape[-2]) if w.ndim >= 2 else int(w.shape[0])
+    return int(w.shape[-1])  # W @ x
+
+
+def _einsum_fan_in(args: Any, w: torch.Tensor) -> int:
+    """The product of ``w``'s dimensions that the einsum sums over."""
+    equation, *operands = args
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = list(operands[0])
+    lhs, _, rhs = str(equation).replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    idx = next(i for i, t in enumerate(operands) if t is w)
+    if not rhs:
+        counts = Counter(lhs.replace(",", ""))
+        rhs = "".join(sorted(c for c, k in counts.items() if k == 1 and c.isalpha()))
+    size = 1
+    for letter, dim in zip(terms[idx], w.shape, strict=False):
+        if letter.isalpha() and letter not in rhs:
+            size *= int(dim)
+    return size
+
+
+def tensors_in(obj: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in ``obj``: nested tuples, lists and dicts, and a Hugging Face output."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from tensors_in(x)
+    elif isinstance(obj, Mapping):
+        for x in obj.values():
+            yield from tensors_in(x)
+    elif callable(getattr(obj, "to_tuple", None)):  # a Hugging Face ModelOutput
+        yield from tensors_in(obj.to_tuple())
+
+
+def call_args(example_input: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` a model is called with: a tensor, a tuple of positional arguments or
+    a dict of keyword arguments."""
+    if isinstance(example_input, Mapping):
+        return (), dict(example_input)
+    if isinstance(example_input, tuple):
+        return example_input, {}
+    return (example_input,), {}
+
+
+@contextmanager
+def module_stack(model: nn.Module, rec: Recorder) -> Iterator[None]:
+    """Pre/post hooks that keep ``rec.stack``, the modules whose forward is running."""
+    handles = []
+
+    def push(name: str) -> Any:
+        def before(_m: nn.Module, _args: Any) -> None:
+            rec.stack.append(name)
+        return before
+
+    def pop(_m: nn.Module, _args: Any, _output: Any) -> None:
+        if rec.stack:
+            rec.stack.pop()
+
+    for name, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(push(name)))
+        handles.append(module.register_forward_hook(pop, always_call=True))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
