@@ -64,7 +64,7 @@ from depthscale.models.gpt import GPT
 from depthscale.models.layers import ScaledLinear
 from depthscale.models.mlp import MLPResNet
 from depthscale.probes import snapshot
-from depthscale.probes.coord_check import _first_tensor, _forward
+from depthscale.probes.forward_record import first_tensor, module_forward
 from depthscale.report import figures
 from depthscale.studies.analysis import (
     criterion_value,
@@ -502,7 +502,7 @@ def transformer_updates(model: nn.Module, initial: Mapping[str, torch.Tensor],
                           f"{type(model).__name__}")
     names = {f"blocks.{l}.{sub}": key for l in range(model.depth)
              for key, sub in _GPT_LAYERS.items()}
-    rec = _forward(model, tokens, dict.fromkeys(names, "branch_in"), {}, set(names))
+    rec = module_forward(model, tokens, dict.fromkeys(names, "branch_in"), {}, set(names))
     modules = dict(model.named_modules())
     tau = T / model.plan_depth
     out: dict[str, list[float]] = {k: [] for k in _GPT_KEYS}
@@ -510,7 +510,7 @@ def transformer_updates(model: nn.Module, initial: Mapping[str, torch.Tensor],
         args, kwargs = rec.inputs[name]
         own = {k.removeprefix(f"{name}."): v for k, v in initial.items()
                if k.startswith(f"{name}.")}
-        delta = rec.outputs[name] - _first_tensor(functional_call(modules[name], own, args,
+        delta = rec.outputs[name] - first_tensor(functional_call(modules[name], own, args,
                                                                   kwargs))
         if key in ("attn_stream", "mlp_stream"):
             delta = delta / tau
