@@ -34,7 +34,7 @@ from depthscale.param.checks import number, whole
 from depthscale.param.formulas import simplified
 from depthscale.param.inspect import Structure, block_key, inspect, plain_width
 from depthscale.param.rules import RECIPES, ROLES, Dims, Recipe, Rule
-from depthscale.param.usage import Usage, adjusted, formed, set_readouts, usages
+from depthscale.param.usage import Usage, adjusted, set_readouts, usages
 
 __all__ = ["OPTIMIZERS", "ParamSpec", "Plan", "PlanState", "plan", "reparameterize"]
 
@@ -106,6 +106,13 @@ def reparameterize(spec: ParamSpec, l: float) -> ParamSpec:
         eps=spec.eps * l,
         form="native" if l == 1 else "absorbed",
     )
+
+
+def _formed(spec: ParamSpec, native: bool, usage: Usage) -> ParamSpec:
+    """The rule in the form ``apply`` realises: native (the layer's multiplier is ``a``), or
+    absorbed: the multiplier is the model's own (1, or the constant it multiplies the output
+    by, ``usage.scale``), the rest moved into init and LR by the abc-symmetry."""
+    return spec if native else reparameterize(spec, usage.scale / spec.a)
 
 
 def _fan_in(shape: tuple[int, ...]) -> int:
@@ -592,7 +599,7 @@ class Plan:
             usage = state.usage.get(full, Usage())
             spec = self.spec(full, role_of[full], tuple(p.shape), fan_in_of(module, p_name, p),
                              usage)
-            spec = formed(spec, state.forms[full] == "native", usage, reparameterize)
+            spec = _formed(spec, state.forms[full] == "native", usage)
             mult = getattr(module, "multiplier", None) if p_name == "weight" else None
             if mult is not None and not math.isclose(mult, spec.a, rel_tol=1e-9):
                 raise ConfigError(
@@ -675,7 +682,7 @@ class Plan:
             native = p_name == "weight" and hasattr(module, "multiplier") and not absorb
             if p_name == "weight" and hasattr(module, "multiplier"):
                 layer.multiplier = spec.a if native else 1.0
-            form = formed(spec, native, usage.get(full, Usage()), reparameterize)
+            form = _formed(spec, native, usage.get(full, Usage()))
             std = form.b
             forms[full] = "native" if native else "absorbed"
             if spec.init != "kept":
@@ -752,7 +759,7 @@ class Plan:
                     "out with an nn.Linear whose weight is the table (lm_head.weight = "
                     "wte.weight), or untie them")
             table = self.spec(name, "input", tuple(weight.shape), None, usage.get(name))
-            table = formed(table, False, usage.get(name, Usage()), reparameterize)
+            table = _formed(table, False, usage.get(name, Usage()))
             head = self.spec(unit + ".weight", "output", tuple(weight.shape),
                              int(weight.shape[-1]))
             out[unit] = head.a * head.b / table.b

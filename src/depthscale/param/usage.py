@@ -3,8 +3,8 @@ right sizes and to realise it in the model's own form.
 
 A :class:`Usage` per parameter comes from :func:`depthscale.param.inspect` (and, for the
 dimensions that grow with width, from a second model at another width); :func:`adjusted` turns
-a role's native rule into the rule for that use, and :func:`formed` into the form ``apply``
-realises. Tied readouts get a forward multiplier (:func:`set_readouts`), mup's
+a role's native rule into the rule for that use (``Plan`` then realises it in the model's own
+form). Tied readouts get a forward multiplier (:func:`set_readouts`), mup's
 ``MuSharedReadout`` in the mean-field form of nfd Eq. 1.
 """
 
@@ -19,7 +19,7 @@ from torch import nn
 from depthscale.errors import ConfigError
 from depthscale.param.inspect import Structure
 
-__all__ = ["Usage", "adjusted", "formed", "set_readouts", "usages"]
+__all__ = ["Usage", "adjusted", "set_readouts", "usages"]
 
 _READOUT = "_depthscale_readout"  # the module attribute holding a tied readout's multiplier
 _FIXED = ("", "fan_in", "both")
@@ -122,15 +122,6 @@ def adjusted(spec: Any, usage: Usage, frozen: Any = None) -> Any:
     if usage.keep:
         spec = replace(spec, init="kept")
     return spec
-
-
-def formed(spec: Any, native: bool, usage: Usage, reparameterize: Any) -> Any:
-    """The rule in the form ``apply`` realises: native (the layer's multiplier is ``a``), or
-    absorbed: the multiplier is the model's own (1, or the constant it multiplies the output
-    by), the rest moved into init and LR by the abc-symmetry."""
-    if native:
-        return spec
-    return reparameterize(spec, usage.scale / spec.a)
 
 
 def _readout_hook(module: nn.Module, args: Any, output: Any) -> Any:
