@@ -18,13 +18,13 @@ from depthscale.claims.beyond import (
     _MIDDLE,
     _bootstrap_spreads,
     _spreads,
-    adam_study_toml,
+    adam_tables,
     block_updates,
     joint_widths,
-    transformer_study_toml,
+    transformer_tables,
     transformer_updates,
 )
-from depthscale.claims.nfd import transfer_study_toml
+from depthscale.claims.nfd import transfer_tables
 from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.models import build
@@ -32,7 +32,7 @@ from depthscale.models.gpt import GPT
 from depthscale.models.mlp import MLPResNet
 from depthscale.param import Plan
 from depthscale.probes import snapshot, two_layer_updates
-from depthscale.studies.spec import expand, load_study, parse_study
+from depthscale.studies.spec import expand, load_study, study_from_tables
 
 G = torch.Generator().manual_seed(0)
 X = torch.randn(64, 20, generator=G)
@@ -153,18 +153,18 @@ def test_first_step_internal_updates_follow_the_derivation(
 # ---- beyond-adam ------------------------------------------------------------------------------
 def test_adam_study_is_the_transfer_study_with_adam() -> None:
     s = CLAIMS["beyond-adam"].settings["quick"]
-    adam = parse_study(adam_study_toml(s, "adam"))
+    adam = study_from_tables(adam_tables(s, "adam"))
     assert adam.name == "beyond-adam-adam" and adam.train.optimizer == "adam"
     assert dict(adam.grid)["lr"] == tuple(s["eta_cs_adam"])
-    sgd = parse_study(adam_study_toml(s, "sgd"))
-    transfer = parse_study(transfer_study_toml({**s, "eta_cs": s["eta_cs_sgd"]}))
+    sgd = study_from_tables(adam_tables(s, "sgd"))
+    transfer = study_from_tables(transfer_tables({**s, "eta_cs": s["eta_cs_sgd"]}))
     assert expand(sgd) == expand(transfer)
     with pytest.raises(ConfigError, match="optimizer must be"):
-        adam_study_toml(s, "lion")
+        adam_tables(s, "lion")
 
 
 def test_adam_example_is_the_claims_quick_adam_study() -> None:
-    claim_study = parse_study(adam_study_toml(CLAIMS["beyond-adam"].settings["quick"], "adam"))
+    claim_study = study_from_tables(adam_tables(CLAIMS["beyond-adam"].settings["quick"], "adam"))
     example = load_study(Path(__file__).resolve().parents[2] / "examples" / "beyond_adam.toml")
     assert expand(claim_study) == expand(example)
     assert (claim_study.name, claim_study.analysis) == (example.name, example.analysis)
@@ -313,7 +313,7 @@ def test_with_biases_eq8_corrects_only_the_weights_of_qkv_and_fc1() -> None:
 
 def test_transformer_study_is_the_transfer_study_on_the_bias_free_gpt() -> None:
     s = CLAIMS["beyond-transformer"].settings["quick"]
-    study = parse_study(transformer_study_toml(s))
+    study = study_from_tables(transformer_tables(s))
     assert (study.name, study.model, study.dataset) == ("beyond-transformer", "gpt", "markov")
     assert dict(study.model_options) == {"heads": 4, "mlp_ratio": 4, "bias": False}
     assert dict(study.data_options) == {**s["data"], "seed": 0}
@@ -321,7 +321,7 @@ def test_transformer_study_is_the_transfer_study_on_the_bias_free_gpt() -> None:
     grid = dict(study.grid)
     assert grid["recipe"] == ("depth-mup", "nfd-depth")
     assert grid["depth"] == tuple(s["transfer_blocks"]) and grid["lr"] == tuple(s["eta_cs"])
-    resnet = parse_study(transfer_study_toml({**s, "depths": s["transfer_blocks"]}))
+    resnet = study_from_tables(transfer_tables({**s, "depths": s["transfer_blocks"]}))
     # the resnet study's analysis, on the seed-mean loss the claim judges
     assert study.analysis == replace(resnet.analysis, aggregate="loss")
     assert study.train.epochs == resnet.train.epochs

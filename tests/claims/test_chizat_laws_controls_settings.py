@@ -9,7 +9,7 @@ import pytest
 
 from depthscale.claims import CLAIMS
 from depthscale.claims.chizat import _sigma_v
-from depthscale.claims.laws import study_toml
+from depthscale.claims.laws import study_tables
 
 _IDS = [c for c in CLAIMS if c.startswith(("chizat-", "laws-"))]
 
@@ -22,8 +22,9 @@ def test_sigma_v_default_is_chizats_alpha_sqrt_d_and_the_control_is_alpha_d() ->
 def test_study_toml_writes_the_laws_recipe_unless_a_control_names_another() -> None:
     arch = {"model": "cnn1d", "dataset": "mnist1d", "width": 8, "depths": [1, 2],
             "lr_logspace": [-2, 0, 3]}
-    assert 'recipe = "laws"' in study_toml("s", arch, seeds=1, epochs=1, data={})
-    assert 'recipe = "sp"' in study_toml("s", arch, seeds=1, epochs=1, data={}, recipe="sp")
+    assert study_tables("s", arch, seeds=1, epochs=1, data={})["study"]["recipe"] == "laws"
+    assert study_tables("s", arch, seeds=1, epochs=1, data={},
+                        recipe="sp")["study"]["recipe"] == "sp"
 
 
 @pytest.mark.parametrize("cid", _IDS)

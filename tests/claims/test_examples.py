@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from depthscale.claims import CLAIMS
-from depthscale.claims.laws import study_toml
-from depthscale.claims.nfd import fig2_study_toml, transfer_study_toml
-from depthscale.studies.spec import expand, load_study, parse_study
+from depthscale.claims.laws import study_tables
+from depthscale.claims.nfd import fig2_tables, transfer_tables
+from depthscale.studies.spec import expand, load_study, study_from_tables
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -41,7 +41,7 @@ def _laws_quick_studies() -> dict[str, tuple[str, dict[str, Any], dict[str, Any]
 @pytest.mark.parametrize("path", sorted(_laws_quick_studies()))
 def test_laws_example_is_the_claims_quick_study(path: str) -> None:
     name, arch, settings = _laws_quick_studies()[path]
-    claim_study = parse_study(study_toml(name, arch, seeds=settings["seeds"],
+    claim_study = study_from_tables(study_tables(name, arch, seeds=settings["seeds"],
                                          epochs=settings["epochs"], data=arch.get("data", {}),
                                          final_eval=settings["final_eval"]))
     example = load_study(EXAMPLES / path)
@@ -63,13 +63,13 @@ def test_every_laws_example_belongs_to_a_claim() -> None:
 
 
 @pytest.mark.parametrize(
-    ("claim_id", "make_toml"),
-    [("nfd-fig2", fig2_study_toml), ("nfd-transfer", transfer_study_toml)],
+    ("claim_id", "make_tables"),
+    [("nfd-fig2", fig2_tables), ("nfd-transfer", transfer_tables)],
 )
 def test_nfd_example_is_the_claims_quick_study(
-    claim_id: str, make_toml: Callable[[Mapping[str, Any]], str]
+    claim_id: str, make_tables: Callable[[Mapping[str, Any]], dict[str, Any]]
 ) -> None:
-    claim_study = parse_study(make_toml(CLAIMS[claim_id].settings["quick"]))
+    claim_study = study_from_tables(make_tables(CLAIMS[claim_id].settings["quick"]))
     example = load_study(EXAMPLES / f"{claim_id.replace('-', '_')}.toml")
     assert expand(claim_study) == expand(example)
     assert (claim_study.name, claim_study.analysis) == (example.name, example.analysis)

@@ -23,14 +23,8 @@ from torch import nn
 from torch.func import functional_call
 
 from depthscale import data as ds_data
-from depthscale.claims.nfd import (
-    _ARM_LABELS,
-    _corrected_arms,
-    _dataset,
-    _run_study,
-    _toml,
-    transfer_study_toml,
-)
+from depthscale.claims.common import claim_dataset, run_claim_study
+from depthscale.claims.nfd import ARM_LABELS, corrected_arms, transfer_tables
 from depthscale.claims.nfd_limits import (
     SizeSeries,
     finite_measured,
@@ -73,11 +67,10 @@ from depthscale.studies.analysis import (
     optimal_lrs,
     seed_summary,
 )
-from depthscale.studies.spec import _toml_loads
 from depthscale.train import TrainConfig, train
 from depthscale.train.loop import Hook
 
-__all__ = ["adam_study_toml", "block_updates", "joint_widths", "transformer_study_toml",
+__all__ = ["adam_tables", "block_updates", "joint_widths", "transformer_tables",
            "transformer_updates"]
 
 _QUICK_DATA = {"dataset": "mnist1d"}
@@ -94,34 +87,21 @@ def _mean(values: Sequence[float]) -> float:
 _OPTIMIZERS = ("sgd", "adam")
 
 
-def _emit_toml(tables: Mapping[str, Any], prefix: str = "") -> str:
-    """TOML text of nested tables (as parsed from TOML), values as nfd writes them."""
-    lines: list[str] = []
-    for name, table in tables.items():
-        lines.append(f"[{prefix}{name}]")
-        lines += [f"{k} = {_toml(v)}" for k, v in table.items() if not isinstance(v, dict)]
-        nested = {k: v for k, v in table.items() if isinstance(v, dict)}
-        if nested:
-            lines.append(_emit_toml(nested, f"{prefix}{name}.").rstrip("\n"))
-    return "\n".join(lines) + "\n"
-
-
-def adam_study_toml(s: Mapping[str, Any], optimizer: str, *, seed: int = 0, device: str = "cpu",
-                    data_dir: str | Path | None = None) -> str:
-    """The TOML of one optimizer's arm of beyond-adam: nfd-transfer's study
-    (:func:`~depthscale.claims.nfd.transfer_study_toml`: two-layer-block ResNet, depth-muP vs
+def adam_tables(s: Mapping[str, Any], optimizer: str, *, seed: int = 0, device: str = "cpu",
+                data_dir: str | Path | None = None) -> dict[str, Any]:
+    """One optimizer's arm of beyond-adam: nfd-transfer's study
+    (:func:`~depthscale.claims.nfd.transfer_tables`: two-layer-block ResNet, depth-muP vs
     nfd-depth, an eta_c grid per depth, last-epoch loss) with ``[train] optimizer`` set and the
     arm's grid ``s["eta_cs_<optimizer>"]``; its analysis minimises the seed-mean loss, as the
     claim does."""
     if optimizer not in _OPTIMIZERS:
         raise ConfigError(f"optimizer must be one of {', '.join(_OPTIMIZERS)}, got {optimizer!r}")
-    text = transfer_study_toml({**s, "eta_cs": s[f"eta_cs_{optimizer}"]}, seed=seed,
-                               device=device, data_dir=data_dir)
-    tables = _toml_loads(text, "nfd-transfer study")
+    tables = transfer_tables({**s, "eta_cs": s[f"eta_cs_{optimizer}"]}, seed=seed,
+                             device=device, data_dir=data_dir)
     tables["study"]["name"] = f"beyond-adam-{optimizer}"
     tables["train"]["optimizer"] = optimizer
     tables["analysis"]["aggregate"] = "loss"  # what the claim judges: the seed-mean loss
-    return _emit_toml(tables)
+    return tables
 
 
 def _spreads(records: Sequence[Mapping[str, Any]], recipes: Sequence[str],
@@ -185,7 +165,7 @@ def _bootstrap_spreads(records: Sequence[Mapping[str, Any]], recipes: Sequence[s
 def beyond_adam(ctx: ClaimContext) -> ClaimOutcome:
     """nfd open question 2. The nfd-transfer study (Fig. 5 row 2: two-layer blocks, depths,
     an eta_c grid per depth, last-epoch training loss) run twice, with SGD and with Adam
-    (:func:`adam_study_toml`), each for depth-muP and for nfd-depth. Under Adam, nfd-depth's
+    (:func:`adam_tables`), each for depth-muP and for nfd-depth. Under Adam, nfd-depth's
     first-layer LR is the rule table's extension of Eq. 8 (``rules.py``: c_adam sqrt(T/n) =
     depth-muP's sqrt(T/(L n)) x sqrt(L)); the paper gives no Adam rule.
 
@@ -201,7 +181,7 @@ def beyond_adam(ctx: ClaimContext) -> ClaimOutcome:
     s = ctx.settings
     recipes = ("depth-mup", s.get("corrected_recipe", "nfd-depth"))
     depths = list(s["depths"])
-    records = {opt: _run_study(ctx, f"beyond-adam-{opt}", adam_study_toml(
+    records = {opt: run_claim_study(ctx, f"beyond-adam-{opt}", adam_tables(
         s, opt, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir)) for opt in _OPTIMIZERS}
     rows = sorted(({"optimizer": opt, "recipe": r["recipe"], "depth": r["depth"],
                     "eta_c": r["lr"], "seed": r["seed"], "status": r["status"],
@@ -424,7 +404,7 @@ def beyond_3layer(ctx: ClaimContext) -> ClaimOutcome:
     with the readout step is undecided (INCONCLUSIVE), as in nfd-collapse.
     """
     s = ctx.settings
-    data = _dataset(ctx)
+    data = claim_dataset(ctx)
     probe = data.x_train[: s["probe_batch"]]
     readouts = sorted({max(1, s["steps"] // 3), max(1, 2 * s["steps"] // 3), s["steps"]})
     arms = _three_arms(s)
@@ -527,21 +507,20 @@ def _token_data(ctx: ClaimContext) -> ds_data.Dataset:
     return ds_data.load(s["dataset"], data_dir=ctx.data_dir, seed=ctx.seed, **s["data"])
 
 
-def transformer_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
-                           data_dir: str | Path | None = None) -> str:
-    """The TOML of beyond-transformer's transfer study: nfd-transfer's study
-    (:func:`~depthscale.claims.nfd.transfer_study_toml`: depth-muP vs the Eq. 8 arm, an eta_c
+def transformer_tables(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
+                       data_dir: str | Path | None = None) -> dict[str, Any]:
+    """beyond-transformer's transfer study: nfd-transfer's study
+    (:func:`~depthscale.claims.nfd.transfer_tables`: depth-muP vs the Eq. 8 arm, an eta_c
     grid per depth, SGD, last-epoch training loss) on the GPT (``[model]`` options
     ``s["model"]``) at ``s["transfer_blocks"]`` blocks, batch ``s["batch"]``, on the token
     dataset with options ``s["data"]``."""
-    text = transfer_study_toml({**s, "depths": s["transfer_blocks"]}, seed=seed, device=device,
-                               data_dir=data_dir)
-    tables = _toml_loads(text, "nfd-transfer study")
+    tables = transfer_tables({**s, "depths": s["transfer_blocks"]}, seed=seed, device=device,
+                             data_dir=data_dir)
     tables["study"] |= {"name": "beyond-transformer", "model": "gpt"}
     tables["data"] |= s["data"]
     tables["train"]["batch_size"] = s["batch"]
     tables["analysis"]["aggregate"] = "loss"  # what the claim judges: the seed-mean loss
-    return _emit_toml({"study": tables.pop("study"), "model": dict(s["model"]), **tables})
+    return {"study": tables.pop("study"), "model": dict(s["model"]), **tables}
 
 
 _GPT_QUICK = {"dataset": "markov",
@@ -597,7 +576,7 @@ def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
     a third, two thirds and the end of the run (:func:`_readout_slopes`, as beyond-3layer).
     Bands of nfd-collapse, fixed before running: depth-muP qkv and fc1 in [-0.65, -0.35],
     both streams in [-0.15, 0.15]; Eq. 8 all four in [-0.15, 0.15]. q, k, v are reported,
-    not judged. (b) Transfer (nfd Fig. 5 row 2): the study :func:`transformer_study_toml`;
+    not judged. (b) Transfer (nfd Fig. 5 row 2): the study :func:`transformer_tables`;
     per recipe the spread max - min over depths of log10 eta_c* with a 95% seed-bootstrap CI
     (beyond-adam's :func:`_spreads`, :func:`_bootstrap_spreads`), and the paired difference
     Eq. 8 minus depth-muP, claimed < 0 (:func:`~depthscale.claims.verdicts.sign_finding`);
@@ -606,10 +585,10 @@ def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
     contradiction is a FAIL.
     """
     s = ctx.settings
-    arms = _corrected_arms(s)
+    arms = corrected_arms(s)
     recipes = tuple(r for _, r in arms)
     data = _token_data(ctx)  # bad data options fail here, before any run
-    records = _run_study(ctx, "beyond-transformer", transformer_study_toml(
+    records = run_claim_study(ctx, "beyond-transformer", transformer_tables(
         s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
     probe = data.x_train[: s["probe_batch"]]
     readouts = sorted({max(1, s["steps"] // 3), max(1, 2 * s["steps"] // 3), s["steps"]})
@@ -686,7 +665,7 @@ def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
     for ax, (title, keys) in zip(axes.flat, panels, strict=False):
         for (tag, recipe), key in ((arm, key) for arm in arms for key in keys):
             figures.loglog_fit_panel(ax, depths, curve(tag, key),
-                                     label=f"{key}, {_ARM_LABELS[tag].format(recipe)}")
+                                     label=f"{key}, {ARM_LABELS[tag].format(recipe)}")
         ax.set_xlabel("depth L = 2 x blocks")
         ax.set_title(f"{title} own update (step {s['steps']})", fontsize=8)
         ax.legend(fontsize=5)

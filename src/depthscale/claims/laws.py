@@ -23,10 +23,9 @@ L = number of blocks); the first is banded, the second reported.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import statistics
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from depthscale.claims.common import run_claim_study
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
@@ -59,52 +59,42 @@ from depthscale.studies.analysis import (
     wls_power_law,
 )
 from depthscale.studies.records import MAX_CURVE_POINTS
-from depthscale.studies.store import open_store
-from depthscale.studies.sweep import run_study
 
-__all__ = ["study_toml"]
+__all__ = ["study_tables"]
 
 _LAW_BAND = (-1.9, -1.0)
 
 
-def study_toml(name: str, arch: dict[str, Any], *, seeds: int, epochs: float | None,
-               data: dict[str, Any], first_seed: int = 0, device: str = "cpu",
-               recipe: str | None = None, steps: int | None = None,
-               final_eval: str = "train+test") -> str:
-    """The TOML of one architecture's depth x LR study (laws Sec. 4.1 protocol). The recipe is
-    the architecture's (``laws``; ``laws-fanin`` for Transformers) unless ``recipe`` names
+def study_tables(name: str, arch: dict[str, Any], *, seeds: int, epochs: float | None,
+                 data: dict[str, Any], first_seed: int = 0, device: str = "cpu",
+                 recipe: str | None = None, steps: int | None = None,
+                 final_eval: str = "train+test") -> dict[str, Any]:
+    """One architecture's depth x LR study (laws Sec. 4.1 protocol) as study tables. The recipe
+    is the architecture's (``laws``; ``laws-fanin`` for Transformers) unless ``recipe`` names
     another (the negative controls' wrong parameterization). The budget is ``epochs``, or
     ``steps`` when given; the LRs are ``arch["lrs"]`` when given, else its ``lr_logspace``.
     ``final_eval = "test"`` skips the final training-set pass the running-loss criterion never
     reads."""
     recipe = recipe or arch.get("recipe", "laws")
     if "lrs" in arch:
-        lr_line = f"lr = {[float(v) for v in arch['lrs']]}"
+        lrs: Any = [float(v) for v in arch["lrs"]]
     else:
         lo, hi, num = arch["lr_logspace"]
-        lr_line = f"lr = {{ logspace = [{lo}, {hi}, {num}] }}"
-    budget = f"steps = {steps}" if steps is not None else f"epochs = {epochs}"
-    lines = [
-        "[study]", f'name = "{name}"', f'model = "{arch["model"]}"', f'recipe = "{recipe}"',
-        f'dataset = "{arch["dataset"]}"', "[model]",
-        *(f"{k} = {_toml(v)}" for k, v in arch.get("options", {}).items()),
-        "[data]", *(f"{k} = {_toml(v)}" for k, v in data.items()),
-        "[train]", f'optimizer = "{arch.get("optimizer", "sgd")}"', budget,
-        "batch_size = 128", 'loss = "ce"', *([f'device = "{device}"'] if device != "cpu" else []),
-        *([f'final_eval = "{final_eval}"'] if final_eval != "train+test" else []),
-        "[grid]", f"depth = {arch['depths']}", f"width = [{arch['width']}]",
-        f"seed = {list(range(first_seed, first_seed + seeds))}", lr_line,
-        "[analysis]", 'criterion = "running"', 'axis = "depth"',
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _toml(v: Any) -> str:
-    if isinstance(v, str):
-        return f'"{v}"'
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return repr(v)
+        lrs = {"logspace": [lo, hi, num]}
+    return {
+        "study": {"name": name, "model": arch["model"], "recipe": recipe,
+                  "dataset": arch["dataset"]},
+        "model": dict(arch.get("options", {})),
+        "data": dict(data),
+        "train": {"optimizer": arch.get("optimizer", "sgd"),
+                  **({"steps": steps} if steps is not None else {"epochs": epochs}),
+                  "batch_size": 128, "loss": "ce",
+                  **({"device": device} if device != "cpu" else {}),
+                  **({"final_eval": final_eval} if final_eval != "train+test" else {})},
+        "grid": {"depth": list(arch["depths"]), "width": [arch["width"]],
+                 "seed": list(range(first_seed, first_seed + seeds)), "lr": lrs},
+        "analysis": {"criterion": "running", "axis": "depth"},
+    }
 
 
 def _sweep(ctx: ClaimContext, name: str, arch: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,25 +129,14 @@ def _run_laws_study(ctx: ClaimContext, name: str, arch: dict[str, Any],
     """One study (spec written from the settings, run or resumed), its planned records."""
     s = ctx.settings
     control = s.get("recipe")
-    folder = ctx.out_dir / (name if control is None else f"{name}-{control}")
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = folder / "spec.toml"
     data = {**s.get("data", {}), **arch.get("data", {})}
     if ctx.data_dir is not None and arch["dataset"].startswith("cifar"):
         data["dir"] = str(Path(ctx.data_dir).resolve())
-    spec.write_text(study_toml(name, arch, seeds=seeds, epochs=s.get("epochs"),
-                               steps=s.get("steps"), data=data, first_seed=ctx.seed,
-                               device=ctx.device, recipe=_recipe(s, arch),
-                               final_eval=s.get("final_eval", "train+test")))
-
-    @contextlib.contextmanager
-    def progress(total: int) -> Iterator[Callable[[int], None]]:
-        ctx.set_total(total)
-        yield ctx.progress
-
-    run_study(spec, folder, progress=progress, workers=ctx.workers)
-    with open_store(folder, readonly=True) as store:
-        return [dict(r) for r in store.records(planned_only=True)]
+    tables = study_tables(name, arch, seeds=seeds, epochs=s.get("epochs"), steps=s.get("steps"),
+                          data=data, first_seed=ctx.seed, device=ctx.device,
+                          recipe=_recipe(s, arch), final_eval=s.get("final_eval", "train+test"))
+    return run_claim_study(ctx, name if control is None else f"{name}-{control}", tables,
+                           retry_failed=False, fail_on_failed=False)
 
 
 def _recipe(settings: dict[str, Any], arch: dict[str, Any]) -> str:

@@ -3,21 +3,18 @@
 Quick scale trains on MNIST-1D (generated offline) on CPU in minutes; full scale uses the
 paper's CIFAR-10 settings from ``--data-dir``. Every number in a verdict is measured here.
 
-The training grids of Fig. 2 and Fig. 5 row 2 are studies (``depthscale.studies``):
-their TOML is written to ``OUT/<claim>/spec.toml`` and run through :func:`run_study` into that
-folder's results store, so a killed ``reproduce`` resumes, and ``depthscale sweep`` +
+The training grids of Fig. 2 and Fig. 5 row 2 are studies (``depthscale.studies``), built as
+tables and run by :func:`~depthscale.claims.common.run_claim_study` into ``OUT/<claim>/``'s
+results store, so a killed ``reproduce`` resumes, and ``depthscale sweep`` +
 ``depthscale fit`` on ``examples/nfd_fig2.toml`` / ``examples/nfd_transfer.toml`` give the same
 numbers by hand.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import json
 import math
 import statistics
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -26,7 +23,7 @@ import torch
 from scipy import stats
 from torch import nn
 
-from depthscale import data as ds_data
+from depthscale.claims.common import claim_dataset, mean_finite, metric, run_claim_study
 from depthscale.claims.nfd_limits import (
     SizeSeries,
     finite_measured,
@@ -50,7 +47,6 @@ from depthscale.claims.verdicts import (
     routes_verdict,
     sign_finding,
 )
-from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope, mean_ci, percentile_interval
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
@@ -65,73 +61,45 @@ from depthscale.studies.analysis import (
     scan_axis,
     seed_summary,
 )
-from depthscale.studies.store import open_store
-from depthscale.studies.sweep import run_study
 from depthscale.train import TrainConfig, train
 from depthscale.train.loop import Hook
 
-__all__ = ["fig2_study_toml", "transfer_study_toml"]
+__all__ = ["ARM_LABELS", "corrected_arms", "fig2_tables", "transfer_tables"]
 
 _QUICK_DATA = {"dataset": "mnist1d"}
 _FULL_DATA = {"dataset": "cifar10"}
 _SMOKE_DATA = {"dataset": "digits"}
 
 
-def _dataset(ctx: ClaimContext) -> ds_data.Dataset:
-    """The claim's dataset; setting ``labels = "shuffled"`` (a negative control) permutes the
-    train and the test labels independently (seeded from the claim's seed), so that nothing
-    learnable links inputs to labels."""
-    data = ds_data.load(ctx.settings["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
-    labels = ctx.settings.get("labels", "true")
-    if labels == "true":
-        return data
-    if labels != "shuffled":
-        raise ConfigError(f"labels must be 'true' or 'shuffled', got {labels!r}")
-    gen = torch.Generator().manual_seed(ctx.seed)
-    return dataclasses.replace(
-        data, y_train=data.y_train[torch.randperm(len(data.y_train), generator=gen)],
-        y_test=data.y_test[torch.randperm(len(data.y_test), generator=gen)])
-
-
-def _toml(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v)  # a TOML basic string
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
-    return repr(v)
-
-
-def _study_toml(name: str, model: str, recipe: str | None, s: Mapping[str, Any], *, seed: int,
-                device: str, data_dir: str | Path | None, grid: dict[str, Any],
-                plan_grid: dict[str, Any], analysis: dict[str, str]) -> str:
-    """One nfd study: SGD, batch 128, cross-entropy, ``s["epochs"]`` epochs, the claim's
-    dataset (its split seed = the claim's seed), runs seeded ``seed ... seed + s["seeds"] - 1``."""
-    lines = ["[study]", f"name = {_toml(name)}", f"model = {_toml(model)}",
-             *([f"recipe = {_toml(recipe)}"] if recipe else []),
-             f"dataset = {_toml(s['dataset'])}", "[data]", f"seed = {seed}",
-             *([f"dir = {_toml(str(Path(data_dir).resolve()))}"] if data_dir else []),
-             "[train]", 'optimizer = "sgd"', f"epochs = {s['epochs']!r}", "batch_size = 128",
-             'loss = "ce"', *([f"device = {_toml(device)}"] if device != "cpu" else []),
-             "[grid]", *(f"{k} = {_toml(v)}" for k, v in grid.items() if k != "lr"),
-             f"seed = {_toml(list(range(seed, seed + s['seeds'])))}", f"lr = {_toml(grid['lr'])}",
-             *(["[grid.plan]", *(f"{k} = {_toml(v)}" for k, v in plan_grid.items())]
-               if plan_grid else []),
-             "[analysis]", *(f"{k} = {_toml(v)}" for k, v in analysis.items())]
-    return "\n".join(lines) + "\n"
+def _study_tables(name: str, model: str, recipe: str | None, s: Mapping[str, Any], *,
+                  seed: int, device: str, data_dir: str | Path | None, grid: dict[str, Any],
+                  plan_grid: dict[str, Any], analysis: dict[str, str]) -> dict[str, Any]:
+    """One nfd study's tables: SGD, batch 128, cross-entropy, ``s["epochs"]`` epochs, the
+    claim's dataset (its split seed = the claim's seed), runs seeded
+    ``seed ... seed + s["seeds"] - 1``."""
+    return {
+        "study": {"name": name, "model": model, **({"recipe": recipe} if recipe else {}),
+                  "dataset": s["dataset"]},
+        "data": {"seed": seed, **({"dir": str(Path(data_dir).resolve())} if data_dir else {})},
+        "train": {"optimizer": "sgd", "epochs": s["epochs"], "batch_size": 128, "loss": "ce",
+                  **({"device": device} if device != "cpu" else {})},
+        "grid": {**{k: v for k, v in grid.items() if k != "lr"},
+                 "seed": list(range(seed, seed + s["seeds"])), "lr": grid["lr"],
+                 **({"plan": plan_grid} if plan_grid else {})},
+        "analysis": analysis,
+    }
 
 
 def _fig2_depths(s: Mapping[str, Any]) -> list[int]:
     return list(dict.fromkeys([s["depth"], *s["grid_depths"]]))
 
 
-def fig2_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
-                    data_dir: str | Path | None = None) -> str:
-    """The TOML of nfd-fig2's study (settings ``s``): depth-muP pre-act ResNet (nfd Eq. 1),
-    SGD at lr = eta_c, the time horizon T swept (Fig. 2a-b), more depths at full scale
-    (Fig. 2c-d); analysed as the final train loss vs T per depth."""
-    return _study_toml(
+def fig2_tables(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
+                data_dir: str | Path | None = None) -> dict[str, Any]:
+    """nfd-fig2's study (settings ``s``): depth-muP pre-act ResNet (nfd Eq. 1), SGD at
+    lr = eta_c, the time horizon T swept (Fig. 2a-b), more depths at full scale (Fig. 2c-d);
+    analysed as the final train loss vs T per depth."""
+    return _study_tables(
         "nfd-fig2", "resnet1", s.get("recipe", "depth-mup"), s, seed=seed, device=device,
         data_dir=data_dir,
         grid={"depth": _fig2_depths(s), "width": [s["width"]], "lr": [s["eta_c"]]},
@@ -140,54 +108,19 @@ def fig2_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
     )
 
 
-def transfer_study_toml(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
-                        data_dir: str | Path | None = None) -> str:
-    """The TOML of nfd-transfer's study (settings ``s``): two-layer-block ResNet, depth-muP vs
-    the Eq. 8 LR (nfd-depth), an eta_c grid per depth (Fig. 5 row 2); analysed per recipe as
-    the eta_c minimising each seed's last-epoch training loss (one optimum per seed)."""
-    return _study_toml(
+def transfer_tables(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
+                    data_dir: str | Path | None = None) -> dict[str, Any]:
+    """nfd-transfer's study (settings ``s``): two-layer-block ResNet, depth-muP vs the Eq. 8
+    LR (nfd-depth), an eta_c grid per depth (Fig. 5 row 2); analysed per recipe as the eta_c
+    minimising each seed's last-epoch training loss (one optimum per seed)."""
+    return _study_tables(
         "nfd-transfer", "resnet2", None, s, seed=seed, device=device, data_dir=data_dir,
-        grid={"recipe": list(dict.fromkeys(r for _, r in _corrected_arms(s))),
+        grid={"recipe": list(dict.fromkeys(r for _, r in corrected_arms(s))),
               "depth": s["depths"],
               "width": [s["width"]], "lr": s["eta_cs"]},
         plan_grid={},
         analysis={"criterion": "last-epoch", "axis": "depth", "group": "recipe"},
     )
-
-
-def _run_study(ctx: ClaimContext, name: str, text: str) -> list[dict[str, Any]]:
-    """Write ``OUT/<name>/spec.toml``, run (or resume, retrying failed runs) the study into that
-    folder and return its planned runs' records."""
-    folder = ctx.out_dir / name
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = folder / "spec.toml"
-    spec.write_text(text, encoding="utf-8")
-
-    @contextlib.contextmanager
-    def progress(total: int) -> Iterator[Callable[[int], None]]:
-        ctx.set_total(total)
-        yield ctx.progress
-
-    # ``reproduce --workers`` (ClaimContext.workers): a process pool; the runs are identical
-    run_study(spec, folder, progress=progress, retry_failed=True,
-              workers=ctx.workers)
-    with open_store(folder, readonly=True) as store:
-        records = [dict(r) for r in store.records(planned_only=True)]
-    failed = [r for r in records if r["status"] == "failed"]
-    if failed:
-        raise RuntimeError(f"{len(failed)} run(s) of {name} failed, first: {failed[0]['error']} "
-                           f"(see 'depthscale status {folder}')")
-    return records
-
-
-def _metric(record: Mapping[str, Any], key: str) -> float:
-    value = record.get(key)
-    return math.nan if value is None else float(value)
-
-
-def _mean(values: Sequence[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return statistics.fmean(finite) if finite else math.nan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,7 +142,7 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
     c1 (1 + c1 sqrt(T/(L n)))^L |x|/sqrt(d) (ReLU: c1 = 1/sqrt(2 pi), c2 = 0), and the RMS of
     h_L of the pre-act net (Eq. 1) across depths."""
     s = ctx.settings
-    data = _dataset(ctx)
+    data = claim_dataset(ctx)
     x = data.x_train[: s["batch"]].flatten(1)
     d, n, T = x.shape[1], s["width"], 1.0
     c1 = 1 / math.sqrt(2 * math.pi)
@@ -230,8 +163,8 @@ def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
                                  else float(h.pow(2).mean().sqrt()))
             ctx.progress(1)
         bound = c1 * (1 + c1 * math.sqrt(T / (L * n))) ** L * x_scale
-        rows.append({"depth": L, "post_mean_hL": _mean(post_mean), "prop1_bound": bound,
-                     "pre_rms_hL": _mean(pre_rms)})
+        rows.append({"depth": L, "post_mean_hL": mean_finite(post_mean), "prop1_bound": bound,
+                     "pre_rms_hL": mean_finite(pre_rms)})
     ratios = [r["post_mean_hL"] / r["prop1_bound"] for r in rows]
     pre = [r["pre_rms_hL"] for r in rows]
     measured = {
@@ -292,15 +225,15 @@ def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     full-train-set loss (mean over seeds; diverged runs counted separately: the best T is
     chosen among the T's where no seed diverged, and a seed diverging at the largest T makes it
     worse than the best). Full scale adds
-    the T x L grid of Fig. 2c-d. The runs are the study :func:`fig2_study_toml`."""
+    the T x L grid of Fig. 2c-d. The runs are the study :func:`fig2_tables`."""
     s = ctx.settings
-    records = _run_study(ctx, "nfd-fig2", fig2_study_toml(s, seed=ctx.seed, device=ctx.device,
+    records = run_claim_study(ctx, "nfd-fig2", fig2_tables(s, seed=ctx.seed, device=ctx.device,
                                                           data_dir=ctx.data_dir))
     depths = _fig2_depths(s)
     rows = sorted(({"depth": r["depth"], "T": r["plan.T"], "seed": r["seed"],
                     "status": r["status"], "train_loss": criterion_value(r, "final"),
-                    "test_loss": _metric(r, "final_test_loss"),
-                    "test_acc": _metric(r, "final_test_acc")} for r in records),
+                    "test_loss": metric(r, "final_test_loss"),
+                    "test_acc": metric(r, "final_test_acc")} for r in records),
                   key=lambda r: (depths.index(r["depth"]), r["T"], r["seed"]))
     main = next(sc for sc in scan_axis(records, "plan.T", "final", "depth")
                 if sc.depth == s["depth"])
@@ -324,7 +257,7 @@ def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     ax.set_title(f"nfd Fig. 2a: depth {s['depth']}, width {s['width']}")
     ax = axes.flat[1]
     for L in depths:
-        test = [_mean([r["test_loss"] for r in rows if r["depth"] == L and r["T"] == T])
+        test = [mean_finite([r["test_loss"] for r in rows if r["depth"] == L and r["T"] == T])
                 for T in Ts]
         ax.semilogx(Ts, test, "o-", base=2, label=f"L = {L}")
     ax.set_xlabel("time horizon T")
@@ -519,10 +452,10 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
 
 
 # ---------------------------------------------------------------------------------------------
-_ARM_LABELS = {"depth_mup": "depth-muP ({})", "nfd_depth": "Eq. 8 arm ({})"}
+ARM_LABELS = {"depth_mup": "depth-muP ({})", "nfd_depth": "Eq. 8 arm ({})"}
 
 
-def _corrected_arms(s: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
+def corrected_arms(s: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
     """(tag, recipe) of the two arms of Fig. 5: vanilla depth-muP and the Eq. 8 correction,
     whose recipe is the setting ``corrected_recipe`` (default ``nfd-depth``; a negative control
     puts a recipe without the correction there)."""
@@ -579,12 +512,12 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     how far training has got (deeper Eq. 8 nets train faster), not a depth scaling; the loss
     at each readout is in the data."""
     s = ctx.settings
-    data = _dataset(ctx)
+    data = claim_dataset(ctx)
     probe = data.x_train[: s["probe_batch"]]
     readouts = sorted({max(1, s["steps"] // 3), max(1, 2 * s["steps"] // 3), s["steps"]})
     ctx.set_total(2 * len(s["depths"]) * s["seeds"])
     rows: list[dict[str, Any]] = []
-    arms = _corrected_arms(s)
+    arms = corrected_arms(s)
     for tag, recipe in arms:
         for L in s["depths"]:
             for seed in range(ctx.seed, ctx.seed + s["seeds"]):
@@ -602,7 +535,7 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
              "stream_slope_depth_mup": (-0.15, 0.15), "stream_slope_nfd_depth": (-0.15, 0.15)}
 
     def slope_at(tag: str, key: str, step: int) -> float:
-        ys = [_mean([r[f"{key}_update"] for r in rows
+        ys = [mean_finite([r[f"{key}_update"] for r in rows
                      if r["arm"] == tag and r["depth"] == L and r["step"] == step])
               for L in s["depths"]]
         ok = all(math.isfinite(v) and v > 0 for v in ys)
@@ -621,10 +554,10 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
             said = {k: interval_finding(v, v, bands[name]) for k, v in by_step.items()}
             text = ", ".join(f"step {k}: {v:.3g}" for k, v in by_step.items())
             if len(set(said.values())) > 1:
-                loss = {k: _mean([r["running_loss_last10"] for r in rows
+                loss = {k: mean_finite([r["running_loss_last10"] for r in rows
                                   if r["arm"] == tag and r["step"] == k and
                                   r["depth"] == s["depths"][-1]]) for k in readouts}
-                first = _mean([r["running_loss_last10"] for r in rows
+                first = mean_finite([r["running_loss_last10"] for r in rows
                                if r["arm"] == tag and r["step"] == s["steps"]
                                and r["depth"] == s["depths"][0]])
                 findings[name] = (
@@ -641,9 +574,10 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     for ax, key, title in ((axes.flat[0], "internal", "first-layer update |x - x~|/sqrt(n)"),
                            (axes.flat[1], "stream", "residual-stream update |dh - dh~|/sqrt(n)")):
         for tag, recipe in arms:
-            ys = [_mean([r[f"{key}_update"] for r in rows if r["arm"] == tag and r["depth"] == L
-                         and r["step"] == s["steps"]]) for L in s["depths"]]
-            figures.loglog_fit_panel(ax, s["depths"], ys, label=_ARM_LABELS[tag].format(recipe))
+            ys = [mean_finite([r[f"{key}_update"] for r in rows
+                               if r["arm"] == tag and r["depth"] == L and r["step"] == s["steps"]])
+                  for L in s["depths"]]
+            figures.loglog_fit_panel(ax, s["depths"], ys, label=ARM_LABELS[tag].format(recipe))
         ax.set_xlabel("depth L")
         ax.set_title(title, fontsize=8)
     return claim_outcome(ctx, "nfd-collapse", measured, bands, rows, fig,
@@ -681,15 +615,15 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     INCONCLUSIVE when the depth-muP spread, the drift the correction must remove, is within
     its noise (:func:`_spread_noise`) or an LR grid is flat within seed noise
     (:func:`~depthscale.studies.analysis.grid_signals`). The runs are the study
-    :func:`transfer_study_toml`."""
+    :func:`transfer_tables`."""
     s = ctx.settings
-    records = _run_study(ctx, "nfd-transfer", transfer_study_toml(
+    records = run_claim_study(ctx, "nfd-transfer", transfer_tables(
         s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
-    recipes = tuple(r for _, r in _corrected_arms(s))  # (depth-mup, the Eq. 8 arm)
+    recipes = tuple(r for _, r in corrected_arms(s))  # (depth-mup, the Eq. 8 arm)
     rows = sorted(({"recipe": r["recipe"], "depth": r["depth"], "eta_c": r["lr"],
                     "seed": r["seed"], "status": r["status"],
                     "last_epoch_train_loss": criterion_value(r, "last-epoch"),
-                    "test_loss": _metric(r, "final_test_loss")} for r in records),
+                    "test_loss": metric(r, "final_test_loss")} for r in records),
                   key=lambda r: (recipes.index(r["recipe"]), r["depth"], r["eta_c"], r["seed"]))
     found = optimal_lrs(records, "last-epoch", "depth", group="recipe")
     by_cell = {(o.group, o.depth): o for o in found}
@@ -734,12 +668,12 @@ def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
             ("spread_nfd_minus_depth_mup", boot["difference"]))
            for i, end in enumerate(("low", "high"))},
         **{f"eta_star_{tag}_L{L}": 10 ** mean_log[r, L] if (r, L) in mean_log else None
-           for tag, r in _corrected_arms(s) for L in s["depths"]},
+           for tag, r in corrected_arms(s) for L in s["depths"]},
     }
     fig, axes = figures.new_figure(ncols=2)
     for ax, recipe in zip(axes.flat, recipes, strict=True):
         for L in s["depths"]:
-            ys = [_mean([r["last_epoch_train_loss"] for r in rows if r["recipe"] == recipe
+            ys = [mean_finite([r["last_epoch_train_loss"] for r in rows if r["recipe"] == recipe
                          and r["depth"] == L and r["eta_c"] == e]) for e in s["eta_cs"]]
             line = ax.semilogx(s["eta_cs"], ys, "o-", label=f"L = {L}")[0]
             if (recipe, L) in mean_log:
@@ -838,10 +772,10 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
     the claimed side of 0, FAIL when one lies on the other side or is exactly 0, INCONCLUSIVE
     when one straddles 0 (the seeds do not settle it)."""
     s = ctx.settings
-    data = _dataset(ctx)
+    data = claim_dataset(ctx)
     ctx.set_total(2 * s["seeds"])
     rows: list[dict[str, Any]] = []
-    arms = _corrected_arms(s)
+    arms = corrected_arms(s)
     for tag, recipe in arms:
         for seed in range(ctx.seed, ctx.seed + s["seeds"]):
             net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
@@ -863,7 +797,7 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
             ctx.progress(1)
 
     def final(tag: str, key: str) -> float:
-        return _mean([r[key] for r in rows if r["arm"] == tag and r["epoch"] == "final"])
+        return mean_finite([r[key] for r in rows if r["arm"] == tag and r["epoch"] == "final"])
 
     def per_seed(tag: str, key: str) -> list[float]:
         return [r[key] for r in rows if r["arm"] == tag and r["epoch"] == "final"]
@@ -890,10 +824,10 @@ def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
     fig, axes = figures.new_figure(ncols=3)
     for ax, key in zip(axes.flat, ("train_loss", "test_loss", "test_acc"), strict=True):
         for tag, recipe in arms:
-            label = _ARM_LABELS[tag].format(recipe)
+            label = ARM_LABELS[tag].format(recipe)
             pts = [r for r in rows if r["arm"] == tag and r["epoch"] != "final"]
             eps = sorted({r["epoch"] for r in pts})
-            ax.plot(eps, [_mean([r[key] for r in pts if r["epoch"] == e]) for e in eps], "o-",
+            ax.plot(eps, [mean_finite([r[key] for r in pts if r["epoch"] == e]) for e in eps], "o-",
                     label=label)
         ax.set_xlabel("epoch")
         ax.set_title(key.replace("_", " "), fontsize=8)

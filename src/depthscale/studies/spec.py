@@ -35,6 +35,7 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -298,7 +299,55 @@ def _toml_loads(text: str, source: str) -> dict[str, Any]:
 def parse_study(text: str, *, source: str = "<string>",
                 base_dir: str | os.PathLike[str] | None = None) -> StudySpec:
     """Validate the TOML ``text`` of a study (see :func:`load_study`)."""
-    raw = _toml_loads(text, source)
+    return study_from_tables(_toml_loads(text, source), source=source, base_dir=base_dir,
+                             text=text)
+
+
+def study_toml(tables: Mapping[str, Any]) -> str:
+    """The TOML text of a study given as tables (``{"study": {...}, "grid": {...}, ...}``):
+    sections as ``[name]``, nested tables inside a section (``grid.plan``, an
+    ``lr = {logspace = [...]}``) inline. Strings are TOML basic strings with every escape
+    (backslashes in Windows paths included), so ``tomllib.loads(study_toml(t)) == t``."""
+    lines: list[str] = []
+    for section, table in tables.items():
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"study table [{section}] must be a mapping, got {table!r}")
+        lines.append(f"[{section}]")
+        lines += [f"{_toml_key(k)} = {_toml_value(val)}" for k, val in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # JSON string escapes are TOML's
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}"
+                               for k, x in value.items()) + "}"
+    raise ConfigError(f"cannot write {value!r} ({type(value).__name__}) into a study spec")
+
+
+def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
+                      base_dir: str | os.PathLike[str] | None = None,
+                      text: str | None = None) -> StudySpec:
+    """Validate a study given as tables, the same checks as :func:`load_study`; the spec keeps
+    ``text`` (default: :func:`study_toml` of the tables) as the copy written beside the store.
+    This is how code builds studies: TOML is only the file edge."""
+    if text is None:
+        text = study_toml(raw)
     v = _Validator(source)
     v.keys("", raw, _SECTIONS)
     for section in _SECTIONS:
@@ -315,7 +364,7 @@ def parse_study(text: str, *, source: str = "<string>",
     from depthscale.param import OPTIMIZERS, RECIPES, ROLES
     from depthscale.train import FINAL_EVALS, LOSSES
 
-    name = study.get("name", Path(source).stem if source != "<string>" else "study")
+    name = study.get("name", Path(source).stem if not source.startswith("<") else "study")
     v.string("study.name", name)
     factory = is_factory(study.get("model"))
     model = study["model"] if factory else v.choice("study.model", study.get("model"), MODELS)

@@ -26,7 +26,7 @@ from pathlib import Path
 from depthscale.errors import DataError
 from depthscale.studies.executors import make_executor
 from depthscale.studies.runner import check_run, lr_groups
-from depthscale.studies.spec import expand, load_study
+from depthscale.studies.spec import StudySpec, expand, load_study
 from depthscale.studies.store import StoreSummary, open_store
 
 __all__ = ["ProgressFactory", "StudyResult", "run_study"]
@@ -58,7 +58,7 @@ def _no_progress(total: int) -> Iterator[Callable[[int], None]]:
 
 
 def run_study(
-    spec_path: str | os.PathLike[str],
+    spec: StudySpec | str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     backend: str = "local",
     workers: int = 1,
@@ -70,7 +70,9 @@ def run_study(
     wait: float = 5.0,
     batch_lrs: bool = False,
 ) -> StudyResult:
-    """Run the study at ``spec_path`` into the store in ``out_dir``.
+    """Run ``spec`` (a :class:`StudySpec`, e.g. from
+    :func:`~depthscale.studies.spec.study_from_tables`, or the path of a TOML spec) into the
+    store in ``out_dir``.
 
     Order of checks, none of which touches existing results: the spec (ConfigError), the
     backend (ConfigError, e.g. ray not installed), the store (DataError: in use by another
@@ -81,7 +83,7 @@ def run_study(
     pending runs that differ only in ``lr`` as batched groups (see the module docstring) on any
     backend; runs that cannot be batched run one by one.
     """
-    study = load_study(spec_path)
+    study = spec if isinstance(spec, StudySpec) else load_study(spec)
     runs = expand(study)
     executor = make_executor(backend, workers=workers, address=address, retries=retries)
     out = Path(out_dir)

@@ -1,0 +1,86 @@
+"""What every paper's claims share: the claim's dataset (with the shuffled-labels control), a
+study run from tables into the claim's folder, and small record readers.
+
+A claim builds its training grid as study tables (``{"study": ..., "train": ..., "grid":
+...}``), validated by :func:`~depthscale.studies.spec.study_from_tables` and run by
+:func:`~depthscale.studies.sweep.run_study` into ``OUT/<name>/``: a killed ``reproduce``
+resumes, and the copy written to ``OUT/<name>/spec.toml`` reruns the same study by hand with
+``depthscale sweep``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from depthscale import data as ds_data
+from depthscale.claims.registry import ClaimContext
+from depthscale.errors import ConfigError
+from depthscale.studies.spec import study_from_tables, study_toml
+from depthscale.studies.store import open_store
+from depthscale.studies.sweep import run_study
+
+__all__ = ["claim_dataset", "mean_finite", "metric", "run_claim_study"]
+
+
+def claim_dataset(ctx: ClaimContext) -> ds_data.Dataset:
+    """The claim's dataset (``ctx.settings["dataset"]``, split seeded by the claim's seed);
+    ``labels = "shuffled"`` (a negative control) permutes the train and the test labels
+    independently, so that nothing learnable links inputs to labels."""
+    data = ds_data.load(ctx.settings["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
+    labels = ctx.settings.get("labels", "true")
+    if labels == "true":
+        return data
+    if labels != "shuffled":
+        raise ConfigError(f"labels must be 'true' or 'shuffled', got {labels!r}")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    return dataclasses.replace(
+        data, y_train=data.y_train[torch.randperm(len(data.y_train), generator=gen)],
+        y_test=data.y_test[torch.randperm(len(data.y_test), generator=gen)])
+
+
+def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, Any], *,
+                    retry_failed: bool = True,
+                    fail_on_failed: bool = True) -> list[dict[str, Any]]:
+    """Run (or resume) the study ``tables`` into ``OUT/<folder_name>/`` (a copy of its spec in
+    ``spec.toml`` there) and return its planned runs' records. ``retry_failed`` reruns runs
+    that failed before; ``fail_on_failed`` raises when any planned run failed."""
+    folder = ctx.out_dir / folder_name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "spec.toml"
+    text = study_toml(tables)
+    study = study_from_tables(tables, source=str(path), text=text)
+    path.write_text(text, encoding="utf-8")
+
+    @contextlib.contextmanager
+    def progress(total: int) -> Iterator[Callable[[int], None]]:
+        ctx.set_total(total)
+        yield ctx.progress
+
+    # ``reproduce --workers`` (ClaimContext.workers): a process pool; the runs are identical
+    run_study(study, folder, progress=progress, retry_failed=retry_failed, workers=ctx.workers)
+    with open_store(folder, readonly=True) as store:
+        records = [dict(r) for r in store.records(planned_only=True)]
+    failed = [r for r in records if r["status"] == "failed"]
+    if failed and fail_on_failed:
+        raise RuntimeError(f"{len(failed)} run(s) of {folder_name} failed, first: "
+                           f"{failed[0]['error']} (see 'depthscale status {folder}')")
+    return records
+
+
+def metric(record: Mapping[str, Any], key: str) -> float:
+    """A run record's metric as a float (NaN where the run did not measure it)."""
+    value = record.get(key)
+    return math.nan if value is None else float(value)
+
+
+def mean_finite(values: Sequence[float]) -> float:
+    """The mean of the finite values (NaN when none is)."""
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.fmean(finite) if finite else math.nan
