@@ -15,7 +15,8 @@ from depthscale.errors import ConfigError
 from depthscale.models import MLPResNet, build
 from depthscale.train import TrainConfig, TrainResult, train, train_batched
 from depthscale.train import batched as batched_mod
-from depthscale.train.batched import stacked_forward
+from depthscale.train import stacked as stacked_mod
+from depthscale.train.stacked import stacked_forward
 
 RTOL = 1e-5
 
@@ -102,8 +103,8 @@ def test_the_hand_batched_forward_covers_the_mlps_only(teacher: Dataset, digits:
     assert stacked_forward(Doubled(16, 1, 8, 2)) is None
 
 
-def _manual(model: torch.nn.Module, loss: str, per_member: bool = False) -> batched_mod.Step | None:
-    return batched_mod._manual_step(batched_mod._stacked_program(model), loss, per_member)
+def _manual(model: torch.nn.Module, loss: str, per_member: bool = False) -> stacked_mod.Step | None:
+    return stacked_mod._manual_step(stacked_mod._stacked_program(model), loss, per_member)
 
 
 _MANUAL_CASES = [("resnet1", {}), ("resnet1-post", {}), ("resnet2", {}), ("resnet3", {}),
@@ -126,7 +127,7 @@ def test_hand_written_backward_is_autograds_to_the_bit(
     manual = _manual(model, loss, per_member)
     forward = stacked_forward(model)
     assert manual is not None and forward is not None
-    auto = batched_mod._autograd_step(forward, loss, per_member)
+    auto = stacked_mod._autograd_step(forward, loss, per_member)
     lrs = [0.05, 0.5, 4.0]
     trainable, fixed, mult = batched_mod._stack([model], plan, 3, torch.device("cpu"))
     neg_lr = batched_mod._step_sizes(trainable, lrs, mult, torch.device("cpu"))
@@ -201,7 +202,7 @@ def test_generic_vmap_path_matches_one_by_one(
     for ref, res in zip(_one_by_one(cnn, cnn_plan, digits, cfg, lrs),
                         train_batched(cnn, cnn_plan, digits, cfg, lrs), strict=True):
         _assert_same(ref, res)
-    monkeypatch.setattr(batched_mod, "stacked_forward", lambda model: None)
+    monkeypatch.setattr(stacked_mod, "_stacked_program", lambda model: None)
     model, plan = _model(teacher)
     cfg = TrainConfig(steps=20, batch_size=16, loss="mse", eval_every=10)
     lrs = [0.02, 0.2, 1e6]

@@ -28,7 +28,7 @@ On the CPU this workload is largely matmul-bound: at width 128 the loop already 
 remove only the per-op overhead. Measured on a shared 2-core EPYC VM (torch 2.13, MKL): width
 128, 1.2-1.45x on one thread and 1.6-2.3x on two; width 32, 3.2x on one thread and 5.3x on two
 (where the batched matmuls use both cores and the loop's small ones do not), with the
-hand-written backward of :class:`~depthscale.train.batched._Tape` (2.7x and 4.6x with
+hand-written backward of :class:`~depthscale.train.stacked._Tape` (2.7x and 4.6x with
 autograd's). 5x at width 128 is out of reach here.
 
 The ceiling (:func:`peak`): in the same run, on one thread, one batched training step (stacked
