@@ -89,7 +89,7 @@ band (:func:`expected_bands`) with :func:`~depthscale.findings.interval_finding`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -557,6 +557,28 @@ def coord_check(
     size is meaningless); an empty one is skipped, but not both. Bad sizes, ``seeds``,
     ``steps`` or ``lr`` are a ConfigError before any model is built.
     """
+    _check_sweep(widths, depths, base_width, base_depth, steps, lr, seeds)
+    sweeps, first_plan = _measure_sweeps(
+        make, x, y, {"width": widths, "depth": depths}, base_width, base_depth, seeds,
+        lambda model, plan, structure: measure_point(
+            model, plan, x, y, lr=lr, optimizer=optimizer, loss=loss, steps=steps,
+            structure=structure), progress)
+    name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__",
+                                                                   "custom optimizer")
+    points = [p for _, by_size in sweeps.values() for at_size in by_size for p in at_size]
+    report = CoordReport(points, first_plan.recipe.name, name)
+    _fit_sweeps(report, sweeps, expected_bands(first_plan))
+    _judge(report, len(seeds))
+    return report
+
+
+#: per axis ("width", "depth"): the sorted sizes and, per size, one point per seed
+Sweeps = dict[str, tuple[list[int], list[list[CoordPoint]]]]
+
+
+def _check_sweep(widths: Sequence[int], depths: Sequence[int], base_width: int,
+                 base_depth: int, steps: int, lr: float, seeds: Sequence[int]) -> None:
+    """ConfigError for sizes, steps, lr or seeds :func:`coord_check` cannot use."""
     for axis, sizes in (("widths", widths), ("depths", depths)):
         checked = [whole(f"{axis}[{i}]", s) for i, s in enumerate(sizes)]
         if checked and (len(set(checked)) < 2 or len(set(checked)) != len(checked)):
@@ -573,10 +595,19 @@ def coord_check(
     number("lr", lr)
     if len(seeds) == 0:
         raise ConfigError("coord_check needs at least one seed, got none")
-    points: list[CoordPoint] = []
-    sweeps: dict[str, tuple[list[int], list[list[CoordPoint]]]] = {}
+
+
+def _measure_sweeps(
+    make: ModelFactory, x: Any, y: torch.Tensor, sizes_of: Mapping[str, Sequence[int]],
+    base_width: int, base_depth: int, seeds: Sequence[int],
+    measure: Callable[[nn.Module, Plan, Structure | None], Sizes],
+    progress: Callable[[int], None] | None,
+) -> tuple[Sweeps, Plan]:
+    """Build one model per (axis, size, seed) with ``make`` and measure it; the sweeps and the
+    first model's plan (whose recipe sets the bands)."""
+    sweeps: Sweeps = {}
     first_plan: Plan | None = None
-    for axis, sizes in (("width", widths), ("depth", depths)):
+    for axis, sizes in sizes_of.items():
         if not sizes:
             continue
         order = sorted(sizes)
@@ -589,19 +620,20 @@ def coord_check(
                 model, plan = made[0], made[1]
                 structure = made[2] if len(made) > 2 else None  # type: ignore[misc]
                 first_plan = first_plan or plan
-                sizes_ = measure_point(model, plan, x, y, lr=lr, optimizer=optimizer,
-                                       loss=loss, steps=steps, structure=structure)
-                at_size.append(CoordPoint(axis, w, d, int(seed), sizes_))
+                at_size.append(CoordPoint(axis, w, d, int(seed), measure(model, plan, structure)))
                 if progress is not None:
                     progress(1)
             by_size.append(at_size)
-            points.extend(at_size)
         sweeps[axis] = (order, by_size)
     assert first_plan is not None
-    name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__",
-                                                                   "custom optimizer")
-    report = CoordReport(points, first_plan.recipe.name, name)
-    bands = expected_bands(first_plan)
+    return sweeps, first_plan
+
+
+def _fit_sweeps(report: CoordReport, sweeps: Sweeps,
+                bands: Mapping[tuple[str, str, str], tuple[Band, str]]) -> None:
+    """The slopes of every measured quantity (each layer type's activations and updates, each
+    weight's own update in width, the internal own updates in depth with the lazy diagnostic),
+    appended to ``report``."""
     for axis, (order, by_size) in sweeps.items():
         for t in LAYER_TYPES:
             for q in ("act", "update"):
@@ -626,13 +658,9 @@ def coord_check(
             if fit is None or not math.isfinite(fit.slope):
                 continue
             report.fits.append(fit)
-            label = _lazy_label(fit)
-            deepest = by_size[-1]
             share = float(np.mean([p.mean("own_update", t) / p.mean("update", t)
-                                   for p in deepest]))
-            report.lazy.append(LazyFinding(t, fit, label, share))
-    _judge(report, len(seeds))
-    return report
+                                   for p in by_size[-1]]))
+            report.lazy.append(LazyFinding(t, fit, _lazy_label(fit), share))
 
 
 def _lazy_label(fit: SlopeFit) -> str:

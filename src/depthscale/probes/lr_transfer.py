@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -177,13 +177,7 @@ def lr_transfer_check(
     (full training-set loss at the end). Bad grids, sizes, seeds or settings are a ConfigError
     before any model is built.
     """
-    grid = sorted(number(f"lrs[{i}]", v) for i, v in enumerate(lrs))
-    if len(set(grid)) < 3:
-        raise ConfigError(f"lrs must hold at least three distinct learning rates (a parabola in "
-                          f"log LR needs them), got {list(lrs)}; pass e.g. lrs=[0.01, 0.03, 0.1, "
-                          "0.3, 1]")
-    if len(set(grid)) != len(grid):
-        raise ConfigError(f"lrs has repeats: {list(lrs)}; give each learning rate once")
+    grid = _check_grid(lrs)
     depth_list, width_list = _check_sizes("depths", depths), _check_sizes("widths", widths)
     base_width, base_depth = whole("base_width", base_width), whole("base_depth", base_depth)
     sizes = list(dict.fromkeys([*((base_width, d) for d in depth_list),
@@ -192,29 +186,21 @@ def lr_transfer_check(
         raise ConfigError(f"lr_transfer_check needs at least two sizes to compare, got "
                           f"depths={list(depths)}, widths={list(widths)}; pass e.g. "
                           "depths=[2, 8]")
-    if len(seeds) == 0:
-        raise ConfigError("lr_transfer_check needs at least one seed, got none")
-    seed_list = [whole(f"seeds[{i}]", s, minimum=0) for i, s in enumerate(seeds)]
-    if len(set(seed_list)) != len(seed_list):
-        raise ConfigError(f"seeds has repeats: {list(seeds)}; give each seed once")
+    seed_list = _check_seeds(seeds)
     if criterion not in _CRITERIA:
         raise ConfigError(f"criterion must be one of: {', '.join(_CRITERIA)}; got "
                           f"{criterion!r}")
     tolerance = number("tolerance", tolerance)
     whole("n_boot", n_boot)
-    TrainConfig(optimizer=optimizer, lr=grid[0], steps=whole("steps", steps),
-                batch_size=whole("batch_size", batch_size), loss=loss,
-                device=device).validate()
-
+    base = TrainConfig(optimizer=optimizer, lr=grid[0], steps=whole("steps", steps),
+                       batch_size=whole("batch_size", batch_size), loss=loss, device=device)
+    base.validate()
     records: list[dict[str, Any]] = []
     for i, (w, d) in enumerate(sizes):
         for seed in seed_list:
             for lr in grid:
                 made = make(w, d, seed)
-                model, plan = made[0], made[1]
-                cfg = TrainConfig(optimizer=optimizer, lr=lr, steps=steps, batch_size=batch_size,
-                                  loss=loss, seed=seed, device=device)
-                res = train(model, plan, data, cfg)
+                res = train(made[0], made[1], data, replace(base, lr=lr, seed=seed))
                 records.append({
                     "size": i, "width": w, "depth": d, "seed": seed, "lr": lr,
                     "status": "done" if res.status == "ok" else res.status,
@@ -224,6 +210,27 @@ def lr_transfer_check(
                 if progress is not None:
                     progress(1)
     return _report(records, sizes, grid, seed_list, criterion, tolerance, optimizer, n_boot)
+
+
+def _check_grid(lrs: Sequence[float]) -> list[float]:
+    """The sorted LR grid; ConfigError for fewer than three distinct values or repeats."""
+    grid = sorted(number(f"lrs[{i}]", v) for i, v in enumerate(lrs))
+    if len(set(grid)) < 3:
+        raise ConfigError(f"lrs must hold at least three distinct learning rates (a parabola in "
+                          f"log LR needs them), got {list(lrs)}; pass e.g. lrs=[0.01, 0.03, 0.1, "
+                          "0.3, 1]")
+    if len(set(grid)) != len(grid):
+        raise ConfigError(f"lrs has repeats: {list(lrs)}; give each learning rate once")
+    return grid
+
+
+def _check_seeds(seeds: Sequence[int]) -> list[int]:
+    if len(seeds) == 0:
+        raise ConfigError("lr_transfer_check needs at least one seed, got none")
+    seed_list = [whole(f"seeds[{i}]", s, minimum=0) for i, s in enumerate(seeds)]
+    if len(set(seed_list)) != len(seed_list):
+        raise ConfigError(f"seeds has repeats: {list(seeds)}; give each seed once")
+    return seed_list
 
 
 def _report(records: list[dict[str, Any]], sizes: list[tuple[int, int]], grid: list[float],
