@@ -494,8 +494,17 @@ def _judge(report: CoordReport, n_seeds: int) -> None:
     lead = (f"{n_ok} of {len(findings)} slopes lie inside their bands (log-log fits of the "
             f"layer-mean RMS on {n_seeds} seed(s) per size, 95% seed-bootstrap intervals, "
             f"tolerance {FLAT} around the recipe's exponent)")
+    blown = sum(not math.isfinite(x) for p in report.points for per in p.sizes.values.values()
+                for v in per.values() for x in v)
+    if blown:
+        total = sum(len(v) for p in report.points for per in p.sizes.values.values()
+                    for v in per.values())
+        lead += (f"; {blown} of {total} measured sizes are not finite: the run blew up "
+                 "(lower the learning rate)")
     if verdict == "INCONCLUSIVE" and n_seeds < 2:
         lead += "; one seed gives no interval: pass seeds=[0, 1, 2]"
+    if blown and verdict == "PASS":  # an unbanded series blew up: never a pass
+        verdict = "FAIL"
     others = "; ".join(f.text() for f in report.fits if f.finding == "supports")
     report.verdict = verdict
     report.evidence = ". ".join(p for p in (lead, said and f"Outside or undecided: {said}",
@@ -504,22 +513,30 @@ def _judge(report: CoordReport, n_seeds: int) -> None:
 
 def _fit(axis: str, sizes: Sequence[int], pts: list[list[CoordPoint]], quantity: str,
          layer_type: str, band: tuple[Band, str] | None) -> SlopeFit | None:
-    """The slope fit of one (quantity, layer type) over a sweep; None if it was not measured."""
-
-    per_seed = [[p.mean(quantity, layer_type) for p in at_size] for at_size in pts]
-    if any(math.isnan(v) for row in per_seed for v in row):
+    """The slope fit of one (quantity, layer type) over a sweep; None if it was measured at no
+    point. A value that is NaN or infinite (a run that blew up) is never dropped: the fit is a
+    contradiction that names how many values were not finite; a quantity measured at some
+    points only, or zero somewhere, is undecided."""
+    raw = [[p.sizes.values.get(quantity, {}).get(layer_type, []) for p in at_size]
+           for at_size in pts]
+    if not any(v for row in raw for v in row):
         return None
-    means = tuple(float(np.mean(row)) for row in per_seed)
-    finite = all(math.isfinite(v) for row in per_seed for v in row)
-    positive = all(v > 0 for row in per_seed for v in row)
     b, why = band if band is not None else (None, "")
-    if not (finite and positive):
-        finding: str | None = "contradicts" if not finite else "undecided"
-        slope = math.inf if not finite else math.nan
+    n_values = sum(len(v) for row in raw for v in row)
+    n_bad = sum(not math.isfinite(x) for row in raw for v in row for x in v)
+    per_seed = [[p.mean(quantity, layer_type) for p in at_size] for at_size in pts]
+    means = tuple(float(np.mean(row)) for row in per_seed)
+    if n_bad or not all(v for row in raw for v in row):
+        finding: str | None = "contradicts" if n_bad else "undecided"
+        note = (f"; {n_bad} of {n_values} measured values not finite (the run blew up)"
+                if n_bad else "; measured at some sizes or seeds only: no slope")
+        slope = math.inf if n_bad else math.nan
         return SlopeFit(layer_type, quantity, axis, tuple(sizes), means, slope, slope, slope, b,
-                        None if b is None else finding,
-                        why + ("; overflowed (non-finite)" if not finite else "; zero at some "
-                               "size: no slope"))
+                        None if b is None else finding, why + note)
+    if not all(v > 0 for row in per_seed for v in row):
+        return SlopeFit(layer_type, quantity, axis, tuple(sizes), means, math.nan, math.nan,
+                        math.nan, b, None if b is None else "undecided",
+                        why + "; zero at some size: no slope")
     slope, low, high = bootstrap_slope(sizes, per_seed)
     finding = None if b is None else interval_finding(low, high, b)
     return SlopeFit(layer_type, quantity, axis, tuple(sizes), means, slope, low, high, b,
