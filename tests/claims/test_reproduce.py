@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import depthscale
 from depthscale.claims import CLAIMS, ClaimOutcome, band_verdict, reproduce
 from depthscale.cli import main
 from depthscale.report import validate_results
@@ -33,7 +34,8 @@ def test_every_claim_runs_and_claims_json_matches_the_contract(
     for r in on_disk:
         assert set(r) == {"id", "title", "paper", "verdict", "reason", "measured", "band",
                           "scale", "seconds", "figure", "data", "paper_version", "seeds",
-                          "control"}
+                          "control", "seed", "version"}
+        assert r["seed"] == 0 and r["version"] == depthscale.__version__
         assert r["paper_version"] and r["seeds"] == [] and r["control"] is None
         assert r["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE", "REFUTED"), r
         assert r["scale"] == "quick" and r["seconds"] >= 0
@@ -140,3 +142,51 @@ def test_a_held_folder_lock_names_its_holder(tmp_path: Path) -> None:
     finally:
         release_lock(fd)
     release_lock(acquire_lock(tmp_path, LOCK_FILE, 0.0, "reproduce folder"))  # free again
+
+
+def _counting(verdict: str, calls: list[int]) -> object:
+    def run(_ctx: object) -> ClaimOutcome:
+        calls.append(1)
+        return ClaimOutcome(verdict, {"x": 1.0}, {}, "" if verdict == "PASS" else "why")
+    return run
+
+
+def test_a_rerun_into_the_same_folder_resumes_and_recomputes_nothing_finished(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setitem(CLAIMS, "nfd-deep",
+                        dataclasses.replace(CLAIMS["nfd-deep"], run=_counting("PASS", calls)))
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path)]) == 0
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path)]) == 0
+    assert len(calls) == 1 and "kept from" in capsys.readouterr().err
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path), "--seed", "1"]) == 0
+    assert len(calls) == 2  # another base seed is another result
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path), "--seed", "1", "--rerun"]) == 0
+    assert len(calls) == 3
+
+
+def test_a_skip_is_run_again_and_strict_counts_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setitem(CLAIMS, "nfd-deep",
+                        dataclasses.replace(CLAIMS["nfd-deep"], run=_counting("SKIP", calls)))
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path)]) == 0
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path), "--strict"]) == 1
+    assert len(calls) == 2
+    assert "--strict: not PASS: nfd-deep SKIP" in capsys.readouterr().err
+
+
+def test_cuda_asked_for_on_a_machine_without_it_is_one_line_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "out"
+    assert main(["reproduce", "nfd-deep", "--out", str(out), "--device", "cuda",
+                 "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "CUDA is not available" in err and "Traceback" not in err
+    assert not out.exists()

@@ -20,11 +20,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from depthscale import __version__
 from depthscale.claims.registry import CLAIMS, PLANNED, SCALES, ClaimContext
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError, DataError, DepthscaleError
 from depthscale.outputs import check_output_dir, folder_lock
 from depthscale.report import read_claims_json, write_claims_json, write_index_html
+from depthscale.train.loop import resolve_device
 
 __all__ = ["LOCK_FILE", "ClaimHooks", "reproduce", "select_claims"]
 
@@ -74,7 +76,7 @@ def _merge(out_dir: Path, record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return results
 
 
-def _record(claim_id: str, scale: str, seconds: float, outcome: ClaimOutcome,
+def _record(claim_id: str, scale: str, seed: int, seconds: float, outcome: ClaimOutcome,
             out_dir: Path) -> dict[str, Any]:
     c = CLAIMS[claim_id]
 
@@ -95,7 +97,7 @@ def _record(claim_id: str, scale: str, seconds: float, outcome: ClaimOutcome,
         "reason": reason, "measured": measured, "band": outcome.band,
         "scale": scale, "seconds": round(seconds, 2), "figure": rel(outcome.figure),
         "data": rel(outcome.data), "paper_version": c.paper_version, "seeds": [],
-        "control": None,
+        "control": None, "seed": seed, "version": __version__,
     }
 
 
@@ -113,6 +115,16 @@ def _run_claim(cid: str, ctx: ClaimContext, crashed: list[str]) -> ClaimOutcome:
             crashed.append(cid)
         last = traceback.format_exception_only(exc)[-1].strip()
         return ClaimOutcome("SKIP", reason=f"crashed: {last}")
+
+
+def _same_run(record: dict[str, Any], scale: str, seed: int, seeds: int) -> bool:
+    """Whether ``record`` (from claims.json) is this run's result already: same scale, base
+    seed, number of seeds and depthscale version, and decided (not a SKIP, which may be a
+    crash or missing data that a rerun can fix)."""
+    return (record["verdict"] != "SKIP" and record["scale"] == scale
+            and record.get("seed") == seed and len(record.get("seeds") or []) == (
+                seeds if seeds > 1 else 0)
+            and record.get("version") == __version__)
 
 
 def _combine_seeds(cid: str, per_seed: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
@@ -150,6 +162,8 @@ def reproduce(
     control: bool = False,
     workers: int = 1,
     on_claim: ClaimHooks | None = None,
+    rerun: bool = False,
+    on_kept: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
@@ -158,6 +172,10 @@ def reproduce(
     ``workers``: processes each claim's sweeps may use (the runs are the same either way).
     ``seeds``: base seeds per claim (UNSTABLE where their verdicts differ); ``control``: run
     the negative controls instead of the claims.
+
+    Resuming: a claim whose result is already in ``out_dir/claims.json`` from the same scale,
+    base seed, number of seeds and depthscale version, and is not a SKIP, is kept as it is and
+    not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it anyway.
     """
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
@@ -165,6 +183,7 @@ def reproduce(
         raise ConfigError(f"workers must be >= 1, got {workers}")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds must be a whole number >= 1, got {seeds!r}")
+    resolve_device(device)  # CUDA asked for but absent: one line now, not a SKIP per claim
     chosen = select_claims(ids)
     if control:
         lacking = [cid for cid in chosen if CLAIMS[cid].control is None]
@@ -177,6 +196,11 @@ def reproduce(
     crashed: list[str] = []
     run_dir = out_dir / "control" if control else out_dir
     for cid in chosen:
+        previous = results.get(f"{cid}/control" if control else cid)
+        if not rerun and previous is not None and _same_run(previous, scale, seed, seeds):
+            if on_kept is not None:
+                on_kept(cid)
+            continue
         advance, set_total = on_claim(cid) if on_claim else (lambda _k: None, lambda _k: None)
         per_seed = []
         for base in range(seed, seed + seeds):
@@ -188,7 +212,7 @@ def reproduce(
                                progress=advance, set_total=set_total, workers=workers)
             t0 = time.perf_counter()
             outcome = _run_claim(cid, ctx, crashed)
-            per_seed.append((base, _record(cid, scale, time.perf_counter() - t0, outcome,
+            per_seed.append((base, _record(cid, scale, base, time.perf_counter() - t0, outcome,
                                            out_dir)))
         record = per_seed[0][1] if seeds == 1 else _combine_seeds(cid, per_seed)
         if scale == "medium" and "medium" not in CLAIMS[cid].settings:

@@ -33,10 +33,15 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             task = bar.add_task(cid, total=None)
             return (lambda k: bar.advance(task, k)), (lambda n: bar.update(task, total=n))
 
+        def on_kept(cid: str) -> None:
+            console.print(f"{cid}: kept from {args.out / 'claims.json'} (same scale, seed and "
+                          "version; --rerun to run it again)")
+
         results, crashed = reproduce(args.claims, scale=args.scale, out_dir=args.out,
                                      device=args.device, data_dir=args.data_dir, seed=args.seed,
                                      seeds=args.seeds, control=args.control,
-                                     workers=args.workers, on_claim=on_claim)
+                                     workers=args.workers, on_claim=on_claim, rerun=args.rerun,
+                                     on_kept=on_kept)
     Console().print(console_table(results))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
@@ -46,7 +51,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.strict:
         ran = {f"{cid}/control" if args.control else cid for cid in select_claims(args.claims)}
         expected = "FAIL" if args.control else "PASS"
-        if any(r["verdict"] not in (expected, "SKIP") for r in results if r["id"] in ran):
+        off = [f"{r['id']} {r['verdict']}" for r in results
+               if r["id"] in ran and r["verdict"] != expected]
+        if off:
+            print(f"depthscale: --strict: not {expected}: {', '.join(off)}", file=sys.stderr)
             return 1
     return 0
 
@@ -69,8 +77,12 @@ def register(sub: Any) -> None:
                    "under which a check that can fail gives FAIL) instead of the claim")
     r.add_argument("--workers", type=int, default=1,
                    help="processes for the claims' LR sweeps (results do not depend on it)")
+    r.add_argument("--rerun", action="store_true",
+                   help="run every chosen claim again, even those claims.json in --out already "
+                   "holds from the same scale, seed and version (by default a rerun into the "
+                   "same folder resumes: only what is missing runs)")
     r.add_argument("--strict", action="store_true",
-                   help="exit 1 if a claim run now is not PASS (with --control: not FAIL); "
-                   "SKIPs do not count")
+                   help="exit 1 if a chosen claim is not PASS (with --control: not FAIL); a "
+                   "SKIP (missing data, a crash) counts as not PASS")
     r.add_argument("--list", action="store_true", help="list the claims and exit")
     r.set_defaults(func=_cmd_reproduce, output_dirs=("out",))

@@ -4,8 +4,9 @@
 high]} (either end may be None), "scale" (quick/medium/full), "seconds", "figure" (relative path
 or None), "data" (relative CSV path or None)}``, and the optional keys ``"paper_version"`` (the
 version of the paper reproduced), ``"seeds"`` (one ``{"seed", "verdict", "measured"}`` per base
-seed of a ``--seeds N`` run) and ``"control"`` (what the negative control changed, for a
-``--control`` run; None otherwise).
+seed of a ``--seeds N`` run), ``"control"`` (what the negative control changed, for a
+``--control`` run; None otherwise), ``"seed"`` (the base seed) and ``"version"`` (the depthscale
+version that computed it; with scale and seed, what a resumed ``reproduce`` compares).
 
 The verdict is one of :data:`VERDICTS`: PASS (reproduced); FAIL (not reproduced, our code
 suspected); REFUTED (the paper's statement contradicted by two independent routes, with a
@@ -38,7 +39,8 @@ CLAIM_KEYS: tuple[str, ...] = (
     "figure", "data",
 )
 #: keys a result may carry, with the value a result without them has
-OPTIONAL_KEYS: dict[str, Any] = {"paper_version": "", "seeds": [], "control": None}
+OPTIONAL_KEYS: dict[str, Any] = {"paper_version": "", "seeds": [], "control": None, "seed": None,
+                                 "version": ""}
 
 
 class ClaimSchemaError(ValueError):
@@ -153,6 +155,11 @@ def validate_result(result: Any, index: int = 0) -> dict[str, Any]:
     out["seeds"] = _seeds(who, result.get("seeds", []))
     control = result.get("control")
     out["control"] = None if control is None else _text(who, "control", control, empty=False)
+    seed = result.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ClaimSchemaError(f"{who}: seed must be an integer (the base seed), got {seed!r}")
+    out["seed"] = seed
+    out["version"] = _text(who, "version", result.get("version", ""))
     return out
 
 

@@ -269,9 +269,17 @@ def resolve_device(name: str) -> torch.device:
     if name == "cpu":
         return torch.device("cpu")
     if name.startswith("cuda"):
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise ConfigError(f"unknown device {name!r}; use cpu, cuda or cuda:<index>") from None
         if not torch.cuda.is_available():
             raise ConfigError(f"--device {name}: CUDA is not available here; use --device cpu")
-        return torch.device(name)
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ConfigError(f"--device {name}: this machine has {count} CUDA device(s), "
+                              f"cuda:0 to cuda:{count - 1}")
+        return device
     raise ConfigError(f"unknown device {name!r}; use cpu or cuda")
 
 

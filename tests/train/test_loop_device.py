@@ -1,0 +1,31 @@
+"""``--device`` is checked once, with one line: CUDA absent, an index the machine lacks, a
+malformed name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from depthscale.errors import ConfigError
+from depthscale.train.loop import resolve_device
+
+
+def test_cpu_is_cpu() -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("cuda:abc", "unknown device"), ("tpu", "unknown device"), ("cuda:3", "2 CUDA device"),
+])
+def test_bad_devices_are_one_line(monkeypatch: pytest.MonkeyPatch, name: str,
+                                  message: str) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ConfigError, match=message):
+        resolve_device(name)
+
+
+def test_cuda_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="CUDA is not available here; use --device cpu"):
+        resolve_device("cuda")
