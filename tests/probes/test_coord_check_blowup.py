@@ -34,3 +34,16 @@ def test_the_same_check_at_a_sane_rate_has_no_blown_series() -> None:
                       seeds=[0, 1], steps=2)
     assert all(math.isfinite(f.slope) or math.isnan(f.slope) for f in rep.fits)
     assert "not finite" not in rep.evidence
+
+
+def test_a_factory_that_ignores_the_width_is_refused() -> None:
+    import pytest
+
+    from depthscale.errors import ConfigError
+
+    def fixed_width(w: int, d: int, s: int):  # type: ignore[no-untyped-def]
+        return _make(16, d, s)
+
+    with pytest.raises(ConfigError, match="does not build the width it is given"):
+        coord_check(fixed_width, X, Y, widths=[16, 32], base_width=16, base_depth=2, lr=0.1,
+                    seeds=[0])

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from depthscale.errors import ConfigError, DataError
+from depthscale.models.calls import call_model, logits_of, n_rows, take_rows
 from depthscale.param import plan
 from depthscale.train import TrainConfig, train
-from depthscale.train.loop import call_model, logits_of, n_rows, take_rows
 
 G = torch.Generator().manual_seed(0)
 XS = torch.randn(40, 20, generator=G)

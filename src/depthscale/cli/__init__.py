@@ -37,6 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     try:
         check_outputs(args)
+        if isinstance(getattr(args, "device", None), str):  # once, before any work
+            from depthscale.train.loop import resolve_device
+
+            resolve_device(args.device)
         return int(args.func(args))
     except DepthscaleError as exc:
         print(f"depthscale: error: {exc}", file=sys.stderr)

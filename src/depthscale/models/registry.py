@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
+import torch
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.models.calls import call_model, logits_of, tensors_of
 from depthscale.models.chizat import TwoLayerPerceptronResNet
 from depthscale.models.cnn import ConvResNet, PlainCNN
 from depthscale.models.gpt import GPT
@@ -186,11 +188,60 @@ def create(
     sizes = (shape, whole("n_out", n_out), whole("width", width), whole("depth", depth))
     if factory is None:
         return MODELS[name].make(*sizes, **options)
-    model = factory(*sizes, **options)
+    model = user_call(name, f"building the model ({_FACTORY_SIGNATURE} = {sizes})",
+                      lambda: factory(*sizes, **options))
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model factory {name!r} returned a {type(model).__name__}, not an "
                           "nn.Module")
     return model
+
+
+def user_call(name: str, what: str, call: Callable[[], Any]) -> Any:
+    """``call()``, one call into a user's factory or model: any exception it raises, and a
+    ``sys.exit`` inside it, becomes a ConfigError naming the factory, the call and the
+    exception, so a user's bug is one line before any work, never a traceback or a silent
+    exit 0. Ctrl-C passes through."""
+    try:
+        return call()
+    except KeyboardInterrupt:
+        raise
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as exc:
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        if isinstance(exc, SystemExit):
+            message = f"it called sys.exit({exc.code!r})"
+        raise ConfigError(f"model factory {name!r}: {what} failed ({message}); the error is in "
+                          "the factory's code: call it by hand to debug it") from None
+
+
+def check_forward(name: str, model: nn.Module, example: Any, n_out: int) -> None:
+    """One forward pass of a user's model on ``example`` (a batch), before any work: it must
+    run (:func:`user_call`), return scores (a tensor, a tuple whose first element is the
+    scores, a dict with "logits" or an object with ``.logits``) with ``n_out`` entries on the
+    last axis, and leave its input unchanged (a forward that writes into its input corrupts
+    the data every later pass reads). Runs without gradients in eval mode; the model's mode is
+    restored."""
+    before = [t.detach().clone() for t in tensors_of(example)]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = user_call(name, "the model's forward on a batch of the data",
+                            lambda: call_model(model, example))
+    finally:
+        model.train(was_training)
+    scores = logits_of(out)
+    after = tensors_of(example)
+    if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(after, before,
+                                                                        strict=True)):
+        raise ConfigError(f"model factory {name!r}: the model's forward changes its input in "
+                          "place (e.g. x.mul_(2) or x += ...): every later pass would read "
+                          "corrupted data; compute out of place (x = x * 2)")
+    if scores.dim() == 0 or scores.shape[-1] != n_out:
+        raise ConfigError(f"model factory {name!r}: the model returns scores of shape "
+                          f"{tuple(scores.shape)} but the data has {n_out} classes or targets; "
+                          f"build its readout with the n_out it is given ({n_out})")
 
 
 def build(
@@ -219,6 +270,8 @@ def build(
     role) and ``example_input`` (role inference) go to :meth:`~depthscale.param.Plan.apply`.
     """
     model = create(name, input_shape=input_shape, n_out=n_out, width=width, depth=depth, **options)
+    if is_factory(name) and example_input is not None:
+        check_forward(name, model, example_input, n_out)
     plan_width, plan_depth = getattr(model, "width", None), getattr(model, "plan_depth", None)
     if (plan_width is None or plan_depth is None) and example_input is not None:
         from depthscale.param.inspect import inspect as inspect_model

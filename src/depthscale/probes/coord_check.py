@@ -88,6 +88,7 @@ band (:func:`expected_bands`) with :func:`~depthscale.findings.interval_finding`
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -100,6 +101,7 @@ from torch import nn
 from depthscale.errors import ConfigError
 from depthscale.findings import Band, findings_verdict, interval_finding
 from depthscale.fits import loglog_slope
+from depthscale.models.calls import call_model, logits_of
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
 from depthscale.param.inspect import Structure, inspect
@@ -109,7 +111,7 @@ from depthscale.probes.forward_record import (
     unit_weight,
     weight_layout,
 )
-from depthscale.train.loop import call_model, logits_of, loss_fn
+from depthscale.train.loop import loss_fn
 
 __all__ = [
     "FLAT",
@@ -528,7 +530,8 @@ def _fit(axis: str, sizes: Sequence[int], pts: list[list[CoordPoint]], quantity:
     means = tuple(float(np.mean(row)) for row in per_seed)
     if n_bad or not all(v for row in raw for v in row):
         finding: str | None = "contradicts" if n_bad else "undecided"
-        note = (f"; {n_bad} of {n_values} measured values not finite (the run blew up)"
+        note = (f"; {n_bad} of {n_values} measured values not finite (overflowed: the run "
+                "blew up)"
                 if n_bad else "; measured at some sizes or seeds only: no slope")
         slope = math.inf if n_bad else math.nan
         return SlopeFit(layer_type, quantity, axis, tuple(sizes), means, slope, slope, slope, b,
@@ -629,6 +632,7 @@ def _measure_sweeps(
             continue
         order = sorted(sizes)
         by_size = []
+        built: list[int] = []
         for s in order:
             w, d = (s, base_depth) if axis == "width" else (base_width, s)
             at_size = []
@@ -641,9 +645,21 @@ def _measure_sweeps(
                 if progress is not None:
                     progress(1)
             by_size.append(at_size)
+            built.append(getattr(plan, axis))
+        _check_built(axis, order, built)
         sweeps[axis] = (order, by_size)
     assert first_plan is not None
     return sweeps, first_plan
+
+
+def _check_built(axis: str, asked: list[int], built: list[int]) -> None:
+    """ConfigError unless the models' own sizes (the plan's width, or its number of residual
+    branches, as the model reports or inspect reads them) grow with the sizes asked for: a
+    factory that ignores its width would otherwise give flat slopes that look like muP."""
+    if any(b >= c for b, c in itertools.pairwise(built)):
+        raise ConfigError(
+            f"the models built for {axis}s {asked} have {axis}s {built}: the factory does not "
+            f"build the {axis} it is given; make it use its {axis} argument")
 
 
 def _fit_sweeps(report: CoordReport, sweeps: Sweeps,

@@ -18,9 +18,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 from depthscale.errors import ConfigError
+from depthscale.models.calls import call_model, logits_of
 from depthscale.param.dataflow import tensors_in
 from depthscale.param.inspect import Structure
-from depthscale.train.loop import call_model, logits_of
 
 __all__ = ["LAYER_TYPES", "MATRIX_ROLES", "Layout", "ModulePass", "Pass", "first_tensor",
            "module_forward", "module_hooks", "record_pass", "unit_weight", "weight_layout"]
