@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from depthscale.cli.common import positive_int, seed_value
+
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from rich.console import Console
@@ -69,13 +71,13 @@ def register(sub: Any) -> None:
     r.add_argument("--out", type=Path, default=Path("reproduce-out"))
     r.add_argument("--device", default="cpu")
     r.add_argument("--data-dir", type=Path, default=None)
-    r.add_argument("--seed", type=int, default=0, help="base seed (first one with --seeds)")
-    r.add_argument("--seeds", type=int, default=1,
+    r.add_argument("--seed", type=seed_value, default=0, help="base seed (first one with --seeds)")
+    r.add_argument("--seeds", type=positive_int, default=1,
                    help="rerun each claim at N base seeds; UNSTABLE where verdicts differ")
     r.add_argument("--control", action="store_true",
                    help="run each claim's negative control (a deliberately wrong setting "
                    "under which a check that can fail gives FAIL) instead of the claim")
-    r.add_argument("--workers", type=int, default=1,
+    r.add_argument("--workers", type=positive_int, default=1,
                    help="processes for the claims' LR sweeps (results do not depend on it)")
     r.add_argument("--rerun", action="store_true",
                    help="run every chosen claim again, even those claims.json in --out already "

@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from depthscale.errors import ConfigError
+
 __all__ = [
     "DEFAULT_DATASET",
     "Parser",
@@ -23,7 +25,9 @@ __all__ = [
     "key_value",
     "model_flags",
     "option_flags",
+    "positive_int",
     "progress",
+    "seed_value",
     "status",
 ]
 
@@ -45,6 +49,33 @@ def finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+#: seeds a user may type: torch, numpy and Python all take 0 .. 2^63 - 1
+MAX_SEED = 2**63 - 1
+
+
+def seed_value(text: str) -> int:
+    """A seed: a whole number from 0 to 2^63 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a seed is a whole number, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"a seed is a whole number from 0 to 2^63 - 1, got "
+                                         f"{text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A count or size: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
     return value
 
 
@@ -106,8 +137,10 @@ def model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="resnet1",
                    help=f"one of: {', '.join(MODELS)}, or a factory package.module:function")
     p.add_argument("--param", default="depth-mup", help=f"recipe, one of: {', '.join(RECIPES)}")
-    p.add_argument("--width", type=int, default=128, help="width n (channels for CNNs)")
-    p.add_argument("--depth", type=int, default=8, help="depth L (residual blocks / layers)")
+    p.add_argument("--width", type=positive_int, default=128,
+                   help="width n (channels for CNNs)")
+    p.add_argument("--depth", type=positive_int, default=8,
+                   help="depth L (residual blocks / layers)")
     p.add_argument("--lr", type=finite_float, default=0.1,
                    help="base learning rate (eta_c; each parameter trains at lr x c)")
     p.add_argument("--T", type=finite_float, default=1.0, help="time horizon T (nfd Eq. 1)")
@@ -116,7 +149,7 @@ def model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, default=None,
                    help="folder with the official CIFAR files (cifar-10-batches-py/...)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--seed", type=int, default=0, help="seed of init and data order")
+    p.add_argument("--seed", type=seed_value, default=0, help="seed of init and data order")
 
 
 def option_flags(p: argparse.ArgumentParser) -> None:
@@ -138,8 +171,12 @@ def build_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from depthscale.data import load
     from depthscale.models import build, is_factory
 
-    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed,
-                **dict(getattr(args, "data_option", [])))
+    data_options = dict(getattr(args, "data_option", []))
+    for own in ("seed", "data_dir"):
+        if own in data_options:
+            raise ConfigError(f"--data-option {own}=...: the data's {own} is --"
+                              f"{own.replace('_', '-')}, not a data option")
+    data = load(args.dataset, data_dir=args.data_dir, seed=args.seed, **data_options)
     options: dict[str, Any] = dict(getattr(args, "model_option", []))
     plan_options: dict[str, Any] = {"T": args.T}
     if args.hidden is not None:

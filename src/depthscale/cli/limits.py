@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from depthscale.cli.common import finite_float, status
+from depthscale.cli.common import finite_float, positive_int, seed_value, status
 
 
 def _limit_inputs(args: argparse.Namespace) -> Any:
@@ -140,13 +140,15 @@ def register(sub: Any) -> None:
     lim.add_argument("--dataset", default=None, help="take inputs from this dataset "
                      "(default: Gaussian inputs)")
     lim.add_argument("--data-dir", type=Path, default=None)
-    lim.add_argument("--inputs", type=int, default=8, help="number of inputs N")
-    lim.add_argument("--dim", type=int, default=16, help="input dimension of Gaussian inputs")
+    lim.add_argument("--inputs", type=positive_int, default=8, help="number of inputs N")
+    lim.add_argument("--dim", type=positive_int, default=16,
+                     help="input dimension of Gaussian inputs")
     lim.add_argument("--depth", type=int, default=0,
                      help="kernel: also compare with the finite-depth recursion at this L")
     lim.add_argument("--depth-steps", type=int, default=None,
                      help="depth grid (default 200 for sde, 64 for nfd)")
-    lim.add_argument("--steps", type=int, default=50, help="nfd, mean-ode: training steps K")
+    lim.add_argument("--steps", type=positive_int, default=50,
+                     help="nfd, mean-ode: training steps K")
     lim.add_argument("--eta-c", type=finite_float, default=0.1, help="nfd: eta_c")
     lim.add_argument("--coupling", default="none", choices=("none", "eq15", "full"),
                      help="nfd: none = Def. 1 (decoupled), eq15 = paper's tau^2 terms, "
@@ -157,8 +159,8 @@ def register(sub: Any) -> None:
     lim.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                      help="sde: particle precision; float32 with two-point increments is "
                      "~2x faster again (moments within Monte Carlo error)")
-    lim.add_argument("--particles", type=int, default=None,
+    lim.add_argument("--particles", type=positive_int, default=None,
                      help="particles (default 10000 for sde; 4096 for nfd and mean-ode)")
-    lim.add_argument("--seed", type=int, default=0)
+    lim.add_argument("--seed", type=seed_value, default=0)
     lim.add_argument("--out", type=Path, default=Path("runs/limit"))
     lim.set_defaults(func=_cmd_limit, output_dirs=("out",))

@@ -19,6 +19,7 @@ from depthscale.cli.common import (
     json_safe,
     model_flags,
     option_flags,
+    positive_int,
     progress,
 )
 from depthscale.errors import ConfigError
@@ -245,9 +246,9 @@ def register(sub: Any) -> None:
     option_flags(t)
     t.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
     t.add_argument("--loss", default="ce", choices=LOSSES)
-    t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--steps", type=positive_int, default=None)
     t.add_argument("--epochs", type=finite_float, default=None, help="(default 1 epoch)")
-    t.add_argument("--batch-size", type=int, default=128, help="1 = online SGD")
+    t.add_argument("--batch-size", type=positive_int, default=128, help="1 = online SGD")
     t.add_argument("--momentum", type=finite_float, default=0.0)
     t.add_argument("--weight-decay", type=finite_float, default=0.0)
     t.add_argument("--eval-every", type=int, default=0, help="steps between test evaluations")
@@ -269,9 +270,9 @@ def register(sub: Any) -> None:
     c.add_argument("--loss", default="ce", choices=LOSSES)
     c.add_argument("--widths", type=int_list, default=[64, 128, 256, 512])
     c.add_argument("--depths", type=int_list, default=[2, 4, 8, 16, 32])
-    c.add_argument("--steps", type=int, default=1, help="optimizer steps before measuring")
-    c.add_argument("--seeds", type=int, default=3, help="models per size (the CI's seeds)")
-    c.add_argument("--batch-size", type=int, default=128)
+    c.add_argument("--steps", type=positive_int, default=1, help="optimizer steps before measuring")
+    c.add_argument("--seeds", type=positive_int, default=3, help="models per size (the CI's seeds)")
+    c.add_argument("--batch-size", type=positive_int, default=128)
     c.add_argument("--out", type=Path, default=Path("runs/coord-check"))
     c.set_defaults(func=_cmd_coord_check, output_dirs=("out",))
 
@@ -286,9 +287,9 @@ def register(sub: Any) -> None:
                     help="depths compared at --width")
     tc.add_argument("--widths", type=int_list, default=[],
                     help="widths compared at --depth (default none)")
-    tc.add_argument("--steps", type=int, default=100, help="training steps per run")
-    tc.add_argument("--seeds", type=int, default=3, help="seeds per (size, LR)")
-    tc.add_argument("--batch-size", type=int, default=64)
+    tc.add_argument("--steps", type=positive_int, default=100, help="training steps per run")
+    tc.add_argument("--seeds", type=positive_int, default=3, help="seeds per (size, LR)")
+    tc.add_argument("--batch-size", type=positive_int, default=64)
     tc.add_argument("--criterion", default="running", choices=("running", "final"),
                     help="running: mean training loss over the steps; final: at the end")
     tc.add_argument("--tolerance", type=finite_float, default=0.3,

@@ -174,6 +174,8 @@ def load_markov(*, seed: int, n_train: int | None, n_test: int | None, vocab: in
                           f"(at most {MAX_STATES}: pi is solved exactly); lower vocab or order")
     check_size("markov", "n_train", n_train)
     check_size("markov", "n_test", n_test)
+    check_tokens("markov", (2048 if n_train is None else n_train)
+                 + (256 if n_test is None else n_test), context)
     chain_rng, train_rng, test_rng = _streams(seed, 3)
     chain = MarkovChain.random(vocab, order, float(concentration), chain_rng)
     train, _ = chain.sample(2048 if n_train is None else n_train, context + 1, train_rng)
@@ -183,6 +185,21 @@ def load_markov(*, seed: int, n_train: int | None, n_test: int | None, vocab: in
             "uniform_loss_nats": math.log(vocab), "chain": chain}
     return _windows("markov", train[:, :-1], train[:, 1:], test[:, :-1], test[:, 1:], vocab,
                     meta)
+
+
+#: the most tokens a token dataset draws (windows x (context + 1)): 2^26, 0.5 GiB as int64
+MAX_TOKENS = 2**26
+
+
+def check_tokens(name: str, windows: int, context: int) -> None:
+    """ConfigError, before any sampling, when ``windows`` windows of ``context`` + 1 tokens
+    exceed :data:`MAX_TOKENS`, with the size it would take and what to lower."""
+    tokens = windows * (context + 1)
+    if tokens > MAX_TOKENS:
+        raise ConfigError(
+            f"{name}: {windows} windows of context {context} are {tokens:,} tokens "
+            f"({tokens * 8 / 2**30:.1f} GiB as int64), over the {MAX_TOKENS:,} this loader "
+            "draws; lower context or n_train/n_test")
 
 
 # ---- pytext: the standard library's source files --------------------------------------------
@@ -243,6 +260,8 @@ def load_pytext(*, seed: int, n_train: int | None, n_test: int | None, context: 
     context = _option("pytext", "context", context)
     check_size("pytext", "n_train", n_train)
     check_size("pytext", "n_test", n_test)
+    check_tokens("pytext", (4096 if n_train is None else n_train)
+                 + (512 if n_test is None else n_test), context)
     base = Path(sysconfig.get_paths()["stdlib"] if root is None else root)
     files = stdlib_files(base)
     if not files:
