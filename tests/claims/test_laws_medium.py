@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from depthscale.claims import CLAIMS, ClaimContext
-from depthscale.claims.laws import _sweep
+from depthscale.claims.laws import sweep
 from depthscale.studies.analysis import optimal_lrs
 
 
@@ -20,10 +20,10 @@ def test_two_stage_grid_centres_each_depth_on_its_coarse_optimum(tmp_path: Path)
                 "data": {"n_train": 128, "n_test": 32}}
     ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=3,
                        settings=settings)
-    records = _sweep(ctx, "laws-x", arch)
-    coarse = _sweep(ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None,
-                                 seed=3, settings={**settings, "refine": None, "seeds": 1}),
-                    "laws-x-coarse", arch)  # the same study, resumed: nothing reruns
+    records = sweep(ctx, "laws-x", arch)
+    coarse = sweep(ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None,
+                                seed=3, settings={**settings, "refine": None, "seeds": 1}),
+                   "laws-x-coarse", arch)  # the same study, resumed: nothing reruns
     assert {r["seed"] for r in coarse} == {3} and len(coarse) == 3 * 5
     centre = {o.depth: math.log10(o.grid_lr) for o in optimal_lrs(coarse, axis="depth")}
     assert {int(r["depth"]) for r in records} == set(arch["depths"])

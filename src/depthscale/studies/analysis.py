@@ -8,6 +8,8 @@
 * :func:`wls_power_law`: weighted least squares of log10 eta* = beta0 + alpha log10 L with
   weights 1/variance, the slope's 95% CI and R^2 (the fit itself is :mod:`depthscale.fits`).
 * :func:`bootstrap_slope_ci`: the same slope's 95% interval when seeds are resampled.
+* :func:`lr_power_law`: the above in one call, optimum per size -> power law with CIs
+  (:class:`LrLaw`), what the laws claims read (:func:`optima_power_law` from given optima).
 * :func:`grid_signals`: per size, whether the LR grid's loss range stands above the seed noise
   (if not, the argmin is noise and no eta* can be read from that sweep).
 * :func:`records_at_step`: the records as a run of fewer steps would have left them (constant-LR
@@ -38,12 +40,15 @@ __all__ = [
     "CRITERIA",
     "AxisScan",
     "GridSignal",
+    "LrLaw",
     "Optimum",
     "SeedSummary",
     "bootstrap_slope_ci",
     "criterion_value",
     "grid_signals",
+    "lr_power_law",
     "lr_spread",
+    "optima_power_law",
     "optimal_lrs",
     "records_at_step",
     "scan_axis",
@@ -434,3 +439,43 @@ def scan_axis(
             best_index is not None and 0 < best_index < len(values) - 1, criterion, g,
         ))
     return out
+
+
+@dataclass(frozen=True)
+class LrLaw:
+    """An LR sweep's law (laws Sec. 4.1): eta* per (size, seed), their seed summaries, the
+    weighted power law with its t-interval (:func:`wls_power_law`), the slope's seed-bootstrap
+    interval (:func:`bootstrap_slope_ci`) and each size's grid signal (:func:`grid_signals`;
+    empty where the optima did not come from a grid)."""
+
+    optima: list[Optimum]
+    summaries: list[SeedSummary]
+    fit: LawFit
+    boot_ci: tuple[float, float]
+    signals: list[GridSignal]
+
+
+def lr_power_law(
+    records: Sequence[Mapping[str, Any]], criterion: str = "running", axis: str = "depth",
+    *, aggregate: str = "optima", seed: int = 0,
+) -> LrLaw:
+    """Optimum per size -> power law with CIs, the one analysis of an LR sweep: eta* per
+    (size, seed) (:func:`optimal_lrs`; one per size on the seed-mean loss with ``aggregate =
+    "loss"``), mean and 95% CI over seeds, the WLS slope of log10 eta* on log10 size with its
+    t-interval, its seed bootstrap (generator ``seed``) and the grid signals. One group's
+    records at a time; raises ConfigError with fewer than 3 sizes."""
+    optima = optimal_lrs(records, criterion, axis=axis, aggregate=aggregate)
+    law = optima_power_law(optima, seed=seed)
+    return LrLaw(law.optima, law.summaries, law.fit, law.boot_ci,
+                 grid_signals(records, criterion, axis=axis))
+
+
+def optima_power_law(optima: Sequence[Optimum], *, seed: int = 0) -> LrLaw:
+    """:func:`lr_power_law` from optima already found (e.g. a probe's eta* per init seed):
+    seed summaries, the WLS power law and its seed bootstrap (NaN where the optima are
+    seed means, ``aggregate = "loss"``); no grid signals."""
+    summaries = seed_summary(optima)
+    fit = wls_power_law(summaries)
+    per_seed = all(o.seed is not None for o in optima)
+    boot = bootstrap_slope_ci(optima, seed=seed) if per_seed else (math.nan, math.nan)
+    return LrLaw(list(optima), summaries, fit, boot, [])

@@ -1,0 +1,156 @@
+"""laws-ammup (laws Sec. 3.2, Eq. 7-9): the AM-muP eta* solving S_bar(eta) = 1, read from the
+linearised one-step update energy at init without training (``probes.update_energy``), scales
+like L^(-3/2) and agrees with the grid-searched slope of the same architecture."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from depthscale.claims.laws import figures, settings
+from depthscale.claims.laws.gates import flat_evidence
+from depthscale.claims.laws.law import LawResult, probe_law, table1_law
+from depthscale.claims.laws.outcome import Judgement, Measurement, finish
+from depthscale.claims.laws.settings import LAW_BAND, Arch
+from depthscale.claims.laws.sweeps import effective_depth, sweep_recipe
+from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.verdicts import Band, ClaimOutcome, findings_verdict, interval_finding
+from depthscale.data import Dataset
+from depthscale.models import build
+from depthscale.probes import update_energy
+from depthscale.studies.analysis import Optimum
+
+__all__ = ["AmmupDepth", "ArchAmmup", "judge_ammup", "laws_ammup", "measure_ammup"]
+
+#: the band on AM-muP alpha - grid alpha
+_AGREEMENT: Band = (-0.5, 0.5)
+
+
+@dataclass(frozen=True)
+class AmmupDepth:
+    """One depth's row: the AM-muP eta* (geometric mean over init seeds), the standard
+    deviation of its log10 over the seeds, and the grid-searched eta* at that depth."""
+
+    architecture: str
+    depth: int
+    effective_depth: int
+    eta_star_ammup: float
+    log10_eta_ammup_sd: float
+    eta_star_grid: float
+
+
+@dataclass(frozen=True)
+class ArchAmmup:
+    """One architecture: its Table 1 law (``grid``), the AM-muP law over init seeds
+    (``probe``) and a row per depth."""
+
+    key: str
+    grid: LawResult
+    probe: LawResult
+    depths: list[AmmupDepth]
+
+
+def _probe_etas(ctx: ClaimContext, arch: Arch, data: Dataset, depth: int, eff: int) -> list[float]:
+    """eta*_AM = (mean_l A_l)^(-1/2) at ``depth`` for each init seed, divided by the negative
+    control's extra LR multiplier L^lr_depth_exponent (1 without it)."""
+    s, b = ctx.settings, ctx.settings["batch"]
+    etas = []
+    for seed in range(ctx.seed, ctx.seed + s["probe_seeds"]):
+        net, plan = build(arch["model"], sweep_recipe(s, arch), input_shape=data.sample_shape,
+                          n_out=data.n_out, width=arch["width"], depth=depth, seed=seed,
+                          **arch.get("options", {}))
+        g = torch.Generator().manual_seed(seed)
+        idx = torch.randperm(len(data.x_train), generator=g)
+        xb, yb = data.x_train[idx[:b]], data.y_train[idx[:b]]
+        xe = data.x_train[idx[b : 2 * b]]
+        lr_multiplier = eff ** s.get("lr_depth_exponent", 0.0)  # the control's
+        etas.append(update_energy(net, plan, xb, yb, xe).eta_star / lr_multiplier)
+    return etas
+
+
+def _measure_arch(ctx: ClaimContext, key: str, arch: Arch) -> ArchAmmup:
+    """One architecture's grid-search law and its AM-muP probes at every depth."""
+    from depthscale.data import load
+
+    grid = table1_law(ctx, key, arch)
+    data = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
+    grid_by_eff = {su.depth: 10**su.mean_log10_lr for su in grid.summaries}
+    probes: list[Optimum] = []
+    depths = []
+    for depth in arch["depths"]:
+        eff = effective_depth(arch, depth)
+        etas = _probe_etas(ctx, arch, data, depth, eff)
+        seeds = range(ctx.seed, ctx.seed + len(etas))
+        probes += [Optimum(eff, seed, eta, eta, False, "ammup")
+                   for seed, eta in zip(seeds, etas, strict=True)]
+        sd = float(np.std(np.log10(etas), ddof=1)) if len(etas) > 1 else math.nan
+        depths.append(AmmupDepth(key, depth, eff, float(np.exp(np.mean(np.log(etas)))), sd,
+                                 grid_by_eff.get(eff, math.nan)))
+    return ArchAmmup(key, grid, probe_law(probes, seed=ctx.seed), depths)
+
+
+def measure_ammup(ctx: ClaimContext) -> list[ArchAmmup]:
+    """Every listed architecture's grid-search law and AM-muP probes."""
+    return [_measure_arch(ctx, key, arch) for key, arch in ctx.settings["archs"].items()]
+
+
+def ammup_measurement(arches: Sequence[ArchAmmup]) -> Measurement:
+    """The AM-muP slope with its interval, the grid slope, their difference and its interval
+    ([AM low - grid high, AM high - grid low]) per architecture; a CSV row per depth."""
+    measured: dict[str, float | None] = {}
+    rows: list[dict[str, Any]] = []
+    for a in arches:
+        (am_lo, am_hi), (gr_lo, gr_hi) = a.probe.interval, a.grid.interval
+        pred, grid = a.probe.fit.slope, a.grid.fit.slope
+        rows += [asdict(r) for r in a.depths]
+        measured |= {f"alpha_ammup_{a.key}": pred, f"alpha_ammup_{a.key}_low": am_lo,
+                     f"alpha_ammup_{a.key}_high": am_hi, f"alpha_grid_{a.key}": grid,
+                     f"alpha_difference_{a.key}": pred - grid,
+                     f"alpha_difference_{a.key}_low": am_lo - gr_hi,
+                     f"alpha_difference_{a.key}_high": am_hi - gr_lo}
+    return Measurement(measured, rows)
+
+
+def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
+    """The AM-muP slope's interval in the law band, and its difference from the grid slope
+    within +-0.5 (undecided where the grid sweep cannot locate eta*)."""
+    bands: dict[str, Band] = {}
+    findings: dict[str, tuple[str, str]] = {}
+    for a in arches:
+        (am_lo, am_hi), (gr_lo, gr_hi) = a.probe.interval, a.grid.interval
+        pred, grid = a.probe.fit.slope, a.grid.fit.slope
+        bands |= {f"alpha_ammup_{a.key}": LAW_BAND, f"alpha_difference_{a.key}": _AGREEMENT}
+        findings[f"alpha_ammup_{a.key}"] = (
+            interval_finding(am_lo, am_hi, LAW_BAND),
+            f"AM-muP alpha {pred:.3g}, interval [{am_lo:.3g}, {am_hi:.3g}] over "
+            f"{probe_seeds} init seeds, against band {list(LAW_BAND)}")
+        flat = flat_evidence(a.key, a.grid)
+        findings[f"alpha_difference_{a.key}"] = ("undecided", flat) if flat else (
+            interval_finding(am_lo - gr_hi, am_hi - gr_lo, _AGREEMENT),
+            f"AM-muP - grid alpha {pred - grid:+.3g}, interval [{am_lo - gr_hi:+.3g}, "
+            f"{am_hi - gr_lo:+.3g}], against +-0.5")
+    return Judgement(bands, findings_verdict(findings))
+
+
+@claim(
+    "laws-ammup", "laws",
+    "AM-muP: eta* solving S_bar(eta) = 1 scales like L^(-3/2), without training",
+    **settings.AMMUP,
+)
+def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
+    """laws Sec. 3.2: for each depth and init seed, eta*_AM = (mean_l A_l)^(-1/2) from the
+    linearised one-step pre-activation change at init (probes.update_energy), fitted against
+    effective depth like the grid optima (seeds -> mean log10 eta, WLS slope with its t- and
+    seed-bootstrap intervals). Findings on intervals: the AM-muP slope in [-1.9, -1.0], and its
+    difference from the grid-searched slope of the same architecture within +-0.5 (the interval
+    of the difference is [AM low - grid high, AM high - grid low]; undecided where the grid
+    sweep cannot locate eta*, see :func:`~depthscale.claims.laws.gates.flat_evidence`). Every
+    listed architecture is banded."""
+    arches = measure_ammup(ctx)
+    return finish(ctx, "laws-ammup", ammup_measurement(arches),
+                  judge_ammup(arches, ctx.settings["probe_seeds"]), figures.ammup_figure(arches))

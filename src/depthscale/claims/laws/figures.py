@@ -1,0 +1,86 @@
+"""All of the laws claims' matplotlib drawing, shaped like the paper's figures: eta* against
+effective depth with the fitted power law eta* ~ L^alpha (laws Figs. 2-7, Eq. 9), zero-shot
+transfer eta(L) = eta(L0)(L/L0)^(-3/2) against the grid-searched oracle (Table 5), and the
+AM-muP eta* solving S_bar(eta) = 1 (Sec. 3.2, Eq. 7-9) beside the grid search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from depthscale.claims.laws.ammup import ArchAmmup
+    from depthscale.claims.laws.law import LawResult
+    from depthscale.claims.laws.transfer import ArchTransfer
+
+__all__ = ["ammup_figure", "law_figure", "transfer_figure"]
+
+
+def law_figure(results: Mapping[str, LawResult]) -> Figure:
+    """One log-log panel per study: mean eta* per effective depth with its 95% CI and the WLS
+    power law, up to 4 panels a row."""
+    ncols = min(len(results), 4)
+    fig, axes = figures.new_figure(ncols=ncols, nrows=-(-len(results) // ncols), width=3.4)
+    for ax in axes[len(results):]:
+        ax.set_axis_off()
+    for ax, (key, law) in zip(axes, results.items(), strict=False):
+        summ, fit = law.summaries, law.fit
+        xs = [s.depth for s in summ]
+        ys = [10**s.mean_log10_lr for s in summ]
+        low = [10**s.mean_log10_lr - 10**s.ci_low if math.isfinite(s.ci_low) else 0 for s in summ]
+        high = [10**s.ci_high - 10**s.mean_log10_lr if math.isfinite(s.ci_high) else 0
+                for s in summ]
+        ax.errorbar(xs, ys, yerr=[low, high], fmt="o", label="eta* (95% CI)")
+        grid = np.geomspace(min(xs), max(xs), 50)
+        ax.plot(grid, 10**fit.intercept * grid**fit.slope, "--",
+                label=f"alpha = {fit.slope:.2f} (R^2 {fit.r2:.2f})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        figures.label_log_ticks(ax, xs)
+        ax.set_xlabel("effective depth L")
+        ax.set_title(key, fontsize=9)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def transfer_figure(arches: Sequence[ArchTransfer]) -> Figure:
+    """One panel per architecture: the oracle log10 eta* per effective depth, the scaled and
+    the raw transfer from the source depth (dotted line), and both median errors."""
+    fig, axes = figures.new_figure(ncols=len(arches), width=3.4)
+    for ax, a in zip(axes, arches, strict=True):
+        Ls = [r.effective_depth for r in a.rows]
+        ax.semilogx(Ls, [r.log10_oracle for r in a.rows], "ko", label="oracle (grid search)")
+        ax.semilogx(Ls, [r.log10_scaled for r in a.rows], "s", label="(L/L0)^(-3/2) transfer")
+        ax.semilogx(Ls, [r.log10_raw for r in a.rows], "x", label="raw transfer")
+        ax.axvline(a.rows[0].source_effective_depth, color="grey", ls=":", lw=1)
+        ax.set_xlabel("effective depth L")
+        ax.set_ylabel("log10 eta")
+        ax.set_title(f"{a.key}: median error {a.median_scaled:.2f} "
+                     f"(scaled) vs {a.median_raw:.2f} (raw)", fontsize=8)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def ammup_figure(arches: Sequence[ArchAmmup]) -> Figure:
+    """One log-log panel per architecture: the AM-muP eta* (geometric mean over init seeds)
+    and the grid-searched eta* against effective depth, with both slopes."""
+    fig, axes = figures.new_figure(ncols=len(arches))
+    for ax, a in zip(axes, arches, strict=True):
+        Ls = [r.effective_depth for r in a.depths]
+        ax.loglog(Ls, [r.eta_star_ammup for r in a.depths], "s-",
+                  label=f"AM-muP (slope {a.probe.fit.slope:.2f})")
+        ax.loglog(Ls, [r.eta_star_grid for r in a.depths], "o--",
+                  label=f"grid search (slope {a.grid.fit.slope:.2f})")
+        figures.label_log_ticks(ax, Ls)
+        ax.set_xlabel("effective depth L")
+        ax.set_ylabel("eta*")
+        ax.set_title(f"laws Sec. 3.2: AM-muP ({a.key})", fontsize=9)
+        ax.legend(fontsize=7)
+    return fig

@@ -1,0 +1,42 @@
+"""What crosses the laws runners' steps (settings -> measure -> judge -> draw): a
+:class:`Measurement` (numbers and CSV rows, no verdict), a :class:`Judgement` (bands and the
+verdict of :mod:`depthscale.claims.verdicts`), and :func:`finish`, which writes both with the
+figure through :func:`~depthscale.claims.verdicts.claim_outcome`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from depthscale.claims.registry import ClaimContext
+from depthscale.claims.verdicts import Band, ClaimOutcome, Decision, claim_outcome
+
+__all__ = ["Judgement", "Measurement", "finish"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A claim's measured values (in report order), the rows of its CSV and a note for the
+    reason (what the numbers flag without deciding: grid edges, other conventions...)."""
+
+    measured: dict[str, float | None]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A claim's bands (reported beside the measured values) and its verdict with evidence."""
+
+    bands: dict[str, Band]
+    decision: Decision
+
+
+def finish(ctx: ClaimContext, claim_id: str, measurement: Measurement, judgement: Judgement,
+           fig: Figure) -> ClaimOutcome:
+    """The outcome: the verdict, ``<id>.png`` and ``<id>.csv`` in the output folder."""
+    return claim_outcome(ctx, claim_id, measurement.measured, judgement.bands, measurement.rows,
+                         fig, measurement.note, decision=judgement.decision)

@@ -1,0 +1,214 @@
+"""The laws claims' settings as data: the architectures of laws Sec. 4.2 / Tables 1 and 3 (plain
+CNNs of Eq. 3, conv ResNets with effective depth L = m + K of Sec. 3.4, Post-LN ViTs with plain
+fan-in init of Sec. 3.5), the per-scale budgets (quick, medium, full, smoke) of every claim, the
+negative controls and the law band alpha in [-1.9, -1.0] around the paper's -3/2 (Eq. 9).
+
+Each claim's scales are one :class:`Scales` record, passed whole to ``@claim``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from depthscale.claims.registry import Control
+
+__all__ = [
+    "ABLATIONS", "AMMUP", "ARCHS_FULL", "ARCHS_MEDIUM", "ARCHS_QUICK", "LAW_BAND", "R2_MIN",
+    "TABLE1", "TRANSFER", "WIDTHS", "Arch", "Scales",
+]
+
+#: one architecture of a sweep: model, dataset, input shape, width, depths, LR grid (``lrs`` or
+#: ``lr_logspace``) and optionally model ``options``, ``data``, ``recipe``, ``optimizer``
+Arch = dict[str, Any]
+
+#: the law band on alpha (laws Table 1: -3/2 within the spread the paper reports)
+LAW_BAND: tuple[float, float] = (-1.9, -1.0)
+#: the ablations' R^2 floor (laws Table 3)
+R2_MIN = 0.7
+
+
+class _RequiredScales(TypedDict):
+    quick: Mapping[str, Any]
+    full: Mapping[str, Any]
+    smoke: Mapping[str, Any]
+
+
+class Scales(_RequiredScales, total=False):
+    """A claim's settings per scale and its negative control: the keywords of ``@claim``."""
+
+    medium: Mapping[str, Any]
+    control: Control
+
+
+#: the negative control of the law claims (see sweeps.sweep_recipe). contrast=False: at the smoke
+#: size (3 depths, 3 LRs, 0.1 epoch of 256 samples, ~seconds) eta* is not resolved, so the
+#: correct recipe does not pass there either; only the quick scale shows the contrast
+WRONG_RECIPE = Control(
+    "standard parameterization (N(0, 1/fan_in), no He q = 1/2 and no residual K^(-1/2)) "
+    "instead of the laws recipe", {"recipe": "sp"}, contrast=False)
+
+_MNIST1D_HALF = {"n_train": 2000}  # half of MNIST-1D's training set per epoch
+# plain CNN as laws Sec. 4.2: identical conv+ReLU layers, stride 1, circular padding, GAP head
+CNN1D: Arch = {"model": "cnn1d", "dataset": "mnist1d", "input_shape": [1, 40], "width": 32,
+               "options": {"padding": "circular"}}
+CONVRESNET1D: Arch = {"model": "convresnet1d", "dataset": "mnist1d", "input_shape": [1, 40],
+                      "width": 32, "data": _MNIST1D_HALF}
+# ViT as laws Table 1/3: Post-LN, ReLU, plain fan-in init (Sec. 3.5: no K^(-1/2) on branches)
+VIT1D: Arch = {
+    "model": "vit", "dataset": "mnist1d", "input_shape": [1, 40], "width": 32,
+    "recipe": "laws-fanin", "data": _MNIST1D_HALF,
+    "options": {"patch_size": 4, "heads": 4, "norm": "post", "activation": "relu"},
+}
+ARCHS_QUICK: dict[str, Arch] = {
+    # the issue's reference study: 8 depths x 20 LRs x 3 seeds on the full MNIST-1D train set
+    "cnn1d": {**CNN1D, "depths": [2, 3, 4, 5, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 20]},
+    "convresnet1d": {**CONVRESNET1D, "depths": [1, 2, 4, 8, 16], "lr_logspace": [-3, 0.5, 12]},
+    "cnn2d": {"model": "cnn2d", "dataset": "digits", "input_shape": [1, 8, 8], "width": 32,
+              "options": {"padding": "circular"}, "depths": [2, 3, 4, 6, 8],
+              "lr_logspace": [-3, 0.5, 12]},
+    "vit": {**VIT1D, "depths": [1, 2, 3, 4, 6], "lr_logspace": [-4, 0, 12]},
+}
+ARCHS_FULL: dict[str, Arch] = {
+    "cnn2d": {"model": "cnn2d", "dataset": "cifar10", "input_shape": [3, 32, 32], "width": 64,
+              "options": {"padding": "circular"}, "depths": [2, 3, 4, 6, 8, 12, 16, 24],
+              "lr_logspace": [-4, 1, 80]},
+    "convresnet2d": {"model": "convresnet2d", "dataset": "cifar10", "input_shape": [3, 32, 32],
+                     "width": 64, "depths": [2, 4, 8, 16, 32, 64], "lr_logspace": [-4, 1, 80]},
+    "vit": {"model": "vit", "dataset": "cifar10", "input_shape": [3, 32, 32], "width": 384,
+            "recipe": "laws-fanin", "depths": [2, 4, 6, 8, 12, 16], "lr_logspace": [-5, 0, 80],
+            "options": {"patch_size": 4, "heads": 6, "norm": "post", "activation": "relu"}},
+}
+
+#: quick scale: one epoch (laws Sec. 4.1), 3 seeds, no final training-set pass (the criteria
+#: read training losses recorded during the run)
+_QUICK_BUDGET = {"seeds": 3, "epochs": 1, "data": {}, "final_eval": "test"}
+#: medium scale (issue 10): all 4000 MNIST-1D signals, 256 SGD steps, 5 seeds, a two-stage LR
+#: grid (0.35 decades on one seed, then 0.1 decades within half a decade of that optimum on
+#: every seed), deeper nets than quick; about 30 CPU minutes for the four sweeps on 2 cores
+_REFINE = {"half_width": 0.5, "step": 0.1}
+_MEDIUM_BUDGET = {"steps": 256, "seeds": 5, "refine": _REFINE, "data": {}}
+ARCHS_MEDIUM: dict[str, Arch] = {
+    "cnn1d": {**CNN1D, "depths": [2, 3, 4, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 11]},
+    "convresnet1d": {**CONVRESNET1D, "data": {}, "depths": [1, 2, 4, 8, 16, 32],
+                     "lr_logspace": [-3, 0.5, 11]},
+    "cnn2d": {**ARCHS_QUICK["cnn2d"], "lr_logspace": [-3, 0.5, 11]},
+    "vit": {**VIT1D, "width": 64, "data": {}, "depths": [1, 2, 3, 4, 6, 8],
+            "lr_logspace": [-4, 0, 12]},
+}
+#: the smoke size (seconds): a width-8 cnn1d at 3 depths and 3 LRs on 256 signals
+_SMOKE_CNN1D: Arch = {**ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
+                      "lr_logspace": [-2, 0, 3]}
+_SMOKE_DATA = {"n_train": 256, "n_test": 64}
+
+TABLE1 = Scales(
+    quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET},
+    medium={"archs": ARCHS_MEDIUM, **_MEDIUM_BUDGET},
+    full={"archs": ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}},
+    smoke={"archs": {"cnn1d": _SMOKE_CNN1D}, "seeds": 1, "epochs": 0.1, "data": _SMOKE_DATA},
+    control=WRONG_RECIPE,
+)
+
+TRANSFER = Scales(
+    quick={"archs": ARCHS_QUICK,
+           "source_depths": {"cnn1d": 5, "convresnet1d": 4, "cnn2d": 4, "vit": 3},
+           "verdict_on": "vit", **_QUICK_BUDGET},
+    medium={"archs": ARCHS_MEDIUM, "source_depths": {"cnn1d": 6, "convresnet1d": 8,
+                                                     "cnn2d": 4, "vit": 4},
+            "verdict_on": "vit", **_MEDIUM_BUDGET},
+    full={"archs": {"vit": {**ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 10, 12, 16, 20]}},
+          "source_depths": {"vit": 12}, "verdict_on": "vit", "seeds": 3, "epochs": 3,
+          "data": {}},
+    smoke={"archs": {"cnn1d": _SMOKE_CNN1D}, "source_depths": {"cnn1d": 2},
+           "verdict_on": "cnn1d", "seeds": 1, "epochs": 0.1, "data": _SMOKE_DATA},
+    # a constant LR ("raw" transfer under another name): no gain over raw transfer, by
+    # construction; the check's band excludes the null. contrast=False: the smoke sweep (3 LRs,
+    # 0.1 epoch) cannot locate eta*, so the correct rule does not pass there
+    control=Control("a constant LR across depths (transfer exponent 0 instead of -3/2)",
+                    {"transfer_exponent": 0.0}, contrast=False),
+)
+
+AMMUP = Scales(
+    # init seeds per depth: one probe's log10 eta* scatters by 0.3-0.6 (width 32), and probes
+    # cost no training, so enough of them to give the slope an interval that can decide
+    quick={"archs": {k: ARCHS_QUICK[k] for k in ("cnn1d", "vit")}, "probe_seeds": 16,
+           "batch": 128, **_QUICK_BUDGET},
+    medium={"archs": {k: ARCHS_MEDIUM[k] for k in ("cnn1d", "vit")}, "probe_seeds": 16,
+            "batch": 128, **_MEDIUM_BUDGET},
+    full={"archs": {"cnn2d": ARCHS_FULL["cnn2d"]}, "probe_seeds": 16, "batch": 128,
+          "seeds": 3, "epochs": 1, "data": {}},
+    smoke={"archs": {"cnn1d": _SMOKE_CNN1D}, "probe_seeds": 8, "batch": 16, "seeds": 1,
+           "epochs": 0.1, "data": _SMOKE_DATA},
+    # the one-step change the probe linearises is proportional to every layer's LR, so an
+    # extra multiplier L^(3/2) on all of them divides the eta* solving S = 1 by L^(3/2): the
+    # slope moves by -3/2 under the same probe noise. (The standard parameterization, the other
+    # claims' control, leaves the probe too noisy to decide at smoke size.) contrast=False:
+    # the smoke grid search cannot locate eta*, so the correct run does not pass there
+    control=Control("an extra LR multiplier L^(3/2) on every layer (the depth correction "
+                    "applied the wrong way)", {"lr_depth_exponent": 1.5}, contrast=False),
+)
+
+
+# laws Table 3 and App. E.2-E.3: each variant changes one thing of its family's baseline
+_ADAM_LRS = {"lr_logspace": [-4.5, -1, 12]}
+# each family's baseline at the ablation grid (smaller than Table 1's, 13 studies in all), on
+# the data of its Table 1 sweep
+_CNN_BASE = {**CNN1D, "depths": [2, 3, 4, 6, 8], "lr_logspace": [-3, 0.5, 12]}
+_RESNET_BASE = {**CONVRESNET1D, "depths": [1, 2, 4, 8, 16], "lr_logspace": [-3, 0.5, 12]}
+_VIT_BASE = {**VIT1D, "depths": [1, 2, 3, 4, 6], "lr_logspace": [-4, 0, 12]}
+
+
+def _options(base: Arch, **changes: Any) -> Arch:
+    """``base`` with its model options updated by ``changes`` (one ablation variant)."""
+    return {**base, "options": {**base.get("options", {}), **changes}}
+
+
+def _ablations(cnn: Arch, resnet: Arch, vit: Arch, adam: Mapping[str, Any]) -> dict[str, Arch]:
+    """The 13 variants of laws Table 3 from each family's baseline and the Adam LR grid."""
+    return {
+        "cnn-baseline": cnn,
+        "cnn-gelu": _options(cnn, activation="gelu"),
+        "cnn-adam": {**cnn, **adam},
+        "cnn-zero-padding": _options(cnn, padding="zero"),
+        "cnn-kernel4": _options(cnn, kernel_size=4),
+        "cnn-kernel5": _options(cnn, kernel_size=5),
+        "resnet-baseline": resnet,
+        "resnet-batchnorm": _options(resnet, batchnorm=True),
+        "resnet-dropout": _options(resnet, dropout=0.1),
+        "resnet-adam": {**resnet, **adam},
+        "vit-post-ln": vit,
+        "vit-pre-ln": _options(vit, norm="pre"),
+        # the K^(-1/2) of Eq. 5 on the ViT's branches too (not the paper's Transformer setting)
+        "vit-branch-scaled": {**vit, "recipe": "laws"},
+    }
+
+
+_ABLATIONS_QUICK = _ablations(_CNN_BASE, _RESNET_BASE, _VIT_BASE,
+                              {**_ADAM_LRS, "optimizer": "adam"})
+
+ABLATIONS = Scales(
+    quick={"variants": _ABLATIONS_QUICK, **_QUICK_BUDGET, "seeds": 2},
+    # 13 variants: 3 seeds and a fine stage of +-0.4 decades keep it near 40 CPU minutes
+    medium={"variants": {k: {**v, "data": {}} for k, v in _ABLATIONS_QUICK.items()},
+            "steps": 256, "seeds": 3, "refine": {"half_width": 0.4, "step": 0.1}, "data": {}},
+    full={"variants": _ablations(ARCHS_FULL["cnn2d"], ARCHS_FULL["convresnet2d"],
+                                 ARCHS_FULL["vit"],
+                                 {"optimizer": "adam", "lr_logspace": [-5.5, 0, 80]}),
+          "seeds": 3, "epochs": 1, "data": {}},
+    smoke={"variants": {k: {**_ABLATIONS_QUICK[k], "width": 8, "depths": [1, 2, 3],
+                            "lr_logspace": [-2, 0, 3]} for k in ("cnn-baseline", "cnn-adam")},
+           "seeds": 1, "epochs": 0.1, "data": _SMOKE_DATA},
+    control=WRONG_RECIPE,
+)
+
+WIDTHS = Scales(
+    quick={"arch": {**VIT1D, "depths": [1, 2, 4, 6], "lr_logspace": [-4, 0, 10]},
+           "widths": [16, 32, 64], **_QUICK_BUDGET, "epochs": 3, "seeds": 2},
+    medium={"arch": {**VIT1D, "data": {}, "depths": [1, 2, 4, 6, 8], "lr_logspace": [-4, 0, 12]},
+            "widths": [16, 32, 64], "epochs": 3, "seeds": 3, "refine": _REFINE, "data": {}},
+    full={"arch": {**ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 12, 16]},
+          "widths": [288, 384, 480], "epochs": 3, "seeds": 3, "data": {}},
+    smoke={"arch": {**CNN1D, "width": 8, "depths": [1, 2, 3], "lr_logspace": [-2, 0, 3]},
+           "widths": [4, 8], "epochs": 2, "seeds": 1, "data": _SMOKE_DATA},
+    control=WRONG_RECIPE,
+)

@@ -1,0 +1,164 @@
+"""The laws claims' depth x LR sweeps (laws Sec. 4.1 protocol): each architecture's study as
+study tables, run or resumed by :func:`~depthscale.claims.common.run_claim_study` into
+``OUT/<study>/``, the medium scale's coarse-to-fine LR grid, the effective depth L = m + K of
+every size (laws Sec. 3.4), the loss of chance on the sweep's data, and the records as they
+stood after an epoch (laws Table 4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from depthscale.claims.common import run_claim_study
+from depthscale.claims.laws.settings import Arch
+from depthscale.claims.registry import ClaimContext
+from depthscale.models import create
+from depthscale.studies.analysis import optimal_lrs
+
+__all__ = [
+    "Record", "at_epoch", "chance_loss", "effective_depth", "has_blocks", "study_tables", "sweep",
+    "sweep_recipe",
+]
+
+#: one run's record from a study's results store (its spec's fields and its metrics)
+Record = dict[str, Any]
+
+
+def study_tables(name: str, arch: Mapping[str, Any], *, seeds: int, epochs: float | None,
+                 data: Mapping[str, Any], first_seed: int = 0, device: str = "cpu",
+                 recipe: str | None = None, steps: int | None = None,
+                 final_eval: str = "train+test") -> dict[str, Any]:
+    """One architecture's depth x LR study (laws Sec. 4.1 protocol) as study tables. The recipe
+    is the architecture's (``laws``; ``laws-fanin`` for Transformers) unless ``recipe`` names
+    another (the negative controls' wrong parameterization). The budget is ``epochs``, or
+    ``steps`` when given; the LRs are ``arch["lrs"]`` when given, else its ``lr_logspace``.
+    ``final_eval = "test"`` skips the final training-set pass the running-loss criterion never
+    reads."""
+    recipe = recipe or arch.get("recipe", "laws")
+    lrs: list[float] | dict[str, list[float]]
+    if "lrs" in arch:
+        lrs = [float(v) for v in arch["lrs"]]
+    else:
+        lo, hi, num = arch["lr_logspace"]
+        lrs = {"logspace": [lo, hi, num]}
+    return {
+        "study": {"name": name, "model": arch["model"], "recipe": recipe,
+                  "dataset": arch["dataset"]},
+        "model": dict(arch.get("options", {})),
+        "data": dict(data),
+        "train": {"optimizer": arch.get("optimizer", "sgd"),
+                  **({"steps": steps} if steps is not None else {"epochs": epochs}),
+                  "batch_size": 128, "loss": "ce",
+                  **({"device": device} if device != "cpu" else {}),
+                  **({"final_eval": final_eval} if final_eval != "train+test" else {})},
+        "grid": {"depth": list(arch["depths"]), "width": [arch["width"]],
+                 "seed": list(range(first_seed, first_seed + seeds)), "lr": lrs},
+        "analysis": {"criterion": "running", "axis": "depth"},
+    }
+
+
+def sweep(ctx: ClaimContext, name: str, arch: Arch) -> list[Record]:
+    """Run (or resume) one depth x LR study in ``ctx.out_dir/name``; its planned records, each
+    with the model's ``effective_depth`` (laws Sec. 3.4: L = m + K).
+
+    With settings ``refine = {"half_width": w, "step": d}`` (the medium scale) the grid has two
+    stages: the coarse ``lr_logspace`` on the first seed only (study ``name-coarse``), then per
+    depth a fine grid of step ``d`` decades within ``w`` decades of that depth's coarse optimum,
+    on every seed (studies ``name-fine-L<depth>``); the records are the fine stages'."""
+    s = ctx.settings
+    refine = s.get("refine")
+    if refine is None:
+        records = _run_laws_study(ctx, name, arch, seeds=s["seeds"])
+    else:
+        coarse = _run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
+        records = []
+        for o in optimal_lrs(coarse, "running", axis="depth"):
+            fine = {**arch, "depths": [o.depth], "lrs": _fine_lrs(o.grid_lr, refine)}
+            records += _run_laws_study(ctx, f"{name}-fine-L{o.depth}", fine, seeds=s["seeds"])
+    eff = {d: effective_depth(arch, d) for d in arch["depths"]}
+    for r in records:
+        r["effective_depth"] = eff[int(r["depth"])]
+    return records
+
+
+def _fine_lrs(center_lr: float, refine: Mapping[str, float]) -> list[float]:
+    """The fine stage's LRs: step ``refine["step"]`` decades within ``refine["half_width"]``
+    decades of the coarse optimum ``center_lr``."""
+    center = math.log10(center_lr)
+    k = round(refine["half_width"] / refine["step"])
+    return [10 ** (center + i * refine["step"]) for i in range(-k, k + 1)]
+
+
+def _run_laws_study(ctx: ClaimContext, name: str, arch: Arch, seeds: int) -> list[Record]:
+    """One study (spec written from the settings, run or resumed), its planned records."""
+    s = ctx.settings
+    control = s.get("recipe")
+    data = {**s.get("data", {}), **arch.get("data", {})}
+    if ctx.data_dir is not None and arch["dataset"].startswith("cifar"):
+        data["dir"] = str(Path(ctx.data_dir).resolve())
+    tables = study_tables(name, arch, seeds=seeds, epochs=s.get("epochs"), steps=s.get("steps"),
+                          data=data, first_seed=ctx.seed, device=ctx.device,
+                          recipe=sweep_recipe(s, arch),
+                          final_eval=s.get("final_eval", "train+test"))
+    return run_claim_study(ctx, name if control is None else f"{name}-{control}", tables,
+                           retry_failed=False, fail_on_failed=False)
+
+
+def sweep_recipe(settings: Mapping[str, Any], arch: Arch) -> str:
+    """The parameterization of a sweep: the architecture's (the paper's ``laws``: He fan-in
+    init, residual branches x K^(-1/2); ``laws-fanin`` for Transformers, Sec. 3.5) unless a
+    negative control sets ``recipe`` (``sp``: N(0, 1/fan_in), no q = 1/2 correction and no
+    K^(-1/2), under which the plain nets' signal halves per layer and the ResNets' stream grows
+    with K, so eta* no longer follows L^(-3/2))."""
+    name: str = settings.get("recipe") or arch.get("recipe", "laws")
+    return name
+
+
+def effective_depth(arch: Arch, depth: int) -> int:
+    """The effective depth L = m + K (laws Sec. 3.4) of ``arch`` at ``depth``."""
+    net = create(arch["model"], input_shape=tuple(arch["input_shape"]), n_out=10,
+                 width=arch["width"], depth=depth, **arch.get("options", {}))
+    depth_units: int = net.effective_depth  # type: ignore[assignment]  # every model has it
+    return depth_units
+
+
+def has_blocks(arch: Arch) -> bool:
+    """Whether the architecture is a ResNet (fitted against its blocks K too, Sec. 4.3)."""
+    return str(arch["model"]).startswith("convresnet")
+
+
+def chance_loss(ctx: ClaimContext, arch: Arch) -> float:
+    """Cross-entropy of predicting the training labels' marginal (nats): the loss of a net that
+    has learned nothing about the inputs, on the data the sweep trains on."""
+    from depthscale.data import load
+
+    data = {**ctx.settings.get("data", {}), **arch.get("data", {})}
+    ds = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed, **data)
+    p = np.bincount(ds.y_train.numpy().ravel()) / ds.y_train.numel()
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def at_epoch(records: list[Record], epoch: int) -> list[Record]:
+    """The records as they stood after ``epoch`` epochs (laws Table 4, "best LR after epoch
+    e"): criterion "last-epoch" then reads the mean running loss of that epoch, and a run that
+    diverged later still counts at the epochs it completed. The per-step curves are cut at the
+    end of that epoch too (the steps a finished run took, divided evenly over its epochs)."""
+    finished = [r for r in records if r["status"] == "done" and r.get("epoch_losses")]
+    per_epoch = (max(len(r.get("curve_steps") or []) // len(r["epoch_losses"]) for r in finished)
+                 if finished else 0)
+    out = []
+    for r in records:
+        losses = list(r.get("epoch_losses") or [])[:epoch]
+        ok = len(losses) == epoch and losses[-1] is not None and math.isfinite(losses[-1])
+        status = "done" if ok else ("diverged" if r["status"] == "done" else r["status"])
+        cut = per_epoch * epoch
+        out.append({**r, "status": status, "epoch_losses": losses,
+                    "curve_steps": list(r.get("curve_steps") or [])[:cut],
+                    "curve_losses": list(r.get("curve_losses") or [])[:cut]})
+    return out

@@ -1,0 +1,169 @@
+"""laws-transfer (laws Table 5): zero-shot transfer eta(L) = eta(L0) (L/L0)^(-3/2) from a source
+depth beats raw transfer (eta unchanged), judged on the median |log10 eta_pred - log10 eta*|
+against each depth's own grid-searched eta* (the oracle), with a seed-bootstrap interval."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from depthscale.claims.laws import figures, settings
+from depthscale.claims.laws.gates import flat_evidence
+from depthscale.claims.laws.law import LawResult, table1_law
+from depthscale.claims.laws.outcome import Judgement, Measurement, finish
+from depthscale.claims.laws.sweeps import effective_depth
+from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.verdicts import Band, ClaimOutcome, findings_verdict, interval_finding
+from depthscale.fits import percentile_interval
+from depthscale.studies.analysis import Optimum
+
+__all__ = [
+    "ArchTransfer", "TransferRow", "judge_transfer", "laws_transfer", "measure_transfer",
+    "transfer_errors", "transfer_interval", "transfer_rows",
+]
+
+#: the band on scaled - raw median error (decades), on the architecture named ``verdict_on``
+_GAIN_BAND: Band = (None, -0.01)
+
+
+@dataclass(frozen=True)
+class TransferRow:
+    """One target depth: the oracle log10 eta*, the (L/L0)^exponent prediction from the source
+    depth, raw transfer (eta unchanged) and both absolute errors."""
+
+    source_effective_depth: int
+    effective_depth: int
+    log10_oracle: float
+    log10_scaled: float
+    log10_raw: float
+    scaled_error: float
+    raw_error: float
+
+
+@dataclass(frozen=True)
+class ArchTransfer:
+    """One architecture's transfer: its Table 1 law, the source (effective) depth, a row per
+    target depth, the median errors of scaled and raw transfer and the 95% seed-bootstrap
+    interval of their difference."""
+
+    key: str
+    law: LawResult
+    source: int
+    rows: list[TransferRow]
+    median_scaled: float
+    median_raw: float
+    interval: tuple[float, float]
+
+
+def transfer_rows(by_depth: Mapping[int, float], source: int,
+                  exponent: float) -> list[TransferRow]:
+    """Per target depth the transfer from ``source``, from mean log10 eta* per effective
+    depth."""
+    log_eta0 = by_depth[source]
+    rows = []
+    for depth, oracle in by_depth.items():
+        if depth == source:
+            continue
+        scaled = log_eta0 + exponent * math.log10(depth / source)
+        rows.append(TransferRow(source, depth, oracle, scaled, log_eta0, abs(scaled - oracle),
+                                abs(log_eta0 - oracle)))
+    return rows
+
+
+def transfer_errors(by_depth: Mapping[int, float], source: int,
+                    exponent: float) -> tuple[float, float]:
+    """Median |log10 eta_pred - log10 eta*| over the target depths, for the (L/L0)^exponent
+    rule and for raw transfer (see :func:`transfer_rows`)."""
+    rows = transfer_rows(by_depth, source, exponent)
+    return (statistics.median(r.scaled_error for r in rows),
+            statistics.median(r.raw_error for r in rows))
+
+
+def transfer_interval(optima: Sequence[Optimum], source: int, exponent: float, *, seed: int,
+                      n_boot: int = 2000) -> tuple[float, float]:
+    """95% seed-bootstrap interval of scaled - raw median error: per depth the per-seed
+    log10 eta* are resampled with replacement, their mean taken, the errors recomputed."""
+    by_depth: dict[int, list[float]] = {}
+    for o in optima:
+        by_depth.setdefault(o.depth, []).append(math.log10(o.lr))
+    if source not in by_depth or len(by_depth) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(n_boot):
+        means = {d: float(np.mean(rng.choice(v, size=len(v)))) for d, v in by_depth.items()}
+        med_s, med_r = transfer_errors(means, source, exponent)
+        diffs.append(med_s - med_r)
+    return percentile_interval(diffs)
+
+
+def measure_transfer(ctx: ClaimContext) -> list[ArchTransfer]:
+    """Per architecture: its Table 1 sweep's eta* per effective depth, the transfer from the
+    source depth under the settings' exponent (-3/2; the negative control's constant LR: 0)."""
+    s = ctx.settings
+    exponent = s.get("transfer_exponent", -1.5)
+    out = []
+    for key, arch in s["archs"].items():
+        law = table1_law(ctx, key, arch)
+        source = effective_depth(arch, s["source_depths"][key])
+        by_depth = {su.depth: su.mean_log10_lr for su in law.summaries}
+        rows = transfer_rows(by_depth, source, exponent)
+        med_s, med_r = transfer_errors(by_depth, source, exponent)
+        out.append(ArchTransfer(key, law, source, rows, med_s, med_r,
+                                transfer_interval(law.optima, source, exponent, seed=ctx.seed)))
+    return out
+
+
+def transfer_measurement(arches: Sequence[ArchTransfer]) -> Measurement:
+    """The median errors, their difference and its interval per architecture; the CSV rows."""
+    measured: dict[str, float | None] = {}
+    rows: list[dict[str, Any]] = []
+    for a in arches:
+        rows += [{"architecture": a.key, **asdict(r)} for r in a.rows]
+        low, high = a.interval
+        measured |= {f"median_error_scaled_{a.key}": a.median_scaled,
+                     f"median_error_raw_{a.key}": a.median_raw,
+                     f"scaled_minus_raw_{a.key}": a.median_scaled - a.median_raw,
+                     f"scaled_minus_raw_{a.key}_low": low, f"scaled_minus_raw_{a.key}_high": high}
+    return Measurement(measured, rows)
+
+
+def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement:
+    """Band on the architecture ``verdict_on`` (the paper's ViT): the interval of scaled - raw
+    error <= -0.01 decades; undecided where its sweep cannot locate eta*."""
+    finding: tuple[str, str] = ("undecided", "")
+    for a in arches:
+        if a.key != verdict_on:
+            continue
+        low, high = a.interval
+        diff = a.median_scaled - a.median_raw
+        flat = flat_evidence(a.key, a.law)
+        finding = ("undecided", flat) if flat else (
+            interval_finding(low, high, _GAIN_BAND),
+            f"{a.key}: scaled - raw median error {diff:+.3g} decades, 95% seed-"
+            f"bootstrap interval [{low:+.3g}, {high:+.3g}], against <= -0.01")
+    return Judgement({f"scaled_minus_raw_{verdict_on}": _GAIN_BAND},
+                     findings_verdict({"scaled_minus_raw": finding}))
+
+
+@claim(
+    "laws-transfer", "laws",
+    "Zero-shot eta(L) = eta(L0)(L/L0)^(-3/2) beats raw transfer of the tuned LR",
+    **settings.TRANSFER,
+)
+def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
+    """laws Table 5: calibrate eta* at the source depth, predict the other depths with the
+    -3/2 law on effective depth, compare with their own grid-searched eta* (the oracle):
+    median |log10 eta_pred - log10 eta_oracle| for scaled vs raw (eta unchanged) transfer.
+    Band, on the paper's architecture (ViT): scaled error - raw error <= -0.01 decades. Quick
+    scale reuses the Table 1 sweeps (one epoch; the paper tunes with a three-epoch budget, as
+    full scale does) and reports the other architectures too, without a band."""
+    arches = measure_transfer(ctx)
+    return finish(ctx, "laws-transfer", transfer_measurement(arches),
+                  judge_transfer(arches, ctx.settings["verdict_on"]),
+                  figures.transfer_figure(arches))

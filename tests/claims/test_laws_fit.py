@@ -1,0 +1,51 @@
+"""The laws claims read a sweep's law through the one analysis ``depthscale fit`` runs
+(:func:`depthscale.studies.analysis.lr_power_law`): the same optima, seed summaries, WLS fit
+and seed bootstrap as the analysis steps chained by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from depthscale.claims.laws import fit_law
+from depthscale.studies.analysis import (
+    bootstrap_slope_ci,
+    lr_power_law,
+    optimal_lrs,
+    seed_summary,
+    wls_power_law,
+)
+
+
+def _records() -> list[dict]:
+    rng = np.random.default_rng(1)
+    out = []
+    for depth in (1, 2, 4, 8):
+        centre = math.log10(0.1 * (depth + 2) ** -1.5)
+        for seed in range(3):
+            shift = 0.1 * rng.normal()
+            for lr in np.logspace(-4, 0, 13):
+                loss = 1.0 + (math.log10(lr) - centre - shift) ** 2
+                out.append({"run_id": f"{depth}-{seed}-{lr}", "depth": depth,
+                            "effective_depth": depth + 2, "seed": seed, "lr": float(lr),
+                            "status": "done", "running_loss": loss})
+    return out
+
+
+def test_fit_law_is_lr_power_law_on_effective_depth() -> None:
+    records = _records()
+    law, by_hand = fit_law(records), lr_power_law(records, "running", axis="effective_depth")
+    optima = optimal_lrs(records, "running", axis="effective_depth")
+    assert law.optima == by_hand.optima == optima
+    assert law.summaries == by_hand.summaries == seed_summary(optima)
+    assert law.fit == by_hand.fit == wls_power_law(seed_summary(optima))
+    assert law.boot_ci == by_hand.boot_ci == bootstrap_slope_ci(optima)
+    assert law.fit.slope == pytest.approx(-1.5, abs=0.2)
+
+
+def test_seed_averaged_optima_have_no_bootstrap() -> None:
+    law = lr_power_law(_records(), axis="effective_depth", aggregate="loss")
+    assert all(o.seed is None for o in law.optima) and len(law.summaries) == 4
+    assert all(math.isnan(v) for v in law.boot_ci)
