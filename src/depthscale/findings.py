@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
-    "ROUTE_FINDINGS", "Band", "Decision", "Route", "band_verdict", "findings_verdict",
+    "ROUTE_FINDINGS", "Band", "Decision", "Route", "band_verdict",
+    "ci_band_decision", "findings_verdict",
     "finite_or_none", "interval_finding", "noise_gate", "routes_verdict", "sign_finding",
 ]
 
@@ -160,3 +161,53 @@ def band_verdict(
 def finite_or_none(value: float) -> float | None:
     """JSON-safe measured value: None where a run produced no finite number."""
     return float(value) if math.isfinite(value) else None
+
+
+def ci_band_decision(
+    measured: Mapping[str, float | None],
+    bands: Mapping[str, Band],
+    cis: Mapping[str, tuple[float, float, float]],
+    *,
+    decide: str,
+) -> Decision:
+    """The verdict of values and 95% confidence intervals against their bands (chizat Fig. 2
+    and Thm. 2's fitted constants). The names in ``cis`` (``name -> (estimate, low, high)``)
+    are judged on their CIs, the other ``bands`` on their ``measured`` values.
+
+    FAIL when a value misses its band (:func:`band_verdict`) or a CI lies wholly outside its
+    band or is not finite; else INCONCLUSIVE (:func:`noise_gate`) when a CI straddles a band
+    edge (:func:`interval_finding` "undecided"): the signal is the estimate's distance to that
+    edge, the noise the CI's extent towards it (the closest call decides, and the evidence
+    says whether the estimates lie inside their bands); else PASS. ``decide`` says what scale
+    or setting would decide an INCONCLUSIVE claim."""
+    text = "; ".join(f"{k} = {v:.3g}, 95% CI [{lo:.3g}, {hi:.3g}], band {list(bands[k])}"
+                     for k, (v, lo, hi) in cis.items())
+    point, _, misses = band_verdict(measured, {k: b for k, b in bands.items() if k not in cis})
+    outside, gates = [misses] if point == "FAIL" else [], []
+    for name, (value, lo, hi) in cis.items():
+        if not all(math.isfinite(x) for x in (value, lo, hi)):
+            outside.append(f"{name} has no finite CI")
+            continue
+        finding = interval_finding(lo, hi, bands[name])
+        if finding == "contradicts":
+            outside.append(f"the CI of {name} lies outside its band")
+        elif finding == "undecided":
+            for edge in bands[name]:
+                if edge is not None and lo < edge < hi:
+                    noise = (value - lo) if edge <= value else (hi - value)
+                    gates.append((abs(value - edge) / max(noise, 1e-300), name, value - edge,
+                                  noise))
+    if outside:
+        return "FAIL", f"{'; '.join(outside)} ({text})"
+    if gates:
+        _, name, signal, noise = min(gates)
+        inside = all(_in_band(v, bands[k]) for k, (v, _, _) in cis.items())
+        return noise_gate(("PASS" if inside else "FAIL", text), signal=signal, noise=noise,
+                          what=f"the 95% CI of {name} straddles a band edge", decide=decide)
+    return "PASS", text
+
+
+def _in_band(value: float, band: Band) -> bool:
+    """Whether ``value`` lies in the closed ``band`` (None = unbounded)."""
+    low, high = band
+    return (low is None or value >= low) and (high is None or value <= high)

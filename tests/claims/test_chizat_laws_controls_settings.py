@@ -8,15 +8,15 @@ import math
 import pytest
 
 from depthscale.claims import CLAIMS
-from depthscale.claims.chizat import _sigma_v
+from depthscale.claims.chizat import sigma_v
 from depthscale.claims.laws import study_tables
 
 _IDS = [c for c in CLAIMS if c.startswith(("chizat-", "laws-"))]
 
 
 def test_sigma_v_default_is_chizats_alpha_sqrt_d_and_the_control_is_alpha_d() -> None:
-    assert _sigma_v(0.5, 16) == pytest.approx(0.5 * math.sqrt(16))
-    assert _sigma_v(0.5, 16, 1.0) == pytest.approx(0.5 * 16)
+    assert sigma_v(0.5, 16) == pytest.approx(0.5 * math.sqrt(16))
+    assert sigma_v(0.5, 16, 1.0) == pytest.approx(0.5 * 16)
 
 
 def test_study_toml_writes_the_laws_recipe_unless_a_control_names_another() -> None:

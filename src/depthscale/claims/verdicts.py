@@ -14,6 +14,7 @@ from depthscale.findings import (
     Decision,
     Route,
     band_verdict,
+    ci_band_decision,
     findings_verdict,
     finite_or_none,
     interval_finding,
@@ -24,8 +25,8 @@ from depthscale.findings import (
 
 __all__ = [
     "ROUTE_FINDINGS", "Band", "ClaimOutcome", "Decision", "Route", "band_verdict",
-    "claim_outcome", "findings_verdict", "finite_or_none", "interval_finding", "noise_gate",
-    "routes_verdict", "sign_finding",
+    "ci_band_decision", "claim_outcome", "findings_verdict", "finite_or_none",
+    "interval_finding", "noise_gate", "routes_verdict", "sign_finding",
 ]
 
 

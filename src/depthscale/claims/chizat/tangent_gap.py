@@ -1,0 +1,283 @@
+"""chizat-thm2: the gap between finite ResNets at large residual scale alpha and the lazy
+tangent ODE (chizat Thm. 2, Eq. 18-23), measured as its three terms apart: a fluctuation
+``(c_0 + c_f alpha sqrt(D)) / sqrt(L M)``, a bias ``c_a / alpha + c_L / L``, and parameters
+that move O(1/alpha)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from depthscale.claims.chizat import figures
+from depthscale.claims.chizat.setting import (
+    NAN3,
+    WRONG_SIGMA_V,
+    Array,
+    Interval,
+    Judgement,
+    csv_rows,
+    finite_resnet,
+    layer_travel,
+    load_data,
+    one_thread,
+    read_settings,
+)
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import (
+    Band,
+    ClaimOutcome,
+    Decision,
+    ci_band_decision,
+    claim_outcome,
+    finite_or_none,
+    noise_gate,
+)
+from depthscale.fits import fit_error_law
+from depthscale.limits.mean_ode import TangentODE, TangentODEResult, rms_error
+
+__all__ = ["BANDS", "THM2_MARGIN", "TangentGap", "TangentPoint", "TangentSettings",
+           "chizat_thm2", "judge_tangent_gap", "measure_tangent_gap", "thm2_grid"]
+
+#: Thm. 2 holds while alpha < sqrt(L M / D); nets are run at alpha <= sqrt(L M / D) / 2 only
+THM2_MARGIN = 2.0
+
+#: fixed before running: Fig. 5a's 0.3 within a factor 2; the bias law within a factor 1.5
+#: RMS; alpha x travel within a factor 2 of |zeta_u|
+BANDS: dict[str, Band] = {
+    "c_fluct": (0.15, 0.6), "bias_fit_rms_factor": (1.0, 1.5),
+    "alpha_travel_over_zeta_min": (0.5, None), "alpha_travel_over_zeta_max": (None, 2.0),
+}
+
+_DECIDE = "larger L M or more repeats (full scale)"
+
+
+@dataclass(frozen=True)
+class TangentSettings:
+    """chizat-thm2's settings: every alpha on every (L, M) of ``shapes`` inside
+    :func:`thm2_grid`, ``repeats`` nets each, ``K`` steps; the tangent ODE with ``J`` RK4
+    steps and ``Q`` particles; ``boot`` bootstrap draws; ``sigma_v_power`` 1 is the negative
+    control."""
+
+    D: int
+    K: int
+    alphas: list[float]
+    shapes: list[list[int]]
+    repeats: int
+    J: int
+    Q: int
+    boot: int
+    sigma_v_power: float = 0.5
+
+
+@dataclass(frozen=True)
+class TangentPoint:
+    """One (alpha, L, M) (a CSV row): RMS error of the nets to the tangent ODE, their std
+    across repeats, the bias of their mean (less the std's share) with its standard error,
+    ``alpha x`` travel over the tangent's ``|zeta_u|``; the fitted laws there and whether the
+    bias is measurable (above twice its standard error)."""
+
+    alpha: float
+    L: int
+    M: int
+    repeats: int
+    rms_error: float
+    std: float
+    bias: float
+    bias_se: float
+    alpha_travel_over_zeta: float
+    bias_law: float = math.nan
+    fluct_law: float = math.nan
+    bias_measurable: bool = False
+
+
+@dataclass(frozen=True)
+class TangentGap:
+    """chizat-thm2's measurement: the points, the fitted constants with 95% CIs (``c_0``,
+    ``c_f`` of the fluctuation, ``c_alpha``, ``c_L`` of the bias) and the measured values."""
+
+    points: list[TangentPoint]
+    c0: Interval
+    cf: Interval
+    c_alpha: Interval
+    c_L: Interval
+    measured: dict[str, float | None]
+
+
+def thm2_grid(settings: Mapping[str, Any]) -> list[tuple[float, int, int]]:
+    """The (alpha, L, M) of chizat-thm2: every alpha on every shape where ``alpha <=
+    sqrt(L M / D) / 2``, inside Thm. 2's range ``alpha < sqrt(L M / D)`` with a margin."""
+    D = settings["D"]
+    return [(a, L, M) for L, M in settings["shapes"] for a in settings["alphas"]
+            if a <= math.sqrt(L * M / D) / THM2_MARGIN]
+
+
+def _tangent_point(ctx: ClaimContext, s: TangentSettings, X: Array, Y: Array,
+                   tangent: TangentODEResult, alpha: float, L: int, M: int) -> TangentPoint:
+    """``repeats`` nets at (alpha, L, M) against the tangent ODE's final outputs."""
+    R, target, zeta = s.repeats, tangent.outputs[-1], float(tangent.zeta_u_rms[-1])
+    outs, travels = [], []
+    for rep in range(R):
+        res = finite_resnet(X, Y, L=L, M=M, K=s.K, alpha=alpha, eta_v=float(s.D),
+                            seed=ctx.seed + 1000 * rep + 1, sigma_v_power=s.sigma_v_power)
+        outs.append(res.outputs[-1])
+        travels.append(alpha * layer_travel(res))
+        ctx.progress(1)
+    out = np.stack(outs)
+    std = float(np.sqrt(np.mean(out.var(axis=0, ddof=1)))) if R > 1 else math.nan
+    gap = rms_error(out.mean(axis=0), target)
+    return TangentPoint(
+        alpha, L, M, R,
+        rms_error=float(np.sqrt(np.mean([rms_error(o, target) ** 2 for o in out]))),
+        std=std, bias=math.sqrt(max(gap**2 - std**2 / R, 0.0)), bias_se=std / math.sqrt(R),
+        alpha_travel_over_zeta=float(np.mean(travels)) / zeta)
+
+
+def _fit_fluctuation(points: list[TangentPoint], s: TangentSettings,
+                     seed: int) -> tuple[Interval, Interval]:
+    """``(c_0 + c_f alpha sqrt(D)) / sqrt(L M)`` fitted to the stds as the law ``a/L + b/n``
+    with ``L := sqrt(L M)``, ``n := sqrt(L M) / (alpha sqrt(D))``; NaN with fewer than 3."""
+    fluct = [p for p in points if math.isfinite(p.std) and p.std > 0]
+    if len(fluct) < 3:
+        return NAN3, NAN3
+    root = [math.sqrt(p.L * p.M) for p in fluct]
+    law = fit_error_law(root, [q / (p.alpha * math.sqrt(s.D)) for q, p in
+                               zip(root, fluct, strict=True)], [p.std for p in fluct],
+                        nonnegative=True, relative=True, boot=s.boot, seed=seed)
+    return (law.a, *law.a_ci), (law.b, *law.b_ci)
+
+
+def _fit_bias(biased: list[TangentPoint], s: TangentSettings,
+              seed: int) -> tuple[Interval, Interval]:
+    """``c_L / L + c_a / alpha`` fitted to the measurable biases as the law ``a/L + b/n`` with
+    ``n := alpha``: ``(c_L, c_alpha)``; NaN with fewer than 3."""
+    if len(biased) < 3:
+        return NAN3, NAN3
+    law = fit_error_law([p.L for p in biased], [p.alpha for p in biased],
+                        [p.bias for p in biased], nonnegative=True, relative=True, boot=s.boot,
+                        seed=seed)
+    return (law.a, *law.a_ci), (law.b, *law.b_ci)
+
+
+def _summary(points: list[TangentPoint], fits: dict[str, Interval],
+             tangent: TangentODEResult) -> dict[str, float | None]:
+    """The measured values: the fitted constants (``fits``: name -> estimate and CI), the
+    bias law's misfit, the travel ratio, the tangent ODE's own travel and update."""
+    biased = [p for p in points if p.bias_measurable]
+    logs = [math.log(p.bias / p.bias_law) for p in biased if p.bias_law > 0]
+    lazy = [p.alpha_travel_over_zeta for p in points if p.alpha >= 2]
+    return {
+        **{f"{k}{suffix}": finite_or_none(v[i]) for k, v in fits.items()
+           for i, suffix in enumerate(("", "_ci_low", "_ci_high"))},
+        "bias_fit_rms_factor": finite_or_none(math.exp(math.sqrt(float(np.mean(np.square(
+            logs)))))) if logs else None,
+        "bias_points": float(len(biased)),
+        "alpha_travel_over_zeta_min": finite_or_none(min(lazy)) if lazy else None,
+        "alpha_travel_over_zeta_max": finite_or_none(max(lazy)) if lazy else None,
+        "tangent_zeta_u_rms": float(tangent.zeta_u_rms[-1]),
+        "tangent_output_update": rms_error(tangent.outputs[-1], tangent.outputs[0]),
+    }
+
+
+def measure_tangent_gap(ctx: ClaimContext, s: TangentSettings) -> TangentGap:
+    """The nets of :func:`thm2_grid` against the tangent ODE after K steps; the fluctuation
+    law fitted on every point with a spread, the bias law on the points whose bias exceeds
+    twice its standard error, both by non-negative least squares on relative residuals with
+    95% bootstrap CIs (:func:`~depthscale.fits.fit_error_law`)."""
+    X, Y = load_data(s.D, ctx.seed)
+    grid = thm2_grid(dataclasses.asdict(s))
+    ctx.set_total(len(grid) * s.repeats + 1)
+    with one_thread():
+        tangent = TangentODE(s.D, depth_steps=s.J, particles=s.Q, coupling="independent",
+                             seed=ctx.seed + 5).train(X, Y, s.K)
+        ctx.progress(1)
+        points = [_tangent_point(ctx, s, X, Y, tangent, *point) for point in grid]
+    c0, cf = _fit_fluctuation(points, s, ctx.seed)
+    c_L, c_alpha = _fit_bias([p for p in points if p.bias > 2 * p.bias_se], s, ctx.seed)
+    points = [replace(p, bias_law=c_alpha[0] / p.alpha + c_L[0] / p.L,
+                      fluct_law=(c0[0] + cf[0] * p.alpha * math.sqrt(s.D)) / math.sqrt(p.L * p.M),
+                      bias_measurable=p.bias > 2 * p.bias_se) for p in points]
+    fits = {"c_fluct": cf, "c_fluct_0": c0, "c_alpha": c_alpha, "c_L": c_L}
+    return TangentGap(points, c0, cf, c_alpha, c_L, _summary(points, fits, tangent))
+
+
+def _judge_rest(m: TangentGap) -> Decision:
+    """Fewer than 3 measurable biases: the rest judged, then INCONCLUSIVE unless that FAILs
+    (the bias is below its noise)."""
+    biased = sum(p.bias_measurable for p in m.points)
+    decision = ci_band_decision(m.measured, {k: b for k, b in BANDS.items()
+                                             if k != "bias_fit_rms_factor"},
+                                {"c_fluct": m.cf}, decide=_DECIDE)
+    top = max(m.points, key=lambda p: p.bias / max(p.bias_se, 1e-300))
+    if decision[0] != "FAIL":
+        decision = noise_gate(decision, signal=top.bias, noise=2 * top.bias_se,
+                              what=f"only {biased} points have a bias above twice its "
+                                   "standard error (the bias law needs 3)", decide=_DECIDE)
+    return decision
+
+
+def judge_tangent_gap(m: TangentGap, s: TangentSettings) -> Judgement:
+    """``c_f``'s CI in its band (:func:`~depthscale.findings.ci_band_decision`), the bias
+    law's misfit and the travel ratio in theirs; fewer than 3 measurable bias points:
+    INCONCLUSIVE (:func:`~depthscale.findings.noise_gate`) unless the rest FAILs."""
+    biased = sum(p.bias_measurable for p in m.points)
+    if biased >= 3:
+        decision = ci_band_decision(m.measured, BANDS, {"c_fluct": m.cf}, decide=_DECIDE)
+    else:
+        decision = _judge_rest(m)
+    c0, c_alpha, c_L = m.c0, m.c_alpha, m.c_L
+    note = (f"tangent ODE: RK4 J = {s.J}, {s.Q} Sobol' particles per stage point; bias "
+            f"law on {biased} of {len(m.points)} points; c_a, c_L are the bound's constants "
+            "(no paper value): c_a = "
+            f"{c_alpha[0]:.3g} [{c_alpha[1]:.3g}, {c_alpha[2]:.3g}], c_L = {c_L[0]:.3g} "
+            f"[{c_L[1]:.3g}, {c_L[2]:.3g}], c_0 = {c0[0]:.3g} [{c0[1]:.3g}, {c0[2]:.3g}]")
+    return Judgement(dict(BANDS), decision, note)
+
+
+@claim(
+    "chizat-thm2", "chizat",
+    "Large alpha: finite nets vs the tangent ODE, error ~ c_a/alpha + c_L/L + c_f alpha sqrt(D)"
+    "/sqrt(LM) (c_f = 0.3, Fig. 5a), parameters move O(1/alpha)",
+    # L M = 16384 at three depths (bias in 1/L and 1/alpha measurable), L M = 4096 for the
+    # sqrt(LM) dependence of the fluctuations; alpha <= sqrt(L M / D) / 2 on every shape
+    quick={"D": 10, "K": 10, "alphas": [1, 2, 4, 8, 16],
+           "shapes": [[4, 4096], [16, 1024], [64, 256], [16, 256]], "repeats": 3, "J": 8,
+           "Q": 8192, "boot": 1000},
+    full={"D": 10, "K": 10, "alphas": [1, 2, 4, 8, 16, 32],
+          "shapes": [[4, 65536], [16, 16384], [64, 4096], [256, 1024], [64, 1024]],
+          "repeats": 5, "J": 16, "Q": 32768, "boot": 1000},
+    smoke={"D": 10, "K": 10, "alphas": [1, 2, 4], "shapes": [[4, 1024], [16, 256], [64, 64]],
+           "repeats": 3, "J": 4, "Q": 1024, "boot": 200},
+    # sigma_v = alpha D on the nets (the tangent ODE stays the lazy limit of alpha sqrt(D)):
+    # the nets approach another limit, so their bias has a floor that c_a/alpha + c_L/L cannot
+    # follow, and their fluctuations are sqrt(D) larger than c_f alpha sqrt(D)/sqrt(LM)
+    control=Control("finite nets with sigma_v = alpha D instead of alpha sqrt(D) (the tangent "
+                    "ODE keeps sqrt(D))", WRONG_SIGMA_V),
+)
+def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
+    """chizat Thm. 2 (Eq. 22-23) with 2LP blocks: finite nets (Eq. 24-25, ``sigma_v = alpha
+    sqrt(D)``, ``eta_u = D min(1, alpha^-2)``, ``eta_v = D``; every ``alpha <= sqrt(L M / D)
+    / 2``, inside the theorem's range) against the tangent ODE (Eq. 18-21: ``TangentODE(D)``,
+    the lazy limit of every alpha here; RK4 with ``J`` steps and ``Q`` Sobol' particles per
+    stage point), after K steps, ``repeats`` nets per (alpha, L, M).
+
+    The bound's three terms are measured apart. The fluctuation (std across repeats of
+    ``h^L_K``) against ``(c_0 + c_f alpha sqrt(D)) / sqrt(L M)``; the bias (RMS of the mean
+    over repeats minus the tangent ODE, less the std's share ``std^2 / repeats``) against
+    ``c_a / alpha + c_L / L`` on the points where it exceeds twice its standard error
+    ``std / sqrt(repeats)``; both by non-negative least squares on relative residuals with 95%
+    bootstrap CIs (:func:`fit_error_law`). Verdict: ``c_f``'s CI in [0.15, 0.6] (Fig. 5a's
+    0.3 at K = 10, a factor 2); the bias law's RMS misfit within a factor 1.5; ``alpha x`` RMS
+    input-weight travel over the tangent's ``|zeta_u|`` in [0.5, 2] for alpha >= 2 (Thm. 2(ii):
+    parameters move O(1/alpha)). Fewer than 3 measurable bias points: INCONCLUSIVE. Cost
+    O(|alpha| repeats K sum L M n D) plus O(K J Q n D)."""
+    s = read_settings(TangentSettings, ctx.settings)
+    m = measure_tangent_gap(ctx, s)
+    j = judge_tangent_gap(m, s)
+    fig = figures.draw_tangent_gap(m, s)
+    return claim_outcome(ctx, "chizat-thm2", m.measured, j.bands, csv_rows(m.points), fig,
+                         j.note, j.decision)
