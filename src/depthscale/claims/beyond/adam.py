@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.claims.beyond.figures import draw_adam
-from depthscale.claims.beyond.shared import FULL_DATA, QUICK_DATA, SMOKE_DATA, Judgement
+from depthscale.claims.beyond.shared import (
+    FULL_DATA,
+    OPTIMIZERS,
+    QUICK_DATA,
+    SMOKE_DATA,
+    Judgement,
+)
 from depthscale.claims.beyond.spreads import SpreadEstimate, spread_estimate, spread_measured
 from depthscale.claims.common import run_claim_study
 from depthscale.claims.nfd import corrected_arms, transfer_tables
@@ -44,9 +50,7 @@ from depthscale.claims.verdicts import (
 from depthscale.errors import ConfigError
 from depthscale.studies.analysis import GridSignal, criterion_value, grid_signals, optimal_lrs
 
-__all__ = ["OPTIMIZERS", "AdamMeasures", "adam_tables", "judge_adam", "measure_adam"]
-
-OPTIMIZERS = ("sgd", "adam")
+__all__ = ["AdamMeasures", "adam_tables", "judge_adam", "measure_adam"]
 
 
 def adam_tables(s: Mapping[str, Any], optimizer: str, *, seed: int = 0, device: str = "cpu",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from depthscale.claims.beyond.shared import OPTIMIZERS
 from depthscale.claims.common import mean_finite
 from depthscale.claims.nfd import ARM_LABELS
 from depthscale.report.figures import label_log_ticks, loglog_fit_panel, new_figure
@@ -53,7 +54,7 @@ def _mean_loss(rows: Sequence[Mapping[str, Any]], **match: Any) -> float:
 def draw_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Figure:
     """beyond-adam: per (optimizer, arm) the loss against eta_c at every depth."""
     fig, axes = new_figure(ncols=4)
-    panels = [(opt, recipe) for opt in ("sgd", "adam") for _, recipe in m.arms]
+    panels = [(opt, recipe) for opt in OPTIMIZERS for _, recipe in m.arms]
     for ax, (opt, recipe) in zip(axes.flat, panels, strict=True):
         grid = s[f"eta_cs_{opt}"]
         lines = [(f"L = {L}", [_mean_loss(m.rows, optimizer=opt, recipe=recipe, depth=L,

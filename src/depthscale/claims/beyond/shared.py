@@ -1,5 +1,6 @@
-"""What beyond's claims share: the datasets per scale of the ResNet claims, the slope bands of
-nfd-collapse (fixed before running) and the judged part of an outcome (:class:`Judgement`)."""
+"""What beyond's claims share: the datasets per scale of the ResNet claims, beyond-adam's
+optimizers, the slope bands of nfd-collapse (fixed before running) and the judged part of an
+outcome (:class:`Judgement`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ from dataclasses import dataclass, field
 
 from depthscale.claims.verdicts import Band, Decision
 
-__all__ = ["COLLAPSE", "FLAT", "FULL_DATA", "QUICK_DATA", "SMOKE_DATA", "Judgement"]
+__all__ = ["COLLAPSE", "FLAT", "FULL_DATA", "OPTIMIZERS", "QUICK_DATA", "SMOKE_DATA",
+           "Judgement"]
 
 QUICK_DATA = {"dataset": "mnist1d"}
 FULL_DATA = {"dataset": "cifar10"}
 SMOKE_DATA = {"dataset": "digits"}
+
+#: beyond-adam's two arms, in their order in its rows and figure
+OPTIMIZERS = ("sgd", "adam")
 
 #: the slope bands of nfd-collapse: collapse ~ L^(-1/2), flat (no depth dependence)
 COLLAPSE: Band = (-0.65, -0.35)
