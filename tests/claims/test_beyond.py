@@ -14,16 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from depthscale.claims import CLAIMS, PLANNED, ClaimContext
-from depthscale.claims.beyond import (
-    _MIDDLE,
-    _bootstrap_spreads,
-    _spreads,
-    adam_tables,
-    block_updates,
-    joint_widths,
-    transformer_tables,
-    transformer_updates,
-)
+from depthscale.claims.beyond import adam_tables, joint_widths, transformer_tables
+from depthscale.claims.beyond.spreads import bootstrap_spreads, spreads
+from depthscale.claims.beyond.three_layer import MIDDLE_LAYERS
 from depthscale.claims.nfd import transfer_tables
 from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
@@ -31,7 +24,7 @@ from depthscale.models import build
 from depthscale.models.gpt import GPT
 from depthscale.models.mlp import MLPResNet
 from depthscale.param import Plan
-from depthscale.probes import snapshot, two_layer_updates
+from depthscale.probes import block_updates, snapshot, transformer_updates
 from depthscale.studies.spec import expand, load_study, study_from_tables
 
 G = torch.Generator().manual_seed(0)
@@ -75,45 +68,12 @@ def _one_step(model_name: str, recipe: str, depth: int, seed: int, *, width: int
     model, plan = build(model_name, recipe, input_shape=(20,), n_out=10, width=width,
                         depth=depth, seed=seed)
     if middle is not None:
-        plan.apply(model, roles={_MIDDLE: middle}, seed=seed)
+        plan.apply(model, roles={MIDDLE_LAYERS: middle}, seed=seed)
     init = snapshot(model)
     opt = plan.optimizer(model, "sgd", 0.1)
     F.cross_entropy(model(X), Y).backward()
     opt.step()
     return {k: statistics.fmean(v) for k, v in block_updates(model, init, X).items()}
-
-
-def test_block_updates_on_two_layer_blocks_are_the_nfd_probe() -> None:
-    model, plan = build("resnet2", "depth-mup", input_shape=(20,), n_out=10, width=16, depth=3)
-    init = snapshot(model)
-    opt = plan.optimizer(model, "sgd", 0.5)
-    F.cross_entropy(model(X), Y).backward()
-    opt.step()
-    ours, nfd = block_updates(model, init, X), two_layer_updates(model, init, X)
-    assert ours["layer1"] == pytest.approx(nfd["internal"], rel=1e-12)
-    assert ours["stream"] == pytest.approx(nfd["stream"], rel=1e-12)
-    assert all(v > 0 for v in ours["layer1"])
-
-
-def test_block_updates_see_only_the_layer_whose_weights_moved() -> None:
-    model, _ = build("resnet3", "depth-mup", input_shape=(20,), n_out=10, width=8, depth=2)
-    init = snapshot(model)
-    with torch.no_grad():
-        model.branches[1].get_submodule("middle.0").weight.add_(1.0)  # W_{2,2} += 1 (all ones)
-    upd = block_updates(model, init, X)
-    zero = pytest.approx([0.0, 0.0], abs=1e-6)  # float32 rounding of the recomputed x~
-    assert upd["layer1"] == zero and upd["stream"] == zero
-    assert upd["layer2"][0] == pytest.approx(0.0, abs=1e-6)
-    # hand value: x_2 - x~_2 = (1/sqrt(n)) 1 1^T phi(x_1), each coordinate sum(phi(x_1))/sqrt(n)
-    x1 = model.trace(X).layers[1][0].detach()
-    per_row = torch.relu(x1).sum(-1) / math.sqrt(8) * math.sqrt(8)  # norm of a constant vector
-    assert upd["layer2"][1] == pytest.approx(float(per_row.mean()) / math.sqrt(8), rel=1e-6)
-
-
-def test_block_updates_need_a_multi_layer_block() -> None:
-    model, _ = build("resnet1", "depth-mup", input_shape=(20,), n_out=10, width=8, depth=2)
-    with pytest.raises(ConfigError, match="resnet3"):
-        block_updates(model, snapshot(model), X)
 
 
 def test_the_fix_gives_the_middle_layer_eq8s_lr_and_keeps_the_draws() -> None:
@@ -122,7 +82,7 @@ def test_the_fix_gives_the_middle_layer_eq8s_lr_and_keeps_the_draws() -> None:
                      seed=4)
     fixed, plan = build("resnet3", "nfd-depth", input_shape=(20,), n_out=10, width=n, depth=L,
                         seed=4)
-    plan.apply(fixed, roles={_MIDDLE: "branch_in"}, seed=4)
+    plan.apply(fixed, roles={MIDDLE_LAYERS: "branch_in"}, seed=4)
     for (name, a), (_, b) in zip(plain.named_parameters(), fixed.named_parameters(), strict=True):
         assert torch.equal(a, b), name
     opt = plan.optimizer(fixed, "sgd", 0.1)
@@ -182,16 +142,16 @@ def test_spread_is_the_optima_range_in_decades() -> None:
     optima = {("depth-mup", 3): 0.3, ("depth-mup", 9): 0.03, ("nfd-depth", 3): 0.2,
               ("nfd-depth", 9): 0.1}
     recs = _records(optima, range(3))
-    got = _spreads(recs, ("depth-mup", "nfd-depth"), [3, 9])
+    got = spreads(recs, ("depth-mup", "nfd-depth"), [3, 9])
     assert got["depth-mup"] == pytest.approx(1.0, abs=1e-9)
     assert got["nfd-depth"] == pytest.approx(math.log10(2), abs=1e-9)
-    boot = _bootstrap_spreads(recs, ("depth-mup", "nfd-depth"), [3, 9], n_boot=20, seed=0)
+    boot = bootstrap_spreads(recs, ("depth-mup", "nfd-depth"), [3, 9], n_boot=20, seed=0)
     assert boot.shape == (20, 2)  # seed offsets do not move a quadratic's minimum
     assert boot[:, 0] == pytest.approx([1.0] * 20) and boot[:, 1] == pytest.approx(
         [math.log10(2)] * 20)
     diverged = [r if (r["depth"], r["recipe"]) != (9, "nfd-depth") else {**r, "status": "failed"}
                 for r in recs]
-    assert math.isnan(_spreads(diverged, ("depth-mup", "nfd-depth"), [3, 9])["nfd-depth"])
+    assert math.isnan(spreads(diverged, ("depth-mup", "nfd-depth"), [3, 9])["nfd-depth"])
 
 
 def test_removing_the_correction_makes_the_adam_difference_exactly_zero(tmp_path: Path) -> None:
@@ -241,39 +201,6 @@ def _gpt(recipe: str, blocks: int, *, seed: int = 0, bias: bool = False) -> tupl
                         seed=seed, heads=2, bias=bias)
     assert isinstance(model, GPT)
     return model, plan
-
-
-def test_transformer_updates_see_only_the_layers_whose_weights_moved() -> None:
-    n, L = 16, 4
-    model, _ = _gpt("depth-mup", 2)
-    init = snapshot(model)
-    r = torch.randn(4 * n, generator=G)
-    with torch.no_grad():  # one row each: v coordinate 0 of block 1, stream coordinate 0 of block 0
-        model.blocks[1].attn.qkv.weight[2 * n] += r[:n]
-        model.blocks[0].mlp.fc2.weight[0] += r
-    upd = transformer_updates(model, init, TOK)
-    zero = pytest.approx([0.0, 0.0], abs=1e-6)  # float32 rounding of the recomputed y~
-    assert upd["fc1"] == zero and upd["attn_stream"] == zero
-    assert upd["q"] == zero and upd["k"] == zero
-    for key in ("qkv", "v"):
-        assert upd[key][0] == pytest.approx(0.0, abs=1e-6)
-    assert upd["mlp_stream"][1] == pytest.approx(0.0, abs=1e-6)
-    blk0, blk1 = model.blocks
-    tr = model.trace(TOK)
-    with torch.no_grad():
-        # v - v~ = a (r . LN(z)) e_0 per token: its RMS over q,k,v (3n) and over v (n)
-        dv = (blk1.attn.qkv.multiplier * blk1.ln1(tr.streams[2]) @ r[:n]).abs()
-        hidden = blk0.mlp.phi(blk0.mlp.fc1(blk0.ln2(tr.streams[1])))
-        dz = (blk0.mlp.fc2.multiplier * hidden @ r).abs() * L  # / tau, tau = T/L
-    assert upd["qkv"][1] == pytest.approx(float(dv.mean()) / math.sqrt(3 * n), rel=1e-5)
-    assert upd["v"][1] == pytest.approx(float(dv.mean()) / math.sqrt(n), rel=1e-5)
-    assert upd["mlp_stream"][0] == pytest.approx(float(dz.mean()) / math.sqrt(n), rel=1e-5)
-
-
-def test_transformer_updates_need_the_gpt() -> None:
-    model, _ = build("resnet2", "depth-mup", input_shape=(20,), n_out=10, width=8, depth=2)
-    with pytest.raises(ConfigError, match="GPT"):
-        transformer_updates(model, snapshot(model), X)
 
 
 def _first_step(recipe: str, blocks: int, bias: bool) -> dict[str, list[float]]:

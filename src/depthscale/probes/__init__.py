@@ -1,7 +1,14 @@
 """Diagnostics as functions of (model, data): coordinate checks with a verdict, the LR-transfer
-check, two-layer-block updates."""
+check, two-layer-block updates, each layer's own update per block (ResNets with k-layer blocks,
+the GPT)."""
 
 from depthscale.probes.ammup import UpdateEnergy, update_energy
+from depthscale.probes.block_updates import (
+    TRANSFORMER_UPDATE_KEYS,
+    UpdateProbe,
+    block_updates,
+    transformer_updates,
+)
 from depthscale.probes.collapse import snapshot, two_layer_updates
 from depthscale.probes.coord_check import (
     LAYER_TYPES,
@@ -17,6 +24,7 @@ from depthscale.probes.lr_transfer import TransferReport, TransferSize, lr_trans
 
 __all__ = [
     "LAYER_TYPES",
+    "TRANSFORMER_UPDATE_KEYS",
     "CoordPoint",
     "CoordReport",
     "LazyFinding",
@@ -24,11 +32,14 @@ __all__ = [
     "TransferReport",
     "TransferSize",
     "UpdateEnergy",
+    "UpdateProbe",
+    "block_updates",
     "coord_check",
     "expected_bands",
     "lr_transfer_check",
     "measure_point",
     "snapshot",
+    "transformer_updates",
     "two_layer_updates",
     "update_energy",
 ]

@@ -1,0 +1,134 @@
+"""beyond's figures: every matplotlib drawing of the open-question claims, from what their
+``measure_*`` functions returned (nfd Fig. 5's two rows: update slopes against depth, and the
+loss against eta_c per depth with each optimum marked; the joint-limit errors against L)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from depthscale.claims.beyond.shared import OPTIMIZERS
+from depthscale.claims.common import mean_finite
+from depthscale.claims.nfd import ARM_LABELS
+from depthscale.report.figures import label_log_ticks, loglog_fit_panel, new_figure
+
+if TYPE_CHECKING:
+    from depthscale.claims.beyond.adam import AdamMeasures
+    from depthscale.claims.beyond.joint_limit import JointMeasures
+    from depthscale.claims.beyond.three_layer import ThreeLayerMeasures
+    from depthscale.claims.beyond.transformer import TransformerMeasures
+
+__all__ = ["draw_adam", "draw_joint_limit", "draw_three_layer", "draw_transformer"]
+
+#: beyond-3layer's arm labels by tag (its arms: :func:`.three_layer.three_arms`)
+THREE_LABELS = {"depth_mup": "depth-muP", "eq8": "Eq. 8 (first layer x sqrt(L))",
+                "fix": "fix (layers 1, 2 x sqrt(L))"}
+
+
+def _loss_panel(ax: Axes, grid: Sequence[float],
+                lines: Sequence[tuple[str, list[float], float | None]], title: str, *,
+                ticks: bool = False) -> None:
+    """Seed-mean last-epoch loss against eta_c, one line per (label, losses, eta_c*), each
+    optimum a dotted vertical line of its colour."""
+    for label, ys, star in lines:
+        line = ax.semilogx(grid, ys, "o-", label=label)[0]
+        if star is not None:
+            ax.axvline(star, color=line.get_color(), ls=":", lw=1)
+    if ticks:
+        label_log_ticks(ax, grid)
+    ax.set_xlabel("eta_c")
+    ax.set_ylabel("train loss (last epoch)")
+    ax.set_title(title, fontsize=8)
+    ax.legend(fontsize=7)
+
+
+def _mean_loss(rows: Sequence[Mapping[str, Any]], **match: Any) -> float:
+    """The mean finite ``last_epoch_train_loss`` of the rows matching every ``match`` item."""
+    return mean_finite([r["last_epoch_train_loss"] for r in rows
+                        if all(r[k] == v for k, v in match.items())])
+
+
+def draw_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Figure:
+    """beyond-adam: per (optimizer, arm) the loss against eta_c at every depth."""
+    fig, axes = new_figure(ncols=4)
+    panels = [(opt, recipe) for opt in OPTIMIZERS for _, recipe in m.arms]
+    for ax, (opt, recipe) in zip(axes.flat, panels, strict=True):
+        grid = s[f"eta_cs_{opt}"]
+        lines = [(f"L = {L}", [_mean_loss(m.rows, optimizer=opt, recipe=recipe, depth=L,
+                                          eta_c=e) for e in grid],
+                  m.measured.get(f"eta_star_{opt}_{recipe}_L{L}")) for L in s["depths"]]
+        _loss_panel(ax, grid, lines, f"{opt}, {recipe}")
+    return fig
+
+
+def draw_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Figure:
+    """beyond-3layer: per readout key the last step's update against depth, one fit per arm."""
+    fig, axes = new_figure(ncols=3)
+    for ax, key in zip(axes.flat, ("layer1", "layer2", "stream"), strict=True):
+        for tag, recipe, _middle in m.arms:
+            ys = [mean_finite([r[f"{key}_update"] for r in m.rows if r["arm"] == tag
+                               and r["depth"] == L and r["step"] == s["steps"]])
+                  for L in s["depths"]]
+            loglog_fit_panel(ax, s["depths"], ys, label=f"{THREE_LABELS[tag]} ({recipe})")
+        ax.set_xlabel("depth L")
+        ax.set_title(f"{key} update (step {s['steps']})", fontsize=8)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def _collapse_panels(axes: Sequence[Axes], m: TransformerMeasures,
+                     s: Mapping[str, Any]) -> None:
+    """beyond-transformer's row 1: own updates at the last step against L, per layer group."""
+    depths = [2 * D for D in s["collapse_blocks"]]
+    last = [r for r in m.rows if r["part"] == "collapse" and r["step"] == s["steps"]]
+
+    def curve(tag: str, key: str) -> list[float]:
+        return [mean_finite([r[f"{key}_update"] for r in last
+                             if r["arm"] == tag and r["depth"] == L]) for L in depths]
+
+    panels = (("qkv", ("qkv",)), ("fc1", ("fc1",)), ("streams", ("attn_stream", "mlp_stream")),
+              ("q, k, v", ("q", "k", "v")))
+    for ax, (title, keys) in zip(axes, panels, strict=False):
+        for (tag, recipe), key in ((arm, key) for arm in m.arms for key in keys):
+            loglog_fit_panel(ax, depths, curve(tag, key),
+                             label=f"{key}, {ARM_LABELS[tag].format(recipe)}")
+        ax.set_xlabel("depth L = 2 x blocks")
+        ax.set_title(f"{title} own update (step {s['steps']})", fontsize=8)
+        ax.legend(fontsize=5)
+
+
+def draw_transformer(m: TransformerMeasures, s: Mapping[str, Any]) -> Figure:
+    """beyond-transformer: the collapse panels, then per arm the loss against eta_c at every
+    number of blocks of the transfer study."""
+    fig, axes = new_figure(ncols=3, nrows=2)
+    _collapse_panels(list(axes.flat), m, s)
+    transfer = [r for r in m.rows if r["part"] == "transfer"]
+    for ax, (tag, recipe) in zip(axes.flat[4:], m.arms, strict=True):
+        lines = [(f"{D} blocks", [_mean_loss(transfer, recipe=recipe, blocks=D, eta_c=e)
+                                  for e in s["eta_cs"]],
+                  m.measured.get(f"eta_star_{recipe}_D{D}")) for D in s["transfer_blocks"]]
+        _loss_panel(ax, s["eta_cs"], lines,
+                    f"{recipe}: spread {m.spread.point[tag]:.2f} decades", ticks=True)
+    return fig
+
+
+def draw_joint_limit(m: JointMeasures) -> Figure:
+    """beyond-joint-limit: the errors along every path against L (vs Def. 1, vs the coupled
+    limit, per net), with the decoupled nets and the sequential gap beside the first."""
+    fig, axes = new_figure(ncols=3)
+    for group in m.std.values():
+        for ax, key in zip(axes, ("def1", "full", "def1_rms"), strict=True):
+            loglog_fit_panel(ax, group[key].sizes, group[key].values, label=group[key].label)
+    if m.dec.sizes:
+        loglog_fit_panel(axes[0], m.dec.sizes, m.dec.values, label=m.dec.label)
+    loglog_fit_panel(axes[0], m.sequential.sizes, m.sequential.values,
+                     label=m.sequential.label)
+    for ax, title in zip(axes, ("pair-mean error vs Def. 1", "pair-mean error vs coupled limit",
+                                "per-net RMS error vs Def. 1"), strict=True):
+        ax.set_xlabel("depth L (n grows along the path)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=5)
+    return fig

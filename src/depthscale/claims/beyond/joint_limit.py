@@ -1,0 +1,276 @@
+"""beyond-joint-limit (nfd open question 3: the joint width-depth limit).
+
+n and L grow together along each path n = scale L^power of
+``paths``; at each point, online SGD (batch 1, MSE, eta_c, ``steps`` teacher samples) of
+``pairs`` antithetic pairs of depth-muP ResNets (nfd Eq. 1) as in nfd-thm1
+(:func:`~depthscale.claims.nfd_limits.finite_outputs`), against the NFD solver's Def. 1
+(``coupling="none"``) at ``ref_depth`` depth steps, the L -> infinity limit.
+
+Error along a path: RMS over steps of the pair-mean output minus Def. 1, its log-log slope
+in L with a 95% pair-jackknife CI (:func:`~depthscale.claims.nfd_limits.size_series`, as
+nfd-thm1's depth sweep). Each path is a route (:func:`series_route`, band: slope <= -0.3,
+nfd-thm1's, fixed before running; Prop. 2's 1/L + 1/n gives -1 on n = L and n = L^2 and
+-0.5 on n = sqrt(L)). The sequential limit (n -> infinity first: the solver's coupled
+"full" vs Def. 1 at ``limit_depths``, nfd-thm1's second route) is reported beside them, not
+judged: the question is the joint paths. The contrast, required before calling
+the hypothesis refuted: decoupled nets (whose limit Def. 1 is) converge to Def. 1 along
+``contrast_path`` (slope within the band, or resolved from Def. 1 at the smallest size and
+within three times its noise of it at the largest). Reported too: standard nets against
+the coupled limit ("full" at ``ref_depth``) along each path, and per-network RMS errors.
+
+Settings -> :func:`measure_joint_limit` -> :func:`judge_joint_limit` ->
+:func:`~depthscale.claims.beyond.figures.draw_joint_limit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from depthscale.claims.beyond.figures import draw_joint_limit
+from depthscale.claims.beyond.shared import Judgement
+from depthscale.claims.nfd_limits import (
+    SizeSeries,
+    finite_measured,
+    finite_outputs,
+    gate_on_noise,
+    nfd_outputs,
+    series_measured,
+    series_route,
+    size_series,
+    solver_T,
+    within_noise,
+)
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import ClaimOutcome, claim_outcome, routes_verdict
+from depthscale.errors import ConfigError
+
+__all__ = ["JointMeasures", "JointPath", "joint_paths", "joint_widths", "judge_joint_limit",
+           "measure_joint_limit"]
+
+
+def joint_widths(power: float, scale: float, depths: Sequence[int]) -> list[int]:
+    """The widths n = round(scale L^power) of a joint path through (n, L)."""
+    widths = [max(1, round(scale * L**power)) for L in depths]
+    if len(set(widths)) < len(widths) or sorted(widths) != widths:
+        raise ConfigError(f"a joint path needs widths growing with depth; scale {scale:g} x "
+                          f"L^{power:g} gives {widths} on depths {list(depths)}")
+    return widths
+
+
+@dataclass(frozen=True)
+class JointPath:
+    """One joint path's points (depth L, width n)."""
+
+    depths: list[int]
+    widths: list[int]
+
+
+def joint_paths(s: Mapping[str, Any]) -> dict[str, JointPath]:
+    """The settings' ``paths`` as points (:func:`joint_widths`); refuses a ``contrast_path``
+    that is not one of them, before any work."""
+    paths = {name: JointPath(list(p["depths"]), joint_widths(p["power"], p["scale"],
+                                                              p["depths"]))
+             for name, p in s["paths"].items()}
+    if s["contrast_path"] not in paths:
+        raise ConfigError(f"contrast_path {s['contrast_path']!r} is not one of the paths "
+                          f"{', '.join(paths)}")
+    return paths
+
+
+@dataclass(frozen=True)
+class JointMeasures:
+    """What beyond-joint-limit measured: the paths; per path the standard nets' series
+    ``def1`` (pair-mean error vs Def. 1), ``full`` (vs the coupled limit) and ``def1_rms``
+    (per-net RMS error vs Def. 1); the decoupled nets along ``contrast_path`` vs Def. 1; the
+    solver's sequential gap ('full' vs Def. 1); the CSV rows and ``measured``."""
+
+    paths: dict[str, JointPath]
+    contrast_path: str
+    std: dict[str, dict[str, SizeSeries]]
+    dec: SizeSeries
+    sequential: SizeSeries
+    rows: list[dict[str, Any]]
+    measured: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class _JointRun:
+    """The runs of one measurement: finite nets and NFD solver outputs on one teacher stream,
+    against the references ``ref`` (Def. 1 "none" and coupled "full" at ``ref_depth``)."""
+
+    ctx: ClaimContext
+    recipe: str
+    ref: dict[str, np.ndarray]
+
+    def nets(self, L: int, n: int, backward: str) -> np.ndarray:
+        s = self.ctx.settings
+        out = finite_outputs("resnet1", self.recipe, width=n, depth=L, backward=backward,
+                             pairs=s["pairs"], seed=self.ctx.seed, T=s["T"], **_stream(self.ctx))
+        self.ctx.progress(1)
+        return out
+
+    def limit(self, L: int, coupling: str, seed: int) -> np.ndarray:
+        s = self.ctx.settings
+        out = nfd_outputs(L, coupling, particles=s["particles"], seed=seed,
+                          T=solver_T(self.recipe, s["T"], L), **_stream(self.ctx))
+        self.ctx.progress(1)
+        return out
+
+
+def _stream(ctx: ClaimContext) -> dict[str, Any]:
+    """The online-SGD run every net and solver shares: steps, input dim, eta_c, teacher seed."""
+    s = ctx.settings
+    return {"steps": s["steps"], "dim": s["dim"], "eta_c": s["eta_c"], "stream_seed": ctx.seed}
+
+
+def _path_series(run: _JointRun, name: str, path: JointPath,
+                 backward: str) -> dict[str, SizeSeries]:
+    """The nets (``backward``: "standard" or "decoupled") at every point of one path against
+    the references: ``def1``, ``full`` and ``def1_rms`` (see :class:`JointMeasures`). A
+    diverged net (only under a wrong recipe) ends the path."""
+    s = run.ctx.settings
+    runs = [run.nets(L, n, backward) for L, n in zip(path.depths, path.widths, strict=True)]
+    kept = []
+    for out in runs:
+        if not np.isfinite(out).all():
+            break
+        kept.append(out)
+    depths = path.depths[: len(kept)]
+    mean = (np.stack([o.mean(axis=1) for o in kept], axis=1) if kept
+            else np.zeros((s["pairs"], 0, s["steps"])))
+    per_net = (np.stack([o.reshape(-1, s["steps"]) for o in kept], axis=1) if kept
+               else np.zeros((2 * s["pairs"], 0, s["steps"])))
+    label = f"{backward} nets, {name}"
+    return {
+        "def1": size_series(f"{label} vs Def. 1", depths, mean - run.ref["none"]),
+        "full": size_series(f"{label} vs coupled limit", depths, mean - run.ref["full"]),
+        "def1_rms": size_series(f"{label} vs Def. 1 (per net)", depths,
+                                per_net - run.ref["none"], stat="rms"),
+    }
+
+
+def _joint_rows(paths: Mapping[str, JointPath], contrast_path: str,
+                std: Mapping[str, Mapping[str, SizeSeries]], dec: SizeSeries,
+                sequential: SizeSeries) -> list[dict[str, Any]]:
+    """One CSV row per (path, nets, comparison, depth), then the sequential gap's."""
+    rows: list[dict[str, Any]] = []
+    for name, backward, group in (*((name, "standard", g) for name, g in std.items()),
+                                  (contrast_path, "decoupled", {"def1": dec})):
+        width = dict(zip(paths[name].depths, paths[name].widths, strict=True))
+        for key, sr in group.items():
+            rows += [{"path": name, "nets": backward, "comparison": key, "depth": L,
+                      "width": width[L], "error": v, "noise": z}
+                     for L, v, z in zip(sr.sizes, sr.values, sr.noise, strict=True)]
+    rows += [{"path": "sequential", "nets": "solver", "comparison": "full - none", "depth": L,
+              "width": "inf", "error": v, "noise": z}
+             for L, v, z in zip(sequential.sizes, sequential.values, sequential.noise,
+                                strict=True)]
+    return rows
+
+
+def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
+    """The references (the NFD solver at ``ref_depth``, Def. 1 and coupled), the standard nets
+    along every path and the decoupled ones along ``contrast_path``
+    (:func:`~depthscale.claims.nfd_limits.finite_outputs`, ``pairs`` antithetic pairs), and
+    the solver's sequential gap at ``limit_depths`` over ``limit_seeds`` particle seeds; each
+    as a :class:`~depthscale.claims.nfd_limits.SizeSeries` (slope with a jackknife CI)."""
+    s = ctx.settings
+    paths = joint_paths(s)
+    seeds = range(ctx.seed, ctx.seed + s["limit_seeds"])
+    ctx.set_total(sum(len(p.depths) for p in paths.values())
+                  + len(paths[s["contrast_path"]].depths) + 2
+                  + 2 * len(s["limit_depths"]) * len(seeds))
+    ref = {c: nfd_outputs(s["ref_depth"], c, particles=s["particles"], seed=ctx.seed, T=s["T"],
+                          **_stream(ctx)) for c in ("none", "full")}
+    ctx.progress(2)
+    run = _JointRun(ctx, s.get("recipe", "depth-mup"), ref)
+    std = {name: _path_series(run, name, p, "standard") for name, p in paths.items()}
+    dec = _path_series(run, s["contrast_path"], paths[s["contrast_path"]], "decoupled")["def1"]
+    gaps = np.array([[run.limit(L, "full", r) - run.limit(L, "none", r)
+                      for L in s["limit_depths"]] for r in seeds])
+    sequential = size_series("solver (n = inf first): 'full' vs Def. 1", s["limit_depths"], gaps)
+    measured = finite_measured({
+        **{k: v for name, group in std.items() for key, sr in group.items()
+           for k, v in series_measured(f"{name}_{key}", sr).items()},
+        **series_measured(f"decoupled_{s['contrast_path']}_def1", dec),
+        **series_measured("sequential_full_vs_def1", sequential),
+    })
+    rows = _joint_rows(paths, s["contrast_path"], std, dec, sequential)
+    return JointMeasures(paths, s["contrast_path"], std, dec, sequential, rows, measured)
+
+
+def judge_joint_limit(m: JointMeasures) -> Judgement:
+    """Each path is a route (:func:`~depthscale.claims.nfd_limits.series_route`, band: slope
+    <= -0.3); the contrast, required before calling the hypothesis refuted, is the decoupled
+    nets converging to Def. 1 along ``contrast_path``; an undecided route within its noise is
+    INCONCLUSIVE (:func:`~depthscale.claims.nfd_limits.gate_on_noise`). The sequential limit
+    is reported, not judged."""
+    routes = [series_route(f"path {name}", m.std[name]["def1"]) for name in m.paths]
+    seq_route = series_route("sequential, n -> inf first (solver)", m.sequential)
+    dec_route = series_route("decoupled nets vs Def. 1", m.dec)
+    reached = bool(m.dec.values) and not within_noise(m.dec, 0) and within_noise(m.dec)
+    contrast = dec_route.finding == "supports" or reached
+    contrast_evidence = (f"decoupled nets must converge to Def. 1 along {m.contrast_path}: "
+                         f"{'yes' if contrast else 'no'} ({dec_route.evidence}"
+                         + ("; within 3x its noise of Def. 1 at the largest size" if reached
+                            else "") + ")")
+    decision = gate_on_noise(
+        routes_verdict(routes, contrast_seen=contrast, contrast_evidence=contrast_evidence),
+        [(route, m.std[name]["def1"]) for route, name in zip(routes, m.paths, strict=True)],
+        contrast_seen=contrast, decide="more pairs or wider paths resolve it (--scale medium)")
+    note = f"reference, the sequential limit (not a joint path): {seq_route.evidence}"
+    return Judgement(decision, note)
+
+
+@claim(
+    "beyond-joint-limit", "nfd",
+    "Open question (nfd Q3): along n = L, n = L^2 and n = sqrt(L) jointly, trained standard "
+    "nets converge to the NFD limit of Def. 1 (error exponent in L <= -0.3 on every path)",
+    quick={"dim": 16, "steps": 8, "eta_c": 0.2, "T": 1.0, "pairs": 8,
+           "paths": {"n=L": {"power": 1.0, "scale": 32, "depths": [4, 8, 16, 32]},
+                     "n=L^2": {"power": 2.0, "scale": 2, "depths": [8, 12, 16, 24]},
+                     "n=sqrt(L)": {"power": 0.5, "scale": 128, "depths": [4, 9, 16, 36]}},
+           "contrast_path": "n=L", "particles": 16384, "limit_seeds": 2,
+           "limit_depths": [4, 8, 16, 32, 64], "ref_depth": 256},
+    medium={"dim": 16, "steps": 8, "eta_c": 0.2, "T": 1.0, "pairs": 16,
+            "paths": {"n=L": {"power": 1.0, "scale": 32, "depths": [4, 8, 16, 32, 64]},
+                      "n=L^2": {"power": 2.0, "scale": 2, "depths": [8, 12, 16, 24, 32]},
+                      "n=sqrt(L)": {"power": 0.5, "scale": 128,
+                                    "depths": [4, 9, 16, 36, 64, 144]}},
+            "contrast_path": "n=L", "particles": 32768, "limit_seeds": 4,
+            "limit_depths": [4, 8, 16, 32, 64, 128], "ref_depth": 512},
+    full={"dim": 16, "steps": 16, "eta_c": 0.2, "T": 1.0, "pairs": 16,
+          "paths": {"n=L": {"power": 1.0, "scale": 32, "depths": [4, 8, 16, 32, 64, 128]},
+                    "n=L^2": {"power": 2.0, "scale": 2, "depths": [8, 12, 16, 24, 32, 48]},
+                    "n=sqrt(L)": {"power": 0.5, "scale": 256,
+                                  "depths": [4, 9, 16, 36, 64, 144, 256]}},
+          "contrast_path": "n=L", "particles": 131072, "limit_seeds": 6,
+          "limit_depths": [4, 8, 16, 32, 64, 128, 256], "ref_depth": 512},
+    smoke={"dim": 4, "steps": 3, "eta_c": 0.2, "T": 1.0, "pairs": 4,
+           "paths": {"n=L": {"power": 1.0, "scale": 16, "depths": [1, 2, 4]},
+                     "n=L^2": {"power": 2.0, "scale": 8, "depths": [1, 2, 3]},
+                     "n=sqrt(L)": {"power": 0.5, "scale": 32, "depths": [1, 4, 9]}},
+           "contrast_path": "n=L", "particles": 512, "limit_seeds": 2,
+           "limit_depths": [1, 2, 4], "ref_depth": 8},
+    control=Control(
+        "finite nets and solver under recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch "
+        "multiplier) against the same Def. 1 limit: their limit has horizon T L, so no error "
+        "can fall along any path and the decoupled nets cannot converge to Def. 1 (no "
+        "contrast), at depths 1-6 where they still train, 8 pairs. No contrast at smoke: the "
+        "correct run needs quick-scale widths and pairs",
+        {"recipe": "mup", "pairs": 8,
+         "paths": {"n=L": {"power": 1.0, "scale": 16, "depths": [1, 2, 3, 4]},
+                   "n=L^2": {"power": 2.0, "scale": 8, "depths": [1, 2, 3, 4]},
+                   "n=sqrt(L)": {"power": 0.5, "scale": 32, "depths": [1, 2, 4, 6]}}},
+        contrast=False),
+)
+def beyond_joint_limit(ctx: ClaimContext) -> ClaimOutcome:
+    """beyond-joint-limit, as the module docstring says: measure -> judge -> draw."""
+    m = measure_joint_limit(ctx)
+    j = judge_joint_limit(m)
+    return claim_outcome(ctx, "beyond-joint-limit", m.measured, j.bands, m.rows,
+                         draw_joint_limit(m), j.note, decision=j.decision)

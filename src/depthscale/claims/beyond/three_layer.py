@@ -1,0 +1,165 @@
+"""beyond-3layer (nfd open question 4: blocks of three layers).
+
+ResNets of three-layer blocks (``resnet3``: x_1 = W_1 h/sqrt(n),
+x_2 = W_2 phi(x_1)/sqrt(n), h += W_3 phi(x_2)/sqrt(L n)), SGD, ``steps`` steps; per layer
+the block-mean update of :func:`~depthscale.probes.block_updates` vs depth, log-log slope.
+
+Derivation (nfd App. H.1 carried one layer further): the backward signal into x_2 is
+(W_3/sqrt(L n))^T g ~ L^(-1/2), and into x_1 it passes W_2/sqrt(n) (O(1)), so both
+internal layers' gradients, weight updates and the changes Delta W_j makes to x_j are
+O(L^(-1/2)) at LR eta_c n: the first two layers collapse at the same rate (no faster for
+the deeper one); the last layer's change enters the stream through 1/sqrt(L n) and is read
+per unit time tau = 1/L, O(1) (App. H.2). Fix: eta_1 = eta_2 = eta_c n sqrt(L), eta_3 =
+eta_c n (Eq. 8 on every internal layer but the last). Eq. 8 as written (first layer only)
+leaves layer 2 collapsed: that arm is reported.
+
+Verdict (bands of nfd-collapse, fixed before running): under depth-muP layers 1, 2 in
+[-0.65, -0.35] and the stream in [-0.15, 0.15]; with the fix all three in [-0.15, 0.15].
+Slopes are also read at a third and two thirds of the run; one whose band verdict changes
+with the readout step is undecided (INCONCLUSIVE), as in nfd-collapse.
+
+Settings -> :func:`measure_three_layer` -> :func:`judge_three_layer` ->
+:func:`~depthscale.claims.beyond.figures.draw_three_layer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from depthscale import data as ds_data
+from depthscale.claims.beyond.figures import draw_three_layer
+from depthscale.claims.beyond.readouts import (
+    Slopes,
+    layer_readout,
+    readout_slopes,
+    readout_steps,
+    slope_findings,
+    slopes_measured,
+)
+from depthscale.claims.beyond.shared import (
+    COLLAPSE,
+    FLAT,
+    FULL_DATA,
+    QUICK_DATA,
+    SMOKE_DATA,
+    Judgement,
+)
+from depthscale.claims.common import claim_dataset
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import Band, ClaimOutcome, claim_outcome, findings_verdict
+from depthscale.models import build
+from depthscale.probes import block_updates, snapshot
+from depthscale.train import TrainConfig, train
+
+__all__ = ["BANDS", "KEYS", "MIDDLE_LAYERS", "ThreeLayerMeasures", "judge_three_layer",
+           "measure_three_layer", "three_arms"]
+
+#: the middle layers of every block (the parameter pattern the fix gives the first layer's rule)
+MIDDLE_LAYERS = "branches.*.middle.*.weight"
+#: the readout keys of :func:`~depthscale.probes.block_updates` for three-layer blocks
+KEYS = ("layer1", "layer2", "stream")
+#: the judged slopes and their bands (nfd-collapse's, fixed before running)
+BANDS: dict[str, Band] = {
+    "layer1_slope_depth_mup": COLLAPSE, "layer2_slope_depth_mup": COLLAPSE,
+    "stream_slope_depth_mup": FLAT, "layer1_slope_fix": FLAT, "layer2_slope_fix": FLAT,
+    "stream_slope_fix": FLAT}
+
+
+def three_arms(s: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(tag, recipe, role of the middle layer): depth-muP; nfd-depth as the paper writes Eq. 8
+    (sqrt(L) on the first layer only); the fix, ``fix_recipe`` (default nfd-depth) with the
+    middle layer given the first layer's rule (role ``branch_in``: LR eta_c n sqrt(L) under
+    nfd-depth). A negative control puts a recipe without the sqrt(L) in ``fix_recipe``."""
+    return [("depth_mup", "depth-mup", "hidden"), ("eq8", "nfd-depth", "hidden"),
+            ("fix", s.get("fix_recipe", "nfd-depth"), "branch_in")]
+
+
+@dataclass(frozen=True)
+class ThreeLayerMeasures:
+    """What beyond-3layer measured: the arms (:func:`three_arms`), each update slope at each
+    readout step, the CSV rows (one per arm, depth and readout step) and ``measured``."""
+
+    arms: list[tuple[str, str, str]]
+    slopes: Slopes
+    rows: list[dict[str, Any]]
+    measured: dict[str, float | None]
+
+
+def _train_arm(ctx: ClaimContext, data: ds_data.Dataset, probe: torch.Tensor,
+               readouts: Sequence[int], arm: tuple[str, str, str], L: int,
+               rows: list[dict[str, Any]]) -> None:
+    """Train one arm at depth ``L`` for ``steps`` SGD steps, appending its readout rows."""
+    s, seed = ctx.settings, ctx.seed
+    tag, recipe, middle = arm
+    net, plan = build("resnet3", recipe, input_shape=data.sample_shape, n_out=data.n_out,
+                      width=s["width"], depth=L, seed=seed)
+    if middle != "hidden":  # the same draws (b = 1 either way), the middle's LR rule
+        plan.apply(net, roles={MIDDLE_LAYERS: middle}, seed=seed)
+    hook = layer_readout(rows, {"arm": tag, "recipe": recipe, "middle_role": middle,
+                                "depth": L, "seed": seed}, set(readouts), snapshot(net), probe,
+                         block_updates)
+    res = train(net, plan, data, TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed,
+                                             device=ctx.device), hooks=[hook])
+    for r in rows:
+        if (r["arm"], r["depth"]) == (tag, L):
+            r["status"] = res.status
+    ctx.progress(1)
+
+
+def measure_three_layer(ctx: ClaimContext) -> ThreeLayerMeasures:
+    """Per arm and depth, ``steps`` SGD steps at ``eta_c``; the block-mean own updates
+    (:func:`~depthscale.probes.block_updates`) read at a third, two thirds and the end of the
+    run, and their log-log slopes against depth at each readout step."""
+    s = ctx.settings
+    data = claim_dataset(ctx)
+    probe = data.x_train[: s["probe_batch"]]
+    readouts = readout_steps(s["steps"])
+    arms = three_arms(s)
+    ctx.set_total(len(arms) * len(s["depths"]))
+    rows: list[dict[str, Any]] = []
+    for arm in arms:
+        for L in s["depths"]:
+            _train_arm(ctx, data, probe, readouts, arm, L, rows)
+    slopes = readout_slopes(rows, [tag for tag, _, _ in arms], KEYS, s["depths"], readouts)
+    return ThreeLayerMeasures(arms, slopes, rows, slopes_measured(slopes))
+
+
+def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
+    """The banded slopes (:data:`BANDS`), each judged only if its finding is the same at every
+    readout step (:func:`~depthscale.claims.beyond.readouts.slope_findings`), as one verdict
+    (:func:`~depthscale.claims.verdicts.findings_verdict`); Eq. 8 as written is reported."""
+    eq8 = ", ".join(f"{k} {m.measured[f'{k}_slope_eq8']}" for k in KEYS)
+    note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at step {s['steps']}: slopes {eq8} "
+            "(derived: layer 1 flat, layer 2 ~ -0.5)")
+    return Judgement(findings_verdict(slope_findings(m.slopes, BANDS)), note, BANDS)
+
+
+@claim(
+    "beyond-3layer", "nfd",
+    "Open question (nfd Q4): in three-layer blocks under depth-muP both internal layers' "
+    "updates collapse ~ L^(-1/2) (the stream's stays O(1)); sqrt(L) on the LRs of the first "
+    "two layers makes all three flat",
+    quick={**QUICK_DATA, "width": 128, "depths": [4, 8, 16, 32], "eta_c": 0.1,
+           "steps": 100, "probe_batch": 256},
+    medium={**QUICK_DATA, "width": 256, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
+            "steps": 300, "probe_batch": 256},
+    full={**FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
+          "steps": 300, "probe_batch": 512},
+    smoke={**SMOKE_DATA, "width": 16, "depths": [2, 6], "eta_c": 0.1, "steps": 3,
+           "probe_batch": 16},
+    control=Control(
+        "the fix arm trained under plain depth-muP (fix_recipe 'depth-mup': no sqrt(L) on any "
+        "layer): its first two layers collapse like depth-muP's, so 'the fix makes them flat' "
+        "must fail",
+        {"fix_recipe": "depth-mup"}, contrast=False),
+)
+def beyond_3layer(ctx: ClaimContext) -> ClaimOutcome:
+    """beyond-3layer, as the module docstring says: measure -> judge -> draw."""
+    m = measure_three_layer(ctx)
+    j = judge_three_layer(m, ctx.settings)
+    return claim_outcome(ctx, "beyond-3layer", m.measured, j.bands, m.rows,
+                         draw_three_layer(m, ctx.settings), j.note, decision=j.decision)

@@ -1,0 +1,272 @@
+"""beyond-transformer (nfd open question 1: Eq. 8 in Transformer blocks).
+
+On the GPT (models/gpt.py: pre-LN blocks of causal multi-head
+attention and a 2-layer GELU MLP; L = 2 D residual branches for D blocks; qkv and fc1 are
+``branch_in``, so nfd-depth gives them eta_1 = eta_c n sqrt(L), Eq. 8) without biases
+(Eq. 6 has none; nfd-depth leaves a first layer's bias at the vector LR, without the
+sqrt(L), so with biases the layer's own update mixes a corrected and an uncorrected part),
+on token data: quick and medium an order-2 markov chain (the next token depends on the
+one before the last, so attention is needed, not only the MLP; its exact entropy rate is
+the loss floor; vocab 16 keeps the runs in budget), full the pytext bytes (real text).
+
+(a) Collapse (nfd Fig. 5 row 1): ``steps`` SGD steps at ``eta_c`` per depth and arm; per
+layer the block-mean own update (:func:`~depthscale.probes.transformer_updates`) vs L,
+log-log slope, read at a third, two thirds and the end of the run
+(:mod:`~depthscale.claims.beyond.readouts`, as beyond-3layer).
+Bands of nfd-collapse, fixed before running: depth-muP qkv and fc1 in [-0.65, -0.35],
+both streams in [-0.15, 0.15]; Eq. 8 all four in [-0.15, 0.15]. q, k, v are reported,
+not judged. (b) Transfer (nfd Fig. 5 row 2): the study :func:`transformer_tables`;
+per recipe the spread max - min over depths of log10 eta_c* with a 95% seed-bootstrap CI
+(:mod:`~depthscale.claims.beyond.spreads`, as beyond-adam), and the paired difference
+Eq. 8 minus depth-muP, claimed < 0 (:func:`~depthscale.claims.verdicts.sign_finding`);
+undecided where an eta_c grid's loss range is within its seed spread. One verdict over
+all findings (:func:`~depthscale.claims.verdicts.findings_verdict`); one route, so a
+contradiction is a FAIL.
+
+Settings -> :func:`measure_transformer` -> :func:`judge_transformer` ->
+:func:`~depthscale.claims.beyond.figures.draw_transformer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from depthscale import data as ds_data
+from depthscale.claims.beyond.figures import draw_transformer
+from depthscale.claims.beyond.readouts import (
+    Slopes,
+    layer_readout,
+    readout_slopes,
+    readout_steps,
+    slope_findings,
+    slopes_measured,
+)
+from depthscale.claims.beyond.shared import COLLAPSE, FLAT, Judgement
+from depthscale.claims.beyond.spreads import SpreadEstimate, spread_estimate, spread_measured
+from depthscale.claims.common import run_claim_study
+from depthscale.claims.nfd import corrected_arms, transfer_tables
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import (
+    Band,
+    ClaimOutcome,
+    claim_outcome,
+    findings_verdict,
+    sign_finding,
+)
+from depthscale.models import build
+from depthscale.models.gpt import GPT
+from depthscale.probes import TRANSFORMER_UPDATE_KEYS, snapshot, transformer_updates
+from depthscale.studies.analysis import GridSignal, criterion_value, grid_signals, optimal_lrs
+from depthscale.train import TrainConfig, train
+
+__all__ = ["TransformerMeasures", "judge_transformer", "measure_transformer",
+           "transformer_bands", "transformer_tables"]
+
+
+def transformer_tables(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
+                       data_dir: str | Path | None = None) -> dict[str, Any]:
+    """beyond-transformer's transfer study: nfd-transfer's study
+    (:func:`~depthscale.claims.nfd.transfer_tables`: depth-muP vs the Eq. 8 arm, an eta_c
+    grid per depth, SGD, last-epoch training loss) on the GPT (``[model]`` options
+    ``s["model"]``) at ``s["transfer_blocks"]`` blocks, batch ``s["batch"]``, on the token
+    dataset with options ``s["data"]``."""
+    tables = transfer_tables({**s, "depths": s["transfer_blocks"]}, seed=seed, device=device,
+                             data_dir=data_dir)
+    tables["study"] |= {"name": "beyond-transformer", "model": "gpt"}
+    tables["data"] |= s["data"]
+    tables["train"]["batch_size"] = s["batch"]
+    tables["analysis"]["aggregate"] = "loss"  # what the claim judges: the seed-mean loss
+    return {"study": tables.pop("study"), "model": dict(s["model"]), **tables}
+
+
+def transformer_bands(tags: Sequence[str]) -> dict[str, Band]:
+    """The judged slopes and their bands (nfd-collapse's, fixed before running): depth-muP's
+    qkv and fc1 collapse, both streams and the Eq. 8 arm's first layers are flat."""
+    return {f"{k}_slope_{tag}": FLAT if tag == "nfd_depth" or "stream" in k else COLLAPSE
+            for tag in tags for k in ("qkv", "fc1", "attn_stream", "mlp_stream")}
+
+
+@dataclass(frozen=True)
+class TransformerMeasures:
+    """What beyond-transformer measured: the two arms ``(tag, recipe)``, each update slope at
+    each readout step, the eta_c* spread estimate, the sweeps whose eta_c grid's loss range is
+    within its seed spread (``flat``), the token data's name and ``meta``, the CSV rows (the
+    collapse part, then the transfer part) and ``measured``."""
+
+    arms: tuple[tuple[str, str], ...]
+    slopes: Slopes
+    spread: SpreadEstimate
+    flat: list[GridSignal]
+    data_name: str
+    data_meta: dict[str, Any]
+    rows: list[dict[str, Any]]
+    measured: dict[str, float | None]
+
+
+def _token_data(ctx: ClaimContext) -> ds_data.Dataset:
+    """The claim's token dataset with its options ``data`` (split seed = the claim's seed)."""
+    s = ctx.settings
+    return ds_data.load(s["dataset"], data_dir=ctx.data_dir, seed=ctx.seed, **s["data"])
+
+
+def _collapse_run(ctx: ClaimContext, data: ds_data.Dataset, readouts: Sequence[int],
+                  arm: tuple[str, str], D: int, seed: int, rows: list[dict[str, Any]]) -> None:
+    """Train one arm's GPT of ``D`` blocks for ``steps`` SGD steps, appending its readouts."""
+    s = ctx.settings
+    tag, recipe = arm
+    net, plan = build("gpt", recipe, input_shape=data.sample_shape, n_out=data.n_out,
+                      width=s["width"], depth=D, seed=seed, **s["model"])
+    base = {"part": "collapse", "arm": tag, "recipe": recipe, "blocks": D,
+            "depth": cast(GPT, net).plan_depth, "seed": seed}
+    probe: torch.Tensor = data.x_train[: s["probe_batch"]]
+    hook = layer_readout(rows, base, set(readouts), snapshot(net), probe, transformer_updates)
+    res = train(net, plan, data, TrainConfig(
+        lr=s["eta_c"], steps=s["steps"], batch_size=s["batch"], seed=seed, device=ctx.device),
+        hooks=[hook])
+    for r in rows:
+        if (r["arm"], r["blocks"], r["seed"]) == (tag, D, seed):
+            r["status"] = res.status
+    ctx.progress(1)
+
+
+def _collapse_rows(ctx: ClaimContext, data: ds_data.Dataset, arms: Sequence[tuple[str, str]],
+                   readouts: Sequence[int]) -> list[dict[str, Any]]:
+    """The collapse part's readout rows: per arm, ``collapse_blocks`` and seed one run."""
+    s = ctx.settings
+    seeds = range(ctx.seed, ctx.seed + s["collapse_seeds"])
+    ctx.set_total(len(arms) * len(s["collapse_blocks"]) * len(seeds))
+    rows: list[dict[str, Any]] = []
+    for arm in arms:
+        for D in s["collapse_blocks"]:
+            for seed in seeds:
+                _collapse_run(ctx, data, readouts, arm, D, seed, rows)
+    return rows
+
+
+def _transfer_rows(records: Sequence[Mapping[str, Any]],
+                   recipes: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The transfer part's rows, one per run, in (arm, blocks, eta_c, seed) order."""
+    return sorted(({"part": "transfer", "recipe": r["recipe"], "blocks": r["depth"],
+                    "depth": 2 * r["depth"], "eta_c": r["lr"], "seed": r["seed"],
+                    "status": r["status"],
+                    "last_epoch_train_loss": criterion_value(r, "last-epoch")}
+                   for r in records),
+                  key=lambda r: (recipes.index(r["recipe"]), r["blocks"], r["eta_c"],
+                                 r["seed"]))
+
+
+def measure_transformer(ctx: ClaimContext) -> TransformerMeasures:
+    """The transfer study (:func:`transformer_tables`) and its eta_c* spread
+    (:func:`~depthscale.claims.beyond.spreads.spread_estimate`); the collapse runs, their own
+    updates (:func:`~depthscale.probes.transformer_updates`) read at a third, two thirds and
+    the end, and the log-log slopes against L = 2 D at each readout step."""
+    s = ctx.settings
+    arms = corrected_arms(s)
+    data = _token_data(ctx)  # bad data options fail here, before any run
+    records = run_claim_study(ctx, "beyond-transformer", transformer_tables(
+        s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
+    readouts = readout_steps(s["steps"])
+    rows = _collapse_rows(ctx, data, arms, readouts)
+    slopes = readout_slopes(rows, [tag for tag, _ in arms], TRANSFORMER_UPDATE_KEYS,
+                            [2 * D for D in s["collapse_blocks"]], readouts)
+    spread = spread_estimate(records, arms, s["transfer_blocks"], n_boot=s["n_boot"],
+                             seed=ctx.seed)
+    measured = slopes_measured(slopes) | spread_measured("spread_", spread)
+    for o in optimal_lrs(records, "last-epoch", "depth", group="recipe", aggregate="loss"):
+        measured[f"eta_star_{o.group}_D{o.depth}"] = o.lr
+    flat = [g for g in grid_signals(records, "last-epoch", "depth", group="recipe") if g.flat]
+    rows += _transfer_rows(records, tuple(r for _, r in arms))
+    return TransformerMeasures(arms, slopes, spread, flat, data.name, data.meta, rows,
+                               measured)
+
+
+def _spread_finding(m: TransformerMeasures, s: Mapping[str, Any]) -> tuple[str, str]:
+    """The paired spread difference against "it is < 0"; undecided where a sweep is flat
+    within its seed spread, unless the arms are the same runs (a FAIL whatever the noise)."""
+    p0, p1 = (m.spread.point[tag] for tag, _ in m.arms)
+    low, high = m.spread.diff_ci
+    text = (f"spread of log10 eta_c* over {s['transfer_blocks']} blocks: depth-muP "
+            f"{p0:.3g}, {m.arms[1][1]} {p1:.3g} decades; difference {m.spread.diff:+.3g}, 95% "
+            f"seed-bootstrap CI [{low:+.3g}, {high:+.3g}] ({s['seeds']} seeds), claimed < 0")
+    if m.flat and not low == high == 0.0:
+        g = min(m.flat, key=lambda g: g.loss_range)
+        return "undecided", (
+            f"{text}; but the eta_c grid's loss range at {g.group}, {g.depth} blocks "
+            f"({g.loss_range:.3g}) is within its seed spread ({g.seed_spread:.3g}): no optimum "
+            "to compare; more seeds or epochs (--scale medium) decide it")
+    return sign_finding(low, high, -1), text
+
+
+def _slope_text(measured: Mapping[str, float | None], tag: str) -> str:
+    said = (measured[f"{k}_slope_{tag}"] for k in ("qkv", "q", "k", "v", "fc1"))
+    return f"{tag}: qkv, q, k, v, fc1 " + ", ".join(
+        "n/a" if v is None else f"{v:.3g}" for v in said)
+
+
+def judge_transformer(m: TransformerMeasures, s: Mapping[str, Any]) -> Judgement:
+    """The banded slopes (:func:`transformer_bands`, each judged only if its finding is the
+    same at every readout step) and the spread difference (claimed < 0), as one verdict
+    (:func:`~depthscale.claims.verdicts.findings_verdict`; one route, so a contradiction is a
+    FAIL); the q, k, v slopes and the data's loss floor are reported."""
+    bands = transformer_bands([tag for tag, _ in m.arms])
+    findings = slope_findings(m.slopes, bands)
+    findings["spread_nfd_minus_depth_mup"] = _spread_finding(m, s)
+    floor = m.data_meta.get("entropy_rate_nats")
+    note = "; ".join(n for n in (
+        "attention vs MLP, update slopes at the last step (q, k, v not judged): "
+        + "; ".join(_slope_text(m.measured, tag) for tag, _ in m.arms),
+        floor is not None and f"data: {m.data_name}, entropy rate {floor:.3g} nats (loss "
+        f"floor), uniform {m.data_meta['uniform_loss_nats']:.3g}") if n)
+    return Judgement(findings_verdict(findings), note, bands)
+
+
+#: the quick and medium data, model and batch (an order-2 markov chain, vocab 16)
+GPT_QUICK = {"dataset": "markov",
+              "data": {"vocab": 16, "order": 2, "context": 16, "n_train": 1024, "n_test": 256},
+              "model": {"heads": 4, "mlp_ratio": 4, "bias": False}, "batch": 32}
+
+
+@claim(
+    "beyond-transformer", "nfd",
+    "Open question (nfd Q1): in pre-LN Transformer blocks (GPT: causal attention + 2-layer "
+    "MLP, SGD) depth-muP collapses the first layers' (qkv, fc1) updates ~ L^(-1/2) with the "
+    "stream's O(1); Eq. 8 (x sqrt(L) on qkv and fc1) makes them flat and narrows the spread "
+    "of the optimal eta_c across depths",
+    quick={**GPT_QUICK, "width": 64, "collapse_blocks": [2, 4, 8, 16], "eta_c": 0.1,
+           "steps": 100, "probe_batch": 64, "collapse_seeds": 1, "transfer_blocks": [1, 2, 4],
+           "eta_cs": [0.2, 0.4, 0.8, 1.6, 3.2], "epochs": 3, "seeds": 2, "n_boot": 1000},
+    medium={**GPT_QUICK, "width": 128, "collapse_blocks": [2, 4, 8, 16, 32], "eta_c": 0.1,
+            "steps": 300, "probe_batch": 128, "collapse_seeds": 2,
+            "transfer_blocks": [1, 2, 4, 8], "eta_cs": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4],
+            "epochs": 5, "seeds": 4, "n_boot": 2000},
+    full={"dataset": "pytext", "data": {"context": 64, "n_train": 16384, "n_test": 1024},
+          "model": {"heads": 4, "mlp_ratio": 4, "bias": False}, "batch": 64, "width": 256,
+          "collapse_blocks": [2, 4, 8, 16, 32, 64], "eta_c": 0.1, "steps": 1000,
+          "probe_batch": 128, "collapse_seeds": 3, "transfer_blocks": [2, 4, 8, 16],
+          "eta_cs": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4], "epochs": 3, "seeds": 3,
+          "n_boot": 2000},
+    smoke={"dataset": "markov",
+           "data": {"vocab": 8, "order": 1, "context": 8, "n_train": 64, "n_test": 16},
+           "model": {"heads": 2, "mlp_ratio": 2, "bias": False}, "batch": 16, "width": 16,
+           "collapse_blocks": [1, 2], "eta_c": 0.1, "steps": 3, "probe_batch": 8,
+           "collapse_seeds": 1, "transfer_blocks": [1, 2], "eta_cs": [0.1, 1.0], "epochs": 1,
+           "seeds": 2, "n_boot": 50},
+    control=Control(
+        "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
+        "qkv and fc1 missing): both arms are the same runs, so the spread difference is "
+        "exactly 0 in every resample and the 'corrected' first layers collapse like "
+        "depth-muP's. No contrast at smoke: the correct run needs quick-scale depths, steps "
+        "and grids",
+        {"corrected_recipe": "depth-mup"}, contrast=False),
+)
+def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
+    """beyond-transformer, as the module docstring says: measure -> judge -> draw."""
+    m = measure_transformer(ctx)
+    j = judge_transformer(m, ctx.settings)
+    return claim_outcome(ctx, "beyond-transformer", m.measured, j.bands, m.rows,
+                         draw_transformer(m, ctx.settings), j.note, decision=j.decision)
