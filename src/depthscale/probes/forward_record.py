@@ -2,7 +2,7 @@
 which weight is which unit, and a ``TorchDispatchMode`` that finds each weight's uses, its layer
 outputs and the residual additions by how the forward uses the parameters (no module hooks), so
 ``nn.MultiheadAttention`` and raw ``x @ W`` weights are seen; plus the module-level recording of
-whole modules' own updates (claims.beyond)."""
+whole modules' own updates (probes.block_updates)."""
 
 from __future__ import annotations
 
@@ -381,7 +381,7 @@ def record_pass(model: nn.Module, x: Any, layout: Layout,
     return Pass(rec.outs, rec.found, rec.order, out)
 
 
-# ---- module-level recording (the own update of whole modules; claims.beyond) -----------------
+# ---- module-level recording (the own update of whole modules; probes.block_updates) ---------
 
 @dataclass
 class ModulePass:
