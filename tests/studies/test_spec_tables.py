@@ -3,10 +3,10 @@ file edge round-trips (backslashes, quotes, unicode, inline tables)."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from depthscale.errors import ConfigError
 from depthscale.studies.spec import expand, parse_study, run_id, study_from_tables, study_toml

@@ -62,7 +62,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     """Analyse a finished (or partial) sweep as its ``[analysis]`` says (flags override): the
     optimal LR per size with its power-law fit and spread (laws Sec. 4.1, nfd Fig. 5 row 2),
     per group if asked, or the best value of another swept setting per size (nfd Fig. 2)."""
-    from depthscale.outputs import check_output_dir
+    from depthscale.io.outputs import check_output_dir
     from depthscale.studies.runner import effective_depth
     from depthscale.studies.store import open_store
 
@@ -112,7 +112,7 @@ def _fit_analysis(args: argparse.Namespace) -> Any:
 
 
 def _write_fit(out: Path, payload: dict[str, Any], fig: Any) -> None:
-    from depthscale.report import atomic_write
+    from depthscale.io.atomic import atomic_write
     from depthscale.report.figures import save_figure
 
     with atomic_write(out / "fit.json") as fh:
@@ -126,7 +126,7 @@ def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> 
     from rich.table import Table
 
     from depthscale.report.figures import new_figure
-    from depthscale.studies.analysis import (
+    from depthscale.stats.sweeps import (
         bootstrap_slope_ci,
         grid_signals,
         lr_spread,
@@ -222,7 +222,7 @@ def _fit_scan(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -
     from rich.table import Table
 
     from depthscale.report.figures import new_figure
-    from depthscale.studies.analysis import scan_axis
+    from depthscale.stats.sweeps import scan_axis
 
     key, group, criterion = analysis.optimize, analysis.group, analysis.criterion
     scans = scan_axis(done, key, criterion, axis=axis, group=group)
