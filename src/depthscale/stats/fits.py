@@ -226,8 +226,8 @@ def fit_error_law(
 
     def solve(rows: np.ndarray) -> np.ndarray:
         if nonnegative:
-            return nnls(A[rows], rhs[rows])[0]
-        return np.linalg.lstsq(A[rows], rhs[rows], rcond=None)[0]
+            return np.asarray(nnls(A[rows], rhs[rows])[0])
+        return np.asarray(np.linalg.lstsq(A[rows], rhs[rows], rcond=None)[0])
 
     coef = solve(np.arange(len(e)))
     rng = np.random.default_rng(seed)

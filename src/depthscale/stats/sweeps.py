@@ -168,7 +168,7 @@ def records_at_step(records: Iterable[Mapping[str, Any]], step: int) -> list[dic
             raise ConfigError(f"run {r.get('run_id')}: its curve has {len(steps)} steps, fewer "
                               f"than {step}, although it finished")
         row["status"] = "done" if finite else "diverged"
-        row["running_loss"] = statistics.fmean(head) if finite else None  # type: ignore[arg-type]
+        row["running_loss"] = statistics.fmean(head) if finite else None
         row["steps_done"] = min(step, len(steps))
         out.append(row)
     return out
