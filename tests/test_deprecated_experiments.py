@@ -21,7 +21,7 @@ def test_old_import_paths_warn_and_give_the_moved_objects() -> None:
     from depthscale.claims import CLAIMS
     from depthscale.claims.nfd_limits import teacher_stream
     from depthscale.experiments import CLAIMS as OLD_CLAIMS
-    from depthscale.fits import fit_error_law as new_fit_error_law
+    from depthscale.stats.fits import fit_error_law as new_fit_error_law
     from depthscale.studies.runner import run_one as new_run_one
 
     assert OLD_CLAIMS is CLAIMS and old_teacher_stream is teacher_stream

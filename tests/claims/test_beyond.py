@@ -19,12 +19,12 @@ from depthscale.claims.beyond.spreads import bootstrap_spreads, spreads
 from depthscale.claims.beyond.three_layer import MIDDLE_LAYERS
 from depthscale.claims.nfd import transfer_tables
 from depthscale.errors import ConfigError
-from depthscale.fits import loglog_slope
 from depthscale.models import build
 from depthscale.models.gpt import GPT
 from depthscale.models.mlp import MLPResNet
 from depthscale.param import Plan
 from depthscale.probes import block_updates, snapshot, transformer_updates
+from depthscale.stats.fits import loglog_slope
 from depthscale.studies.spec import expand, load_study, study_from_tables
 
 G = torch.Generator().manual_seed(0)

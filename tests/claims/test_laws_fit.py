@@ -1,5 +1,5 @@
 """The laws claims read a sweep's law through the one analysis ``depthscale fit`` runs
-(:func:`depthscale.studies.analysis.lr_power_law`): the same optima, seed summaries, WLS fit
+(:func:`depthscale.stats.sweeps.lr_power_law`): the same optima, seed summaries, WLS fit
 and seed bootstrap as the analysis steps chained by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from depthscale.claims.laws import fit_law
-from depthscale.studies.analysis import (
+from depthscale.stats.sweeps import (
     bootstrap_slope_ci,
     lr_power_law,
     optimal_lrs,

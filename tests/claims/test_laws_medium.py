@@ -10,7 +10,7 @@ import pytest
 
 from depthscale.claims import CLAIMS, ClaimContext
 from depthscale.claims.laws import sweep
-from depthscale.studies.analysis import optimal_lrs
+from depthscale.stats.sweeps import optimal_lrs
 
 
 def test_two_stage_grid_centres_each_depth_on_its_coarse_optimum(tmp_path: Path) -> None:

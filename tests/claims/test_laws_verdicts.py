@@ -19,8 +19,8 @@ from depthscale.claims.laws import (
     transfer_errors,
     transfer_interval,
 )
-from depthscale.fits import LawFit
-from depthscale.studies.analysis import GridSignal, Optimum
+from depthscale.stats.fits import LawFit
+from depthscale.stats.sweeps import GridSignal, Optimum
 
 CHANCE = math.log(10)
 

@@ -41,9 +41,9 @@ from depthscale.claims.nfd_limits import (
     within_noise,
 )
 from depthscale.errors import ConfigError
-from depthscale.fits import loglog_slope
 from depthscale.limits.nfd import NFD, ntk_kernel
 from depthscale.models import build
+from depthscale.stats.fits import loglog_slope
 
 
 # ---- 1. one SGD step of a tiny net, by hand ------------------------------------------------

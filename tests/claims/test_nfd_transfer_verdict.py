@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from depthscale.claims.nfd import _same_runs, _spread_bootstrap, _spread_noise
-from depthscale.studies.analysis import Optimum
+from depthscale.stats.sweeps import Optimum
 
 ARMS = ("depth-mup", "nfd-depth")
 

@@ -132,7 +132,7 @@ def test_two_runs_into_one_folder_keep_each_others_verdicts(
 def test_a_held_folder_lock_names_its_holder(tmp_path: Path) -> None:
     from depthscale.claims.reproduce import LOCK_FILE
     from depthscale.errors import DataError
-    from depthscale.outputs import acquire_lock, release_lock
+    from depthscale.io.outputs import acquire_lock, release_lock
 
     fd = acquire_lock(tmp_path, LOCK_FILE, 0.0, "reproduce folder")
     try:

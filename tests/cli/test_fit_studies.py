@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from depthscale.cli import main
-from depthscale.fits import log_minimum
+from depthscale.stats.fits import log_minimum
 from depthscale.studies.store import open_store
 
 _HEAD = ('[study]\nmodel = "{model}"\n{recipe}dataset = "digits"\n'

@@ -11,7 +11,7 @@ import pytest
 
 from depthscale.cli import main
 from depthscale.errors import ConfigError
-from depthscale.outputs import check_output_dir, check_output_file
+from depthscale.io.outputs import check_output_dir, check_output_file
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "quick_resnet_depth_lr.toml"
 

@@ -32,12 +32,12 @@ import numpy as np
 import pytest
 
 from depthscale.errors import ConfigError
-from depthscale.fits import loglog_slope
 from depthscale.limits import nfd as nfd_module
 from depthscale.limits.gaussian import expect_dphi_dphi, expect_phi_phi
 from depthscale.limits.kernel import input_covariance, nngp_kernel_euler
 from depthscale.limits.nfd import NFD, CholeskyRows, loss_derivative, loss_value, ntk_kernel
 from depthscale.limits.online import online_sgd_finite, teacher_stream
+from depthscale.stats.fits import loglog_slope
 
 
 def _pair() -> tuple[np.ndarray, np.ndarray]:

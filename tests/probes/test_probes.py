@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from depthscale.fits import loglog_slope
 from depthscale.models import build
 from depthscale.probes import coord_check, snapshot, two_layer_updates
+from depthscale.stats.fits import loglog_slope
 
 G = torch.Generator().manual_seed(0)
 X = torch.randn(64, 20, generator=G)

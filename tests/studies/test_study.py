@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from depthscale.errors import ConfigError
+from depthscale.stats.sweeps import records_at_step
 from depthscale.studies import records, runner
-from depthscale.studies.analysis import records_at_step
 from depthscale.studies.records import RunRecord
 from depthscale.studies.runner import run_one
 from depthscale.studies.spec import SPEC_SCHEMA, RunSpec, expand, load_study, parse_study, run_id

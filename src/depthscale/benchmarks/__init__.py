@@ -28,7 +28,7 @@ from depthscale.benchmarks import sweep_overhead as _sweep_overhead
 from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.benchmarks.plan_overhead import bench_plan_overhead
 from depthscale.errors import ConfigError
-from depthscale.report.atomic import atomic_write
+from depthscale.io.atomic import atomic_write
 
 __all__ = ["BENCHMARKS", "BenchResult", "best_time", "machine_info", "run_benchmarks"]
 

@@ -28,8 +28,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from depthscale.benchmarks.core import BenchResult, best_time
-from depthscale.fits import loglog_slope
 from depthscale.limits.kernel import nngp_kernel, nngp_kernel_euler
+from depthscale.stats.fits import loglog_slope
 
 __all__ = ["N_SIZES", "n_scaling", "run"]
 

@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 
 from depthscale.benchmarks.core import BenchResult
-from depthscale.fits import loglog_slope
 from depthscale.limits.nfd import NFD, NFDResult
 from depthscale.limits.online import online_sgd_finite, teacher_stream
+from depthscale.stats.fits import loglog_slope
 
 __all__ = ["ENSEMBLE_SETTINGS", "run", "vs_ensemble"]
 

@@ -24,7 +24,7 @@ from depthscale import __version__
 from depthscale.claims.registry import CLAIMS, PLANNED, SCALES, ClaimContext
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError, DataError, DepthscaleError
-from depthscale.outputs import check_output_dir, folder_lock
+from depthscale.io.outputs import check_output_dir, folder_lock
 from depthscale.report import read_claims_json, write_claims_json, write_index_html
 from depthscale.train.loop import resolve_device
 

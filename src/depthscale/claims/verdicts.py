@@ -1,6 +1,6 @@
 """A claim's outcome (:class:`ClaimOutcome`, :func:`claim_outcome`): the verdict, computed by
-the rules of :mod:`depthscale.findings` (re-exported here for the claim modules), its figure and
-the data behind it."""
+the rules of :mod:`depthscale.stats.findings` (re-exported here for the claim modules), its
+figure and the data behind it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from depthscale.claims.registry import ClaimContext, ClaimOutcome
-from depthscale.findings import (
+from depthscale.stats.findings import (
     ROUTE_FINDINGS,
     Band,
     Decision,
@@ -44,7 +44,8 @@ def claim_outcome(
     data behind it as ``<id>.csv`` in the output folder, a reason joining misses and ``note``.
     ``decision`` (from :func:`routes_verdict` or :func:`noise_gate`) replaces the band verdict;
     its evidence leads the reason."""
-    from depthscale.report import figures, write_csv
+    from depthscale.io.atomic import write_csv
+    from depthscale.report import figures
 
     verdict, band, misses = band_verdict(measured, bands)
     evidence = ""

@@ -113,8 +113,8 @@ def key_value(text: str) -> tuple[str, Any]:
 def check_outputs(args: argparse.Namespace) -> None:
     """The one check of everything a command will write, before it does any work: each dest
     named in the command's ``output_dirs`` must be a folder that can be created and written,
-    each in ``output_files`` a file that can (:mod:`depthscale.outputs`); else ConfigError."""
-    from depthscale.outputs import check_output_dir, check_output_file
+    each in ``output_files`` a file that can (:mod:`depthscale.io.outputs`); else ConfigError."""
+    from depthscale.io.outputs import check_output_dir, check_output_file
 
     for dest in getattr(args, "output_dirs", ()):
         if getattr(args, dest) is not None:

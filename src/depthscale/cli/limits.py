@@ -25,7 +25,7 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     import numpy as np
 
     from depthscale import limits
-    from depthscale.report import write_csv
+    from depthscale.io.atomic import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -74,8 +74,8 @@ def _cmd_limit(args: argparse.Namespace) -> int:
 def _limit_nfd(args: argparse.Namespace) -> int:
     """Online SGD in the joint limit (nfd Def. 1) on a teacher stream; outputs and losses."""
     from depthscale import limits
+    from depthscale.io.atomic import write_csv
     from depthscale.limits.online import teacher_stream
-    from depthscale.report import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
     xs, ys = teacher_stream(args.steps, dim=args.dim, seed=args.seed)
@@ -104,7 +104,7 @@ def _limit_mean_ode(args: argparse.Namespace) -> int:
     """GD on Chizat's Neural Mean ODE (Eq. 10-14), 2LP blocks, on his synthetic data."""
     from depthscale import limits
     from depthscale.data import load
-    from depthscale.report import write_csv
+    from depthscale.io.atomic import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
     data = load("chizat", dim=args.dim, n_train=args.inputs, seed=args.seed)

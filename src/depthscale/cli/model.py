@@ -79,7 +79,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _write_train(args: argparse.Namespace, cfg: Any, res: Any) -> None:
     """metrics.json (settings, status, summary) and losses.csv (one row per step) in --out."""
-    from depthscale.report import atomic_write, write_csv
+    from depthscale.io.atomic import atomic_write, write_csv
 
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {
@@ -138,7 +138,7 @@ def _check_model_name(name: str) -> None:
 
 def _write_summary(args: argparse.Namespace, name: str, summary: dict[str, Any]) -> None:
     """``--out/name``: the command's settings (its flags) and a check's summary, as JSON."""
-    from depthscale.report import atomic_write
+    from depthscale.io.atomic import atomic_write
 
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
                 if k not in ("func", "output_dirs", "command")}
@@ -148,8 +148,8 @@ def _write_summary(args: argparse.Namespace, name: str, summary: dict[str, Any])
 
 def _cmd_coord_check(args: argparse.Namespace) -> int:
     from depthscale.data import load
+    from depthscale.io.atomic import write_csv
     from depthscale.probes import LAYER_TYPES, coord_check
-    from depthscale.report import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
     _check_model_name(args.model)
@@ -189,8 +189,8 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
 
 def _cmd_transfer_check(args: argparse.Namespace) -> int:
     from depthscale.data import load
+    from depthscale.io.atomic import write_csv
     from depthscale.probes import lr_transfer_check
-    from depthscale.report import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
     _check_model_name(args.model)

@@ -62,7 +62,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     """Analyse a finished (or partial) sweep as its ``[analysis]`` says (flags override): the
     optimal LR per size with its power-law fit and spread (laws Sec. 4.1, nfd Fig. 5 row 2),
     per group if asked, or the best value of another swept setting per size (nfd Fig. 2)."""
-    from depthscale.outputs import check_output_dir
+    from depthscale.io.outputs import check_output_dir
     from depthscale.studies.runner import effective_depth
     from depthscale.studies.store import open_store
 
@@ -112,7 +112,7 @@ def _fit_analysis(args: argparse.Namespace) -> Any:
 
 
 def _write_fit(out: Path, payload: dict[str, Any], fig: Any) -> None:
-    from depthscale.report import atomic_write
+    from depthscale.io.atomic import atomic_write
     from depthscale.report.figures import save_figure
 
     with atomic_write(out / "fit.json") as fh:
@@ -121,19 +121,11 @@ def _write_fit(out: Path, payload: dict[str, Any], fig: Any) -> None:
 
 
 def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> None:
-    """eta* per (group, size), its spread and weighted power law per group (laws Sec. 4.1)."""
-    from rich.console import Console
-    from rich.table import Table
-
+    """eta* per (group, size), its spread and weighted power law per group (laws Sec. 4.1):
+    :func:`~depthscale.stats.sweeps.optimal_lrs` -> :func:`~depthscale.stats.sweeps.seed_summary`
+    -> :func:`~depthscale.stats.sweeps.wls_power_law`, the functions the laws claims use."""
     from depthscale.report.figures import new_figure
-    from depthscale.studies.analysis import (
-        bootstrap_slope_ci,
-        grid_signals,
-        lr_spread,
-        optimal_lrs,
-        seed_summary,
-        wls_power_law,
-    )
+    from depthscale.stats.sweeps import grid_signals, lr_spread, optimal_lrs, seed_summary
 
     group, criterion = analysis.group, analysis.criterion
     optima = optimal_lrs(done, criterion, axis=axis, group=group, aggregate=analysis.aggregate)
@@ -142,62 +134,13 @@ def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> 
     summaries = seed_summary(optima)
     spreads = lr_spread(summaries)
     signals = {(g.group, g.depth): g for g in grid_signals(done, criterion, axis, group=group)}
-    beside = {(o.group, o.depth) for o in optima if o.next_to_diverged}
-    table = Table(title=f"eta* per {axis} ({criterion} criterion)")
-    for col in (*([group] if group else []), axis, "mean log10 eta*", "95% CI", "seeds",
-                "edge?", "next to diverged?", "loss range / seed spread"):
-        table.add_column(col)
-    for su in summaries:
-        ci = f"[{fmt(su.ci_low)}, {fmt(su.ci_high)}]" if math.isfinite(su.sem) else "-"
-        sig = signals.get((su.group, su.depth))
-        flat = "-" if sig is None else (f"{sig.loss_range:.3g} / {sig.seed_spread:.3g}"
-                                        + (" FLAT: eta* is noise" if sig.flat else ""))
-        table.add_row(*([str(su.group)] if group else []), str(su.depth),
-                      f"{su.mean_log10_lr:+.3f}", ci, str(su.n_seeds),
-                      "yes" if su.any_on_edge else "",
-                      "yes" if (su.group, su.depth) in beside else "", flat)
-    Console().print(table)
+    _print_optima(summaries, signals, optima, group, axis, criterion)
     if analysis.aggregate == "loss":
         print("(one eta* per size: the loss was averaged over the seeds before minimising)")
     fig, axes = new_figure()
     ax = axes[0]
-    groups = []
-    for g, spread in spreads.items():
-        part = [s for s in summaries if s.group == g]
-        name = f"{group} {g}: " if group else ""
-        fit = wls_power_law(part) if len(part) >= 3 else None
-        boot = (math.nan, math.nan)
-        if fit is None:
-            print(f"{name}no power-law fit (needs >= 3 sizes, has {len(part)})")
-        else:
-            weights = ("equal weights: one optimum per size" if any(math.isnan(s.sem)
-                       for s in part) else "weights 1/SEM^2")
-            print(f"{name}log10 eta* = {fit.intercept:+.3f} + ({fit.slope:+.3f}) log10 {axis}; "
-                  f"slope 95% CI [{fmt(fit.slope_ci[0])}, {fmt(fit.slope_ci[1])}], R^2 "
-                  f"{fit.r2:.3f} (weighted least squares, {weights})")
-            if analysis.aggregate == "optima":
-                boot = bootstrap_slope_ci([o for o in optima if o.group == g])
-                print(f"{name}slope 95% seed-bootstrap interval [{fmt(boot[0])}, "
-                      f"{fmt(boot[1])}]")
-        print(f"{name}spread of log10 eta* across {axis}s (max - min): {spread:.3f} decades")
-        entry = {"group": g, "spread_log10_lr": spread, "n_sizes": len(part),
-                 "slope": None if fit is None else fit.slope,
-                 "slope_ci": None if fit is None else list(fit.slope_ci),
-                 "slope_bootstrap_ci": [v if math.isfinite(v) else None for v in boot],
-                 "intercept": None if fit is None else fit.intercept,
-                 "r2": None if fit is None else fit.r2}
-        groups.append(entry)
-        xs = [s.depth for s in part]
-        ys = [10**s.mean_log10_lr for s in part]
-        err = [[10**s.mean_log10_lr - 10**s.ci_low for s in part],
-               [10**s.ci_high - 10**s.mean_log10_lr for s in part]]
-        has_ci = all(map(math.isfinite, err[0]))
-        line = ax.errorbar(xs, ys, yerr=err if has_ci else None, fmt="o",
-                           label=f"{name}{'mean eta* (95% CI)' if has_ci else 'eta*'}")
-        if fit is not None:
-            grid = [min(xs) * (max(xs) / min(xs)) ** (i / 49) for i in range(50)]
-            ax.plot(grid, [10**fit.intercept * x**fit.slope for x in grid], "--",
-                    color=line.lines[0].get_color(), label=f"{name}WLS slope {fit.slope:.2f}")
+    groups = [_fit_group(ax, g, spread, summaries, optima, analysis, axis)
+              for g, spread in spreads.items()]
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(axis)
@@ -216,13 +159,78 @@ def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> 
     _write_fit(out, payload, fig)
 
 
+def _print_optima(summaries: list[Any], signals: dict[tuple[Any, int], Any], optima: list[Any],
+                  group: str | None, axis: str, criterion: str) -> None:
+    """The table of mean log10 eta* per (group, size) with its CI, edge and grid flags."""
+    from rich.console import Console
+    from rich.table import Table
+
+    beside = {(o.group, o.depth) for o in optima if o.next_to_diverged}
+    table = Table(title=f"eta* per {axis} ({criterion} criterion)")
+    for col in (*([group] if group else []), axis, "mean log10 eta*", "95% CI", "seeds",
+                "edge?", "next to diverged?", "loss range / seed spread"):
+        table.add_column(col)
+    for su in summaries:
+        ci = f"[{fmt(su.ci_low)}, {fmt(su.ci_high)}]" if math.isfinite(su.sem) else "-"
+        sig = signals.get((su.group, su.depth))
+        flat = "-" if sig is None else (f"{sig.loss_range:.3g} / {sig.seed_spread:.3g}"
+                                        + (" FLAT: eta* is noise" if sig.flat else ""))
+        table.add_row(*([str(su.group)] if group else []), str(su.depth),
+                      f"{su.mean_log10_lr:+.3f}", ci, str(su.n_seeds),
+                      "yes" if su.any_on_edge else "",
+                      "yes" if (su.group, su.depth) in beside else "", flat)
+    Console().print(table)
+
+
+def _fit_group(ax: Any, g: Any, spread: float, summaries: list[Any], optima: list[Any],
+               analysis: Any, axis: str) -> dict[str, Any]:
+    """One group's power law of eta* (printed, drawn on ``ax``) and its fit.json entry."""
+    from depthscale.stats.sweeps import bootstrap_slope_ci, wls_power_law
+
+    group = analysis.group
+    part = [s for s in summaries if s.group == g]
+    name = f"{group} {g}: " if group else ""
+    fit = wls_power_law(part) if len(part) >= 3 else None
+    boot = (math.nan, math.nan)
+    if fit is None:
+        print(f"{name}no power-law fit (needs >= 3 sizes, has {len(part)})")
+    else:
+        weights = ("equal weights: one optimum per size" if any(math.isnan(s.sem)
+                   for s in part) else "weights 1/SEM^2")
+        print(f"{name}log10 eta* = {fit.intercept:+.3f} + ({fit.slope:+.3f}) log10 {axis}; "
+              f"slope 95% CI [{fmt(fit.slope_ci[0])}, {fmt(fit.slope_ci[1])}], R^2 "
+              f"{fit.r2:.3f} (weighted least squares, {weights})")
+        if analysis.aggregate == "optima":
+            boot = bootstrap_slope_ci([o for o in optima if o.group == g])
+            print(f"{name}slope 95% seed-bootstrap interval [{fmt(boot[0])}, "
+                  f"{fmt(boot[1])}]")
+    print(f"{name}spread of log10 eta* across {axis}s (max - min): {spread:.3f} decades")
+    xs = [s.depth for s in part]
+    ys = [10**s.mean_log10_lr for s in part]
+    err = [[10**s.mean_log10_lr - 10**s.ci_low for s in part],
+           [10**s.ci_high - 10**s.mean_log10_lr for s in part]]
+    has_ci = all(map(math.isfinite, err[0]))
+    line = ax.errorbar(xs, ys, yerr=err if has_ci else None, fmt="o",
+                       label=f"{name}{'mean eta* (95% CI)' if has_ci else 'eta*'}")
+    if fit is not None:
+        grid = [min(xs) * (max(xs) / min(xs)) ** (i / 49) for i in range(50)]
+        ax.plot(grid, [10**fit.intercept * x**fit.slope for x in grid], "--",
+                color=line.lines[0].get_color(), label=f"{name}WLS slope {fit.slope:.2f}")
+    return {"group": g, "spread_log10_lr": spread, "n_sizes": len(part),
+            "slope": None if fit is None else fit.slope,
+            "slope_ci": None if fit is None else list(fit.slope_ci),
+            "slope_bootstrap_ci": [v if math.isfinite(v) else None for v in boot],
+            "intercept": None if fit is None else fit.intercept,
+            "r2": None if fit is None else fit.r2}
+
+
 def _fit_scan(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> None:
     """The criterion against a swept setting per (group, size), best value flagged (nfd Fig. 2)."""
     from rich.console import Console
     from rich.table import Table
 
     from depthscale.report.figures import new_figure
-    from depthscale.studies.analysis import scan_axis
+    from depthscale.stats.sweeps import scan_axis
 
     key, group, criterion = analysis.optimize, analysis.group, analysis.criterion
     scans = scan_axis(done, key, criterion, axis=axis, group=group)

@@ -35,7 +35,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "store": ("depthscale.studies.store",),
     "executors": ("depthscale.studies.executors",),
     "sweep": ("depthscale.studies.sweep",),
-    "analysis": ("depthscale.studies.analysis", "depthscale.fits"),
+    "analysis": ("depthscale.stats.sweeps", "depthscale.stats.fits"),
     "claims": ("depthscale.claims.registry", "depthscale.claims.verdicts"),
     "reproduce": ("depthscale.claims.reproduce",),
     "nfd": ("depthscale.claims.nfd",),

@@ -83,7 +83,7 @@ The example input is a tensor, a tuple of positional arguments or a dict of keyw
 
 The verdict fits log-log slopes per layer type (and per weight for the own update) against
 width and against depth, with a 95% seed-bootstrap interval, and judges each interval against a
-band (:func:`expected_bands`) with :func:`~depthscale.findings.interval_finding`.
+band (:func:`expected_bands`) with :func:`~depthscale.stats.findings.interval_finding`.
 """
 
 from __future__ import annotations
@@ -99,8 +99,6 @@ import torch
 from torch import nn
 
 from depthscale.errors import ConfigError
-from depthscale.findings import Band, findings_verdict, interval_finding
-from depthscale.fits import loglog_slope
 from depthscale.models.calls import call_model, logits_of
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
@@ -111,6 +109,8 @@ from depthscale.probes.forward_record import (
     unit_weight,
     weight_layout,
 )
+from depthscale.stats.findings import Band, findings_verdict, interval_finding
+from depthscale.stats.fits import loglog_slope
 from depthscale.train.loop import loss_fn
 
 __all__ = [

@@ -3,7 +3,7 @@
 A small log-spaced LR grid is trained at each size (two or three depths at ``base_width``,
 optionally widths at ``base_depth``) for ``steps`` steps per seed with
 :func:`depthscale.train.train`. Per size the optimum eta* is located on the seed-mean loss with
-the sweep analysis of :mod:`depthscale.studies.analysis` (parabola in log LR, edge and
+the sweep analysis of :mod:`depthscale.stats.sweeps` (parabola in log LR, edge and
 next-to-diverged flags; laws Sec. 4.1), and the **drift** is max - min of log10 eta* across
 sizes, in decades (nfd Fig. 5 row 2: 0 is perfect transfer), with a seed-bootstrap 95% interval.
 
@@ -24,10 +24,10 @@ import numpy as np
 from torch import nn
 
 from depthscale.errors import ConfigError
-from depthscale.findings import Decision, interval_finding, noise_gate
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
-from depthscale.studies.analysis import GridSignal, Optimum, grid_signals, optimal_lrs
+from depthscale.stats.findings import Decision, interval_finding, noise_gate
+from depthscale.stats.sweeps import GridSignal, Optimum, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
 
 __all__ = ["TransferReport", "TransferSize", "lr_transfer_check"]
@@ -35,7 +35,7 @@ __all__ = ["TransferReport", "TransferSize", "lr_transfer_check"]
 #: make(width, depth, seed) -> (model, plan), the model initialised by the plan (a third
 #: element, such as the Structure coord_check takes, is ignored).
 ModelFactory = Callable[[int, int, int], "tuple[nn.Module, Plan] | tuple[nn.Module, Plan, Any]"]
-#: the loss criteria of :data:`depthscale.studies.analysis.CRITERIA` a short run records
+#: the loss criteria of :data:`depthscale.stats.sweeps.CRITERIA` a short run records
 _CRITERIA = ("running", "final")
 
 

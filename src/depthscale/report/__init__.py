@@ -1,14 +1,15 @@
-"""Reports of a reproduce run: claims.json, CSV data, index.html and a console table.
+"""Reports of a reproduce run: claims.json, index.html and a console table.
 
 Figure helpers live in :mod:`depthscale.report.figures` (imported on demand: matplotlib is
-only loaded by code that draws).
+only loaded by code that draws). Files are written through :mod:`depthscale.io` (atomic
+writes, CSV).
 """
 
 from __future__ import annotations
 
-from depthscale.report.atomic import atomic_write
+from depthscale.io.atomic import write_csv  # TEMP re-export for claims/, removed at merge
 from depthscale.report.console import console_table
-from depthscale.report.files import CLAIMS_FILE, read_claims_json, write_claims_json, write_csv
+from depthscale.report.files import CLAIMS_FILE, read_claims_json, write_claims_json
 from depthscale.report.html import INDEX_FILE, render_index_html, write_index_html
 from depthscale.report.schema import (
     CLAIM_KEYS,
@@ -26,13 +27,12 @@ __all__ = [
     "SCALES",
     "VERDICTS",
     "ClaimSchemaError",
-    "atomic_write",
     "console_table",
     "read_claims_json",
     "render_index_html",
     "validate_result",
     "validate_results",
     "write_claims_json",
-    "write_csv",
+    "write_csv",  # TEMP re-export for claims/, removed at merge
     "write_index_html",
 ]

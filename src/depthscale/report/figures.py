@@ -16,8 +16,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from depthscale.fits import loglog_slope
-from depthscale.report.atomic import atomic_write
+from depthscale.io.atomic import atomic_write
+from depthscale.stats.fits import loglog_slope
 
 __all__ = ["DPI", "label_log_ticks", "loglog_fit_panel", "new_figure", "save_figure"]
 

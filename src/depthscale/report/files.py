@@ -1,18 +1,15 @@
-"""claims.json and CSV files, written atomically."""
+"""claims.json, written atomically (:mod:`depthscale.io.atomic`) and read back validated."""
 
 from __future__ import annotations
 
-import csv
 import json
-import math
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from depthscale.report.atomic import atomic_write
+from depthscale.io.atomic import atomic_write
 from depthscale.report.schema import ClaimSchemaError, validate_results
 
-__all__ = ["CLAIMS_FILE", "read_claims_json", "write_claims_json", "write_csv"]
+__all__ = ["CLAIMS_FILE", "read_claims_json", "write_claims_json"]
 
 CLAIMS_FILE = "claims.json"
 
@@ -52,40 +49,3 @@ def read_claims_json(path: Path) -> list[dict[str, Any]]:
         return validate_results(data)
     except ClaimSchemaError as exc:
         raise ClaimSchemaError(f"{path}: {exc}") from exc
-
-
-_Scalar = (str, int, float, bool, type(None))
-
-
-def _cell(column: str, value: Any, row: int) -> Any:
-    if not isinstance(value, _Scalar):
-        raise ValueError(
-            f"CSV row {row}, column {column!r}: cells must be str, number, bool or None, "
-            f"got {type(value).__name__}"
-        )
-    if value is None:
-        return ""
-    if isinstance(value, float) and math.isfinite(value):
-        return repr(value)
-    return value
-
-
-def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
-    """Write ``rows`` as CSV atomically; the header is the union of keys in first-seen order.
-
-    Missing cells and ``None`` are written empty; floats round-trip exactly.
-    """
-    header: dict[str, None] = {}
-    for row in rows:
-        for key in row:
-            if not isinstance(key, str):
-                raise ValueError(f"CSV column names must be strings, got {key!r}")
-            header.setdefault(key, None)
-    path = Path(path)
-    with atomic_write(path, newline="") as fh:
-        if header:
-            writer = csv.DictWriter(fh, fieldnames=list(header), restval="", lineterminator="\n")
-            writer.writeheader()
-            for i, row in enumerate(rows):
-                writer.writerow({k: _cell(k, v, i) for k, v in row.items()})
-    return path

@@ -12,8 +12,8 @@ from pathlib import Path, PureWindowsPath
 from typing import Any
 from urllib.parse import quote
 
+from depthscale.io.atomic import atomic_write
 from depthscale.report import _fmt
-from depthscale.report.atomic import atomic_write
 from depthscale.report.schema import validate_results
 
 __all__ = ["EMBED_LIMIT", "INDEX_FILE", "render_index_html", "write_index_html"]

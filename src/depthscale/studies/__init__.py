@@ -1,13 +1,14 @@
-"""Studies: grids of training runs described by a TOML spec, run into a resumable store, and
-analysed (laws Sec. 4.1). General machinery that knows nothing of any paper's claims.
+"""Studies: grids of training runs described by a TOML spec (or tables), run into a resumable
+store. General machinery that knows nothing of any paper's claims; the analysis of the runs
+(optima per size, seed summaries, power laws with CIs: laws Sec. 4.1) is
+:mod:`depthscale.stats.sweeps`, on the records the store returns.
 
 * :mod:`~depthscale.studies.spec`: parse, validate and expand a spec into runs;
 * :mod:`~depthscale.studies.records`: what a run produced;
 * :mod:`~depthscale.studies.runner`: run one run, or a batched group of LR siblings;
 * :mod:`~depthscale.studies.store`: the SQLite results store and its writer lock;
 * :mod:`~depthscale.studies.executors`: in-process, process-pool and Ray executors;
-* :mod:`~depthscale.studies.sweep`: the run loop (:func:`run_study`: skip what is stored);
-* :mod:`~depthscale.studies.analysis`: optima per size, seed summaries, fits.
+* :mod:`~depthscale.studies.sweep`: the run loop (:func:`run_study`: skip what is stored).
 """
 
 from depthscale.studies.records import RunRecord

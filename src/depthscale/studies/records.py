@@ -106,9 +106,9 @@ def versions() -> dict[str, str]:
     """Versions of depthscale, torch and Python in this process."""
     import torch
 
-    import depthscale
+    from depthscale._version import __version__
 
-    return {"depthscale": depthscale.__version__, "torch": str(torch.__version__),
+    return {"depthscale": __version__, "torch": str(torch.__version__),
             "python": platform.python_version()}
 
 

@@ -35,13 +35,14 @@ import itertools
 import json
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from depthscale.errors import ConfigError
+from depthscale.studies.spec_toml import study_toml, toml_loads
+from depthscale.train import FINAL_EVALS, LOSSES, TrainConfig, TrainSettings
 
 __all__ = [
     "ANALYSIS_AXES",
@@ -50,7 +51,6 @@ __all__ = [
     "AnalysisSpec",
     "RunSpec",
     "StudySpec",
-    "TrainSettings",
     "expand",
     "load_study",
     "parse_analysis",
@@ -67,13 +67,8 @@ _AGGREGATES = ("optima", "loss")
 
 _SECTIONS = ("study", "model", "roles", "plan", "data", "train", "grid", "analysis")
 _STUDY_KEYS = ("name", "model", "recipe", "dataset")
-_TRAIN_KEYS = ("optimizer", "steps", "epochs", "batch_size", "loss", "momentum", "weight_decay",
-               "device", "eval_every", "final_eval")
-_TRAIN_DEFAULTS: dict[str, Any] = {
-    "optimizer": "sgd", "steps": None, "epochs": None, "batch_size": 128, "loss": "ce",
-    "momentum": 0.0, "weight_decay": 0.0, "device": "cpu", "eval_every": 0,
-    "final_eval": "train+test",
-}
+#: the keys of [train]: the fields of depthscale.train.TrainSettings, in their order
+_TRAIN_KEYS = tuple(f.name for f in fields(TrainSettings))
 _PLAN_KEYS = ("T", "regime", "alpha", "sigma_u", "eta_u_scale")
 _PLAN_FLOATS = ("T", "alpha", "sigma_u", "eta_u_scale")
 _DATA_KEYS = ("n_train", "n_test", "seed", "dir")  # and the dataset's own options
@@ -81,27 +76,9 @@ _CORE_AXES = ("lr", "width", "depth", "seed")
 _SWEEPABLE = (*_CORE_AXES, "recipe",
               *(k for k in _TRAIN_KEYS if k not in ("device", "final_eval")))
 _OPTION_SECTIONS = ("model", "plan", "data")
-_INT_FIELDS = ("width", "depth", "seed", "steps", "batch_size", "eval_every")
-_FLOAT_FIELDS = ("lr", "epochs", "momentum", "weight_decay")
 
 
 # ---- specs ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TrainSettings:
-    """The fixed [train] settings of a study (LR and seed come from the grid)."""
-
-    optimizer: str = "sgd"
-    steps: int | None = None
-    epochs: float | None = None
-    batch_size: int = 128
-    loss: str = "ce"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    device: str = "cpu"
-    eval_every: int = 0
-    final_eval: str = "train+test"
-
-
 @dataclass(frozen=True)
 class AnalysisSpec:
     """How ``depthscale fit`` analyses the study (its ``[analysis]`` table).
@@ -127,17 +104,9 @@ class AnalysisSpec:
 
 
 @dataclass(frozen=True)
-class RunSpec:
-    """Everything one run depends on. Options are sorted ``(name, value)`` pairs.
-
-    ``data_dir`` says where the files of a file-based dataset lie on this machine; it is not
-    part of the run's identity (the same data elsewhere is the same run). ``model`` is a
-    registry name or a factory string ``"package.module:function"`` (kept as written, so run
-    ids are stable). ``roles`` are ``(pattern, role)`` pairs in the spec's order (the first
-    pattern that matches a parameter wins); part of the identity only when given, so runs
-    without roles keep the ids they always had. ``final_eval`` (the splits evaluated after
-    training, TrainConfig) is part of the identity only when not the default "train+test".
-    """
+class _RunHead:
+    """What a run is (model, recipe, dataset, sizes) and its own learning rate and seed; the
+    first fields of :class:`RunSpec`, before its training settings."""
 
     model: str
     recipe: str
@@ -146,16 +115,23 @@ class RunSpec:
     depth: int
     lr: float
     seed: int
-    optimizer: str = "sgd"
-    steps: int | None = None
-    epochs: float | None = None
-    batch_size: int = 128
-    loss: str = "ce"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    device: str = "cpu"
-    eval_every: int = 0
-    final_eval: str = "train+test"
+
+
+@dataclass(frozen=True)
+class RunSpec(TrainSettings, _RunHead):
+    """Everything one run depends on: its head (model, recipe, dataset, width, depth, lr,
+    seed), its :class:`~depthscale.train.TrainSettings` (declared there, once) and its
+    options, in that field order. Options are sorted ``(name, value)`` pairs.
+
+    ``data_dir`` says where the files of a file-based dataset lie on this machine; it is not
+    part of the run's identity (the same data elsewhere is the same run). ``model`` is a
+    registry name or a factory string ``"package.module:function"`` (kept as written, so run
+    ids are stable). ``roles`` are ``(pattern, role)`` pairs in the spec's order (the first
+    pattern that matches a parameter wins); part of the identity only when given, so runs
+    without roles keep the ids they always had. ``final_eval`` (the splits evaluated after
+    training) is part of the identity only when not the default "train+test".
+    """
+
     model_options: tuple[tuple[str, Any], ...] = ()
     plan_options: tuple[tuple[str, Any], ...] = ()
     data_options: tuple[tuple[str, Any], ...] = ()
@@ -208,15 +184,10 @@ class RunSpec:
                 out[f.name] = value
         return out
 
-    def train_config(self) -> Any:
+    def train_config(self) -> TrainConfig:
         """The :class:`depthscale.train.TrainConfig` of this run (not yet validated)."""
-        from depthscale.train import TrainConfig
-
-        return TrainConfig(optimizer=self.optimizer, lr=self.lr, steps=self.steps,
-                           epochs=self.epochs, batch_size=self.batch_size, loss=self.loss,
-                           momentum=self.momentum, weight_decay=self.weight_decay,
-                           seed=self.seed, device=self.device, eval_every=self.eval_every,
-                           final_eval=self.final_eval)
+        return TrainConfig(**{k: getattr(self, k) for k in _TRAIN_KEYS}, lr=self.lr,
+                           seed=self.seed)
 
     def label(self) -> str:
         """A short human description: ``resnet1/laws width 32 depth 4 lr 0.1 seed 0``."""
@@ -280,64 +251,11 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
     return parse_study(text, source=str(p), base_dir=p.parent)
 
 
-def _toml_loads(text: str, source: str) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError:
-            raise ConfigError(
-                "reading study specs needs Python >= 3.11 (tomllib) or: pip install tomli"
-            ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"spec {source}: not valid TOML ({exc})") from None
-
-
 def parse_study(text: str, *, source: str = "<string>",
                 base_dir: str | os.PathLike[str] | None = None) -> StudySpec:
     """Validate the TOML ``text`` of a study (see :func:`load_study`)."""
-    return study_from_tables(_toml_loads(text, source), source=source, base_dir=base_dir,
+    return study_from_tables(toml_loads(text, source), source=source, base_dir=base_dir,
                              text=text)
-
-
-def study_toml(tables: Mapping[str, Any]) -> str:
-    """The TOML text of a study given as tables (``{"study": {...}, "grid": {...}, ...}``):
-    sections as ``[name]``, nested tables inside a section (``grid.plan``, an
-    ``lr = {logspace = [...]}``) inline. Strings are TOML basic strings with every escape
-    (backslashes in Windows paths included), so ``tomllib.loads(study_toml(t)) == t``."""
-    lines: list[str] = []
-    for section, table in tables.items():
-        if not isinstance(table, Mapping):
-            raise ConfigError(f"study table [{section}] must be a mapping, got {table!r}")
-        lines.append(f"[{section}]")
-        lines += [f"{_toml_key(k)} = {_toml_value(val)}" for k, val in table.items()]
-    return "\n".join(lines) + "\n"
-
-
-def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # JSON string escapes are TOML's
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(x) for x in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}"
-                               for k, x in value.items()) + "}"
-    raise ConfigError(f"cannot write {value!r} ({type(value).__name__}) into a study spec")
 
 
 def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
@@ -358,11 +276,36 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
     grid = dict(raw.get("grid", {}))
     if not grid:
         v.fail("[grid]", "is missing or empty; give lr, depth, width and seed lists")
+    name, model, recipe, dataset, factory = _head(study, grid, source, v)
+    options, allowed, roles, data_dir = _fixed_options(raw, model, dataset, factory, base_dir, v)
+    train_raw = raw.get("train", {})
+    v.keys("train", train_raw, _TRAIN_KEYS)
+    axes = _grid_axes(grid, train_raw, options, allowed, v)
+    train = _train_settings(train_raw, axes, v)
+    analysis = parse_analysis(raw.get("analysis", {}), axes=[k for k, _ in axes], source=source)
+    if analysis.criterion == "final" and train.final_eval != "train+test":
+        v.fail("analysis.criterion", "\"final\" reads the final training-set loss, which "
+               f"train.final_eval = {train.final_eval!r} does not compute; use "
+               "final_eval = \"train+test\" or another criterion")
+    spec = StudySpec(
+        name=name, model=model, recipe=recipe, dataset=dataset, train=train,
+        model_options=tuple(sorted(options["model"].items())),
+        plan_options=tuple(sorted(options["plan"].items())),
+        data_options=tuple(sorted(options["data"].items())),
+        data_dir=data_dir, grid=tuple(axes), analysis=analysis, source=source, text=text,
+        roles=roles,
+    )
+    _check_runs(spec, v)
+    return spec
 
-    from depthscale.data import DATASET_OPTIONS, DATASETS
+
+def _head(study: Mapping[str, Any], grid: Mapping[str, Any], source: str,
+          v: _Validator) -> tuple[str, str, str | None, str, bool]:
+    """``[study]``: name, model (registry name or user factory), recipe (None: swept),
+    dataset, and whether the model is a factory."""
+    from depthscale.data import DATASETS
     from depthscale.models import MODELS, is_factory
-    from depthscale.param import OPTIMIZERS, RECIPES, ROLES
-    from depthscale.train import FINAL_EVALS, LOSSES
+    from depthscale.param import RECIPES
 
     name = study.get("name", Path(source).stem if not source.startswith("<") else "study")
     v.string("study.name", name)
@@ -375,10 +318,25 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
             v.fail("study.recipe", "is both fixed in [study] and swept in [grid]; keep one")
     else:
         recipe = v.choice("study.recipe", recipe, RECIPES)
+    return name, model, recipe, dataset, factory
 
-    options: dict[str, dict[str, Any]] = {}
+
+_Options = dict[str, dict[str, Any]]
+
+
+def _fixed_options(
+    raw: Mapping[str, Any], model: str, dataset: str, factory: bool,
+    base_dir: str | os.PathLike[str] | None, v: _Validator,
+) -> tuple[_Options, dict[str, tuple[str, ...]], tuple[tuple[str, str], ...], str | None]:
+    """``[model]``, ``[plan]``, ``[data]`` and ``[roles]``: the fixed options per section, the
+    keys each section allows, the roles and the data folder (resolved against ``base_dir``)."""
+    from depthscale.data import DATASET_OPTIONS
+    from depthscale.models import MODELS
+    from depthscale.param import ROLES
+
+    options: _Options = {}
     model_keys = _factory_keys(raw, v) if factory else MODELS[model].options
-    allowed = {"model": model_keys, "plan": _PLAN_KEYS,
+    allowed = {"model": tuple(model_keys), "plan": _PLAN_KEYS,
                "data": (*_DATA_KEYS, *DATASET_OPTIONS[dataset])}
     for section in _OPTION_SECTIONS:
         table = raw.get(section, {})
@@ -393,11 +351,14 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
         v.string("data.dir", data_dir)
         data_dir = str(Path(base_dir or ".", data_dir)) if not Path(data_dir).is_absolute() \
             else data_dir
+    return options, allowed, roles, data_dir
 
-    train_raw = raw.get("train", {})
-    v.keys("train", train_raw, _TRAIN_KEYS)
 
-    # grid: core axes, [study]/[train] axes, option sub-tables
+def _grid_axes(grid: Mapping[str, Any], train_raw: Mapping[str, Any], options: _Options,
+               allowed: Mapping[str, tuple[str, ...]],
+               v: _Validator) -> list[tuple[str, tuple[Any, ...]]]:
+    """``[grid]``'s axes in expansion order: recipe, width, depth, seed, the swept [train]
+    keys, the option sub-tables, then lr (fastest)."""
     axes: list[tuple[str, tuple[Any, ...]]] = []
     for key in grid:
         if key in _OPTION_SECTIONS:
@@ -433,8 +394,16 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
             axes.append((f"{section}.{key}",
                          v.axis(f"grid.{section}.{key}", values, f"{section}.{key}")))
     axes.append(("lr", v.axis("grid.lr", grid["lr"], "lr")))
+    return axes
 
-    train_kw = {**_TRAIN_DEFAULTS}
+
+def _train_settings(train_raw: Mapping[str, Any], axes: Sequence[tuple[str, tuple[Any, ...]]],
+                    v: _Validator) -> TrainSettings:
+    """``[train]``'s values over the defaults of :class:`~depthscale.train.TrainSettings`,
+    checked together with the swept training axes (steps or epochs, known names)."""
+    from depthscale.param import OPTIMIZERS, RECIPES
+
+    train_kw = asdict(TrainSettings())
     for key, value in train_raw.items():
         train_kw[key] = v.field_value(f"train.{key}", key, value)
     swept = {k for k, _ in axes}
@@ -458,23 +427,7 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
         elif key in ("optimizer", "loss"):
             for r in values:
                 v.choice(f"grid.{key}", r, OPTIMIZERS if key == "optimizer" else LOSSES)
-
-    analysis = parse_analysis(raw.get("analysis", {}), axes=[k for k, _ in axes], source=source)
-    if analysis.criterion == "final" and train_kw["final_eval"] != "train+test":
-        v.fail("analysis.criterion", "\"final\" reads the final training-set loss, which "
-               f"train.final_eval = {train_kw['final_eval']!r} does not compute; use "
-               "final_eval = \"train+test\" or another criterion")
-    spec = StudySpec(
-        name=name, model=model, recipe=recipe, dataset=dataset,
-        train=TrainSettings(**train_kw),
-        model_options=tuple(sorted(options["model"].items())),
-        plan_options=tuple(sorted(options["plan"].items())),
-        data_options=tuple(sorted(options["data"].items())),
-        data_dir=data_dir, grid=tuple(axes), analysis=analysis, source=source, text=text,
-        roles=roles,
-    )
-    _check_runs(spec, v)
-    return spec
+    return TrainSettings(**train_kw)
 
 
 def _factory_keys(raw: Mapping[str, Any], v: _Validator) -> tuple[str, ...]:
@@ -557,7 +510,7 @@ class _Validator:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, key: str, message: str) -> None:
+    def fail(self, key: str, message: str) -> NoReturn:
         raise ConfigError(f"spec {self.source}: {key} {message}")
 
     def keys(self, section: str, table: Any, known: tuple[str, ...] | Any) -> None:
@@ -691,7 +644,7 @@ def expand(spec: StudySpec) -> list[RunSpec]:
     """
     base = RunSpec(
         model=spec.model, recipe=spec.recipe or "", dataset=spec.dataset, width=1, depth=1,
-        lr=1.0, seed=0, **{k: getattr(spec.train, k) for k in _TRAIN_KEYS},
+        lr=1.0, seed=0, **asdict(spec.train),
         model_options=spec.model_options, plan_options=spec.plan_options,
         data_options=spec.data_options, data_dir=spec.data_dir, roles=spec.roles,
     )

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.errors import ConfigError, DataError
-from depthscale.outputs import acquire_lock, release_lock
+from depthscale.io.outputs import acquire_lock, release_lock
 from depthscale.studies.records import RunRecord
 from depthscale.studies.spec import RunSpec, StudySpec, run_id
 
@@ -252,7 +252,7 @@ class Store:
 
     def export_csv(self, path: str | os.PathLike[str]) -> Path:
         """All runs as CSV, written atomically; list cells are JSON text."""
-        from depthscale.report import write_csv
+        from depthscale.io.atomic import write_csv
 
         rows = [{k: _json(v) if isinstance(v, list | dict) else v for k, v in row.items()}
                 for row in self.export_rows()]
@@ -270,7 +270,7 @@ class Store:
         except ImportError:
             raise ConfigError("Parquet export needs pyarrow: pip install pyarrow "
                               "(or pip install 'depthscale[parquet]')") from None
-        from depthscale.report import atomic_write
+        from depthscale.io.atomic import atomic_write
 
         rows = self.export_rows()
         columns: dict[str, None] = {}

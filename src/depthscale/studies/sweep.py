@@ -113,7 +113,7 @@ def run_study(
 
 
 def _copy_spec(out: Path, text: str) -> None:
-    from depthscale.report import atomic_write
+    from depthscale.io.atomic import atomic_write
 
     try:
         with atomic_write(out / "study.toml") as fh:

@@ -40,6 +40,7 @@ __all__ = [
     "TrainConfig",
     "TrainInterrupted",
     "TrainResult",
+    "TrainSettings",
     "check_data",
     "evaluate",
     "loss_fn",
@@ -57,8 +58,34 @@ Hook = Callable[[int, nn.Module, float], None]
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Settings of one run. Give ``steps`` or ``epochs`` (epochs may be fractional).
+class TrainSettings:
+    """The training settings a run shares with the other runs of its study (the one
+    declaration of these fields and their defaults: a study's ``[train]`` table, each
+    :class:`~depthscale.studies.spec.RunSpec` and :class:`TrainConfig` take them from here).
+
+    Give ``steps`` or ``epochs`` (epochs may be fractional). ``final_eval``: the splits
+    evaluated after the last step, "train+test" (default) or "test" (no ``final_train_*``
+    metrics; an LR sweep that reads the running loss skips a full pass over the training set,
+    about a third of a one-epoch run). ``eval_every``: evaluate the test set every that many
+    steps (0: never during training).
+    """
+
+    optimizer: str = "sgd"
+    steps: int | None = None
+    epochs: float | None = None
+    batch_size: int = 128
+    loss: str = "ce"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    device: str = "cpu"
+    eval_every: int = 0
+    final_eval: str = "train+test"
+
+
+@dataclass(frozen=True)
+class TrainConfig(TrainSettings):
+    """Settings of one run: its :class:`TrainSettings`, learning rate, seed (the data order)
+    and divergence rule.
 
     ``divergence_factor`` (a number > 1, default 10) sets when a finite loss counts as
     diverged: at the first step where the running training loss (the mean of the step losses
@@ -66,25 +93,11 @@ class TrainConfig:
     step's loss and the loss of an all-zero output (:func:`zero_output_loss`: ``log C`` for
     cross-entropy). A non-finite loss always counts. The zero-output floor keeps a lucky first
     batch (one sample at batch size 1) from making a healthy run look diverged.
-
-    ``final_eval``: the splits evaluated after the last step, "train+test" (default) or "test"
-    (no ``final_train_*`` metrics; an LR sweep that reads the running loss skips a full pass
-    over the training set, about a third of a one-epoch run).
     """
 
-    optimizer: str = "sgd"
     lr: float = 0.1
-    steps: int | None = None
-    epochs: float | None = None
-    batch_size: int = 128
-    loss: str = "ce"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
     seed: int = 0
-    device: str = "cpu"
-    eval_every: int = 0
     divergence_factor: float = 10.0
-    final_eval: str = "train+test"
 
     def validate(self) -> None:
         """Raise a ConfigError naming the first impossible setting."""

@@ -5,7 +5,7 @@
 None of these is a statement of the paper; each claim's title states the hypothesis its verdict
 tests, and the verdict classes keep their CLAIMS.md meaning. Every number is measured here, by
 the helpers the nfd claims use: the nfd-transfer study and its LR-optimum analysis
-(:mod:`depthscale.claims.nfd`, :mod:`depthscale.studies.analysis`), the own-update probes of
+(:mod:`depthscale.claims.nfd`, :mod:`depthscale.stats.sweeps`), the own-update probes of
 nfd App. H (Eq. 27, Eq. 33-34; :mod:`depthscale.probes.block_updates`), and the finite-net and
 NFD-solver runs of nfd-thm1 (:mod:`depthscale.claims.nfd_limits`).
 

@@ -13,7 +13,7 @@ difference nfd-depth minus depth-muP with its interval. Verdict on the Adam diff
 below 0. One route only (there is no Adam limit to compare with), so a contradiction is a
 FAIL, never REFUTED. The SGD difference is the in-run contrast: the check can see a
 narrowing where the paper reports one. INCONCLUSIVE where an Adam sweep's loss range over
-the grid is within its seed spread (:func:`~depthscale.studies.analysis.grid_signals`).
+the grid is within its seed spread (:func:`~depthscale.stats.sweeps.grid_signals`).
 
 Settings -> :func:`measure_adam` -> :func:`judge_adam` ->
 :func:`~depthscale.claims.beyond.figures.draw_adam`.
@@ -48,7 +48,7 @@ from depthscale.claims.verdicts import (
     sign_finding,
 )
 from depthscale.errors import ConfigError
-from depthscale.studies.analysis import GridSignal, criterion_value, grid_signals, optimal_lrs
+from depthscale.stats.sweeps import GridSignal, criterion_value, grid_signals, optimal_lrs
 
 __all__ = ["AdamMeasures", "adam_tables", "judge_adam", "measure_adam"]
 

@@ -15,8 +15,8 @@ from torch import nn
 
 from depthscale.claims.common import mean_finite
 from depthscale.claims.verdicts import Band, finite_or_none, interval_finding
-from depthscale.fits import loglog_slope
 from depthscale.probes import UpdateProbe
+from depthscale.stats.fits import loglog_slope
 from depthscale.train.loop import Hook
 
 __all__ = ["layer_readout", "readout_slope", "readout_slopes", "readout_steps",

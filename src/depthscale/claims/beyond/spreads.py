@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from depthscale.claims.verdicts import finite_or_none
-from depthscale.fits import percentile_interval
-from depthscale.studies.analysis import lr_spread, optimal_lrs, seed_summary
+from depthscale.stats.fits import percentile_interval
+from depthscale.stats.sweeps import lr_spread, optimal_lrs, seed_summary
 
 __all__ = ["SpreadEstimate", "bootstrap_spreads", "spread_estimate", "spread_measured",
            "spreads"]

@@ -61,7 +61,7 @@ from depthscale.claims.verdicts import (
 from depthscale.models import build
 from depthscale.models.gpt import GPT
 from depthscale.probes import TRANSFORMER_UPDATE_KEYS, snapshot, transformer_updates
-from depthscale.studies.analysis import GridSignal, criterion_value, grid_signals, optimal_lrs
+from depthscale.stats.sweeps import GridSignal, criterion_value, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
 
 __all__ = ["TransformerMeasures", "judge_transformer", "measure_transformer",

@@ -21,7 +21,7 @@ Thm. 3 is a statement about the limit and uses the Mean ODE solver directly (Sob
 the first pass exact).
 
 One module per claim, each runner written as settings -> ``measure_*`` (numbers and CSV
-rows) -> ``judge_*`` (the verdict rules of :mod:`depthscale.findings`) -> a draw function of
+rows) -> ``judge_*`` (the verdict rules of :mod:`depthscale.stats.findings`) -> a draw function of
 :mod:`.figures`: :mod:`.output_error` (Fig. 2), :mod:`.spread_and_travel` (Fig. 5a, 5b),
 :mod:`.tangent_gap` (Thm. 2), :mod:`.d_exponents` (Thm. 3), :mod:`.forward_distance` (Fig. 1).
 

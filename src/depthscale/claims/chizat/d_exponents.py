@@ -200,7 +200,7 @@ def measure_d_exponents(ctx: ClaimContext, s: PhaseSettings) -> DExponents:
 
 
 def judge_d_exponents(m: DExponents) -> Judgement:
-    """The bands (:func:`~depthscale.findings.band_verdict`): every exponent of D in [-0.2,
+    """The bands (:func:`~depthscale.stats.findings.band_verdict`): every exponent of D in [-0.2,
     0.2]; the alpha slopes and the peak are diagnostics."""
     note = ("exponent of D at fixed alpha, mean over alphas (min and max reported); the alpha "
             "slopes and the peak at alpha = 1 follow from eta_u = D min(1, alpha^-2) alone and "

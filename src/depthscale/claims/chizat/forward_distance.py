@@ -125,7 +125,7 @@ def measure_forward_distance(ctx: ClaimContext, s: ForwardSettings) -> ForwardDi
 
 
 def judge_forward_distance(m: ForwardDistances, s: ForwardSettings) -> Judgement:
-    """The bands (:func:`~depthscale.findings.band_verdict`): the distance falls at every
+    """The bands (:func:`~depthscale.stats.findings.band_verdict`): the distance falls at every
     step in L, with log-log slope in [-1.2, -0.3]."""
     note = (f"limit = mean of {s.ref_runs} Mean ODE runs (RK4 J = {s.ref_J}, "
             f"{s.ref_Q} Sobol' particles per stage point)")

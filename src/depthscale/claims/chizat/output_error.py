@@ -32,8 +32,8 @@ from depthscale.claims.verdicts import (
     claim_outcome,
     finite_or_none,
 )
-from depthscale.fits import fit_error_law
 from depthscale.limits.mean_ode import rms_error
+from depthscale.stats.fits import fit_error_law
 
 __all__ = ["BANDS", "ErrorGridSettings", "GridError", "OutputErrors", "chizat_fig2",
            "in_fit_range", "judge_output_error", "measure_output_error"]
@@ -140,7 +140,7 @@ def _summary(points: list[GridError], a: Interval, b: Interval, D: int,
 def measure_output_error(ctx: ClaimContext, s: ErrorGridSettings) -> OutputErrors:
     """Entrywise RMS of ``h^L_K(x_i) - h_K(1, x_i)`` (RMS over repeats) on the grid, and the
     error law fitted on :func:`in_fit_range` with ``boot`` bootstrap resamplings of the
-    points (:func:`~depthscale.fits.fit_error_law`)."""
+    points (:func:`~depthscale.stats.fits.fit_error_law`)."""
     X, Y = load_data(s.D, ctx.seed)
     grid = [(L, M) for L in s.depths for M in s.widths if s.max_units >= L * M]
     ctx.set_total(len(grid) * s.repeats + 1)
@@ -156,7 +156,7 @@ def measure_output_error(ctx: ClaimContext, s: ErrorGridSettings) -> OutputError
 
 
 def judge_output_error(m: OutputErrors, s: ErrorGridSettings) -> Judgement:
-    """On the CIs (:func:`~depthscale.findings.ci_band_decision`): PASS when both lie in
+    """On the CIs (:func:`~depthscale.stats.findings.ci_band_decision`): PASS when both lie in
     their bands and the law describes the grid, FAIL when one lies outside, INCONCLUSIVE
     when one straddles an edge."""
     decision = ci_band_decision(m.measured, BANDS, {"a": m.a, "b": m.b}, decide=(

@@ -24,8 +24,8 @@ from threadpoolctl import threadpool_limits
 
 from depthscale import data as ds_data
 from depthscale.claims.verdicts import Band, Decision
-from depthscale.fits import loglog_slope
 from depthscale.limits.mean_ode import MeanODE, MeanODEResult, balanced_eta_u
+from depthscale.stats.fits import loglog_slope
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -54,7 +54,7 @@ _Settings = TypeVar("_Settings", bound="DataclassInstance")
 @dataclass(frozen=True)
 class Judgement:
     """A claim's verdict before its files are written: the ``bands`` fixed before running,
-    the ``decision`` of the verdict rules (:mod:`depthscale.findings`) and a ``note`` for the
+    the ``decision`` of the verdict rules (:mod:`depthscale.stats.findings`) and a ``note`` for the
     reason."""
 
     bands: dict[str, Band]

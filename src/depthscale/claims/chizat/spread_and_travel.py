@@ -196,13 +196,13 @@ def measure_travel(ctx: ClaimContext, s: AlphaSweepSettings) -> AlphaSweep[Trave
 
 
 def judge_spread(m: AlphaSweep[SpreadPoint]) -> Judgement:
-    """The bands (:func:`~depthscale.findings.band_verdict`): every ratio below the threshold
+    """The bands (:func:`~depthscale.stats.findings.band_verdict`): every ratio below the threshold
     in [0.5, 2]."""
     return Judgement(dict(SPREAD_BANDS), (band_verdict(m.measured, SPREAD_BANDS)[0], ""))
 
 
 def judge_travel(m: AlphaSweep[TravelPoint]) -> Judgement:
-    """The bands (:func:`~depthscale.findings.band_verdict`): every ratio below the threshold
+    """The bands (:func:`~depthscale.stats.findings.band_verdict`): every ratio below the threshold
     in [0.5, 2], the slopes in alpha ~0 and ~-1."""
     return Judgement(dict(TRAVEL_BANDS), (band_verdict(m.measured, TRAVEL_BANDS)[0], ""))
 

@@ -37,8 +37,8 @@ from depthscale.claims.verdicts import (
     finite_or_none,
     noise_gate,
 )
-from depthscale.fits import fit_error_law
 from depthscale.limits.mean_ode import TangentODE, TangentODEResult, rms_error
+from depthscale.stats.fits import fit_error_law
 
 __all__ = ["BANDS", "THM2_MARGIN", "TangentGap", "TangentPoint", "TangentSettings",
            "chizat_thm2", "judge_tangent_gap", "measure_tangent_gap", "thm2_grid"]
@@ -187,7 +187,7 @@ def measure_tangent_gap(ctx: ClaimContext, s: TangentSettings) -> TangentGap:
     """The nets of :func:`thm2_grid` against the tangent ODE after K steps; the fluctuation
     law fitted on every point with a spread, the bias law on the points whose bias exceeds
     twice its standard error, both by non-negative least squares on relative residuals with
-    95% bootstrap CIs (:func:`~depthscale.fits.fit_error_law`)."""
+    95% bootstrap CIs (:func:`~depthscale.stats.fits.fit_error_law`)."""
     X, Y = load_data(s.D, ctx.seed)
     grid = thm2_grid(dataclasses.asdict(s))
     ctx.set_total(len(grid) * s.repeats + 1)
@@ -221,9 +221,9 @@ def _judge_rest(m: TangentGap) -> Decision:
 
 
 def judge_tangent_gap(m: TangentGap, s: TangentSettings) -> Judgement:
-    """``c_f``'s CI in its band (:func:`~depthscale.findings.ci_band_decision`), the bias
+    """``c_f``'s CI in its band (:func:`~depthscale.stats.findings.ci_band_decision`), the bias
     law's misfit and the travel ratio in theirs; fewer than 3 measurable bias points:
-    INCONCLUSIVE (:func:`~depthscale.findings.noise_gate`) unless the rest FAILs."""
+    INCONCLUSIVE (:func:`~depthscale.stats.findings.noise_gate`) unless the rest FAILs."""
     biased = sum(p.bias_measurable for p in m.points)
     if biased >= 3:
         decision = ci_band_decision(m.measured, BANDS, {"c_fluct": m.cf}, decide=_DECIDE)

@@ -23,7 +23,7 @@ from depthscale.claims.verdicts import Band, ClaimOutcome, findings_verdict, int
 from depthscale.data import Dataset
 from depthscale.models import build
 from depthscale.probes import update_energy
-from depthscale.studies.analysis import Optimum
+from depthscale.stats.sweeps import Optimum
 
 __all__ = ["AmmupDepth", "ArchAmmup", "judge_ammup", "laws_ammup", "measure_ammup"]
 

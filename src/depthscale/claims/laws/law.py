@@ -1,7 +1,7 @@
 """One sweep's law (laws Sec. 4.1): eta* per (effective depth, seed), the mean and 95% CI of
 log10 eta* over seeds, and the weighted least-squares fit log10 eta* = beta0 + alpha log10 L
 (the paper's eta* ~ L^(-3/2), Eq. 9) with its t- and seed-bootstrap intervals, all from
-:func:`depthscale.studies.analysis.lr_power_law` (the analysis ``depthscale fit`` runs); plus
+:func:`depthscale.stats.sweeps.lr_power_law` (the analysis ``depthscale fit`` runs); plus
 what the gates read: each size's grid signal, the loss of chance, the fit against the blocks K
 (ResNets, Sec. 4.3) and the fit on the first half of every run.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from depthscale.claims.laws.settings import Arch
 from depthscale.claims.laws.sweeps import Record, chance_loss, has_blocks, sweep
 from depthscale.claims.registry import ClaimContext
-from depthscale.fits import LawFit
-from depthscale.studies.analysis import (
+from depthscale.stats.fits import LawFit
+from depthscale.stats.sweeps import (
     GridSignal,
     LrLaw,
     Optimum,

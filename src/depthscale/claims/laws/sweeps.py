@@ -18,7 +18,7 @@ from depthscale.claims.common import run_claim_study
 from depthscale.claims.laws.settings import Arch
 from depthscale.claims.registry import ClaimContext
 from depthscale.models import create
-from depthscale.studies.analysis import optimal_lrs
+from depthscale.stats.sweeps import optimal_lrs
 
 __all__ = [
     "Record", "at_epoch", "chance_loss", "effective_depth", "has_blocks", "study_tables", "sweep",

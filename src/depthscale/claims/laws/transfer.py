@@ -19,8 +19,8 @@ from depthscale.claims.laws.outcome import Judgement, Measurement, finish
 from depthscale.claims.laws.sweeps import effective_depth
 from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import Band, ClaimOutcome, findings_verdict, interval_finding
-from depthscale.fits import percentile_interval
-from depthscale.studies.analysis import Optimum
+from depthscale.stats.fits import percentile_interval
+from depthscale.stats.sweeps import Optimum
 
 __all__ = [
     "ArchTransfer", "TransferRow", "judge_transfer", "laws_transfer", "measure_transfer",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from depthscale.errors import ConfigError
-from depthscale.fits import fit_error_law, log_minimum, loglog_slope
+from depthscale.stats.fits import fit_error_law, log_minimum, loglog_slope
 
 
 def test_loglog_slope_is_exact_on_a_power_law() -> None:
@@ -45,7 +45,7 @@ def test_error_law_fit_recovers_a_and_b_with_intervals() -> None:
 
 
 def test_percentile_interval_is_the_central_95_percent_and_nan_when_unmeasured() -> None:
-    from depthscale.fits import percentile_interval
+    from depthscale.stats.fits import percentile_interval
 
     assert percentile_interval(np.arange(1001.0)) == (25.0, 975.0)
     assert all(math.isnan(v) for v in percentile_interval([1.0, float("nan")]))

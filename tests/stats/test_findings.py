@@ -3,7 +3,7 @@ noise gate (INCONCLUSIVE when the signal does not exceed its noise)."""
 
 import pytest
 
-from depthscale.findings import Route, noise_gate, routes_verdict
+from depthscale.stats.findings import Route, noise_gate, routes_verdict
 
 S, C, U = "supports", "contradicts", "undecided"
 
@@ -70,13 +70,13 @@ def test_noise_gate() -> None:
     ],
 )
 def test_interval_finding(low: float, high: float, band: tuple, want: str) -> None:
-    from depthscale.findings import interval_finding
+    from depthscale.stats.findings import interval_finding
 
     assert interval_finding(low, high, band) == want
 
 
 def test_findings_verdict() -> None:
-    from depthscale.findings import findings_verdict
+    from depthscale.stats.findings import findings_verdict
 
     assert findings_verdict({"a": (S, "x"), "b": (S, "y")}) == ("PASS", "")
     verdict, why = findings_verdict({"a": (S, "x"), "b": (U, "ci [-1.2, -0.8]")})
@@ -104,7 +104,7 @@ def test_findings_verdict() -> None:
     ],
 )
 def test_sign_finding(low: float, high: float, sign: int, want: str) -> None:
-    from depthscale.findings import sign_finding
+    from depthscale.stats.findings import sign_finding
 
     assert sign_finding(low, high, sign) == want
 
@@ -112,7 +112,7 @@ def test_sign_finding(low: float, high: float, sign: int, want: str) -> None:
 def test_mean_ci_is_the_student_t_interval() -> None:
     from scipy import stats
 
-    from depthscale.fits import mean_ci
+    from depthscale.stats.fits import mean_ci
 
     mean, low, high = mean_ci([1.0, 2.0, 4.0])
     half = stats.t.ppf(0.975, 2) * ((7 / 3) ** 0.5 / 3**0.5)  # sample std sqrt(7/3)

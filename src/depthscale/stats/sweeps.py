@@ -1,0 +1,517 @@
+"""Analysis of LR sweeps (laws Sec. 4.1) and of convergence-rate grids, as pure functions of
+run rows (a study's records: settings and outcome as one flat mapping, :class:`RunOutcome`).
+
+* :func:`optimal_lrs`: per (depth, seed), the LR minimising a loss criterion, refined below grid
+  resolution and flagged on the grid's edge; diverged runs are never optimal. Optionally per
+  group (e.g. recipe) and on the seed-mean loss (nfd Fig. 5 row 2).
+* :func:`seed_summary`: mean and 95% CI of log10 eta* across seeds, per depth.
+* :func:`lr_spread`: max - min of log10 eta* across sizes (nfd Fig. 5 row 2: transfer).
+* :func:`wls_power_law`: weighted least squares of log10 eta* = beta0 + alpha log10 L with
+  weights 1/variance, the slope's 95% CI and R^2 (laws Sec. 4.1; the fit
+  itself is :mod:`depthscale.stats.fits`).
+* :func:`bootstrap_slope_ci`: the same slope's 95% interval when seeds are resampled.
+* :func:`lr_power_law`: the above in one call, optimum per size -> power law with CIs
+  (:class:`LrLaw`), what the laws claims and ``depthscale fit`` read (:func:`optima_power_law`
+  from given optima).
+* :func:`grid_signals`: per size, whether the LR grid's loss range stands above the seed noise
+  (if not, the argmin is noise and no eta* can be read from that sweep).
+* :func:`records_at_step`: the records as a run of fewer steps would have left them (constant-LR
+  SGD: the first s steps of a run are an s-step run), to see whether a law still moves with
+  training length.
+* :func:`scan_axis`: the loss against another swept setting (e.g. the time horizon T, nfd
+  Fig. 2) per size: seed means, diverged fractions, the best value, interior or on the edge.
+
+Every run is used; nothing is dropped because of the slope it gives.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+import numpy as np
+from scipy import stats
+
+from depthscale.errors import ConfigError
+from depthscale.stats.fits import LawFit, log_minimum, weighted_loglog_fit
+
+__all__ = [
+    "AGGREGATES",
+    "CRITERIA",
+    "OUTCOME_PREFIXES",
+    "AxisScan",
+    "GridSignal",
+    "LrLaw",
+    "Optimum",
+    "RunOutcome",
+    "SeedSummary",
+    "bootstrap_slope_ci",
+    "criterion_value",
+    "grid_signals",
+    "lr_power_law",
+    "lr_spread",
+    "optima_power_law",
+    "optimal_lrs",
+    "records_at_step",
+    "scan_axis",
+    "seed_summary",
+    "setting_keys",
+    "wls_power_law",
+]
+
+#: criterion name -> the metric key of a run record it minimises ("last-epoch": the last entry
+#: of ``epoch_losses``, the mean training loss over the last epoch)
+CRITERIA = {"running": "running_loss", "final": "final_train_loss", "last-epoch": "epoch_losses"}
+#: how seeds combine: one optimum per seed ("optima") or the seed-mean loss first ("loss")
+AGGREGATES = ("optima", "loss")
+
+
+class RunOutcome(TypedDict, total=False):
+    """The keys of a run row that say what the run produced (the rest are its settings: grid
+    axes such as ``depth``, ``lr``, ``seed``, ``recipe`` and options such as ``plan.T``).
+    :class:`depthscale.studies.records.RunRecord` rows have these, the final metrics
+    (``final_train_loss``...) and the package versions (``version.torch``...) named by
+    :data:`OUTCOME_PREFIXES`."""
+
+    run_id: str
+    status: str  # "done", "diverged" or "failed"
+    error: str | None
+    running_loss: float | None
+    steps_done: int
+    diverged_at: int | None
+    diverged_reason: str | None
+    epoch_losses: list[float | None]
+    evals: list[dict[str, float | None]]
+    curve_steps: list[int]
+    curve_losses: list[float | None]
+    seconds: float
+    finished_at: str
+    worker: str
+
+
+#: Prefixes of the outcome keys that are not fixed names: the final metrics of each split
+#: (``final_train_loss``, ``final_test_acc``...) and the versions of the packages.
+OUTCOME_PREFIXES = ("final_train_", "final_test_", "version.")
+#: Not outcome keys, and not settings either: where the data lies on this machine.
+_NOT_SETTINGS = frozenset({*RunOutcome.__annotations__, "data_dir"})
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """eta* of one (size, seed) sweep: refined value, best grid value, on the grid's edge?
+    ``depth`` is the size the sweep is grouped by (depth, effective depth or width); ``group``
+    the value of the group axis (None: ungrouped). ``seed`` is None when the loss was averaged
+    over ``n_seeds`` seeds before minimising. ``next_to_diverged``: a grid neighbour of the
+    best LR diverged, so the optimum may sit on the stability edge rather than a loss minimum."""
+
+    depth: int
+    seed: int | None
+    lr: float
+    grid_lr: float
+    on_edge: bool
+    criterion: str
+    group: Any = None
+    n_seeds: int = 1
+    next_to_diverged: bool = False
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """Across seeds at one depth: mean and standard error of log10 eta*, 95% CI, count."""
+
+    depth: int
+    mean_log10_lr: float
+    sem: float
+    ci_low: float
+    ci_high: float
+    n_seeds: int
+    any_on_edge: bool
+    group: Any = None
+
+
+def criterion_value(record: Mapping[str, Any], criterion: str) -> float:
+    """The loss ``criterion`` (a key of :data:`CRITERIA`) of one run record: NaN unless the run
+    is "done" with a finite value (diverged runs are never optimal)."""
+    if criterion not in CRITERIA:
+        raise ConfigError(f"unknown criterion {criterion!r}; choose one of: {', '.join(CRITERIA)}")
+    if record.get("status") != "done":
+        return math.nan
+    value = record.get(CRITERIA[criterion])
+    if criterion == "last-epoch":
+        value = value[-1] if isinstance(value, list | tuple) and value else None
+    return math.nan if value is None else float(value)
+
+
+def records_at_step(records: Iterable[Mapping[str, Any]], step: int) -> list[dict[str, Any]]:
+    """Each record as it stood after ``step`` training steps, read from its per-step loss curve
+    (``curve_steps``/``curve_losses``): ``running_loss`` becomes the mean loss of steps
+    1..``step``; a run that diverged later is "done" at ``step``, one that diverged by then (or
+    whose curve has a non-finite loss by then) is "diverged"; failed runs stay failed. Valid for
+    a constant LR and a data order that does not depend on the run's length (our training loop:
+    the first s steps of a run are an s-step run). Raises ConfigError where a curve is stored
+    as bucket means (runs longer than MAX_CURVE_POINTS steps) or stops short of ``step``
+    although the run did not diverge."""
+    if step < 1:
+        raise ConfigError(f"records_at_step needs step >= 1, got {step}")
+    out = []
+    for r in records:
+        row = dict(r)
+        if r.get("status") == "failed":
+            out.append(row)
+            continue
+        steps, losses = list(r.get("curve_steps") or []), list(r.get("curve_losses") or [])
+        if steps != list(range(1, len(steps) + 1)):
+            raise ConfigError(f"run {r.get('run_id')}: its loss curve is not per step (bucket "
+                              "means of a long run), so it cannot be read at a shorter length")
+        head = losses[:step]
+        at = r.get("diverged_at")
+        finite = (len(head) == step and all(x is not None and math.isfinite(x) for x in head)
+                  and not (r.get("status") == "diverged" and at is not None and at <= step))
+        if not finite and r.get("status") == "done":
+            raise ConfigError(f"run {r.get('run_id')}: its curve has {len(steps)} steps, fewer "
+                              f"than {step}, although it finished")
+        row["status"] = "done" if finite else "diverged"
+        row["running_loss"] = statistics.fmean(head) if finite else None
+        row["steps_done"] = min(step, len(steps))
+        out.append(row)
+    return out
+
+
+def _order(value: Any) -> tuple[int, Any]:
+    """Sort key for group values (None, numbers, then anything else by its text)."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (1, value)
+    return (2, str(value))
+
+
+def setting_keys(record: Mapping[str, Any]) -> list[str]:
+    """The keys of a run row that are its settings, in the row's order: every key but the
+    outcome (:class:`RunOutcome`, :data:`OUTCOME_PREFIXES`) and ``data_dir``."""
+    return [k for k in record
+            if k not in _NOT_SETTINGS and not k.startswith(OUTCOME_PREFIXES)]
+
+
+def _duplicate(a: Mapping[str, Any], b: Mapping[str, Any], where: str) -> ConfigError:
+    """The error for two runs that fall in the same cell of the analysis."""
+    differ = [k for k in setting_keys(a) if a.get(k) != b.get(k)]
+    if not differ:
+        return ConfigError(f"two runs with the same settings at {where}")
+    return ConfigError(f"two runs at {where} differ in {', '.join(differ)}: analyse it "
+                       f"separately (group = \"{differ[0]}\" in [analysis], or --group)")
+
+
+def _group_of(record: Mapping[str, Any], group: str | None) -> Any:
+    if group is None:
+        return None
+    if group not in record:
+        raise ConfigError(f"group {group!r} is not a field of the runs; use a grid axis such as "
+                          "recipe or plan.T")
+    return record[group]
+
+
+def optimal_lrs(
+    records: Iterable[Mapping[str, Any]], criterion: str = "running", axis: str = "depth",
+    *, group: str | None = None, aggregate: str = "optima",
+) -> list[Optimum]:
+    """eta* per (size, seed) from run records with keys ``axis`` (e.g. ``depth``), ``seed``,
+    ``lr``, ``status`` and the criterion's metric (see :data:`CRITERIA`).
+
+    ``group``: a record key (e.g. ``recipe``) whose values get separate optima. ``aggregate``
+    "loss": per (group, size) the criterion is averaged over seeds at each LR first (an LR at
+    which any seed diverged counts as diverged) and one optimum is taken, with ``seed`` None
+    (nfd Fig. 5 row 2). Two runs in the same (group, size, seed, lr) cell raise ConfigError
+    naming the settings they differ in.
+    """
+    if criterion not in CRITERIA:
+        raise ConfigError(f"unknown criterion {criterion!r}; choose one of: {', '.join(CRITERIA)}")
+    if aggregate not in AGGREGATES:
+        raise ConfigError(f"unknown aggregate {aggregate!r}; choose one of: "
+                          f"{', '.join(AGGREGATES)}")
+    cells: dict[tuple[Any, int, int], dict[float, tuple[float, Mapping[str, Any]]]] = {}
+    for r in records:
+        g, size, seed, lr = _group_of(r, group), int(r[axis]), int(r["seed"]), float(r["lr"])
+        cell = cells.setdefault((g, size, seed), {})
+        if lr in cell:
+            where = (f"{'' if g is None else f'{group} {g}, '}{axis} {size}, seed {seed}, "
+                     f"lr {lr:g}")
+            raise _duplicate(cell[lr][1], r, where)
+        cell[lr] = (criterion_value(r, criterion), r)
+
+    def key(item: tuple[tuple[Any, ...], Any]) -> tuple[Any, ...]:
+        return (_order(item[0][0]), *item[0][1:])
+
+    out = []
+    if aggregate == "optima":
+        for (g, size, seed), cell in sorted(cells.items(), key=key):
+            lrs = sorted(cell)
+            losses = [cell[lr][0] for lr in lrs]
+            if not any(math.isfinite(v) for v in losses):
+                continue  # every LR diverged: no optimum at this (size, seed); the summary says so
+            m = log_minimum(lrs, losses)
+            out.append(Optimum(size, seed, m.x, m.grid_x, m.on_edge, criterion, group=g,
+                               next_to_diverged=_next_to_diverged(lrs, losses, m.grid_x)))
+        return out
+    per_size: dict[tuple[Any, int], dict[float, list[float]]] = {}
+    seeds: dict[tuple[Any, int], set[int]] = {}
+    for (g, size, seed), cell in cells.items():
+        seeds.setdefault((g, size), set()).add(seed)
+        for lr, (loss, _) in cell.items():
+            per_size.setdefault((g, size), {}).setdefault(lr, []).append(loss)
+    for (g, size), by_lr in sorted(per_size.items(), key=key):
+        lrs = sorted(by_lr)
+        losses = [statistics.fmean(by_lr[lr]) if all(map(math.isfinite, by_lr[lr])) else math.inf
+                  for lr in lrs]
+        if not any(math.isfinite(v) for v in losses):
+            continue
+        m = log_minimum(lrs, losses)
+        out.append(Optimum(size, None, m.x, m.grid_x, m.on_edge, criterion, group=g,
+                           n_seeds=len(seeds[(g, size)]),
+                           next_to_diverged=_next_to_diverged(lrs, losses, m.grid_x)))
+    return out
+
+
+def _next_to_diverged(lrs: Sequence[float], losses: Sequence[float], best: float) -> bool:
+    """Whether a grid neighbour of the best LR has no finite loss (diverged)."""
+    i = list(lrs).index(best)
+    return any(not math.isfinite(losses[j]) for j in (i - 1, i + 1) if 0 <= j < len(lrs))
+
+
+def seed_summary(optima: Sequence[Optimum]) -> list[SeedSummary]:
+    """Mean and Student-t 95% CI of log10 eta* across seeds, per (group, depth) (one optimum:
+    a zero-width CI is not claimed; the SEM is reported as NaN). ``n_seeds`` counts the seeds
+    behind the optima (also those averaged in the loss)."""
+    by_depth: dict[tuple[Any, int], list[Optimum]] = {}
+    for o in optima:
+        by_depth.setdefault((o.group, o.depth), []).append(o)
+    out = []
+    for (g, depth), group in sorted(by_depth.items(), key=lambda kv: (_order(kv[0][0]),
+                                                                       kv[0][1])):
+        logs = np.log10([o.lr for o in group])
+        k = len(logs)
+        mean = float(logs.mean())
+        sem = float(logs.std(ddof=1) / math.sqrt(k)) if k > 1 else math.nan
+        half = float(stats.t.ppf(0.975, k - 1) * sem) if k > 1 else math.nan
+        out.append(SeedSummary(depth, mean, sem, mean - half, mean + half,
+                               sum(o.n_seeds for o in group), any(o.on_edge for o in group), g))
+    return out
+
+
+def bootstrap_slope_ci(
+    optima: Sequence[Optimum], *, n_boot: int = 2000, seed: int = 0, min_sem: float = 1e-3
+) -> tuple[float, float]:
+    """95% percentile interval of the weighted power-law slope (:func:`wls_power_law`) under a
+    seed bootstrap: at every size the per-seed optima are resampled with replacement, the seed
+    means and SEMs recomputed and the fit redone (``n_boot`` times, generator ``seed``). It
+    sits beside the t-interval of the 1/SEM^2 fit, which trusts 3 seeds' SEMs; with one seed
+    per size the resamples do not vary and the interval has zero width (NaN for < 3 sizes)."""
+    by_size: dict[int, list[float]] = {}
+    for o in optima:
+        if o.seed is None:
+            raise ConfigError("a seed bootstrap needs one optimum per seed (aggregate = "
+                              "\"optima\")")
+        by_size.setdefault(o.depth, []).append(math.log10(o.lr))
+    if len(by_size) < 3:
+        return math.nan, math.nan
+    sizes = sorted(by_size)
+    x = np.log10(np.asarray(sizes, dtype=float))
+    rng = np.random.default_rng(seed)
+    means = np.empty((n_boot, len(sizes)))
+    sems = np.empty((n_boot, len(sizes)))
+    for j, size in enumerate(sizes):
+        logs = np.asarray(by_size[size])
+        draw = logs[rng.integers(0, len(logs), size=(n_boot, len(logs)))]
+        means[:, j] = draw.mean(axis=1)
+        k = len(logs)
+        sems[:, j] = draw.std(axis=1, ddof=1) / math.sqrt(k) if k > 1 else 1.0
+    w = 1.0 / np.maximum(sems, min_sem) ** 2
+    # closed-form weighted least-squares slope, one per resample
+    xbar = (w * x).sum(axis=1) / w.sum(axis=1)
+    ybar = (w * means).sum(axis=1) / w.sum(axis=1)
+    dx = x[None, :] - xbar[:, None]
+    slopes = (w * dx * (means - ybar[:, None])).sum(axis=1) / (w * dx**2).sum(axis=1)
+    low, high = np.percentile(slopes, [2.5, 97.5])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class GridSignal:
+    """How well one size's LR sweep locates an optimum. ``loss_range``: max - min over the grid
+    of the seed-mean criterion (LRs at which every seed finished); ``seed_spread``: the median
+    over those LRs of max - min across seeds; ``flat``: the range does not exceed the seed
+    spread, so the argmin is noise. NaN spread (one seed) is never called flat. ``best_loss``:
+    the lowest seed-mean criterion over the grid."""
+
+    depth: int
+    loss_range: float
+    seed_spread: float
+    n_lrs: int
+    flat: bool
+    group: Any = None
+    best_loss: float = math.nan
+
+    def learned(self, chance: float) -> bool:
+        """Whether the best LR's loss lies below ``chance`` (the loss of predicting the label
+        marginal, i.e. of having learned nothing) by more than the seed spread. Where it does
+        not, the sweep's argmin marks how fast the loss rises at large LRs, not the largest LR
+        that still learns. NaN spread (one seed) counts as learned, as it is never flat."""
+        if not (math.isfinite(self.seed_spread) and math.isfinite(self.best_loss)):
+            return True
+        return chance - self.best_loss > self.seed_spread
+
+
+def grid_signals(
+    records: Iterable[Mapping[str, Any]], criterion: str = "running", axis: str = "depth",
+    *, group: str | None = None,
+) -> list[GridSignal]:
+    """Per (group, size): the LR grid's loss range against the seed-to-seed spread (see
+    :class:`GridSignal`). A sweep whose range is within its seed noise gives no eta*: the
+    verdict that rests on it is INCONCLUSIVE, not PASS or FAIL."""
+    cells: dict[tuple[Any, int], dict[float, list[float]]] = {}
+    for r in records:
+        key = (_group_of(r, group), int(r[axis]))
+        cells.setdefault(key, {}).setdefault(float(r["lr"]), []).append(
+            criterion_value(r, criterion))
+    out = []
+    for (g, size), by_lr in sorted(cells.items(), key=lambda kv: (_order(kv[0][0]), kv[0][1])):
+        full = [v for v in by_lr.values() if v and all(map(math.isfinite, v))]
+        if not full:
+            out.append(GridSignal(size, math.nan, math.nan, 0, False, g))
+            continue
+        means = [statistics.fmean(v) for v in full]
+        loss_range = max(means) - min(means)
+        spreads = [max(v) - min(v) for v in full if len(v) > 1]
+        spread = float(np.median(spreads)) if spreads else math.nan
+        flat = math.isfinite(spread) and loss_range <= spread
+        out.append(GridSignal(size, loss_range, spread, len(full), flat, g, min(means)))
+    return out
+
+
+def lr_spread(summaries: Sequence[SeedSummary]) -> dict[Any, float]:
+    """Per group, max - min across sizes of the mean log10 eta*: how far the optimum moves
+    with depth (nfd Fig. 5 row 2; 0 = perfect transfer)."""
+    by_group: dict[Any, list[float]] = {}
+    for s in summaries:
+        by_group.setdefault(s.group, []).append(s.mean_log10_lr)
+    return {g: float(np.ptp(v)) for g, v in by_group.items()}
+
+
+def wls_power_law(summaries: Sequence[SeedSummary], min_sem: float = 1e-3) -> LawFit:
+    """log10 eta* ~ alpha log10 L across sizes, weights 1/SEM^2 of the seed means (laws Sec.
+    4.1; :func:`depthscale.stats.fits.weighted_loglog_fit`)."""
+    if len(summaries) < 3:
+        raise ConfigError(f"a slope with a CI needs >= 3 depths, got {len(summaries)}")
+    return weighted_loglog_fit([s.depth for s in summaries], [s.mean_log10_lr for s in summaries],
+                               [s.sem for s in summaries], min_sem=min_sem)
+
+
+@dataclass(frozen=True)
+class AxisScan:
+    """The criterion against one swept setting ``key`` (e.g. ``plan.T``) at one size, for nfd
+    Fig. 2a (final train loss vs the time horizon T). ``losses``: mean over the seeds that
+    finished (NaN if none did); ``diverged``: the fraction of runs that diverged; ``best``: the
+    value with the lowest loss (None if no run finished), ``interior`` if it is neither the
+    smallest nor the largest value."""
+
+    depth: int
+    key: str
+    values: tuple[Any, ...]
+    losses: tuple[float, ...]
+    diverged: tuple[float, ...]
+    n_runs: tuple[int, ...]
+    best: Any
+    best_index: int | None
+    interior: bool
+    criterion: str
+    group: Any = None
+
+
+def scan_axis(
+    records: Iterable[Mapping[str, Any]], key: str, criterion: str = "final",
+    axis: str = "depth", *, group: str | None = None,
+) -> list[AxisScan]:
+    """Per (group, size), the seed-mean ``criterion`` at each value of the record key ``key``
+    (sorted), diverged fractions and the best value (nfd Fig. 2: T swept at a fixed LR).
+    Failed runs are ignored; two runs in the same (group, size, value, seed) cell raise
+    ConfigError naming the settings they differ in."""
+    if criterion not in CRITERIA:
+        raise ConfigError(f"unknown criterion {criterion!r}; choose one of: {', '.join(CRITERIA)}")
+    cells: dict[tuple[Any, int], dict[Any, dict[int, Mapping[str, Any]]]] = {}
+    for r in records:
+        if r.get("status") not in ("done", "diverged"):
+            continue
+        if key not in r:
+            raise ConfigError(f"{key!r} is not a field of the runs; optimise over a grid axis "
+                              "such as lr or plan.T")
+        g, size, seed, value = _group_of(r, group), int(r[axis]), int(r["seed"]), r[key]
+        cell = cells.setdefault((g, size), {}).setdefault(value, {})
+        if seed in cell:
+            where = (f"{'' if g is None else f'{group} {g}, '}{axis} {size}, {key} {value}, "
+                     f"seed {seed}")
+            raise _duplicate(cell[seed], r, where)
+        cell[seed] = r
+    out = []
+    for (g, size), by_value in sorted(cells.items(), key=lambda kv: (_order(kv[0][0]),
+                                                                      kv[0][1])):
+        values = tuple(sorted(by_value, key=_order))
+        losses, diverged, n_runs = [], [], []
+        for value in values:
+            runs = list(by_value[value].values())
+            finite = [x for x in (criterion_value(r, criterion) for r in runs)
+                      if math.isfinite(x)]
+            losses.append(statistics.fmean(finite) if finite else math.nan)
+            diverged.append(sum(r["status"] == "diverged" for r in runs) / len(runs))
+            n_runs.append(len(runs))
+        best_index = None
+        if any(math.isfinite(v) for v in losses):
+            best_index = int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
+        out.append(AxisScan(
+            size, key, values, tuple(losses), tuple(diverged), tuple(n_runs),
+            None if best_index is None else values[best_index], best_index,
+            best_index is not None and 0 < best_index < len(values) - 1, criterion, g,
+        ))
+    return out
+
+
+@dataclass(frozen=True)
+class LrLaw:
+    """An LR sweep's law (laws Sec. 4.1): eta* per (size, seed), their seed summaries, the
+    weighted power law with its t-interval (:func:`wls_power_law`), the slope's seed-bootstrap
+    interval (:func:`bootstrap_slope_ci`) and each size's grid signal (:func:`grid_signals`;
+    empty where the optima did not come from a grid)."""
+
+    optima: list[Optimum]
+    summaries: list[SeedSummary]
+    fit: LawFit
+    boot_ci: tuple[float, float]
+    signals: list[GridSignal]
+
+
+def lr_power_law(
+    records: Sequence[Mapping[str, Any]], criterion: str = "running", axis: str = "depth",
+    *, aggregate: str = "optima", seed: int = 0,
+) -> LrLaw:
+    """Optimum per size -> power law with CIs, the one analysis of an LR sweep: eta* per
+    (size, seed) (:func:`optimal_lrs`; one per size on the seed-mean loss with ``aggregate =
+    "loss"``), mean and 95% CI over seeds, the WLS slope of log10 eta* on log10 size with its
+    t-interval, its seed bootstrap (generator ``seed``) and the grid signals. One group's
+    records at a time; raises ConfigError with fewer than 3 sizes."""
+    optima = optimal_lrs(records, criterion, axis=axis, aggregate=aggregate)
+    law = optima_power_law(optima, seed=seed)
+    return LrLaw(law.optima, law.summaries, law.fit, law.boot_ci,
+                 grid_signals(records, criterion, axis=axis))
+
+
+def optima_power_law(optima: Sequence[Optimum], *, seed: int = 0) -> LrLaw:
+    """:func:`lr_power_law` from optima already found (e.g. a probe's eta* per init seed):
+    seed summaries, the WLS power law and its seed bootstrap (NaN where the optima are
+    seed means, ``aggregate = "loss"``); no grid signals."""
+    summaries = seed_summary(optima)
+    fit = wls_power_law(summaries)
+    per_seed = all(o.seed is not None for o in optima)
+    boot = bootstrap_slope_ci(optima, seed=seed) if per_seed else (math.nan, math.nan)
+    return LrLaw(list(optima), summaries, fit, boot, [])
