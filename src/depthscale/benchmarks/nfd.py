@@ -39,7 +39,7 @@ import numpy as np
 from depthscale.benchmarks.core import BenchResult
 from depthscale.fits import loglog_slope
 from depthscale.limits.nfd import NFD, NFDResult
-from depthscale.limits.online import online_sgd_finite, teacher_stream
+from depthscale.train.online import online_sgd_finite, teacher_stream
 
 __all__ = ["ENSEMBLE_SETTINGS", "run", "vs_ensemble"]
 
