@@ -18,17 +18,18 @@ PACKAGE = SRC / "depthscale"
 
 #: The floors, bottom to top, as the code has them: a package may import the packages of
 #: lower floors (and itself), nothing above or beside it. Real floors found in the code:
-#: ``data`` needs nothing but the errors; ``report`` draws and writes with ``stats`` and
-#: ``io`` only and the claims draw through it, so it sits between studies and claims; the CLI
-#: runs the benchmarks.
+#: ``data`` needs nothing but the errors; the limit solvers need only the rule table and the
+#: activation record (the finite networks that mirror a limit train in ``train``), so they sit
+#: just above ``param``; ``report`` draws and writes with ``stats`` and ``io`` only and the
+#: claims draw through it, so it sits between studies and claims; the CLI runs the benchmarks.
 FLOORS: list[tuple[str, ...]] = [
     ("errors", "_version"),
     ("stats", "io", "activations"),
     ("param", "data"),
+    ("limits",),
     ("models",),
     ("train",),
     ("probes",),
-    ("limits",),
     ("studies",),
     ("report",),
     ("claims",),

@@ -9,16 +9,28 @@ the continuous-time ODE the (deterministic, computed) Euler bias is added to the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
+import torch
 
+from depthscale.activations import resolve_activation
 from depthscale.errors import ConfigError
 from depthscale.limits import sde as sde_module
 from depthscale.limits.gaussian import expect_dphi_dphi, expect_phi_phi
 from depthscale.limits.kernel import input_covariance, nngp_kernel, nngp_kernel_euler
 from depthscale.limits.sde import backward_sde, coupled_finite_network, forward_sde
+from depthscale.limits.sde import particles as sde_particles
+from depthscale.limits.sde.coupling import (
+    RECIPE,
+    resnet_branch,
+    resnet_branch_backward,
+    resnet_input,
+)
+from depthscale.models import build
+from depthscale.param.multipliers import ResNetMultipliers, resnet_multipliers
 
 REPLICATES = 16
 
@@ -169,7 +181,7 @@ def test_draws_depend_on_the_seed_only_not_on_the_noise_threads(monkeypatch, inc
     kw = {"increments": increments}
     threaded_fwd = forward_sde(X, "tanh", 1.0, 5, 20_000, 3, **kw)
     threaded_bwd = backward_sde(X, "tanh", 1.0, 5, 20_000, 3, checkpoint_every=2, **kw)
-    monkeypatch.setattr(sde_module, "_PARALLEL_MIN_PARTICLES", 10**12)
+    monkeypatch.setattr(sde_particles, "_PARALLEL_MIN_PARTICLES", 10**12)
     assert np.array_equal(forward_sde(X, "tanh", 1.0, 5, 20_000, 3, **kw).terminal,
                           threaded_fwd.terminal)
     serial_bwd = backward_sde(X, "tanh", 1.0, 5, 20_000, 3, checkpoint_every=1, **kw)
@@ -325,3 +337,58 @@ def test_backward_coupling_error_falls_with_width():
             for n in (64, 1024)]
     # O(1/n): a 16x wider net should cut the error by far more than 2x
     assert errs[1] < errs[0] / 4
+
+
+def _numpy_resnet(x, U, Ws, v, phi, m: ResNetMultipliers):
+    """The coupling's network (its step functions) on given weights: streams ``h_0..h_L``, the
+    output ``a_out v^T h_L`` and the backward states ``g_l = (df/dh_l) / a_out``."""
+    act = resolve_activation(phi)
+    hs = [resnet_input(U, x, m)]
+    for W in Ws:
+        hs.append(hs[-1] + resnet_branch(W, act.phi(hs[-1]), m))
+    gs = [v]
+    for layer in range(len(Ws), 0, -1):
+        back = Ws[layer - 1].T @ gs[0]
+        gs.insert(0, gs[0] + resnet_branch_backward(back, act.dphi(hs[layer - 1]), m))
+    return hs, m.output * float(v @ hs[-1]), gs
+
+
+@pytest.mark.parametrize(("width", "depth", "T", "d", "phi"), [
+    (8, 3, 0.5, 5, "tanh"), (64, 16, 2.0, 3, "relu"), (32, 1, 4.0, 7, "tanh"),
+    (16, 8, 3.0, 2, "relu"),
+])
+def test_the_couplings_numpy_resnet_equals_mlpresnet_under_the_depth_mup_plan(
+        width, depth, T, d, phi):
+    # The torch MLPResNet built under the depth-mup plan, its weights copied into the numpy
+    # network of the couplings (float64 both sides): streams, output and backward states agree
+    # to 1e-10 relative (measured ~1e-15). T != 1 and n > 1 in every case, so a branch
+    # multiplier sqrt(1/(L n)) (no T) or sqrt(T/L) (no 1/sqrt(n)) moves the streams by far more.
+    model, _ = build("resnet1", RECIPE, input_shape=(d,), n_out=1, width=width, depth=depth,
+                     seed=3, plan_options={"T": T}, activation=phi)
+    model = model.double()
+    x = np.random.default_rng(5).standard_normal(d)
+    trace = model.trace(torch.tensor(x[None, :]))
+    grads = torch.autograd.grad(trace.out.sum(), trace.streams)
+    U = model.embed.weight.detach().numpy()
+    Ws = [b.weight.detach().numpy() for b in model.branches]
+    v = model.readout.weight.detach().numpy()[0]
+    m = resnet_multipliers(RECIPE, width=width, depth=depth, d_in=d, T=T)
+    assert m.branch == pytest.approx(math.sqrt(T / (depth * width)), rel=1e-15)
+    assert m.input == pytest.approx(1 / math.sqrt(d), rel=1e-15)
+    assert m.output == pytest.approx(1 / width, rel=1e-15)  # alpha/sqrt(n), alpha = 1/sqrt(n)
+    hs, f, gs = _numpy_resnet(x, U, Ws, v, phi, m)
+    for h, h_torch in zip(hs, trace.streams, strict=True):
+        np.testing.assert_allclose(h, h_torch.detach().numpy()[0], rtol=1e-10, atol=1e-12)
+    assert f == pytest.approx(float(trace.out.detach()), rel=1e-10, abs=1e-14)
+    for g, grad in zip(gs, grads, strict=True):
+        np.testing.assert_allclose(g, grad.numpy()[0] / m.output, rtol=1e-10, atol=1e-12)
+    for wrong in (math.sqrt(1 / (depth * width)), math.sqrt(T / depth)):
+        bad, _, _ = _numpy_resnet(x, U, Ws, v, phi, dataclasses.replace(m, branch=wrong))
+        assert np.abs(bad[-1] - hs[-1]).max() > 1e-3 * np.abs(hs[-1]).max()
+
+
+def test_resnet_multipliers_allow_T_zero_and_refuse_bad_T():
+    m = resnet_multipliers(RECIPE, width=4, depth=2, d_in=3, T=0.0)
+    assert m.branch == 0.0 and m.input == pytest.approx(1 / math.sqrt(3))
+    with pytest.raises(ConfigError, match="T must be"):
+        resnet_multipliers(RECIPE, width=4, depth=2, d_in=3, T=-1.0)

@@ -11,10 +11,10 @@ by +-30% with the seed at K = 100). The reference is the mean of ``R`` independe
 steps); its own error, estimated from the spread of its runs (standard error
 ``sqrt(mean_i var_r / R)``), is reported and enters both methods' errors alike.
 
-Baseline: :func:`~depthscale.limits.train_finite_resnet` with L = M = 1000 (quick: 200), the
-``chizat2lp`` model under the ``mean-ode`` plan, float64 torch, each run timed from build to
-the K-th step; ``baseline_seconds`` is the mean over its seeds. Its error is a sampling term
-in 1/sqrt(L M) plus a depth term in 1/L.
+Baseline: :func:`~depthscale.train.finite_mean_ode.train_finite_resnet` with L = M = 1000
+(quick: 200), the ``chizat2lp`` model under the ``mean-ode`` plan, float64 torch, each run
+timed from build to the K-th step; ``baseline_seconds`` is the mean over its seeds. Its error
+is a sampling term in 1/sqrt(L M) plus a depth term in 1/L.
 
 Ours: the Mean ODE with RK4 in depth, float32, and the ``blocks`` coupling: the stage points'
 Sobol' particle sets are consecutive aligned blocks of one scrambled Sobol' sequence (each an
@@ -60,7 +60,8 @@ from threadpoolctl import threadpool_limits
 
 from depthscale import data as ds_data
 from depthscale.benchmarks.core import BenchResult
-from depthscale.limits.mean_ode import MeanODE, rms_error, train_finite_resnet
+from depthscale.limits.mean_ode import MeanODE, rms_error
+from depthscale.train.finite_mean_ode import train_finite_resnet
 
 __all__ = ["SETTINGS", "run"]
 

@@ -75,8 +75,8 @@ def _limit_nfd(args: argparse.Namespace) -> int:
     """Online SGD in the joint limit (nfd Def. 1) on a teacher stream; outputs and losses."""
     from depthscale import limits
     from depthscale.io.atomic import write_csv
-    from depthscale.limits.online import teacher_stream
     from depthscale.report.figures import new_figure, save_figure
+    from depthscale.train.online import teacher_stream
 
     xs, ys = teacher_stream(args.steps, dim=args.dim, seed=args.seed)
     depth_steps = args.depth_steps or 64

@@ -1,30 +1,34 @@
 """Infinite-width, infinite-depth limits of the ResNet of nfd Eq. (1).
 
-* :mod:`~depthscale.limits.gaussian`: pair expectations ``E[phi(u) phi(v)]`` and
-  ``E[phi'(u) phi'(v)]`` (closed forms for relu, erf, identity; quadrature otherwise).
+* :mod:`~depthscale.limits.gaussian`: ``E[phi(u) phi(v)]`` and ``E[phi'(u) phi'(v)]`` over
+  every pair of a covariance, from the activation record (:mod:`depthscale.activations`:
+  closed forms for relu, erf, identity; quadrature otherwise).
 * :mod:`~depthscale.limits.kernel`: the NNGP kernel ODE (nfd Prop. 3), its finite-depth Euler
   recursion, and the eigenvalue diagnostics of Props. 4-5.
 * :mod:`~depthscale.limits.sde`: forward and backward McKean-Vlasov particle simulators
   (nfd Prop. 2 and 6) and the synchronous coupling of a finite network with its limit.
-* :mod:`~depthscale.limits.nfd` and :mod:`~depthscale.limits.online`: the NFD training limit
-  (Def. 1) and the finite networks it describes, trained by online SGD on the teacher stream.
-* :mod:`~depthscale.limits.mean_ode`: Chizat's Neural Mean ODE and its brute-force ResNet.
+* :mod:`~depthscale.limits.nfd`: the NFD training limit (Def. 1, App. G Eq. 15) and the
+  first-order kernel of one step.
+* :mod:`~depthscale.limits.mean_ode`: Chizat's Neural Mean ODE and its tangent ODE
+  (chizat Eq. 10-14, 18-21).
+
+The finite networks these limits describe are trained in :mod:`depthscale.train`
+(:mod:`~depthscale.train.online`, :mod:`~depthscale.train.finite_mean_ode`).
 """
 
 from __future__ import annotations
 
-from depthscale.limits.gaussian import (
+from depthscale.activations import (
     CLOSED_FORMS,
     DEFAULT_NODES,
     PHI_NAMES,
     Activation,
     PhiLike,
-    expect_dphi_dphi,
-    expect_phi_phi,
     expect_phi_sq,
     pair_expectation,
     resolve_activation,
 )
+from depthscale.limits.gaussian import expect_dphi_dphi, expect_phi_phi
 from depthscale.limits.kernel import (
     METHODS,
     input_covariance,
@@ -39,7 +43,6 @@ from depthscale.limits.mean_ode import (
     DEPTH_METHODS,
     PARTICLE_COUPLINGS,
     PARTICLE_SAMPLERS,
-    FiniteResNetResult,
     MeanODE,
     MeanODEResult,
     TangentODE,
@@ -48,7 +51,6 @@ from depthscale.limits.mean_ode import (
     lazy_limit,
     rms_error,
     stage_count,
-    train_finite_resnet,
 )
 from depthscale.limits.nfd import (
     COUPLINGS,
@@ -90,7 +92,6 @@ __all__ = [
     "BackwardSDEResult",
     "CholeskyRows",
     "CouplingResult",
-    "FiniteResNetResult",
     "ForwardSDEResult",
     "MeanODE",
     "MeanODEResult",
@@ -120,5 +121,4 @@ __all__ = [
     "resolve_activation",
     "rms_error",
     "stage_count",
-    "train_finite_resnet",
 ]

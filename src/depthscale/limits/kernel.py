@@ -44,14 +44,14 @@ import numpy as np
 import scipy.linalg
 from scipy.integrate import solve_ivp
 
-from depthscale.errors import ConfigError
-from depthscale.limits.gaussian import (
+from depthscale.activations import (
     DEFAULT_NODES,
     Activation,
     PhiLike,
     pair_expectation,
     resolve_activation,
 )
+from depthscale.errors import ConfigError
 
 __all__ = [
     "METHODS",
@@ -86,7 +86,8 @@ def input_covariance(X: np.ndarray) -> np.ndarray:
         )
     if not np.all(np.isfinite(arr)):
         raise ConfigError("inputs X contain NaN or inf; clean or impute them first")
-    return arr @ arr.T / d
+    sigma0: np.ndarray = arr @ arr.T / d
+    return sigma0
 
 
 def _check_time(value: float, name: str) -> float:
@@ -310,9 +311,11 @@ def nngp_kernel(
     inputs at T = 1 and the default tolerances: ~1e-11 relative error (see the ``kernel``
     benchmark).
     """
-    return kernel_path(
+    path = kernel_path(
         X, phi, [_check_time(T, "T")], rtol=rtol, atol=atol, method=method, nodes=nodes
-    )[0]
+    )
+    kernel: np.ndarray = path[0]
+    return kernel
 
 
 def nngp_kernel_euler(

@@ -29,18 +29,7 @@ of Definition 1), the forward and backward families independent. The moments ``E
 over ``P`` particles (the mean-field interacting particle system); ``f^(k)`` is the particle
 average of ``g_T^(k) h_T^(k)``.
 
-Growing Brownian motions. ``Sigma_l`` and ``Theta_l`` gain one row and column per step. Their
-lower Cholesky factors are extended by one row (a triangular solve, O(k^2)), and the new atom is
-``z^(k) = sum_{j<k} F_kj xi^(j) + F_kk xi^(k)`` with the particle's stored whitened past
-increments ``xi^(j)`` and one fresh standard normal ``xi^(k)``: exactly the conditional law of the
-new increment given the particle's past ones, which are never redrawn.
-
-Semidefinite (jitter-free) rule. A new pivot ``F_kk^2 = Sigma_kk - |F_k,<k|^2`` at or below
-``1e-10 Sigma_kk`` (float64; ``1e-5`` in float32) is set to zero: the new vector is, to that
-precision, a combination of earlier ones (e.g. a duplicate input at ``eta_c = 0``), its atom is
-that same combination of earlier atoms, and that direction is skipped in later solves (its
-column stays zero). Duplicate inputs therefore give identical atoms, never NaN; the variance
-dropped is at most ``1e-10 Sigma_kk``. No jitter is added anywhere.
+Growing Brownian motions and the semidefinite rule: :mod:`depthscale.limits.nfd.cholesky`.
 
 Forward-backward coupling (``coupling``):
 
@@ -69,7 +58,8 @@ Forward-backward coupling (``coupling``):
   the paths through ``g_{l-2}, ..., g_0`` and ``h_0``'s drift, which add ``O(tau)`` per layer and
   do **not** vanish as ``L -> infinity``. This mode is the infinite-width limit of the standard
   (backprop) network at depth ``L``; its first step reproduces the standard neural tangent
-  kernel of :func:`ntk_kernel`, while ``"none"`` and ``"eq15"`` reproduce (as ``L`` grows) the
+  kernel of :func:`~depthscale.limits.nfd.ntk.ntk_kernel`, while ``"none"`` and ``"eq15"``
+  reproduce (as ``L`` grows) the
   decoupled one. The Stein estimates add a variance of order ``k / P`` to the particles (their
   common Monte Carlo error): keep ``P >> K``.
 
@@ -92,165 +82,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.linalg
-import scipy.special
 from threadpoolctl import threadpool_limits
 
+from depthscale.activations import Activation, PhiLike, resolve_activation
 from depthscale.errors import ConfigError
-from depthscale.limits.gaussian import (
-    DEFAULT_NODES,
-    Activation,
-    PhiLike,
-    expect_dphi_dphi,
-    expect_phi_phi,
-    resolve_activation,
-)
+from depthscale.limits.checks import check_int
 from depthscale.limits.kernel import input_covariance, min_eigenvalue
-from depthscale.limits.sde import DTYPES, _psd_factor
+from depthscale.limits.nfd.cholesky import CholeskyRows
+from depthscale.limits.nfd.losses import check_loss, loss_derivative, loss_value
+from depthscale.limits.sde.particles import DTYPES
 
-__all__ = [
-    "COUPLINGS",
-    "FACTOR_UPDATES",
-    "LOSSES",
-    "NFD",
-    "NTK_BACKWARDS",
-    "CholeskyRows",
-    "NFDResult",
-    "loss_derivative",
-    "loss_value",
-    "ntk_kernel",
-]
+__all__ = ["COUPLINGS", "FACTOR_UPDATES", "NFD", "NFDResult"]
 
 COUPLINGS: tuple[str, ...] = ("none", "eq15", "full")
-LOSSES: tuple[str, ...] = ("mse", "logistic")
 FACTOR_UPDATES: tuple[str, ...] = ("extend", "refactor")
-NTK_BACKWARDS: tuple[str, ...] = ("standard", "decoupled")
 _PIVOT_RTOL = {np.float64: 1e-10, np.float32: 1e-5}
-
-
-# ---- losses ---------------------------------------------------------------------------------
-def _check_loss(loss: str) -> str:
-    if loss not in LOSSES:
-        raise ConfigError(f"unknown loss {loss!r}; choose one of: {', '.join(LOSSES)}")
-    return loss
-
-
-def loss_value(loss: str, f: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
-    """``L(f, y)`` of nfd Sec. 2: ``(f - y)^2 / 2`` (``"mse"``) or ``log(1 + exp(-y f))``
-    (``"logistic"``, labels ``y`` in {-1, +1}). Elementwise, float64."""
-    fa, ya = np.asarray(f, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if _check_loss(loss) == "mse":
-        return 0.5 * (fa - ya) ** 2
-    return np.logaddexp(0.0, -ya * fa)
-
-
-def loss_derivative(loss: str, f: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
-    """``L'(f, y) = dL/df``, the factor of every SGD update (nfd App. E): ``f - y`` (``"mse"``)
-    or ``-y / (1 + exp(y f))`` (``"logistic"``). Elementwise, float64."""
-    fa, ya = np.asarray(f, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if _check_loss(loss) == "mse":
-        return fa - ya
-    return -ya * scipy.special.expit(-ya * fa)
-
-
-# ---- the growing Cholesky factor ------------------------------------------------------------
-class CholeskyRows:
-    """Lower Cholesky factor of a covariance that grows by one row and column per step.
-
-    The factor of the Brownian covariances ``Sigma_t^(k)`` / ``Theta_t^(k)`` of nfd Def. 1
-    (module docstring). :meth:`extend` appends row ``k`` from the new covariance column
-    (forward substitution, O(k^2)); earlier rows never change, so atoms drawn as
-    ``F_k . xi`` keep their values. Pivots with ``F_kk^2 <= rtol Sigma_kk`` are set to zero and
-    their direction is skipped in later solves (the semidefinite rule of the module docstring).
-    ``refactor=True`` instead recomputes the whole factor with LAPACK's Cholesky every step
-    (O(k^3); the ``nfd`` benchmark's baseline), falling back to :meth:`extend`'s row when that
-    Cholesky fails (a singular covariance).
-    """
-
-    def __init__(self, capacity: int, rtol: float = 1e-10, *, refactor: bool = False) -> None:
-        self.factor = np.zeros((capacity, capacity), dtype=np.float64)
-        self.active = np.zeros(capacity, dtype=bool)
-        self.size = 0
-        self.rtol = float(rtol)
-        self.refactor = refactor
-        self._all_active = True
-        self._cov = np.zeros((capacity, capacity)) if refactor else None
-
-    def _active_index(self) -> np.ndarray:
-        return np.flatnonzero(self.active[: self.size])
-
-    def solve_lower(self, b: np.ndarray) -> np.ndarray:
-        """``r`` with ``F_{<k} r = b`` on the active directions, zero on skipped ones."""
-        k = self.size
-        if k == 0:
-            return np.zeros((0, *b.shape[1:]))
-        if self._all_active:
-            return scipy.linalg.solve_triangular(
-                self.factor[:k, :k], b, lower=True, check_finite=False
-            )
-        idx = self._active_index()
-        out = np.zeros((k, *b.shape[1:]))
-        if idx.size:
-            out[idx] = scipy.linalg.solve_triangular(
-                self.factor[np.ix_(idx, idx)], b[idx], lower=True, check_finite=False
-            )
-        return out
-
-    def solve_upper(self, e: np.ndarray) -> np.ndarray:
-        """``rho`` with ``F^T rho = e`` on the active directions, zero on skipped ones (Stein)."""
-        k = self.size
-        if k == 0:
-            return np.zeros((0, *e.shape[1:]))
-        if self._all_active:
-            return scipy.linalg.solve_triangular(
-                self.factor[:k, :k], e, lower=True, trans="T", check_finite=False
-            )
-        idx = self._active_index()
-        out = np.zeros((k, *e.shape[1:]))
-        if idx.size:
-            out[idx] = scipy.linalg.solve_triangular(
-                self.factor[np.ix_(idx, idx)], e[idx], lower=True, trans="T", check_finite=False
-            )
-        return out
-
-    def extend(self, column: np.ndarray) -> np.ndarray:
-        """Append row ``k`` given ``column = Cov[0..k, k]`` (length k + 1); returns the row."""
-        k = self.size
-        if k >= self.factor.shape[0]:
-            raise ConfigError(f"factor capacity {self.factor.shape[0]} exceeded")
-        col = np.asarray(column, dtype=np.float64)
-        if self._cov is not None:
-            self._cov[: k + 1, k] = col
-            self._cov[k, : k + 1] = col
-            if self._all_active:
-                try:
-                    full = np.linalg.cholesky(self._cov[: k + 1, : k + 1])
-                except np.linalg.LinAlgError:
-                    full = None
-                if full is not None and full[k, k] ** 2 > self.rtol * col[k]:
-                    self.factor[: k + 1, : k + 1] = full
-                    self.active[k] = True
-                    self.size = k + 1
-                    return self.factor[k, : k + 1]
-        r = self.solve_lower(col[:k])
-        pivot2 = float(col[k] - r @ r)
-        self.factor[k, :k] = r
-        if col[k] > 0 and pivot2 > self.rtol * col[k]:
-            self.factor[k, k] = math.sqrt(pivot2)
-            self.active[k] = True
-        else:
-            self.factor[k, k] = 0.0
-            self.active[k] = False
-            self._all_active = False
-        self.size = k + 1
-        return self.factor[k, : k + 1]
-
-    def block(self, cross: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Factor of ``m`` extra rows without committing them: ``(R, F_e)`` with
-        ``R = cross^T F^{-T}`` (m x k) and ``F_e F_e^T = cov - R R^T`` (m x m, a PSD factor)."""
-        r_t = self.solve_lower(cross)  # (k, m)
-        schur = cov - r_t.T @ r_t
-        return np.ascontiguousarray(r_t.T), _psd_factor(0.5 * (schur + schur.T))
 
 
 # ---- results and the simulator --------------------------------------------------------------
@@ -281,12 +127,6 @@ class NFDResult:
     theta: np.ndarray
     coupling: str
     settings: dict[str, Any] = field(default_factory=dict)
-
-
-def _positive_int(value: int, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
 
 
 def _coupling_name(coupling: bool | str) -> str:
@@ -351,15 +191,15 @@ class NFD:
         eta = float(self.eta_c)
         if not math.isfinite(eta) or eta < 0:
             raise ConfigError(f"eta_c must be a finite number >= 0; got {self.eta_c!r}")
-        _positive_int(self.depth_steps, "depth_steps")
-        _positive_int(self.particles, "particles", 2)
+        check_int(self.depth_steps, "depth_steps")
+        check_int(self.particles, "particles", 2)
         if self.antithetic and self.particles % 2:
             raise ConfigError(f"antithetic particles come in pairs; got particles={self.particles}")
-        _check_loss(self.loss)
+        check_loss(self.loss)
         _coupling_name(self.coupling)
-        _positive_int(self.seed, "seed", 0)
+        check_int(self.seed, "seed", 0)
         if self.eig_every is not None:
-            _positive_int(self.eig_every, "eig_every")
+            check_int(self.eig_every, "eig_every")
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(DTYPES)}")
         if self.factor_update not in FACTOR_UPDATES:
@@ -638,69 +478,3 @@ class _Run:
                 "factor_update": cfg.factor_update,
             },
         )
-
-
-# ---- the first-order kernel -----------------------------------------------------------------
-def ntk_kernel(
-    X: np.ndarray,
-    phi: PhiLike = "relu",
-    T: float = 1.0,
-    depth_steps: int = 64,
-    *,
-    backward: str = "standard",
-    nodes: int = DEFAULT_NODES,
-) -> np.ndarray:
-    """The first-order (neural tangent) kernel of nfd Eq. (1) at ``alpha = 1/sqrt(n)``,
-    ``eta = eta_c n``, infinite width, depth ``L = depth_steps``: one SGD step on ``(x, y)``
-    changes the output at ``x'`` by ``-eta_c L'(f, y) K(x, x') + O(eta_c^2)``.
-
-    Derivation. To first order in the step, ``Delta f(x') = -eta L' sum_theta
-    df(x')/dtheta . df(x)/dtheta``. With App. E's gradients (``g_l = n df/dh_l``):
-    read-out ``df/dv = h_L / n`` gives ``eta n^-2 <h'_L, h_L> = eta_c <h'_L, h_L>/n``; branch
-    ``df/dW_l = sqrt(tau/n) (g_l/n) phi(h_{l-1})^T`` gives
-    ``eta_c tau (<g'_l, g_l>/n)(<phi'_{l-1}, phi_{l-1}>/n)``; input
-    ``df/dU = (g_0/n) x^T/sqrt(d)`` gives ``eta_c (<g'_0, g_0>/n) <x', x>/d``. In the limit
-    (at initialisation the gradient independence assumption is exact):
-    ``<h'_l, h_l>/n -> C_l`` with ``C_0 = X X^T/d``, ``C_l = C_{l-1} + tau E[phi phi](C_{l-1})``
-    (the Euler NNGP recursion, :func:`~depthscale.limits.kernel.nngp_kernel_euler`; so
-    ``tau E[phi phi](C_{l-1}) = C_l - C_{l-1}``), and ``<g'_l, g_l>/n -> Theta_l`` with
-    ``Theta_L = 1``, ``Theta_{l-1} = Theta_l * (1 + tau E[phi' phi'](C_{l-1}))`` (the backward
-    second moments, nfd Prop. 6). Hence (``"standard"``)::
-
-        K = Theta_0 * C_0 + sum_{l=1}^{L} Theta_l * (C_l - C_{l-1}) + C_L       (entrywise)
-
-    ``"decoupled"`` is the network of nfd Cor. 1 (backward through ``W~_0 + (W - W_0)``): the
-    update direction is then the pseudo-gradient ``g~``, while the change of ``f(x')`` is still
-    read through the true Jacobian, so ``Theta_l`` becomes ``lim <g'_l, g~_l>/n = 1`` (the
-    increments through ``W_0^T`` and ``W~_0^T`` are independent and centred):
-    ``K = C_0 + (C_L - C_0) + C_L = 2 C_L``. It is also what NFD Definition 1 gives: its first
-    step changes ``f`` by ``E[g^_T Delta h_T] - eta_c L' E[h_T h'_T]`` with
-    ``E[g^_T g_t^(0)] = E[g^_T^2] = 1``. The two differ by
-    ``C_0 (Theta_0 - 1) + sum_l (Theta_l - 1)(C_l - C_{l-1})``, which converges to a non-zero
-    limit as ``L -> infinity`` (``Theta_t = exp(int_t^T E[phi' phi'] ds)``): the O(1) effect of
-    the forward-backward response terms (``coupling="full"`` of :class:`NFD`).
-
-    Cost: ``L`` evaluations of each pair expectation on ``N x N`` (O(L N^2) for closed-form phi,
-    O(L N^2 nodes^2) otherwise); memory O(L N^2). Returns ``(N, N)`` float64.
-    """
-    if backward not in NTK_BACKWARDS:
-        raise ConfigError(
-            f"unknown backward {backward!r}; choose one of: {', '.join(NTK_BACKWARDS)}"
-        )
-    act = resolve_activation(phi)
-    L = _positive_int(depth_steps, "depth_steps")
-    T = float(T)
-    if not math.isfinite(T) or T < 0:
-        raise ConfigError(f"T must be a finite time >= 0; got {T!r}")
-    tau = T / L
-    path = [input_covariance(X)]
-    for _ in range(L):
-        path.append(path[-1] + tau * expect_phi_phi(path[-1], act, nodes=nodes))
-    if backward == "decoupled":
-        return 2.0 * path[-1]
-    kernel = path[-1].copy()
-    theta = np.ones_like(kernel)
-    for layer in range(L, 0, -1):
-        kernel += theta * (path[layer] - path[layer - 1])
-        theta = theta * (1.0 + tau * expect_dphi_dphi(path[layer - 1], act, nodes=nodes))
-    return kernel + theta * path[0]
