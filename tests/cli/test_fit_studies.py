@@ -112,3 +112,18 @@ def test_fit_per_recipe_gives_eta_star_and_its_spread_across_depths(
     capsys.readouterr()
     assert main(["fit", str(out)]) == 2
     assert "differ in recipe" in capsys.readouterr().err
+
+
+def test_fit_and_the_laws_claims_share_one_analysis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`depthscale fit` prints the law the laws claims compute (stats.sweeps.lr_power_law)."""
+    from depthscale.stats.sweeps import lr_power_law
+
+    text = (_HEAD.format(model="resnet1", recipe='recipe = "laws"\n')
+            + "[grid]\ndepth = [1, 2, 4]\nwidth = [8]\nseed = [0, 1]\n"
+            + "lr = [0.01, 0.1, 1.0, 10.0]\n" + '[analysis]\ncriterion = "running"\n')
+    out, _, fit = _sweep_and_fit(tmp_path, "law", text, capsys)
+    law = lr_power_law([r for r in _records(out) if r["status"] != "failed"], "running")
+    assert fit["slope"] == law.fit.slope and fit["slope_ci"] == list(law.fit.slope_ci)
+    assert fit["slope_bootstrap_ci"] == [v if math.isfinite(v) else None for v in law.boot_ci]

@@ -122,8 +122,9 @@ def _write_fit(out: Path, payload: dict[str, Any], fig: Any) -> None:
 
 def _fit_lr(done: list[dict[str, Any]], analysis: Any, axis: str, out: Path) -> None:
     """eta* per (group, size), its spread and weighted power law per group (laws Sec. 4.1):
-    :func:`~depthscale.stats.sweeps.optimal_lrs` -> :func:`~depthscale.stats.sweeps.seed_summary`
-    -> :func:`~depthscale.stats.sweeps.wls_power_law`, the functions the laws claims use."""
+    :func:`~depthscale.stats.sweeps.optimal_lrs`, then per group
+    :func:`~depthscale.stats.sweeps.optima_power_law`, the analysis the laws claims run
+    (:func:`~depthscale.stats.sweeps.lr_power_law`)."""
     from depthscale.report.figures import new_figure
     from depthscale.stats.sweeps import grid_signals, lr_spread, optimal_lrs, seed_summary
 
@@ -185,13 +186,15 @@ def _print_optima(summaries: list[Any], signals: dict[tuple[Any, int], Any], opt
 def _fit_group(ax: Any, g: Any, spread: float, summaries: list[Any], optima: list[Any],
                analysis: Any, axis: str) -> dict[str, Any]:
     """One group's power law of eta* (printed, drawn on ``ax``) and its fit.json entry."""
-    from depthscale.stats.sweeps import bootstrap_slope_ci, wls_power_law
+    from depthscale.stats.sweeps import optima_power_law
 
     group = analysis.group
     part = [s for s in summaries if s.group == g]
     name = f"{group} {g}: " if group else ""
-    fit = wls_power_law(part) if len(part) >= 3 else None
-    boot = (math.nan, math.nan)
+    # the laws claims' analysis (stats.sweeps.lr_power_law): WLS law and its seed bootstrap
+    law = optima_power_law([o for o in optima if o.group == g]) if len(part) >= 3 else None
+    fit = None if law is None else law.fit
+    boot = (math.nan, math.nan) if law is None else law.boot_ci
     if fit is None:
         print(f"{name}no power-law fit (needs >= 3 sizes, has {len(part)})")
     else:
@@ -201,7 +204,6 @@ def _fit_group(ax: Any, g: Any, spread: float, summaries: list[Any], optima: lis
               f"slope 95% CI [{fmt(fit.slope_ci[0])}, {fmt(fit.slope_ci[1])}], R^2 "
               f"{fit.r2:.3f} (weighted least squares, {weights})")
         if analysis.aggregate == "optima":
-            boot = bootstrap_slope_ci([o for o in optima if o.group == g])
             print(f"{name}slope 95% seed-bootstrap interval [{fmt(boot[0])}, "
                   f"{fmt(boot[1])}]")
     print(f"{name}spread of log10 eta* across {axis}s (max - min): {spread:.3f} decades")
