@@ -1,5 +1,5 @@
 """Diagnostics as functions of (model, data): coordinate checks with a verdict, the LR-transfer
-check, two-layer-block updates."""
+check, two-layer-block updates (and a training hook recording them)."""
 
 from depthscale.probes.ammup import UpdateEnergy, update_energy
 from depthscale.probes.collapse import snapshot, two_layer_updates
@@ -14,6 +14,7 @@ from depthscale.probes.coord_check import (
     measure_point,
 )
 from depthscale.probes.lr_transfer import TransferReport, TransferSize, lr_transfer_check
+from depthscale.probes.update_hooks import two_layer_update_hook
 
 __all__ = [
     "LAYER_TYPES",
@@ -29,6 +30,7 @@ __all__ = [
     "lr_transfer_check",
     "measure_point",
     "snapshot",
+    "two_layer_update_hook",
     "two_layer_updates",
     "update_energy",
 ]
