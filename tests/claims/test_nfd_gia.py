@@ -28,13 +28,12 @@ import math
 import numpy as np
 import pytest
 
-from depthscale.claims.nfd_limits import (
+from depthscale.claims.nfd.series import (
     GAP_BAND,
-    _finite_run,
     finite_outputs,
+    finite_run,
     limit_gia_gap,
     nfd_outputs,
-    online_sgd_finite,
     series_route,
     size_series,
     solver_T,
@@ -43,6 +42,7 @@ from depthscale.claims.nfd_limits import (
 from depthscale.errors import ConfigError
 from depthscale.fits import loglog_slope
 from depthscale.limits.nfd import NFD, ntk_kernel
+from depthscale.limits.online import online_sgd_finite
 from depthscale.models import build
 
 
@@ -305,10 +305,10 @@ def test_finite_outputs_are_memoised_and_not_shared_mutable():
     kw = {"width": 8, "depth": 2, "backward": "standard", "pairs": 1, "seed": 0, "steps": 2,
           "dim": 3, "eta_c": 0.1}
     first = finite_outputs("resnet1", "depth-mup", **kw)
-    hits = _finite_run.cache_info().hits
+    hits = finite_run.cache_info().hits
     first[:] = 99.0
     again = finite_outputs("resnet1", "depth-mup", **kw)
-    assert _finite_run.cache_info().hits == hits + 2  # both nets of the pair
+    assert finite_run.cache_info().hits == hits + 2  # both nets of the pair
     assert again.shape == (1, 2, 2) and not np.any(again == 99.0)
 
 

@@ -25,7 +25,7 @@ from torch.func import functional_call
 from depthscale import data as ds_data
 from depthscale.claims.common import claim_dataset, run_claim_study
 from depthscale.claims.nfd import ARM_LABELS, corrected_arms, transfer_tables
-from depthscale.claims.nfd_limits import (
+from depthscale.claims.nfd import (
     SizeSeries,
     finite_measured,
     finite_outputs,
