@@ -42,8 +42,6 @@ CLAIMS_USERS = {"cli", "experiments"}
 #: Beyond the standard library, the only third-party imports of the leaves.
 LEAF_THIRD_PARTY = {"stats": {"numpy", "scipy"}, "io": set(), "errors": set(),
                     "_version": set()}
-#: The first line of a module kept only so claims/ imports its old path until the merge.
-TEMP_MARK = "# TEMP re-export for claims/, removed at merge"
 
 
 def _module_name(path: Path) -> str:
@@ -79,8 +77,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 
 def _sources() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py")
-                  if not p.read_text(encoding="utf-8").startswith(TEMP_MARK))
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def test_every_package_has_a_floor() -> None:
@@ -92,15 +89,15 @@ def test_imports_point_down_the_floors_only() -> None:
     wrong = []
     for path in _sources():
         me = _package(_module_name(path))
-        if me is None or me == "claims" or me not in FLOOR:
-            continue  # the root: checked below; claims/: being rewritten; no floor: see above
+        if me is None or me not in FLOOR:
+            continue  # the root: checked below; no floor: see above
         for line, target in _imports(path):
             them = _package(target)
             if them is None or them == me:
                 continue
             where = f"{path.relative_to(SRC)}:{line} imports {target}"
             if them not in FLOOR:
-                wrong.append(f"{where}: {them} is no layer (a TEMP re-export?)")
+                wrong.append(f"{where}: {them} is no layer")
             elif FLOOR[them] >= FLOOR[me]:
                 wrong.append(f"{where}: {me} (floor {FLOOR[me]}) may not import {them} "
                              f"(floor {FLOOR[them]})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from depthscale.claims.nfd import fig2_best
+from depthscale.claims.nfd.horizon import fig2_best
 
 
 def test_fig2_best_T_skips_horizons_where_a_seed_diverged() -> None:

@@ -28,13 +28,12 @@ import math
 import numpy as np
 import pytest
 
-from depthscale.claims.nfd_limits import (
+from depthscale.claims.nfd.series import (
     GAP_BAND,
-    _finite_run,
     finite_outputs,
+    finite_run,
     limit_gia_gap,
     nfd_outputs,
-    online_sgd_finite,
     series_route,
     size_series,
     solver_T,
@@ -44,6 +43,7 @@ from depthscale.errors import ConfigError
 from depthscale.limits.nfd import NFD, ntk_kernel
 from depthscale.models import build
 from depthscale.stats.fits import loglog_slope
+from depthscale.train.online import online_sgd_finite
 
 
 # ---- 1. one SGD step of a tiny net, by hand ------------------------------------------------
@@ -305,10 +305,10 @@ def test_finite_outputs_are_memoised_and_not_shared_mutable():
     kw = {"width": 8, "depth": 2, "backward": "standard", "pairs": 1, "seed": 0, "steps": 2,
           "dim": 3, "eta_c": 0.1}
     first = finite_outputs("resnet1", "depth-mup", **kw)
-    hits = _finite_run.cache_info().hits
+    hits = finite_run.cache_info().hits
     first[:] = 99.0
     again = finite_outputs("resnet1", "depth-mup", **kw)
-    assert _finite_run.cache_info().hits == hits + 2  # both nets of the pair
+    assert finite_run.cache_info().hits == hits + 2  # both nets of the pair
     assert again.shape == (1, 2, 2) and not np.any(again == 99.0)
 
 

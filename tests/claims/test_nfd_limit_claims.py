@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-import depthscale.claims.nfd_limits as nfd_limits
+from depthscale.claims.nfd import eigenvalues
+from depthscale.claims.nfd.series import limit_gia_gap
 from depthscale.claims.registry import CLAIMS, PLANNED
 from depthscale.claims.reproduce import reproduce
 from depthscale.report import validate_results
+from depthscale.train.online import online_sgd_finite, teacher_stream
 
 OURS = ("nfd-thm1", "nfd-fig6")
 
@@ -19,7 +21,7 @@ OURS = ("nfd-thm1", "nfd-fig6")
 @pytest.fixture
 def smoke_claims(monkeypatch: pytest.MonkeyPatch) -> None:
     """Our claims' quick settings replaced by their smoke settings, and runnable by id."""
-    assert nfd_limits.__name__ in {c.run.__module__ for c in CLAIMS.values()}
+    assert eigenvalues.__name__ in {c.run.__module__ for c in CLAIMS.values()}
     for cid in OURS:
         c = CLAIMS[cid]
         monkeypatch.setitem(CLAIMS, cid,
@@ -58,17 +60,17 @@ def test_nfd_limit_claims_run_and_claims_json_validates(smoke_claims: None, tmp_
     assert fig6["measured"]["min_eig_sigma_over_solver_floor"] > 1e6
 
 
-def _trend(values: list[list[float]], ratio: float = 10.0) -> nfd_limits._EigTrend:
-    return nfd_limits._eig_trend("sigma", [100, 200, 400], values, ratio)
+def _trend(values: list[list[float]], ratio: float = 10.0) -> eigenvalues.EigTrend:
+    return eigenvalues.eig_trend("sigma", [100, 200, 400], values, ratio)
 
 
 def test_fig6_trend_supports_a_resolved_growth_and_its_slope_is_the_fit_of_the_means():
     tr = _trend([[1.0, 1.1, 0.9], [2.0, 2.2, 1.8], [4.0, 4.4, 3.6]])
     assert tr.slope == pytest.approx(1.0) and tr.at_floor == ()
     assert tr.ci[0] > 0.5 and tr.ci[1] < 1.5
-    findings = nfd_limits._eig_findings(tr, "decide")
+    findings = eigenvalues.eig_findings(tr, "decide")
     assert [f for f, _ in findings.values()] == ["supports", "supports"]
-    shrinking = nfd_limits._eig_findings(_trend([[4.0, 4.4, 3.6], [2.0, 2.2, 1.8],
+    shrinking = eigenvalues.eig_findings(_trend([[4.0, 4.4, 3.6], [2.0, 2.2, 1.8],
                                                  [1.0, 1.1, 0.9]]), "decide")
     assert shrinking["Sigma (l = 0..L) grows with width"][0] == "contradicts"
 
@@ -77,17 +79,17 @@ def test_fig6_trend_at_its_sampling_floor_or_the_solver_floor_is_not_a_trend():
     # at n = 200 the repeats' SD (1.53) exceeds their mean (1.0): the point slope means nothing
     noisy = _trend([[1.0, 1.1, 0.9], [0.01, 2.99, 0.0], [4.0, 4.4, 3.6]])
     assert noisy.at_floor == (200,)
-    grows = nfd_limits._eig_findings(noisy, "more repeats")["Sigma (l = 0..L) grows with width"]
+    grows = eigenvalues.eig_findings(noisy, "more repeats")["Sigma (l = 0..L) grows with width"]
     assert grows[0] == "undecided" and "sampling floor" in grows[1] and "more repeats" in grows[1]
-    singular = nfd_limits._eig_findings(_trend([[1e-16, 2e-16]] * 3, ratio=0.3), "x")
+    singular = eigenvalues.eig_findings(_trend([[1e-16, 2e-16]] * 3, ratio=0.3), "x")
     assert singular["Sigma (l = 0..L) > 0"][0] == "contradicts"
     assert singular["Sigma (l = 0..L) grows with width"][0] == "undecided"
 
 
 def test_eig_floor_separates_singular_gram_matrices_from_resolved_ones():
-    xs, ys = nfd_limits.teacher_stream(6, dim=4, seed=0)
+    xs, ys = teacher_stream(6, dim=4, seed=0)
     for width, singular in ((3, True), (64, False)):
-        run = nfd_limits.online_sgd_finite(xs, ys, width=width, depth=2, eta_c=0.1, seed=0,
+        run = online_sgd_finite(xs, ys, width=width, depth=2, eta_c=0.1, seed=0,
                                            track_eigs=True)
         assert run.min_eig_sigma is not None and run.eig_floor_sigma is not None
         # 6 Gram vectors in R^3 are linearly dependent from step k = 3 on (k + 1 > n)
@@ -109,5 +111,5 @@ def test_fig6_refuses_settings_without_a_ci_before_any_run(tmp_path: Path):
 
 
 def test_limit_gia_gap_returns_one_finite_gap_per_depth():
-    gaps = nfd_limits.limit_gia_gap([2, 4], steps=3, particles=256, dim=4)
+    gaps = limit_gia_gap([2, 4], steps=3, particles=256, dim=4)
     assert len(gaps) == 2 and all(g > 0 and g == g for g in gaps)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthscale.claims.nfd import _same_runs, _spread_bootstrap, _spread_noise
+from depthscale.claims.nfd.transfer import same_runs, spread_bootstrap, spread_noise
 from depthscale.stats.sweeps import Optimum
 
 ARMS = ("depth-mup", "nfd-depth")
@@ -32,34 +32,34 @@ def test_spread_noise_is_tukeys_range_of_the_depth_means():
                       "nfd-depth": {3: [0.0, 0.0], 6: [0.0, 0.0], 9: [0.0, 0.0]}})
     s = math.sqrt(0.1 / 3)
     want = stats.studentized_range.ppf(0.95, 3, 3) * s / math.sqrt(2)
-    assert _spread_noise(optima, ARMS, [3, 6, 9], [0.1, 1.0, 10.0]) == pytest.approx(want)
+    assert spread_noise(optima, ARMS, [3, 6, 9], [0.1, 1.0, 10.0]) == pytest.approx(want)
     assert want == pytest.approx(0.763, abs=1e-3)
     # an optimum read off its grid point: at least half a grid step (0.5 decades here)
     flat = _optima({"depth-mup": {3: [0.0, 0.01], 6: [0.0, 0.01], 9: [0.0, 0.01]},
                     "nfd-depth": {3: [0.0, 0.0]}}, refined=False)
-    assert _spread_noise(flat, ARMS, [3, 6, 9], [0.1, 1.0, 10.0]) == pytest.approx(0.5)
+    assert spread_noise(flat, ARMS, [3, 6, 9], [0.1, 1.0, 10.0]) == pytest.approx(0.5)
     one_seed = _optima({"depth-mup": {3: [0.1], 6: [0.2], 9: [0.3]}})
-    assert math.isnan(_spread_noise(one_seed, ARMS, [3, 6, 9], [0.1, 1.0]))
+    assert math.isnan(spread_noise(one_seed, ARMS, [3, 6, 9], [0.1, 1.0]))
 
 
 def test_spread_bootstrap_brackets_the_point_spreads_and_pairs_the_arms():
     logs = {"depth-mup": {3: [0.0, 0.1, 0.2], 6: [0.4, 0.5, 0.6], 9: [0.8, 0.9, 1.0]},
             "nfd-depth": {3: [0.0, 0.1, 0.0], 6: [0.1, 0.0, 0.0], 9: [0.0, 0.0, 0.1]}}
-    boot = _spread_bootstrap(_optima(logs), ARMS, [3, 6, 9], seed=0)
+    boot = spread_bootstrap(_optima(logs), ARMS, [3, 6, 9], seed=0)
     lo, hi = boot["depth-mup"]
     assert lo < 0.8 < hi and lo > 0.5  # point spread 0.9 - 0.1 = 0.8
     d_lo, d_hi = boot["difference"]
     assert d_hi < 0 and d_lo < -0.5
     # identical arms: every resample gives the same spreads, the difference is exactly 0
-    same = _spread_bootstrap(_optima({"depth-mup": logs["depth-mup"],
+    same = spread_bootstrap(_optima({"depth-mup": logs["depth-mup"],
                                       "nfd-depth": logs["depth-mup"]}), ARMS, [3, 6, 9])
     assert same["difference"] == (0.0, 0.0)
     # seeds that agree: a zero-width interval at the point spread
-    fixed = _spread_bootstrap(_optima({"depth-mup": {3: [0.0] * 2, 6: [0.3] * 2},
+    fixed = spread_bootstrap(_optima({"depth-mup": {3: [0.0] * 2, 6: [0.3] * 2},
                                        "nfd-depth": {3: [0.0] * 2, 6: [0.1] * 2}}), ARMS, [3, 6])
     assert fixed["depth-mup"] == pytest.approx((0.3, 0.3))
     assert fixed["difference"] == pytest.approx((-0.2, -0.2))
-    missing = _spread_bootstrap(_optima({"depth-mup": {3: [0.0]}}), ARMS, [3])
+    missing = spread_bootstrap(_optima({"depth-mup": {3: [0.0]}}), ARMS, [3])
     assert all(np.isnan(v).all() for v in missing.values())
 
 
@@ -68,6 +68,6 @@ def test_same_runs_needs_every_twin_equal():
         return {"recipe": arm, "depth": 3, "seed": 0, "eta_c": lr, "last_epoch_train_loss": loss}
 
     same = [row(a, lr, v) for a in ARMS for lr, v in ((0.1, 1.5), (1.0, math.nan))]
-    assert _same_runs(same, ARMS)
-    assert not _same_runs([*same[:3], row("nfd-depth", 1.0, 1.2)], ARMS)
-    assert not _same_runs([row("depth-mup", 0.1, 1.5)], ARMS)  # no Eq. 8 runs at all
+    assert same_runs(same, ARMS)
+    assert not same_runs([*same[:3], row("nfd-depth", 1.0, 1.2)], ARMS)
+    assert not same_runs([row("depth-mup", 0.1, 1.5)], ARMS)  # no Eq. 8 runs at all

@@ -14,7 +14,7 @@ setting (:data:`ENSEMBLE_SETTINGS`), defined before any timing:
 
 * task: online SGD on the teacher stream (d = 16, ReLU, T = 1, eta_c = 0.1), depth L; the
   simulator with ``coupling="none"`` (Def. 1) is the infinite-width limit of the *decoupled*
-  finite net of nfd Cor. 1 at that depth (:func:`~depthscale.claims.nfd_limits.online_sgd_finite`
+  finite net of nfd Cor. 1 at that depth (:func:`~depthscale.train.online.online_sgd_finite`
   with ``backward="decoupled"``, float32, one torch thread);
 * quantity and error: the online outputs ``f^(k)``, ``k < K``; an estimate's error is the RMS
   over k of its outputs minus a reference, the mean of ``ref_runs`` simulator runs at

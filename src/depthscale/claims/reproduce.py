@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from depthscale import __version__
+from depthscale._version import __version__
 from depthscale.claims.registry import CLAIMS, PLANNED, SCALES, ClaimContext
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError, DataError, DepthscaleError

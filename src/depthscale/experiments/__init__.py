@@ -39,8 +39,9 @@ MOVED: dict[str, tuple[str, ...]] = {
     "claims": ("depthscale.claims.registry", "depthscale.claims.verdicts"),
     "reproduce": ("depthscale.claims.reproduce",),
     "nfd": ("depthscale.claims.nfd",),
-    "nfd_init": ("depthscale.claims.nfd_init",),
-    "nfd_limits": ("depthscale.claims.nfd_limits",),
+    "nfd_init": ("depthscale.claims.nfd.coupling", "depthscale.claims.nfd.kernels"),
+    "nfd_limits": ("depthscale.claims.nfd.series", "depthscale.claims.nfd.convergence",
+                   "depthscale.claims.nfd.eigenvalues"),
     "laws": ("depthscale.claims.laws",),
     "chizat": ("depthscale.claims.chizat",),
 }

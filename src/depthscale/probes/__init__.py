@@ -1,6 +1,6 @@
 """Diagnostics as functions of (model, data): coordinate checks with a verdict, the LR-transfer
-check, two-layer-block updates, each layer's own update per block (ResNets with k-layer blocks,
-the GPT)."""
+check, two-layer-block updates (and a training hook recording them), each layer's own update
+per block (ResNets with k-layer blocks, the GPT)."""
 
 from depthscale.probes.ammup import UpdateEnergy, update_energy
 from depthscale.probes.block_updates import (
@@ -21,6 +21,7 @@ from depthscale.probes.coord_check import (
     measure_point,
 )
 from depthscale.probes.lr_transfer import TransferReport, TransferSize, lr_transfer_check
+from depthscale.probes.update_hooks import two_layer_update_hook
 
 __all__ = [
     "LAYER_TYPES",
@@ -40,6 +41,7 @@ __all__ = [
     "measure_point",
     "snapshot",
     "transformer_updates",
+    "two_layer_update_hook",
     "two_layer_updates",
     "update_energy",
 ]

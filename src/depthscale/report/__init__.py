@@ -7,7 +7,6 @@ writes, CSV).
 
 from __future__ import annotations
 
-from depthscale.io.atomic import write_csv  # TEMP re-export for claims/, removed at merge
 from depthscale.report.console import console_table
 from depthscale.report.files import CLAIMS_FILE, read_claims_json, write_claims_json
 from depthscale.report.html import INDEX_FILE, render_index_html, write_index_html
@@ -33,6 +32,5 @@ __all__ = [
     "validate_result",
     "validate_results",
     "write_claims_json",
-    "write_csv",  # TEMP re-export for claims/, removed at merge
     "write_index_html",
 ]

@@ -7,7 +7,7 @@ tests, and the verdict classes keep their CLAIMS.md meaning. Every number is mea
 the helpers the nfd claims use: the nfd-transfer study and its LR-optimum analysis
 (:mod:`depthscale.claims.nfd`, :mod:`depthscale.stats.sweeps`), the own-update probes of
 nfd App. H (Eq. 27, Eq. 33-34; :mod:`depthscale.probes.block_updates`), and the finite-net and
-NFD-solver runs of nfd-thm1 (:mod:`depthscale.claims.nfd_limits`).
+NFD-solver runs of nfd-thm1 (:mod:`depthscale.claims.nfd`).
 
 Each claim is written as settings -> ``measure_*`` (numbers and CSV rows) -> ``judge_*`` (the
 verdict by :mod:`depthscale.claims.verdicts`) -> a ``draw_*`` of :mod:`.figures`; shared

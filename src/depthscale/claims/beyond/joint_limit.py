@@ -3,11 +3,11 @@
 n and L grow together along each path n = scale L^power of
 ``paths``; at each point, online SGD (batch 1, MSE, eta_c, ``steps`` teacher samples) of
 ``pairs`` antithetic pairs of depth-muP ResNets (nfd Eq. 1) as in nfd-thm1
-(:func:`~depthscale.claims.nfd_limits.finite_outputs`), against the NFD solver's Def. 1
+(:func:`~depthscale.claims.nfd.finite_outputs`), against the NFD solver's Def. 1
 (``coupling="none"``) at ``ref_depth`` depth steps, the L -> infinity limit.
 
 Error along a path: RMS over steps of the pair-mean output minus Def. 1, its log-log slope
-in L with a 95% pair-jackknife CI (:func:`~depthscale.claims.nfd_limits.size_series`, as
+in L with a 95% pair-jackknife CI (:func:`~depthscale.claims.nfd.size_series`, as
 nfd-thm1's depth sweep). Each path is a route (:func:`series_route`, band: slope <= -0.3,
 nfd-thm1's, fixed before running; Prop. 2's 1/L + 1/n gives -1 on n = L and n = L^2 and
 -0.5 on n = sqrt(L)). The sequential limit (n -> infinity first: the solver's coupled
@@ -32,7 +32,7 @@ import numpy as np
 
 from depthscale.claims.beyond.figures import draw_joint_limit
 from depthscale.claims.beyond.shared import Judgement
-from depthscale.claims.nfd_limits import (
+from depthscale.claims.nfd import (
     SizeSeries,
     finite_measured,
     finite_outputs,
@@ -175,9 +175,9 @@ def _joint_rows(paths: Mapping[str, JointPath], contrast_path: str,
 def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
     """The references (the NFD solver at ``ref_depth``, Def. 1 and coupled), the standard nets
     along every path and the decoupled ones along ``contrast_path``
-    (:func:`~depthscale.claims.nfd_limits.finite_outputs`, ``pairs`` antithetic pairs), and
+    (:func:`~depthscale.claims.nfd.finite_outputs`, ``pairs`` antithetic pairs), and
     the solver's sequential gap at ``limit_depths`` over ``limit_seeds`` particle seeds; each
-    as a :class:`~depthscale.claims.nfd_limits.SizeSeries` (slope with a jackknife CI)."""
+    as a :class:`~depthscale.claims.nfd.SizeSeries` (slope with a jackknife CI)."""
     s = ctx.settings
     paths = joint_paths(s)
     seeds = range(ctx.seed, ctx.seed + s["limit_seeds"])
@@ -204,10 +204,10 @@ def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
 
 
 def judge_joint_limit(m: JointMeasures) -> Judgement:
-    """Each path is a route (:func:`~depthscale.claims.nfd_limits.series_route`, band: slope
+    """Each path is a route (:func:`~depthscale.claims.nfd.series_route`, band: slope
     <= -0.3); the contrast, required before calling the hypothesis refuted, is the decoupled
     nets converging to Def. 1 along ``contrast_path``; an undecided route within its noise is
-    INCONCLUSIVE (:func:`~depthscale.claims.nfd_limits.gate_on_noise`). The sequential limit
+    INCONCLUSIVE (:func:`~depthscale.claims.nfd.gate_on_noise`). The sequential limit
     is reported, not judged."""
     routes = [series_route(f"path {name}", m.std[name]["def1"]) for name in m.paths]
     seq_route = series_route("sequential, n -> inf first (solver)", m.sequential)

@@ -1,0 +1,136 @@
+"""nfd Fig. 5 row 3: at depth 64, two-layer-block ResNets (nfd Eq. 6) trained with the Eq. 8
+LR (eta_1 = eta_c n sqrt(L)) reach a lower train and test loss and a higher test accuracy than
+under vanilla depth-muP, at the same eta_c and seeds."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from depthscale import data as ds_data
+from depthscale.claims.common import claim_dataset, mean_finite
+from depthscale.claims.nfd.figures import draw_deep
+from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
+from depthscale.claims.nfd.training import (
+    FULL_DATA,
+    QUICK_DATA,
+    SMOKE_DATA,
+    corrected_arms,
+)
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import (
+    Band,
+    ClaimOutcome,
+    findings_verdict,
+    finite_or_none,
+    sign_finding,
+)
+from depthscale.models import build
+from depthscale.stats.fits import mean_ci
+from depthscale.train import TrainConfig, train
+
+__all__ = ["DeepMeasure", "judge_deep", "measure_deep", "nfd_deep"]
+
+#: the claimed sides: (metric, sign of the Eq. 8 arm minus depth-muP)
+_CLAIMED = (("train_loss", -1), ("test_loss", -1), ("test_acc", 1))
+
+
+@dataclass(frozen=True)
+class DeepMeasure:
+    """nfd-deep's runs: ``rows`` one per arm, seed and epoch (evaluated every epoch) plus one
+    ``epoch = "final"`` row per arm and seed; ``arms`` (tag, recipe) of the two arms."""
+
+    rows: Rows
+    arms: tuple[tuple[str, str], tuple[str, str]]
+
+
+def _deep_run(ctx: ClaimContext, data: ds_data.Dataset, tag: str, recipe: str, seed: int,
+              rows: Rows) -> None:
+    """Train one arm's net at ``seed`` and append its per-epoch and final rows."""
+    s = ctx.settings
+    net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
+                      n_out=data.n_out, width=s["width"], depth=s["depth"], seed=seed)
+    per_epoch = math.ceil(len(data.x_train) / 128)
+    cfg = TrainConfig(lr=s["eta_c"], epochs=s["epochs"], seed=seed, device=ctx.device,
+                      eval_every=per_epoch)
+    res = train(net, plan, data, cfg)
+    for ep, (tl, ev) in enumerate(zip(res.epoch_losses, res.evals, strict=False), 1):
+        rows.append({"arm": tag, "recipe": recipe, "seed": seed, "epoch": ep,
+                     "train_loss": tl,
+                     "test_loss": ev["test_loss"], "test_acc": ev["test_acc"],
+                     "status": res.status})
+    rows.append({"arm": tag, "recipe": recipe, "seed": seed, "epoch": "final",
+                 "status": res.status,
+                 "train_loss": res.final.get("train_loss", math.nan),
+                 "test_loss": res.final.get("test_loss", math.nan),
+                 "test_acc": res.final.get("test_acc", math.nan)})
+
+
+def measure_deep(ctx: ClaimContext) -> DeepMeasure:
+    """Depth-``depth`` width-``width`` two-layer-block ResNets, vanilla depth-muP and the
+    Eq. 8 arm, trained ``epochs`` epochs at ``eta_c`` for each of ``seeds`` seeds; train loss
+    per epoch, test loss and accuracy every epoch and at the end."""
+    s = ctx.settings
+    data = claim_dataset(ctx)
+    ctx.set_total(2 * s["seeds"])
+    rows: Rows = []
+    arms = corrected_arms(s)
+    for tag, recipe in arms:
+        for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+            _deep_run(ctx, data, tag, recipe, seed, rows)
+            ctx.progress(1)
+    return DeepMeasure(rows, arms)
+
+
+def _per_seed(rows: Rows, tag: str, key: str) -> list[float]:
+    return [r[key] for r in rows if r["arm"] == tag and r["epoch"] == "final"]
+
+
+def judge_deep(m: DeepMeasure) -> Judgement:
+    """Verdict on the seed-paired differences' 95% t-intervals: PASS when each lies strictly
+    on the claimed side of 0, FAIL when one lies on the other side or is exactly 0,
+    INCONCLUSIVE when one straddles 0 (the seeds do not settle it)."""
+    measured = {f"{k}_{tag}": finite_or_none(mean_finite(_per_seed(m.rows, tag, k)))
+                for tag, _recipe in m.arms for k in ("train_loss", "test_loss", "test_acc")}
+    findings: dict[str, tuple[str, str]] = {}
+    for k, sign in _CLAIMED:
+        diffs = [a - b for a, b in zip(_per_seed(m.rows, "nfd_depth", k),
+                                       _per_seed(m.rows, "depth_mup", k), strict=True)]
+        mean, low, high = mean_ci(diffs)
+        name = f"{k}_nfd_minus_depth_mup"
+        measured |= {name: finite_or_none(mean), f"{name}_ci_low": finite_or_none(low),
+                     f"{name}_ci_high": finite_or_none(high)}
+        findings[name] = (sign_finding(low, high, sign),
+                          f"mean of {len(diffs)} seed-paired differences {mean:.4g}, 95% CI "
+                          f"[{low:.4g}, {high:.4g}], claimed {'< 0' if sign < 0 else '> 0'}"
+                          + ("; one seed: no noise estimate" if len(diffs) == 1 else ""))
+    # bands on the point values, for the table; the verdict reads the seed-paired intervals,
+    # strictly: identical arms (a difference of exactly 0) do not reproduce an improvement
+    bands: dict[str, Band] = {"train_loss_nfd_minus_depth_mup": (None, 0.0),
+                              "test_loss_nfd_minus_depth_mup": (None, 0.0),
+                              "test_acc_nfd_minus_depth_mup": (0.0, None)}
+    return Judgement(measured, bands, findings_verdict(findings))
+
+
+@claim(
+    "nfd-deep", "nfd",
+    "Depth 64, two-layer blocks: Eq. 8 gives lower train/test loss and higher accuracy",
+    quick={**QUICK_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 5, "seeds": 3},
+    # 3 seeds leave the test-loss and accuracy differences' CIs across 0: more seeds, longer
+    medium={**QUICK_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 10, "seeds": 8},
+    full={**FULL_DATA, "width": 128, "depth": 64, "eta_c": 0.1, "epochs": 30, "seeds": 3},
+    smoke={**SMOKE_DATA,
+           "width": 16, "depth": 4, "eta_c": 0.1, "epochs": 1, "seeds": 1},
+    # Removing the correction (corrected_recipe = "depth-mup") gives differences of exactly 0,
+    # which the strict check calls a FAIL too (tests/claims/test_nfd_deep.py).
+    control=Control(
+        "Eq. 8 arm replaced by recipe 'completep' (branch multiplier T/L instead of "
+        "sqrt(T/L), branch LRs x L): the wrong depth multiplier, whose branches are too small "
+        "to use the extra LR; it must not beat depth-muP",
+        {"corrected_recipe": "completep"}),
+)
+def nfd_deep(ctx: ClaimContext) -> ClaimOutcome:
+    """nfd Fig. 5 row 3: vanilla depth-muP vs the Eq. 8 correction at depth 64
+    (:func:`measure_deep`), judged on seed-paired differences (:func:`judge_deep`)."""
+    m = measure_deep(ctx)
+    return conclude(ctx, "nfd-deep", judge_deep(m), m.rows, draw_deep(m))

@@ -1,0 +1,246 @@
+"""nfd Fig. 6 / Assumption 1: the minimum eigenvalues of the Gram matrices Sigma_t^(k) and
+Theta_t^(k) of the forward and backward states seen during online SGD stay positive and grow
+with width.
+
+``Sigma_l^(k) = <phi(h_l^(i)), phi(h_l^(j))>/n`` and ``Theta_l^(k) = <g_l^(i), g_l^(j)>/n``
+(i, j <= k, each from step i's own pass) of depth-muP ResNets (nfd Eq. 1) trained by
+:func:`~depthscale.train.online.online_sgd_finite`; the NFD limit of the same network
+(``coupling="full"``) is reported as a reference.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from depthscale.claims.nfd.figures import draw_fig6
+from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import (
+    ClaimOutcome,
+    findings_verdict,
+    finite_or_none,
+    interval_finding,
+)
+from depthscale.errors import ConfigError
+from depthscale.limits.nfd import NFD
+from depthscale.stats.fits import loglog_slope_ci
+from depthscale.train.online import online_sgd_finite, teacher_stream
+
+__all__ = [
+    "FIG6_LABELS", "EigTrend", "Fig6Measure", "eig_findings", "eig_trend", "judge_fig6",
+    "measure_fig6", "nfd_fig6",
+]
+
+#: the parts of Fig. 6 judged apart: (name, matrix, stream positions). Theta at l = L is kept
+#: apart: g_L = n df/dh_L = sqrt(n) v is the read-out vector, the same for every input, so
+#: Theta_L^(k) is rank one at initialisation (in the limit too: Cov(g_T^(i), g_T^(j)) = 1, nfd
+#: Def. 1) and positive only through the read-out's SGD updates (eta_c L' h_T, Def. 1).
+_FIG6_PARTS = (("sigma", "sigma", slice(None)), ("theta_inner", "theta", slice(0, -1)),
+               ("theta_readout", "theta", slice(-1, None)))
+#: how the findings and the figure name the parts
+FIG6_LABELS = {"sigma": "Sigma (l = 0..L)", "theta_inner": "Theta (l < L)",
+               "theta_readout": "Theta (l = L, read-out)"}
+
+
+@dataclass(frozen=True)
+class EigTrend:
+    """One part of Fig. 6 over widths: ``values[w]`` the per-repeat min eigenvalue (over its
+    stream positions and steps) at width ``w``; ``floor_ratio`` the smallest min eigenvalue over
+    its eigensolver floor (> 1: resolved from zero); the log-log slope of the per-width mean
+    with its 95% CI (:func:`~depthscale.stats.fits.loglog_slope_ci`, repeats' SEMs);
+    ``at_floor`` the widths where it is at its sampling floor: its spread across repeats (SD)
+    is at least its mean, so the value is no larger than its network-to-network noise."""
+
+    name: str
+    widths: tuple[int, ...]
+    values: tuple[tuple[float, ...], ...]
+    floor_ratio: float
+    slope: float
+    ci: tuple[float, float]
+    at_floor: tuple[int, ...]
+
+    @property
+    def means(self) -> list[float]:
+        return [statistics.fmean(v) for v in self.values]
+
+
+def eig_trend(name: str, widths: Sequence[int], values: list[list[float]],
+              floor_ratio: float) -> EigTrend:
+    """The :class:`EigTrend` of part ``name`` from its per-width, per-repeat values."""
+    means = [statistics.fmean(v) for v in values]
+    sds = [statistics.stdev(v) for v in values]
+    at_floor = tuple(int(n) for n, m, sd in zip(widths, means, sds, strict=True) if not m > sd)
+    slope, lo, hi = math.nan, math.nan, math.nan
+    if all(math.isfinite(m) and m > 0 for m in means):
+        slope, lo, hi = loglog_slope_ci(widths, means, [sd / math.sqrt(len(v))
+                                                        for sd, v in zip(sds, values, strict=True)])
+    return EigTrend(name, tuple(int(n) for n in widths), tuple(tuple(v) for v in values),
+                    floor_ratio, slope, (lo, hi), at_floor)
+
+
+def eig_findings(tr: EigTrend, decide: str) -> dict[str, tuple[str, str]]:
+    """Two findings of one part: "> 0" (the smallest min eigenvalue above its eigensolver
+    floor, else zero to working precision: contradicts) and "grows with width" (the slope's CI
+    against [0, inf): :func:`interval_finding`), undecided where a width's min eigenvalue is at
+    its sampling floor (see :class:`EigTrend`) or the CI is not finite; ``decide`` says what
+    would decide it."""
+    label = FIG6_LABELS[tr.name]
+    positive = ("supports" if tr.floor_ratio > 1 else "contradicts",
+                f"smallest lambda_min {min(min(v) for v in tr.values):.3g} is "
+                f"{tr.floor_ratio:.3g} x its eigensolver floor N eps tr(K)")
+    span = f"n = {tr.widths[0]}..{tr.widths[-1]}"
+    trend = (f"slope {tr.slope:+.2f}, 95% CI [{tr.ci[0]:+.2f}, {tr.ci[1]:+.2f}] over {span}, "
+             f"{len(tr.values[0])} repeats per width; band: slope >= 0")
+    if tr.floor_ratio <= 1:
+        grows = ("undecided", "values at the eigensolver floor have no trend")
+    elif tr.at_floor:
+        n = tr.at_floor[0]
+        vals = tr.values[tr.widths.index(n)]
+        cv = [statistics.stdev(v) / statistics.fmean(v) for v in (tr.values[0], tr.values[-1])]
+        grows = ("undecided",
+                 f"{trend}; at its sampling floor: at n = {n} the repeats give "
+                 f"{min(vals):.2g}..{max(vals):.2g}, mean {statistics.fmean(vals):.2g}, SD "
+                 f"{statistics.stdev(vals):.2g} (SD >= mean at n = "
+                 f"{', '.join(map(str, tr.at_floor))}; SD/mean {cv[0]:.2f} at n = "
+                 f"{tr.widths[0]}, {cv[1]:.2f} at n = {tr.widths[-1]}); {decide}")
+    else:
+        grows = (interval_finding(tr.ci[0], tr.ci[1], (0.0, None)), trend)
+    return {f"{label} > 0": positive, f"{label} grows with width": grows}
+
+
+@dataclass(frozen=True)
+class Fig6Measure:
+    """nfd-fig6's measurements: per part its :class:`EigTrend`; per matrix and width the
+    repeat-mean curve over steps of the min over layers (``curves[(matrix, n)]``) and the NFD
+    limit's (``limit_curves[matrix]``); ``rows`` every min eigenvalue with its floor."""
+
+    rows: Rows
+    trends: tuple[EigTrend, ...]
+    curves: dict[tuple[str, int], np.ndarray]
+    limit_curves: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class _WidthRuns:
+    """The repeats at one width: per part the per-repeat minima and the smallest ratio to the
+    eigensolver floor; per matrix the repeat-mean curve."""
+
+    minima: dict[str, list[float]]
+    ratio: dict[str, float]
+    curves: dict[str, np.ndarray]
+
+
+def _width_runs(ctx: ClaimContext, xs: np.ndarray, ys: np.ndarray, n: int,
+                rows: Rows) -> _WidthRuns:
+    s = ctx.settings
+    minima: dict[str, list[float]] = {name: [] for name, _, _ in _FIG6_PARTS}
+    ratio = dict.fromkeys(minima, math.inf)
+    traces: dict[str, list[np.ndarray]] = {"sigma": [], "theta": []}
+    for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+        run = online_sgd_finite(xs, ys, width=n, depth=s["depth"], eta_c=s["eta_c"],
+                                seed=seed, T=s["T"], phi=s.get("phi", "relu"),
+                                track_eigs=True)
+        eigs = {"sigma": run.min_eig_sigma, "theta": run.min_eig_theta}
+        floors = {"sigma": run.eig_floor_sigma, "theta": run.eig_floor_theta}
+        for name, key, pos in _FIG6_PARTS:
+            e, f = eigs[key], floors[key]
+            assert e is not None and f is not None
+            minima[name].append(float(e[:, pos].min()))
+            ratio[name] = min(ratio[name], float((e[:, pos] / f[:, pos]).min()))
+        for key in ("sigma", "theta"):
+            e, f = eigs[key], floors[key]
+            assert e is not None and f is not None
+            traces[key].append(e.min(axis=1))
+            for k in range(e.shape[0]):
+                for layer in range(e.shape[1]):
+                    rows.append({"matrix": key, "width": n, "seed": seed, "step": k,
+                                 "layer": layer, "min_eigenvalue": float(e[k, layer]),
+                                 "solver_floor": float(f[k, layer])})
+        ctx.progress(1)
+    return _WidthRuns(minima, ratio, {key: np.mean(traces[key], axis=0) for key in traces})
+
+
+def measure_fig6(ctx: ClaimContext) -> Fig6Measure:
+    """Online SGD (LR eta_c, batch 1, teacher stream) of depth-muP ResNets with ``depth``
+    residual blocks, ``seeds`` networks (repeats) at each width; at every step ``k`` and stream
+    position ``l = 0..L`` the smallest eigenvalue of Sigma_l^(k) and Theta_l^(k) and its
+    eigensolver floor. Per repeat and part (Sigma; Theta at l < L; Theta at the read-out
+    l = L, see ``_FIG6_PARTS``): the min over positions and steps."""
+    s = ctx.settings
+    if int(s["seeds"]) < 2 or len(s["widths"]) < 3:
+        raise ConfigError(f"nfd-fig6 needs >= 2 repeats (seeds) and >= 3 widths for a slope CI, "
+                          f"got seeds = {s['seeds']}, widths = {s['widths']}")
+    xs, ys = teacher_stream(s["steps"], dim=s["dim"], seed=ctx.seed)
+    ctx.set_total(len(s["widths"]) * s["seeds"] + 1)
+    rows: Rows = []
+    runs = [(n, _width_runs(ctx, xs, ys, n, rows)) for n in s["widths"]]
+    lim = NFD(phi=s.get("phi", "relu"), T=s["T"], eta_c=s["eta_c"], depth_steps=s["depth"],
+              particles=s["particles"], coupling="full", seed=ctx.seed).train(xs, ys)
+    ctx.progress(1)
+    trends = tuple(eig_trend(name, s["widths"], [r.minima[name] for _, r in runs],
+                             min(r.ratio[name] for _, r in runs))
+                   for name, _, _ in _FIG6_PARTS)
+    return Fig6Measure(rows, trends,
+                       {(key, n): r.curves[key] for n, r in runs for key in r.curves},
+                       {"sigma": lim.min_eig_sigma.min(axis=1),
+                        "theta": lim.min_eig_theta.min(axis=1)})
+
+
+def judge_fig6(m: Fig6Measure) -> Judgement:
+    """Each part > 0 (above its eigensolver floor) and growing with width (log-log slope CI
+    >= 0 over repeats), undecided where a width's value is at its sampling floor
+    (:func:`eig_findings`, :func:`~depthscale.claims.verdicts.findings_verdict`)."""
+    decide = ("decided once the network-to-network spread falls below the mean: wider nets "
+              "(full scale: widths 512..4096) are the next test")
+    findings: dict[str, tuple[str, str]] = {}
+    for tr in m.trends:
+        findings.update(eig_findings(tr, decide + (
+            "; this part is rank one at initialisation (g_L = sqrt(n) v) and positive only "
+            "through the read-out's SGD updates" if tr.name == "theta_readout" else "")))
+    measured: dict[str, float | None] = {
+        "limit_min_eig_sigma": finite_or_none(float(m.limit_curves["sigma"].min())),
+        "limit_min_eig_theta": finite_or_none(float(m.limit_curves["theta"].min())),
+    }
+    for tr in m.trends:
+        measured.update({
+            f"min_eig_{tr.name}_smallest": finite_or_none(min(min(v) for v in tr.values)),
+            f"min_eig_{tr.name}_over_solver_floor": finite_or_none(tr.floor_ratio),
+            f"slope_{tr.name}_vs_width": finite_or_none(tr.slope),
+            f"slope_{tr.name}_vs_width_ci_low": finite_or_none(tr.ci[0]),
+            f"slope_{tr.name}_vs_width_ci_high": finite_or_none(tr.ci[1]),
+            f"{tr.name}_widths_at_sampling_floor": float(len(tr.at_floor)),
+            **{f"min_eig_{tr.name}_n{n}": finite_or_none(v)
+               for n, v in zip(tr.widths, tr.means, strict=True)},
+        })
+    note = "; ".join(f"{FIG6_LABELS[tr.name]}: slope {tr.slope:+.2f} [{tr.ci[0]:+.2f}, "
+                     f"{tr.ci[1]:+.2f}], smallest {min(min(v) for v in tr.values):.2g}"
+                     for tr in m.trends)
+    return Judgement(measured, decision=findings_verdict(findings), note=note)
+
+
+@claim(
+    "nfd-fig6", "nfd",
+    "Assumption 1: min eigenvalues of Sigma_t^(k) and Theta_t^(k) stay > 0 and grow with width",
+    quick={"dim": 16, "depth": 4, "widths": [128, 256, 512, 1024], "seeds": 6, "steps": 30,
+           "eta_c": 0.1, "T": 1.0, "particles": 16384},
+    full={"dim": 16, "depth": 4, "widths": [512, 1024, 2048, 4096], "seeds": 5, "steps": 50,
+          "eta_c": 0.1, "T": 1.0, "particles": 65536},
+    smoke={"dim": 4, "depth": 2, "widths": [32, 64, 256], "seeds": 2, "steps": 8, "eta_c": 0.1,
+           "T": 1.0, "particles": 256},
+    control=Control(
+        "widths below the number of online samples (n = 2..4 with 8 steps): Sigma^(k) and "
+        "Theta^(k) are Gram matrices of k + 1 vectors in R^n, singular once k + 1 > n, so their "
+        "min eigenvalues sit at the eigensolver floor and the '> 0' check must FAIL. No "
+        "contrast at smoke: the read-out Theta's min eigenvalue is at its sampling floor there",
+        {"widths": [2, 3, 4]}, contrast=False),
+)
+def nfd_fig6(ctx: ClaimContext) -> ClaimOutcome:
+    """Min eigenvalues of Sigma and Theta over online SGD at each width
+    (:func:`measure_fig6`), judged per part: > 0 and growing with width (:func:`judge_fig6`)."""
+    m = measure_fig6(ctx)
+    return conclude(ctx, "nfd-fig6", judge_fig6(m), m.rows, draw_fig6(ctx.settings, m, FIG6_LABELS))

@@ -1,0 +1,239 @@
+"""nfd Cor. 1 / Fig. 4: gradient-independence (GIA) restored by depth.
+
+A decoupled-backward network (W~ = W~_0 + (W - W_0), same forward init and data; nfd Cor. 1)
+trains like a standard one under depth-muP as L grows: the gap between them vanishes, at rate
+O(1/L) (nfd App. G). Measured on online SGD of finite nets and, in the limit, by the NFD solver
+(``coupling="full"``, a standard net's limit, against ``"none"``, Def. 1, a decoupled net's);
+the series helpers are :mod:`depthscale.claims.nfd.series`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from depthscale.claims.nfd.figures import draw_cor1
+from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
+from depthscale.claims.nfd.series import (
+    SizeSeries,
+    finite_measured,
+    finite_outputs,
+    gate_on_noise,
+    nfd_outputs,
+    series_measured,
+    series_route,
+    size_series,
+    solver_T,
+)
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import ClaimOutcome, Route, routes_verdict
+
+__all__ = ["Cor1Measure", "judge_cor1", "measure_cor1", "nfd_cor1"]
+
+#: (key, model, label) of the depth-muP arms of nfd-cor1's finite route
+_COR1_ARMS = (("one_layer", "resnet1", "one-layer blocks (Eq. 1)"),
+              ("two_layer", "resnet2", "two-layer blocks (Eq. 6)"))
+#: (key, model, recipe, label) of the baselines that must not align (nfd Fig. 4a-b)
+_COR1_BASELINES = (("vanilla_dnn", "mlp", "mup", "vanilla DNN"),
+                   ("mup_resnet", "resnet1", "mup", "muP-ResNet"))
+
+
+@dataclass(frozen=True)
+class Cor1Measure:
+    """nfd-cor1's gaps against depth: the finite depth-muP ``arms`` (keys of ``_COR1_ARMS``,
+    plus ``one_layer_wide`` where set), the ``baselines`` that must not align, and the solver's
+    ``limit`` gaps ("full" and "eq15" against Def. 1); ``rows`` the per-step outputs and every
+    series' values."""
+
+    rows: Rows
+    arms: dict[str, SizeSeries]
+    baselines: dict[str, SizeSeries]
+    limit: dict[str, SizeSeries]
+
+
+def _cor1_gap(ctx: ClaimContext, label: str, model: str, recipe: str, width: int,
+              depths: list[int], rows: Rows) -> SizeSeries:
+    """Relative standard-vs-decoupled gap of ``model`` at each depth, over the network pairs:
+    RMS over steps of the pair-mean ``f_std - f_dec``, over the RMS of the pair-mean ``f_std``
+    (with antithetic pairs that is the learned part: the initial outputs cancel). Depths from
+    the first where a run diverges on are left out (the muP baselines at depth)."""
+    s = ctx.settings
+    diffs, signal, kept = [], [], []
+    for L in depths:
+        runs = {b: finite_outputs(model, recipe, width=width, depth=L, backward=b,
+                                  pairs=s["pairs"], seed=ctx.seed, steps=s["steps"],
+                                  dim=s["dim"], eta_c=s["eta_c"], T=s["T"],
+                                  stream_seed=ctx.seed) for b in ("standard", "decoupled")}
+        ctx.progress(1)
+        if not all(np.isfinite(r).all() for r in runs.values()):
+            break
+        kept.append(L)
+        diffs.append((runs["standard"] - runs["decoupled"]).mean(axis=1))
+        signal.append(runs["standard"].mean(axis=1))
+        for k in range(s["steps"]):
+            rows.append({"arm": label, "width": width, "depth": L, "step": k,
+                         "standard_mean": float(runs["standard"][:, :, k].mean()),
+                         "decoupled_mean": float(runs["decoupled"][:, :, k].mean())})
+    shape = (s["pairs"], 0, s["steps"])
+    d = np.stack(diffs, axis=1) if diffs else np.zeros(shape)
+    sig = np.stack(signal, axis=1) if signal else np.zeros(shape)
+    return size_series(f"{label} (n = {width})", kept, d, scale=sig)
+
+
+def _cor1_finite(ctx: ClaimContext, recipe: str,
+                 rows: Rows) -> tuple[dict[str, SizeSeries], dict[str, SizeSeries]]:
+    """The finite route's gaps: one-layer blocks at ``width``, two-layer blocks at
+    ``width_two_layer`` (``wide_width`` adds a one-layer series), and the baselines at
+    ``baseline_width`` over ``baseline_depths`` until they diverge."""
+    s = ctx.settings
+    wide = s.get("wide_depths", []) if s.get("wide_width") else []
+    two_layer_depths = s.get("depths_two_layer", s["depths"])
+    arms = {key: _cor1_gap(ctx, label, model, recipe,
+                           *((s["width"], s["depths"]) if model == "resnet1"
+                             else (s["width_two_layer"], two_layer_depths)), rows)
+            for key, model, label in _COR1_ARMS}
+    if wide:
+        arms["one_layer_wide"] = _cor1_gap(ctx, "one-layer blocks (Eq. 1)", "resnet1", recipe,
+                                           s["wide_width"], wide, rows)
+    base = {key: _cor1_gap(ctx, label, model, brecipe, s["baseline_width"],
+                           s["baseline_depths"], rows)
+            for key, model, brecipe, label in _COR1_BASELINES}
+    return arms, base
+
+
+def _cor1_limit(ctx: ClaimContext, recipe: str) -> dict[str, SizeSeries]:
+    """The solver route: "full" (a standard net's limit) and "eq15" (Eq. 15's printed tau^2
+    terms only) against "none" (Def. 1) over the same depths and ``limit_seeds`` particle
+    seeds, relative to the coupled run's output."""
+    s = ctx.settings
+    seeds = range(ctx.seed, ctx.seed + s["limit_seeds"])
+    kw = {"steps": s["steps"], "dim": s["dim"], "particles": s["particles"],
+          "eta_c": s["eta_c"], "stream_seed": ctx.seed}
+
+    def run(L: int, coupling: str, seed: int) -> np.ndarray:
+        out = nfd_outputs(L, coupling, seed=seed, T=solver_T(recipe, s["T"], L), **kw)
+        ctx.progress(1)
+        return out
+
+    outs = {c: np.array([[run(L, c, r) for L in s["depths"]] for r in seeds])
+            for c in ("none", "full", "eq15")}
+    # Eq. 15's tau^2 terms need l >= 2 (forward) or l <= L - 1 (backward): none at L = 1
+    two = [i for i, L in enumerate(s["depths"]) if L >= 2]
+    return {
+        "full": size_series("NFD 'full' vs Def. 1", s["depths"], outs["full"] - outs["none"],
+                            scale=outs["full"]),
+        "eq15": size_series("NFD 'eq15' vs Def. 1", [s["depths"][i] for i in two],
+                            (outs["eq15"] - outs["none"])[:, two], scale=outs["eq15"][:, two]),
+    }
+
+
+def measure_cor1(ctx: ClaimContext) -> Cor1Measure:
+    """Online SGD (batch 1, MSE, eta_c, ``steps`` samples of the teacher stream) as in
+    nfd-thm1, rather than Fig. 4's CIFAR epochs: the outputs ``f^(k)`` after k steps are the
+    quantity Cor. 1 states a limit for, they cost O(L n^2) per step with no data set, which
+    affords widths 512-2048 at depths 4-256 on CPU, and the NFD solver computes their limit
+    on the same stream, so both routes measure the same thing.
+
+    Gap at depth L: RMS over steps of the mean over ``pairs`` antithetic network pairs of
+    ``f_std - f_dec``, divided by the RMS of the mean ``f_std`` (the learned output); its
+    log-log slope in L with a 95% seed-jackknife CI (:func:`size_series`)."""
+    s = ctx.settings
+    recipe = s.get("recipe", "depth-mup")
+    wide = s.get("wide_depths", []) if s.get("wide_width") else []
+    ctx.set_total(len(s["depths"]) + len(s.get("depths_two_layer", s["depths"])) + len(wide)
+                  + len(_COR1_BASELINES) * len(s["baseline_depths"])
+                  + 3 * len(s["depths"]) * s["limit_seeds"])
+    rows: Rows = []
+    arms, base = _cor1_finite(ctx, recipe, rows)
+    limit = _cor1_limit(ctx, recipe)
+    for sr in limit.values():
+        rows += [{"arm": sr.label, "width": "inf", "depth": L, "relative_gap": v, "noise": z}
+                 for L, v, z in zip(sr.sizes, sr.values, sr.noise, strict=True)]
+    for sr in (*arms.values(), *base.values()):
+        rows += [{"arm": sr.label, "depth": L, "relative_gap": v, "noise": z}
+                 for L, v, z in zip(sr.sizes, sr.values, sr.noise, strict=True)]
+    return Cor1Measure(rows, arms, base, limit)
+
+
+def _cor1_contrast(m: Cor1Measure) -> tuple[bool, str]:
+    """Whether the in-run contrast is seen (a baseline does not fall and the solver's Eq. 15
+    terms do), with its evidence."""
+    positive = series_route("eq15", m.limit["eq15"])
+    base_found = {key: series_route(key, sr) for key, sr in m.baselines.items()}
+    baseline_seen = any(r.finding == "contradicts" for r in base_found.values())
+    contrast = baseline_seen and positive.finding == "supports"
+    return contrast, (
+        "baselines must not fall: " + "; ".join(f"{r.finding} ({r.evidence})"
+                                                for r in base_found.values())
+        + f"; the solver's Eq. 15 terms must fall: {positive.finding} ({positive.evidence})")
+
+
+def judge_cor1(m: Cor1Measure) -> Judgement:
+    """Band, fixed before running: "falls" iff slope <= -0.3 (App. G's rate is -1). Two
+    routes (:func:`series_route`): (a) finite nets, one-layer and two-layer blocks (its
+    finding is theirs where they agree, else undecided); (b) the solver, "full" vs "none".
+    In-run contrast, required before calling Cor. 1 refuted: a baseline that must not align
+    (vanilla DNN, muP-ResNet) is seen not to fall, and the solver's printed Eq. 15 terms
+    ("eq15" vs "none", which fall like 1/L) are seen to fall, so the check sees both a gap
+    that falls and one that does not. INCONCLUSIVE where the finite gap is within its noise
+    (:func:`gate_on_noise`)."""
+    found = {key: series_route(key, m.arms[key]) for key, _m, _l in _COR1_ARMS}
+    findings = {r.finding for r in found.values()}
+    finite = Route("finite nets, standard vs decoupled",
+                   findings.pop() if len(findings) == 1 else "undecided",
+                   "; ".join(r.evidence for r in found.values()))
+    solver = series_route("limit solver, 'full' vs 'none'", m.limit["full"])
+    contrast, contrast_evidence = _cor1_contrast(m)
+    decision = gate_on_noise(
+        routes_verdict([finite, solver], contrast_seen=contrast,
+                       contrast_evidence=contrast_evidence),
+        [(finite, m.arms[key]) for key, _m, _l in _COR1_ARMS], contrast_seen=contrast,
+        decide="more pairs or larger widths resolve it (--scale medium)")
+    measured = finite_measured({
+        **{k: v for key, sr in m.arms.items() for k, v in series_measured(key, sr).items()},
+        **{k: v for key, sr in m.baselines.items() for k, v in series_measured(key, sr).items()},
+        **{k: v for key, sr in m.limit.items()
+           for k, v in series_measured(f"solver_{key}", sr).items()},
+    })
+    return Judgement(measured, decision=decision)
+
+
+@claim(
+    "nfd-cor1", "nfd",
+    "GIA restored: decoupled-backward nets train like standard ones for depth-muP as L grows "
+    "(Cor. 1)",
+    quick={"dim": 16, "steps": 8, "eta_c": 0.2, "T": 1.0, "pairs": 3,
+           "depths": [4, 8, 16, 32, 64], "width": 1024, "width_two_layer": 512,
+           "baseline_width": 512, "baseline_depths": [1, 2, 4, 8, 16],
+           "particles": 16384, "limit_seeds": 3},
+    medium={"dim": 16, "steps": 8, "eta_c": 0.2, "T": 1.0, "pairs": 4,
+            "depths": [4, 8, 16, 32, 64, 128, 256], "width": 1024,
+            "width_two_layer": 1024, "depths_two_layer": [4, 8, 16, 32, 64, 128],
+            "wide_width": 2048, "wide_depths": [4, 8, 16, 32, 64],
+            "baseline_width": 1024, "baseline_depths": [1, 2, 4, 8, 16],
+            "particles": 32768, "limit_seeds": 4},
+    full={"dim": 16, "steps": 16, "eta_c": 0.2, "T": 1.0, "pairs": 6,
+          "depths": [4, 8, 16, 32, 64, 128, 256], "width": 2048, "width_two_layer": 2048,
+          "wide_width": 4096, "wide_depths": [4, 8, 16, 32, 64],
+          "baseline_width": 2048, "baseline_depths": [1, 2, 4, 8, 16],
+          "particles": 65536, "limit_seeds": 6},
+    smoke={"dim": 4, "steps": 3, "eta_c": 0.2, "T": 1.0, "pairs": 4,
+           "depths": [1, 2, 4], "width": 32, "width_two_layer": 16,
+           "baseline_width": 16, "baseline_depths": [1, 2, 4],
+           "particles": 512, "limit_seeds": 4},
+    control=Control(
+        "recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch multiplier), at depths 1-4 "
+        "where it still trains: the finite arms become the muP-ResNet baseline (and its "
+        "two-layer version) and the solver simulates their limit (horizon T L, tau = T per "
+        "block), so no gap can fall, not even Eq. 15's tau^2 terms (the positive contrast), "
+        "and the check must not pass. No contrast at smoke: the correct run needs quick-scale "
+        "depths and widths",
+        {"recipe": "mup", "depths": [1, 2, 3, 4]}, contrast=False),
+)
+def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
+    """Standard vs decoupled backward: does the gap between them vanish as L grows under
+    depth-muP (nfd Cor. 1, Fig. 4)? Finite nets and the solver (:func:`measure_cor1`), two
+    routes and an in-run contrast (:func:`judge_cor1`)."""
+    m = measure_cor1(ctx)
+    return conclude(ctx, "nfd-cor1", judge_cor1(m), m.rows, draw_cor1(ctx.settings, m))

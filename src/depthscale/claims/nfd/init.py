@@ -1,0 +1,114 @@
+"""nfd Prop. 1 / Fig. 1a: feature size at initialisation against depth.
+
+Under depth-muP (branch sqrt(T/(L n))) the post-activation ResNet of nfd Eq. 9 diverges with
+depth: its mean h_L is above Prop. 1's lower bound c1 (1 + c1 sqrt(T/(L n)))^L |x|/sqrt(d)
+(ReLU: c1 = 1/sqrt(2 pi), c2 = 0), while the pre-activation net of Eq. 1 stays O(1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import cast
+
+import torch
+
+from depthscale.claims.common import claim_dataset, mean_finite
+from depthscale.claims.nfd.figures import draw_prop1
+from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
+from depthscale.claims.nfd.training import FULL_DATA, QUICK_DATA, SMOKE_DATA
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import ClaimOutcome, finite_or_none
+from depthscale.models import build
+from depthscale.models.mlp import MLPResNet
+
+__all__ = ["Prop1Measure", "Prop1Point", "judge_prop1", "measure_prop1", "nfd_prop1"]
+
+
+@dataclass(frozen=True)
+class Prop1Point:
+    """One depth: the post-act net's mean h_L (seed mean), Prop. 1's bound, the pre-act net's
+    RMS h_L (seed mean)."""
+
+    depth: int
+    post_mean_hL: float
+    prop1_bound: float
+    pre_rms_hL: float
+
+
+@dataclass(frozen=True)
+class Prop1Measure:
+    """nfd-prop1's measurements at ``width``, one point per depth (ascending as set)."""
+
+    width: int
+    points: tuple[Prop1Point, ...]
+
+    @property
+    def rows(self) -> Rows:
+        return [dataclasses.asdict(p) for p in self.points]
+
+
+def measure_prop1(ctx: ClaimContext) -> Prop1Measure:
+    """At init under the claim's recipe (default depth-muP): mean of h_L of the post-act net
+    (Eq. 9) and RMS of h_L of the pre-act net (Eq. 1) on a batch of the claim's data, averaged
+    over ``seeds`` nets per depth, and the Prop. 1 bound at T = 1."""
+    s = ctx.settings
+    data = claim_dataset(ctx)
+    x = data.x_train[: s["batch"]].flatten(1)
+    d, n, T = x.shape[1], s["width"], 1.0
+    c1 = 1 / math.sqrt(2 * math.pi)
+    x_scale = float((x.norm(dim=1) / math.sqrt(d)).mean())
+    ctx.set_total(len(s["depths"]) * s["seeds"])
+    points = []
+    for L in s["depths"]:
+        post_mean: list[float] = []
+        pre_rms: list[float] = []
+        for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+            with torch.no_grad():
+                for name, store in (("resnet1-post", post_mean), ("resnet1", pre_rms)):
+                    net, _ = build(name, s.get("recipe", "depth-mup"),
+                                   input_shape=data.sample_shape,
+                                   n_out=data.n_out, width=n, depth=L, seed=seed)
+                    h = cast(MLPResNet, net).trace(x).streams[-1]
+                    store.append(float(h.mean()) if name == "resnet1-post"
+                                 else float(h.pow(2).mean().sqrt()))
+            ctx.progress(1)
+        bound = c1 * (1 + c1 * math.sqrt(T / (L * n))) ** L * x_scale
+        points.append(Prop1Point(L, mean_finite(post_mean), bound, mean_finite(pre_rms)))
+    return Prop1Measure(n, tuple(points))
+
+
+def judge_prop1(m: Prop1Measure) -> Judgement:
+    """Bands: the post-act mean at least the bound at every depth; the pre-act RMS within a
+    factor 1.5 across depths."""
+    ratios = [p.post_mean_hL / p.prop1_bound for p in m.points]
+    pre = [p.pre_rms_hL for p in m.points]
+    measured = {
+        "post_min_ratio_to_bound": finite_or_none(min(ratios)),
+        "post_growth_maxL_over_minL": finite_or_none(m.points[-1].post_mean_hL
+                                                     / m.points[0].post_mean_hL),
+        "pre_rms_max_over_min": finite_or_none(max(pre) / min(pre)),
+    }
+    return Judgement(measured, {"post_min_ratio_to_bound": (1.0, None),
+                                "pre_rms_max_over_min": (1.0, 1.5)})
+
+
+@claim(
+    "nfd-prop1", "nfd", "Post-act ResNets diverge with depth (Prop. 1); pre-act stays O(1)",
+    quick={**QUICK_DATA, "width": 128, "depths": [4, 16, 64, 256, 1024], "seeds": 3,
+           "batch": 128},
+    full={**FULL_DATA, "width": 128, "depths": [4, 16, 64, 256, 1024], "seeds": 5,
+          "batch": 128},
+    smoke={**SMOKE_DATA,
+           "width": 16, "depths": [2, 8], "seeds": 1, "batch": 16},
+    control=Control(
+        "recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch multiplier): the pre-act net's "
+        "features grow with depth, so 'pre-act stays O(1)' must fail",
+        {"recipe": "mup"}),
+)
+def nfd_prop1(ctx: ClaimContext) -> ClaimOutcome:
+    """At init under depth-muP: mean of h_L (post-act, Eq. 9) vs the Prop. 1 lower bound, and
+    the RMS of h_L of the pre-act net (Eq. 1) across depths."""
+    m = measure_prop1(ctx)
+    return conclude(ctx, "nfd-prop1", judge_prop1(m), m.rows, draw_prop1(m))

@@ -1,0 +1,244 @@
+"""nfd Fig. 5 row 2: with the Eq. 8 LR (eta_1 = eta_c n sqrt(L)) the optimal eta_c of
+two-layer-block ResNets (nfd Eq. 6) is the same across depths; under depth-muP it drifts.
+
+Per depth and seed, the eta_c minimising the last epoch's training loss (refined by a parabola
+in log eta_c, :func:`~depthscale.stats.sweeps.optimal_lrs`); an arm's spread = max - min
+across depths of the seed-mean log10 eta_c*. The runs are the study
+:func:`~depthscale.claims.nfd.training.transfer_tables`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+from scipy import stats
+
+from depthscale.claims.common import metric, run_claim_study
+from depthscale.claims.nfd.figures import draw_transfer
+from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
+from depthscale.claims.nfd.training import (
+    FULL_DATA,
+    QUICK_DATA,
+    SMOKE_DATA,
+    corrected_arms,
+    transfer_tables,
+)
+from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.verdicts import (
+    ClaimOutcome,
+    Decision,
+    findings_verdict,
+    finite_or_none,
+    noise_gate,
+    sign_finding,
+)
+from depthscale.stats.fits import percentile_interval
+from depthscale.stats.sweeps import (
+    GridSignal,
+    Optimum,
+    criterion_value,
+    grid_signals,
+    lr_spread,
+    optimal_lrs,
+    seed_summary,
+)
+
+__all__ = [
+    "TransferMeasure", "judge_transfer", "measure_transfer", "nfd_transfer", "same_runs",
+    "spread_bootstrap", "spread_noise",
+]
+
+
+def _seed_logs(optima: Sequence[Optimum], recipe: str, depth: int) -> dict[int, float]:
+    return {int(cast(int, o.seed)): math.log10(o.lr) for o in optima
+            if o.group == recipe and o.depth == depth}
+
+
+def spread_bootstrap(optima: Sequence[Optimum], recipes: Sequence[str], depths: Sequence[int],
+                     *, n_boot: int = 2000, seed: int = 0) -> dict[str, tuple[float, float]]:
+    """95% percentile intervals of each arm's spread (max - min across depths of the seed-mean
+    log10 eta_c*) and of ``"difference"`` (second arm minus first) under a seed bootstrap: at
+    each depth the seeds are resampled with replacement, the same draw for both arms (a seed's
+    runs share their data order). NaN where a depth has no seed with an optimum in both arms."""
+    nan = (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    means = np.empty((len(recipes), n_boot, len(depths)))
+    for j, L in enumerate(depths):
+        logs = [_seed_logs(optima, r, L) for r in recipes]
+        common = sorted(set.intersection(*(set(x) for x in logs)))
+        if not common:
+            return {**dict.fromkeys(recipes, nan), "difference": nan}
+        draw = rng.integers(0, len(common), size=(n_boot, len(common)))
+        for i, x in enumerate(logs):
+            means[i, :, j] = np.asarray([x[sd] for sd in common])[draw].mean(axis=1)
+    spreads = np.ptp(means, axis=2)
+    return {**{r: percentile_interval(spreads[i]) for i, r in enumerate(recipes)},
+            "difference": percentile_interval(spreads[1] - spreads[0])}
+
+
+def spread_noise(optima: Sequence[Optimum], recipes: Sequence[str], depths: Sequence[int],
+                 grid: Sequence[float]) -> float:
+    """The spread across depths that noise alone can give the first arm (depth-muP): the 95%
+    point of Tukey's studentized range, ``q_0.95(k depths, df) s / sqrt(S)``, with ``s`` the
+    pooled within-depth SD of its per-seed log10 eta_c* (df = sum of seeds - 1, S the fewest
+    seeds at a depth); at least half a grid step (in log10) when any optimum of either arm
+    could not be refined off its grid point (on the edge or next to a diverged LR). NaN with
+    one seed per depth (no noise estimate)."""
+    cells = [list(_seed_logs(optima, recipes[0], L).values()) for L in depths]
+    cells = [c for c in cells if c]
+    df = sum(len(c) - 1 for c in cells)
+    if len(cells) < 2 or df < 1:
+        return math.nan
+    pooled = math.sqrt(sum(float(np.sum((np.asarray(c) - np.mean(c)) ** 2)) for c in cells) / df)
+    tukey = float(stats.studentized_range.ppf(0.95, len(cells), df)) * pooled / math.sqrt(
+        min(len(c) for c in cells))
+    unrefined = any(o.lr == o.grid_lr for o in optima if o.group in recipes)
+    half_step = 0.5 * float(np.median(np.diff(np.log10(sorted(grid))))) if unrefined else 0.0
+    return max(tukey, half_step)
+
+
+def same_runs(rows: Sequence[Mapping[str, Any]], recipes: Sequence[str]) -> bool:
+    """Whether every run of the second arm has exactly the loss of its first-arm twin (same
+    depth, seed and eta_c): the arms are the same training, whatever their names."""
+    loss = {(r["recipe"], r["depth"], r["seed"], r["eta_c"]): r["last_epoch_train_loss"]
+            for r in rows}
+    twins = [(v, loss.get((recipes[0], *k[1:]))) for k, v in loss.items() if k[0] == recipes[1]]
+    return bool(twins) and all(b is not None and (a == b or (math.isnan(a) and math.isnan(b)))
+                               for a, b in twins)
+
+
+@dataclass(frozen=True)
+class TransferMeasure:
+    """nfd-transfer's runs (``rows``) and their optima: the two arms' ``recipes`` (depth-muP,
+    the Eq. 8 arm), the per-seed ``optima``, the cells where every eta_c diverged
+    (``missing``), the seed-mean log10 eta_c* per (recipe, depth), each arm's ``spread`` (NaN
+    with a missing cell), its seed-bootstrap CIs (``boot``, :func:`spread_bootstrap`), the
+    spread noise alone can give (:func:`spread_noise`), whether the arms are the same runs
+    (:func:`same_runs`), and the LR grids flat within seed noise."""
+
+    rows: Rows
+    recipes: tuple[str, ...]
+    optima: list[Optimum]
+    missing: list[str]
+    mean_log: dict[tuple[Any, int], float]
+    spread: dict[str, float]
+    boot: dict[str, tuple[float, float]]
+    noise: float
+    same_runs: bool
+    flat: list[GridSignal]
+
+
+def measure_transfer(ctx: ClaimContext) -> TransferMeasure:
+    """The study's runs and, per recipe, depth and seed, the eta_c minimising the last
+    epoch's training loss, with the spreads and their noise."""
+    s = ctx.settings
+    records = run_claim_study(ctx, "nfd-transfer", transfer_tables(
+        s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
+    recipes = tuple(r for _, r in corrected_arms(s))  # (depth-mup, the Eq. 8 arm)
+    rows = sorted(({"recipe": r["recipe"], "depth": r["depth"], "eta_c": r["lr"],
+                    "seed": r["seed"], "status": r["status"],
+                    "last_epoch_train_loss": criterion_value(r, "last-epoch"),
+                    "test_loss": metric(r, "final_test_loss")} for r in records),
+                  key=lambda r: (recipes.index(r["recipe"]), r["depth"], r["eta_c"], r["seed"]))
+    found = optimal_lrs(records, "last-epoch", "depth", group="recipe")
+    by_cell = {(o.group, o.depth): o for o in found}
+    missing = [f"{r} L={L}" for r in recipes for L in s["depths"] if (r, L) not in by_cell]
+    mean_log = {(m.group, m.depth): m.mean_log10_lr for m in seed_summary(found)}
+    spread = lr_spread(seed_summary(found))
+    spread = {r: math.nan if any(m.startswith(f"{r} ") for m in missing) else spread[r]
+              for r in recipes}
+    return TransferMeasure(
+        rows, recipes, found, missing, mean_log, spread,
+        spread_bootstrap(found, recipes, s["depths"], seed=ctx.seed),
+        spread_noise(found, recipes, s["depths"], s["eta_cs"]), same_runs(rows, recipes),
+        [g for g in grid_signals(records, "last-epoch", "depth", group="recipe") if g.flat])
+
+
+def _transfer_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
+    """The sign of the seed-bootstrap CI of (Eq. 8 spread - depth-muP spread)
+    (:func:`~depthscale.claims.verdicts.sign_finding`; contradicts where the arms are the same
+    runs), INCONCLUSIVE when the depth-muP spread, the drift the correction must remove, is
+    within its noise or an LR grid is flat within seed noise
+    (:func:`~depthscale.stats.sweeps.grid_signals`)."""
+    r0, r1 = m.recipes
+    diff = m.spread[r1] - m.spread[r0]
+    evidence = (f"spread of log10 eta_c* across depths {s['depths']}: Eq. 8 arm "
+                f"{m.spread[r1]:.3f} - depth-muP {m.spread[r0]:.3f} = {diff:+.3f}, "
+                f"95% seed-bootstrap CI [{m.boot['difference'][0]:+.3f}, "
+                f"{m.boot['difference'][1]:+.3f}] ({s['seeds']} seeds per depth)")
+    finding = sign_finding(*m.boot["difference"], -1) if not m.missing else "undecided"
+    if m.same_runs:
+        finding = "contradicts"
+        evidence += "; the Eq. 8 arm's runs have exactly depth-muP's losses: no correction acts"
+    decision = findings_verdict({"the Eq. 8 arm's eta_c* drifts less": (finding, evidence)})
+    decision = decision[0], evidence  # the numbers behind a PASS too
+    if not m.same_runs and not (finding == "contradicts" and m.boot["difference"][0] > m.noise):
+        decision = noise_gate(
+            decision, signal=m.spread[r0], noise=m.noise,
+            what="depth-muP spread of log10 eta_c* (the drift the correction must remove)",
+            decide="a finer eta_c grid around the optimum and more seeds, so that the noise "
+                   "falls below the depth-muP drift, would decide it (e.g. the full scale)")
+    if m.flat:
+        g = m.flat[0]
+        decision = noise_gate(decision, signal=g.loss_range, noise=g.seed_spread,
+                              what=f"{g.group} L = {g.depth}: the eta_c grid's loss range",
+                              decide="longer training would separate the LRs")
+    return decision
+
+
+def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
+    """The decision of :func:`_transfer_decision`; the spreads, their CIs and the seed-mean
+    eta_c* per arm and depth as measured values; optima on a grid edge and cells without an
+    optimum in the note."""
+    r0, r1 = m.recipes
+    measured = {
+        "spread_depth_mup": finite_or_none(m.spread[r0]),
+        "spread_nfd_depth": finite_or_none(m.spread[r1]),
+        "spread_nfd_minus_depth_mup": finite_or_none(m.spread[r1] - m.spread[r0]),
+        "spread_noise": finite_or_none(m.noise),
+        **{f"{key}_ci_{end}": finite_or_none(ci[i]) for key, ci in (
+            ("spread_depth_mup", m.boot[r0]), ("spread_nfd_depth", m.boot[r1]),
+            ("spread_nfd_minus_depth_mup", m.boot["difference"]))
+           for i, end in enumerate(("low", "high"))},
+        **{f"eta_star_{tag}_L{L}": 10 ** m.mean_log[r, L] if (r, L) in m.mean_log else None
+           for tag, r in corrected_arms(s) for L in s["depths"]},
+    }
+    edges = [f"{o.group} L={o.depth} seed {o.seed}" for o in m.optima if o.on_edge]
+    note = "; ".join(n for n in (
+        edges and f"optimum on the grid edge for: {', '.join(edges)}",
+        m.missing and f"every eta_c diverged (no optimum) for: {', '.join(m.missing)}") if n)
+    return Judgement(measured, decision=_transfer_decision(s, m), note=note)
+
+
+@claim(
+    "nfd-transfer", "nfd",
+    "With Eq. 8 the optimal eta_c is the same across depths; under depth-muP it drifts",
+    quick={**QUICK_DATA, "width": 128, "depths": [3, 6, 9],
+           "eta_cs": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "epochs": 3, "seeds": 2},
+    # quick cannot see the depth-muP drift (noise 0.5-1.3 decades over 2 seeds, half-decade
+    # grid): 6 seeds on a 0.125-decade grid and depth 18 for leverage
+    medium={**QUICK_DATA, "width": 128, "depths": [3, 6, 9, 18],
+            "eta_cs": [round(10 ** (k / 8), 4) for k in range(-8, 9)], "epochs": 3, "seeds": 6},
+    full={**FULL_DATA, "width": 128, "depths": [3, 6, 9],
+          "eta_cs": [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0], "epochs": 10, "seeds": 3},
+    smoke={**SMOKE_DATA,
+           "width": 16, "depths": [2, 3], "eta_cs": [0.1, 1.0, 10.0], "epochs": 0.2,
+           "seeds": 1},
+    control=Control(
+        "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
+        "eta_1 missing): both arms are the same runs, so the spread cannot be smaller with the "
+        "'correction'. No contrast at smoke: the correct run needs quick-scale depths, epochs "
+        "and LR grid to locate the optima",
+        {"corrected_recipe": "depth-mup"}, contrast=False),
+)
+def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
+    """nfd Fig. 5 row 2: the optimal eta_c per depth for depth-muP and nfd-depth (Eq. 8)
+    (:func:`measure_transfer`); verdict on the seed-bootstrap CI of the spreads' difference,
+    gated on noise (:func:`judge_transfer`)."""
+    m = measure_transfer(ctx)
+    return conclude(ctx, "nfd-transfer", judge_transfer(ctx.settings, m), m.rows,
+                    draw_transfer(ctx.settings, m))
