@@ -22,7 +22,7 @@ from depthscale.errors import ConfigError
 from depthscale.models import build
 from depthscale.param import plan, reparameterize, rule_table, transfer_lr
 
-PLAN_MODULE = importlib.import_module("depthscale.param.plan")
+PLAN_MODULE = importlib.import_module("depthscale.param.bind")
 V, CTX = 64, 16
 
 
@@ -95,7 +95,7 @@ def test_embedding_output_and_adam_update_are_width_free(
     if recipe != "completep":
         return  # the old rule is the same code path for every recipe: measured once
     monkeypatch.setattr(PLAN_MODULE, "fan_in_of",
-                        lambda module, p_name, p: PLAN_MODULE._fan_in(tuple(p.shape)))
+                        lambda module, p_name, p: PLAN_MODULE.shape_fan_in(tuple(p.shape)))
     real = PLAN_MODULE.usages  # the fan-in inspect reads from the use, dropped too
     monkeypatch.setattr(PLAN_MODULE, "usages", lambda *a: {
         k: dataclasses.replace(u, fan_in=None) for k, u in real(*a).items()})

@@ -7,10 +7,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from depthscale.param.expr import SYMBOLS
+
 __all__ = ["simplified"]
 
-_SYMBOLS = ("n", "L", "T", "fan_in", "d", "alpha", "D", "M", "q", "K", "sigma_u",
-            "eta_u_scale", "d_head")
+_SYMBOLS = tuple(SYMBOLS)  # the names a rule-table formula may use
 
 
 @functools.lru_cache(maxsize=1024)

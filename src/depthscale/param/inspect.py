@@ -209,49 +209,57 @@ def block_key(members: tuple[str, ...]) -> str:
 _WEIGHT_KINDS = ("matrix", "lookup")
 
 
-def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
+@dataclass
+class _Flow:
+    """What the residual additions of one forward pass show: the branches, which layer uses
+    sit in which branch and read or write it, the projection shortcuts, the first stream (what
+    the input layers make), and the norms, biases and gains in and at the end of branches."""
+
+    branches: list[Branch] = field(default_factory=list)
+    branch_of: dict[int, int] = field(default_factory=dict)  # use -> branch
+    reads: set[int] = field(default_factory=set)
+    writes: set[int] = field(default_factory=set)
+    shortcut_uses: set[int] = field(default_factory=set)
+    first_stream: TensorInfo | None = None
+    post_ln: bool = False
+    input_scale: float = 1.0
+    branch_gains: dict[str, int] = field(default_factory=dict)  # gain ending a branch -> branch
+    in_branch: set[int] = field(default_factory=set)  # bias, gain and shift uses in a branch
+    unscaled: list[int] = field(default_factory=list)  # branches ending in a gain-free norm
+
+
+def _flow(rec: Recorder) -> _Flow:
+    """The residual branches of the recorded pass (module docstring), in addition order."""
     uses = rec.uses
     layer_uses = {u.index for u in uses if u.kind in _WEIGHT_KINDS}
-    branches: list[Branch] = []
-    branch_of: dict[int, int] = {}  # use -> branch
-    reads: set[int] = set()
-    writes: set[int] = set()
-    shortcut_uses: set[int] = set()
-    first_stream: TensorInfo | None = None
-    post_ln = False
-    input_scale = 1.0
-    branch_gains: dict[str, int] = {}  # gain of a normalisation ending a branch -> branch
-    in_branch: set[int] = set()  # bias, gain and shift uses inside a branch
-    unscaled: list[int] = []  # branches ending in a normalisation without a gain
+    flow = _Flow()
     for add in rec.adds:
         found = _residual(add, layer_uses)
         if found is None:
             continue
         stream, branch, shortcut, sid = found
-        if first_stream is None:
-            first_stream = stream
+        if flow.first_stream is None:
+            flow.first_stream = stream
             if stream.scale is not None and not math.isclose(stream.scale, 1.0):
-                input_scale = stream.scale
-        post_ln = post_ln or stream.normed
+                flow.input_scale = stream.scale
+        flow.post_ln = flow.post_ln or stream.normed
+        k = len(flow.branches)
         for g in sorted(branch.tail):
             if g:
-                branch_gains.setdefault(g, len(branches))
+                flow.branch_gains.setdefault(g, k)
             else:
-                unscaled.append(len(branches))
+                flow.unscaled.append(k)
         inside = sorted((branch.uses - stream.uses - shortcut) & layer_uses)
         writer_ids = [i for i in inside if i in branch.last]
         reader_ids = [i for i in inside if not uses[i].input.last & set(inside)]
-        units = tuple(dict.fromkeys(uses[i].unit for i in inside))
         width = int(add.out.shape[1] if add.out.ndim == 4 or (
             add.out.ndim == 3 and any(uses[i].op.endswith("conv1d") for i in writer_ids))
             else add.out.shape[-1])
-        k = len(branches)
-        branches.append(Branch(k, units, tuple(dict.fromkeys(uses[i].unit for i in reader_ids)),
-                               tuple(dict.fromkeys(uses[i].unit for i in writer_ids)),
-                               tuple(dict.fromkeys(uses[i].unit for i in sorted(shortcut))),
-                               width))
+        flow.branches.append(Branch(
+            k, _units(uses, inside), _units(uses, reader_ids), _units(uses, writer_ids),
+            _units(uses, sorted(shortcut)), width))
         for i in inside:
-            branch_of.setdefault(i, k)
+            flow.branch_of.setdefault(i, k)
         # the biases and norms inside the branch: used before the addition on what was
         # computed from the stream (not on the shortcut), and not making the stream itself
         # (a post-LN norm)
@@ -259,128 +267,173 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
         for u in uses[lo + 1: add.time]:
             if (u.kind not in _WEIGHT_KINDS and sid in u.input.anc
                     and not u.input.uses & shortcut and rec.use_out.get(u.index) != sid):
-                in_branch.add(u.index)
-        reads.update(reader_ids)
-        writes.update(writer_ids)
-        shortcut_uses |= set(shortcut)
+                flow.in_branch.add(u.index)
+        flow.reads.update(reader_ids)
+        flow.writes.update(writer_ids)
+        flow.shortcut_uses |= set(shortcut)
+    return flow
 
-    def position(u: Use) -> tuple[str, str]:
-        """The role of one layer use and the reason."""
-        if u.kind == "lookup":
-            return "input", "rows looked up by the input (an embedding: fan-in 1)"
-        if u.index in branch_of:
-            b = branch_of[u.index]
-            r, w = u.index in reads, u.index in writes
-            if r and w:
-                return "branch", f"reads the stream and writes residual branch {b}"
-            if w:
-                return "branch_out", f"writes into residual branch {b}'s addition"
-            if r:
-                return "branch_in", f"reads the residual stream in branch {b}"
-            return "hidden", f"internal layer of residual branch {b}"
-        if u.index in shortcut_uses:
-            return "hidden", "projection shortcut of a residual block"
-        if first_stream is not None and u.index in first_stream.last:
-            return "input", "makes the residual stream from the data"
-        if u.index in out.last:
-            return "output", "writes the model's output"
-        if not u.input.uses:
-            return "input", "first layer to read the data"
-        return "hidden", "plain layer outside any residual branch"
 
+def _units(uses: list[Use], ids: list[int]) -> tuple[str, ...]:
+    """The units of the uses ``ids``, each once, in order."""
+    return tuple(dict.fromkeys(uses[i].unit for i in ids))
+
+
+def _position(u: Use, flow: _Flow, out: TensorInfo) -> tuple[str, str]:
+    """The role of one layer use and the reason."""
+    if u.kind == "lookup":
+        return "input", "rows looked up by the input (an embedding: fan-in 1)"
+    if u.index in flow.branch_of:
+        b = flow.branch_of[u.index]
+        r, w = u.index in flow.reads, u.index in flow.writes
+        if r and w:
+            return "branch", f"reads the stream and writes residual branch {b}"
+        if w:
+            return "branch_out", f"writes into residual branch {b}'s addition"
+        if r:
+            return "branch_in", f"reads the residual stream in branch {b}"
+        return "hidden", f"internal layer of residual branch {b}"
+    if u.index in flow.shortcut_uses:
+        return "hidden", "projection shortcut of a residual block"
+    if flow.first_stream is not None and u.index in flow.first_stream.last:
+        return "input", "makes the residual stream from the data"
+    if u.index in out.last:
+        return "output", "writes the model's output"
+    if not u.input.uses:
+        return "input", "first layer to read the data"
+    return "hidden", "plain layer outside any residual branch"
+
+
+@dataclass
+class _Roles:
+    """The classification of every used parameter (the fields of :class:`Structure` that
+    come from it)."""
+
+    roles: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    unclassified: dict[str, str] = field(default_factory=dict)
+    fan_in: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    readouts: dict[str, str] = field(default_factory=dict)
+    gains: list[str] = field(default_factory=list)
+
+    def assign(self, name: str, role: str, why: str) -> None:
+        self.roles[name], self.reasons[name] = role, why
+
+
+def _weight_role(found: _Roles, name: str, weights: list[Use], flow: _Flow,
+                 out: TensorInfo) -> None:
+    """A matrix or lookup: the role of its first use; a second use as the readout makes it a
+    tied embedding, more uses of one role a shared weight."""
+    placed = [(u, *_position(u, flow, out)) for u in weights]
+    u0, role, why = placed[0]
+    found.fan_in[name] = u0.fan_in
+    outputs = [u for u, r, _ in placed if r == "output"]
+    if role == "input" and outputs:
+        found.readouts[outputs[0].unit] = name
+        why += f"; also read out by {outputs[0].unit} (tied embedding)"
+    elif len(weights) > 1 and len({r for _, r, _ in placed}) == 1:
+        found.counts[name] = len(weights)
+        why += f" ({len(weights)} uses: a shared weight)"
+    elif len(weights) > 1:
+        why += " (also used as " + ", ".join(sorted({r for _, r, _ in placed[1:]})) + ")"
+    found.assign(name, role, why)
+
+
+def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> None:
+    """A parameter used elementwise: a gain, a token table, a normalisation's shift or a
+    bias, by where it sits; any other use is left unclassified, naming the op."""
+    kinds = {u.kind for u in p_uses}
+    inside = all(u.index in flow.in_branch for u in p_uses)
+    if len(p_uses) > 1 and len(kinds) == 1:
+        found.counts[name] = len(p_uses)  # a bias or gain of a shared block
+    if "other" in kinds:
+        ops = sorted({u.op for u in p_uses if u.kind == "other"})
+        found.unclassified[name] = (f"used by {', '.join(ops)}, which inspect does not read as "
+                                    "a matrix, lookup, bias, gain or token")
+    elif "gain" in kinds and name in flow.branch_gains:
+        found.assign(name, "branch_gain", f"gain of the normalisation that ends residual branch "
+                  f"{flow.branch_gains[name]} (after its last layer): it carries the branch "
+                  "multiplier")
+    elif "gain" in kinds:
+        found.assign(name, "norm", "multiplies activations elementwise (a gain)")
+        if inside and _is_norm_op(p_uses):
+            found.assign(name, "branch_norm", "normalisation gain inside a branch")
+        found.gains.append(name)
+    elif "added" in kinds:
+        found.assign(name, "token", "added to the activations (learned positional embedding, "
+                  "class or token-type table)")
+    elif "shift" in kinds and any(u.partner in flow.branch_gains for u in p_uses):
+        found.assign(name, "branch_bias", "shift of the normalisation that ends a residual branch")
+    elif "shift" in kinds and inside:
+        found.assign(name, "branch_vector", "normalisation shift inside a branch")
+    elif "shift" in kinds:
+        found.assign(name, "vector", "normalisation shift")
+    else:
+        _bias_role(found, name, p_uses, inside)
+
+
+def _bias_role(found: _Roles, name: str, p_uses: list[Use], inside: bool) -> None:
+    """A bias: inside a branch, of a layer that writes a branch, of the readout, or plain."""
+    partner = next((u.partner for u in p_uses if u.partner), "")
+    found.assign(name, "vector", "bias vector")
+    if inside:
+        found.assign(name, "branch_vector", "bias inside a residual branch")
+    if partner in found.roles:
+        if found.roles[partner] in ("branch", "branch_out"):
+            found.assign(name, "branch_bias", f"bias of {partner}, which writes a residual branch")
+        elif found.roles[partner] == "output":
+            found.assign(name, "output_bias", f"bias of the readout {partner}")
+
+
+def _classify(rec: Recorder, flow: _Flow, out: TensorInfo) -> _Roles:
+    """The role of every parameter the pass used, by its uses (module docstring)."""
     by_param: dict[str, list[Use]] = {}
-    for u in uses:
+    for u in rec.uses:
         by_param.setdefault(u.param, []).append(u)
-    roles: dict[str, str] = {}
-    reasons: dict[str, str] = {}
-    unclassified: dict[str, str] = {}
-    fan_in: dict[str, int] = {}
-    counts: dict[str, int] = {}
-    readouts: dict[str, str] = {}
-    gains: list[str] = []
-    main_uses = 0
-    for u in uses:
-        if u.kind in _WEIGHT_KINDS and u.index not in branch_of and u.index not in shortcut_uses:
-            main_uses += 1
+    found = _Roles()
     for name, p_uses in by_param.items():
         weights = [u for u in p_uses if u.kind in _WEIGHT_KINDS]
         if weights:
-            placed = [(u, *position(u)) for u in weights]
-            u0, role, why = placed[0]
-            fan_in[name] = u0.fan_in
-            outputs = [u for u, r, _ in placed if r == "output"]
-            if role == "input" and outputs:
-                readouts[outputs[0].unit] = name
-                why += f"; also read out by {outputs[0].unit} (tied embedding)"
-            elif len(weights) > 1 and len({r for _, r, _ in placed}) == 1:
-                counts[name] = len(weights)
-                why += f" ({len(weights)} uses: a shared weight)"
-            elif len(weights) > 1:
-                why += " (also used as " + ", ".join(sorted({r for _, r, _ in placed[1:]})) + ")"
-            roles[name], reasons[name] = role, why
-            continue
-        kinds = {u.kind for u in p_uses}
-        if len(p_uses) > 1 and len(kinds) == 1:
-            counts[name] = len(p_uses)  # a bias or gain of a shared block
-        if "other" in kinds:
-            ops = sorted({u.op for u in p_uses if u.kind == "other"})
-            unclassified[name] = (f"used by {', '.join(ops)}, which inspect does not read as a "
-                                  "matrix, lookup, bias, gain or token")
-        elif "gain" in kinds and name in branch_gains:
-            roles[name], reasons[name] = "branch_gain", (
-                f"gain of the normalisation that ends residual branch {branch_gains[name]} "
-                "(after its last layer): it carries the branch multiplier")
-        elif "gain" in kinds:
-            roles[name], reasons[name] = "norm", "multiplies activations elementwise (a gain)"
-            if all(u.index in in_branch for u in p_uses) and _is_norm_op(p_uses):
-                roles[name], reasons[name] = "branch_norm", "normalisation gain inside a branch"
-            gains.append(name)
-        elif "added" in kinds:
-            roles[name], reasons[name] = "token", ("added to the activations (learned positional "
-                                                   "embedding, class or token-type table)")
-        elif "shift" in kinds and any(u.partner in branch_gains for u in p_uses):
-            roles[name], reasons[name] = "branch_bias", (
-                "shift of the normalisation that ends a residual branch")
-        elif "shift" in kinds and all(u.index in in_branch for u in p_uses):
-            roles[name], reasons[name] = "branch_vector", "normalisation shift inside a branch"
-        elif "shift" in kinds:
-            roles[name], reasons[name] = "vector", "normalisation shift"
-        else:  # bias
-            partner = next((u.partner for u in p_uses if u.partner), "")
-            roles[name], reasons[name] = "vector", "bias vector"
-            if all(u.index in in_branch for u in p_uses):
-                roles[name], reasons[name] = "branch_vector", "bias inside a residual branch"
-            if partner in roles:
-                if roles[partner] in ("branch", "branch_out"):
-                    roles[name], reasons[name] = "branch_bias", (
-                        f"bias of {partner}, which writes a residual branch")
-                elif roles[partner] == "output":
-                    roles[name], reasons[name] = "output_bias", f"bias of the readout {partner}"
+            _weight_role(found, name, weights, flow, out)
+        else:
+            _vector_role(found, name, p_uses, flow)
     # biases whose weight was classified after them
     for name, p_uses in by_param.items():
         partner = next((u.partner for u in p_uses if u.partner), "")
-        if roles.get(name) in ("vector", "branch_vector") and roles.get(partner) in (
-                "branch", "branch_out"):
-            roles[name], reasons[name] = "branch_bias", (
-                f"bias of {partner}, which writes a residual branch")
-    tied: dict[str, str] = {}
-    first = {id(p): n for n, p in reversed(list(model.named_parameters(remove_duplicate=False)))}
-    for n, p in model.named_parameters(remove_duplicate=False):
-        if first[id(p)] != n:
-            tied[n] = first[id(p)]
+        if found.roles.get(name) in ("vector", "branch_vector") and found.roles.get(
+                partner) in ("branch", "branch_out"):
+            found.assign(name, "branch_bias", f"bias of {partner}, which writes a residual branch")
+    return found
+
+
+def _tied(model: nn.Module) -> dict[str, str]:
+    """Every name of a shared parameter but its first, mapped to the first."""
+    named = list(model.named_parameters(remove_duplicate=False))
+    first = {id(p): n for n, p in reversed(named)}
+    return {n: first[id(p)] for n, p in named if first[id(p)] != n}
+
+
+def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
+    """The :class:`Structure` of a recorded forward pass whose output is ``out``."""
+    flow = _flow(rec)
+    found = _classify(rec, flow, out)
+    main_uses = sum(1 for u in rec.uses if u.kind in _WEIGHT_KINDS
+                    and u.index not in flow.branch_of and u.index not in flow.shortcut_uses)
     for n in dict(model.named_parameters()):
-        if n not in roles and n not in unclassified:
-            unclassified[n] = "never used in the forward pass on the example input"
+        if n not in found.roles and n not in found.unclassified:
+            found.unclassified[n] = "never used in the forward pass on the example input"
     blocks: dict[str, list[int]] = {}
-    for b in branches:
+    for b in flow.branches:
         blocks.setdefault(block_key(b.modules), []).append(b.index)
-    widths = Counter(b.width for b in branches)
+    widths = Counter(b.width for b in flow.branches)
     width = widths.most_common(1)[0][0] if widths else plain_width(model)
     return Structure(
-        roles, reasons, tuple(branches), {k: tuple(v) for k, v in blocks.items()}, width,
-        len(branches), main_uses, main_uses + len(branches), unclassified, tied,
-        tuple(rec.attention.values()), fan_in, counts, readouts, input_scale, post_ln,
-        tuple(gains), branch_gains, tuple(unscaled))
+        found.roles, found.reasons, tuple(flow.branches), {k: tuple(v) for k, v in blocks.items()},
+        width, len(flow.branches), main_uses, main_uses + len(flow.branches), found.unclassified,
+        _tied(model), tuple(rec.attention.values()), found.fan_in, found.counts, found.readouts,
+        flow.input_scale, flow.post_ln, tuple(found.gains), flow.branch_gains,
+        tuple(flow.unscaled))
 
 
 def _is_norm_op(p_uses: list[Use]) -> bool:

@@ -7,9 +7,10 @@ A rule gives, for one parameter of a given role,
 * ``c_sgd`` / ``c_adam``: the learning-rate multiplier applied to the user's base LR,
 * ``wd`` / ``eps``: weight-decay and Adam-epsilon multipliers.
 
-Every entry is an :class:`Expr`: a formula string (what ``explain`` prints and what the docs
-table shows) and the function that evaluates it on a :class:`Dims`. This table is the source of
-truth; models never hard-code scaling.
+Every entry is an :class:`~depthscale.param.expr.Expr`: a formula string (what ``explain``
+prints and what the docs table shows), compiled once into the function that evaluates it on a
+:class:`~depthscale.param.expr.Dims`, so each formula is written once. This table is the source
+of truth; models never hard-code scaling.
 
 Symbols: ``n`` width (residual-stream width; ``D`` for Chizat's model), ``L`` number of
 residual blocks (hidden layers for a plain MLP), ``fan_in`` of the parameter (1 for an embedding
@@ -45,9 +46,10 @@ nfd Eq. 1 (W ~ N(0, b^2), the layer computes ``a W x``):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+
+from depthscale.param.expr import Dims, Expr
 
 __all__ = [
     "RECIPES",
@@ -82,39 +84,11 @@ ROLES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Dims:
-    """The sizes a rule is evaluated on: the plan's settings plus one parameter's fan-in."""
-
-    n: float
-    L: float
-    fan_in: int = 1
-    T: float = 1.0
-    M: int = 1
-    q: float = 0.5
-    alpha: float = 1.0  # mean-ode: sigma_v = alpha sqrt(D)
-    output_alpha: float = 1.0  # nfd Eq. 1: alpha = 1/sqrt(n) (feature learning) or 1 (kernel)
-    sigma_u: float = 1.0
-    eta_u_scale: float = 1.0
-    d_head: int = 1
-
-
-@dataclass(frozen=True)
-class Expr:
-    """A formula as printed and as evaluated."""
-
-    text: str
-    fn: Callable[[Dims], float] = field(compare=False, repr=False)
-
-    def __call__(self, dims: Dims) -> float:
-        return float(self.fn(dims))
-
-
-_ATTN_SP = Expr("1/sqrt(d_head)", lambda d: 1 / math.sqrt(d.d_head))
+_ATTN_SP = Expr("1/sqrt(d_head)")
 
 
 def _const(value: float) -> Expr:
-    return Expr(f"{value:g}", lambda _d: value)
+    return Expr(f"{value:g}")
 
 
 ONE = _const(1.0)
@@ -147,8 +121,7 @@ class Rule:
         """The coupled-L2 multiplier ``1/c_sgd``: SGD shrinks a weight by ``lr c_sgd wd_sgd
         weight_decay`` per step, so the shrink is ``lr * weight_decay`` for every role, width
         and depth (module docstring)."""
-        c = self.c_sgd
-        return Expr(_reciprocal_text(c.text), lambda d: 1 / c(d))
+        return self.c_sgd.reciprocal(_reciprocal_text(self.c_sgd.text))
 
 
 @dataclass(frozen=True)
@@ -164,8 +137,10 @@ class Recipe:
     attention_source: str = "Vaswani et al. 2017"
 
 
-def _e(text: str, fn: Callable[[Dims], float]) -> Expr:
-    return Expr(text, fn)
+def _e(text: str, **where: str) -> Expr:
+    """The formula ``text``; ``where`` binds a symbol it uses in another sense than
+    :data:`~depthscale.param.expr.SYMBOLS` gives (chizat's ``D`` as the fan-in)."""
+    return Expr(text, tuple(where.items()))
 
 
 def _reciprocal_text(text: str) -> str:
@@ -187,12 +162,12 @@ def _reciprocal_text(text: str) -> str:
 
 
 # ---- shared expressions --------------------------------------------------------------------
-_INV_SQRT_FAN_IN = _e("1/sqrt(fan_in)", lambda d: 1 / math.sqrt(d.fan_in))
-_N = _e("n", lambda d: d.n)
-_INV_SQRT_N = _e("1/sqrt(n)", lambda d: 1 / math.sqrt(d.n))
-_SQRT_N = _e("sqrt(n)", lambda d: math.sqrt(d.n))
+_INV_SQRT_FAN_IN = _e("1/sqrt(fan_in)")
+_N = _e("n")
+_INV_SQRT_N = _e("1/sqrt(n)")
+_SQRT_N = _e("sqrt(n)")
 _TOKEN_STD = _const(0.02)
-_ATTN_MUP = _e("1/d_head", lambda d: 1 / d.d_head)
+_ATTN_MUP = _e("1/d_head")
 _ATTN_MUP_SOURCE = "muP: Yang et al. 2022, TP-V Sec. 8 / Table 3"
 
 
@@ -233,29 +208,22 @@ SP = Recipe(
 _EQ1 = "nfd Eq. 1"
 _ADAM = ("eps as the gradient (TP-V Table 3/8; Dey et al. 2025); AdamW wd 1/c_adam "
          "(Wortsman et al. 2023)")
-_DEPTH_FACTORS: dict[str, tuple[str, Callable[[Dims], float]]] = {
-    "mup": ("", lambda d: 1.0),
-    "depth-mup": ("sqrt(T/L)", lambda d: math.sqrt(d.T / d.L)),
-    "completep": ("T/L", lambda d: d.T / d.L),
-}
-_EPS_STREAM = _e("alpha/sqrt(n)", lambda d: d.output_alpha / math.sqrt(d.n))
+#: The branch multiplier's depth factor of each nfd Eq. 1 recipe ("" for none).
+_DEPTH_FACTORS = {"mup": "", "depth-mup": "sqrt(T/L)", "completep": "T/L"}
+_EPS_STREAM = _e("alpha/sqrt(n)")
 
 
 def _eps_weight(depth: str) -> Expr:
     """Adam eps of a weight with multiplier ~ (depth factor)/sqrt(fan_in) on the stream's
     gradient: (depth factor) alpha / sqrt(n fan_in)."""
-    text, f = _DEPTH_FACTORS[depth]
-    shown = {"": "alpha/sqrt(n fan_in)", "sqrt(T/L)": "alpha sqrt(T/(L n fan_in))",
-             "T/L": "alpha (T/L)/sqrt(n fan_in)"}[text]
-    return _e(shown, lambda d: f(d) * d.output_alpha / math.sqrt(d.n * d.fan_in))
+    return _e({"mup": "alpha/sqrt(n fan_in)", "depth-mup": "alpha sqrt(T/(L n fan_in))",
+               "completep": "alpha (T/L)/sqrt(n fan_in)"}[depth])
 
 
 def _eps_vector(depth: str) -> Expr:
     """Adam eps of a bias or norm gain inside a branch: (depth factor) alpha / sqrt(n)."""
-    text, f = _DEPTH_FACTORS[depth]
-    shown = {"": "alpha/sqrt(n)", "sqrt(T/L)": "alpha sqrt(T/(L n))",
-             "T/L": "alpha (T/L)/sqrt(n)"}[text]
-    return _e(shown, lambda d: f(d) * d.output_alpha / math.sqrt(d.n))
+    return _e({"mup": "alpha/sqrt(n)", "depth-mup": "alpha sqrt(T/(L n))",
+               "completep": "alpha (T/L)/sqrt(n)"}[depth])
 
 
 def _mf_vectors(depth: str) -> dict[str, Rule]:
@@ -270,7 +238,7 @@ def _mf_vectors(depth: str) -> dict[str, Rule]:
     # layer's does: under SGD it takes that layer's depth factor (CompleteP: LR x L/T, TP-VI;
     # depth-muP's branch_in keeps eta_c n, so its vectors do too); Adam normalises it away.
     inside = {"mup": (_N, source), "depth-mup": (_N, source),
-              "completep": (_e("n L/T", lambda d: d.n * d.L / d.T),
+              "completep": (_e("n L/T"),
                             "vector inside a CompleteP branch: SGD LR x L/T as the branch's "
                             "first layer (its gradient carries the branch multiplier T/L; "
                             "TP-VI / Dey et al. 2025), Adam x 1")}[depth]
@@ -300,7 +268,7 @@ def _mf_vectors(depth: str) -> dict[str, Rule]:
     # branch's depth factor moves to the norm's gain: it starts at the factor (the branch
     # output's size at init, nfd Eq. 1) and trains like the branch-end bias (both move the
     # stream by the factor per block; TP-VI puts the multiplier after the whole branch).
-    factor_text, factor = _DEPTH_FACTORS[depth]
+    factor_text = _DEPTH_FACTORS[depth]
     gain_source = ("branch-ending normalisation's gain = the branch multiplier "
                    f"{factor_text or '1'} (nfd Eq. 1, TP-VI: the multiplier after the branch)")
     if depth == "mup":
@@ -309,29 +277,29 @@ def _mf_vectors(depth: str) -> dict[str, Rule]:
                                   eps=_EPS_STREAM, adam_source=_ADAM)
     else:
         out["branch_gain"] = Rule(
-            ONE, _e(factor_text, factor), _e("n T/L", lambda d: d.n * d.T / d.L),
-            _e("T/L", lambda d: d.T / d.L), gain_source, init="constant", eps=_EPS_STREAM,
-            wd_adam=_e("L/T", lambda d: d.L / d.T), adam_source=_ADAM)
+            ONE, _e(factor_text), _e("n T/L"),
+            _e("T/L"), gain_source, init="constant", eps=_EPS_STREAM,
+            wd_adam=_e("L/T"), adam_source=_ADAM)
         out["branch_bias"] = Rule(
-            ONE, ZERO, _e("n T/L", lambda d: d.n * d.T / d.L), _e("T/L", lambda d: d.T / d.L),
+            ONE, ZERO, _e("n T/L"), _e("T/L"),
             "branch-end bias (nfd Eq. 1 with the bias outside the multiplier): LR x T/L of "
             "the vector LR, so its step moves the stream by O(T/L) per block like the "
             "branch weights'", init="zeros", eps=_EPS_STREAM,
-            wd_adam=_e("L/T", lambda d: d.L / d.T), adam_source=_ADAM)
+            wd_adam=_e("L/T"), adam_source=_ADAM)
     return out
 
 
 _mf_input = Rule(
-    _e("1/sqrt(d)", lambda d: 1 / math.sqrt(d.fan_in)), ONE, _N, ONE,
+    _e("1/sqrt(d)"), ONE, _N, ONE,
     _EQ1 + " (h0 = U x/sqrt(d); d = 1 for an embedding: one-hot input)",
-    eps=_e("alpha/sqrt(n d)", lambda d: d.output_alpha / math.sqrt(d.n * d.fan_in)),
+    eps=_e("alpha/sqrt(n d)"),
     adam_source=_ADAM,
 )
 _mf_hidden = Rule(_INV_SQRT_FAN_IN, ONE, _N, _INV_SQRT_N,
                   "muP (nfd Eq. 1 without depth factor)", eps=_eps_weight("mup"),
                   wd_adam=_SQRT_N, adam_source=_ADAM)
 _mf_output = Rule(
-    _e("alpha/sqrt(n)", lambda d: d.output_alpha / math.sqrt(d.n)),
+    _e("alpha/sqrt(n)"),
     ONE,
     _N,
     ONE,
@@ -359,9 +327,9 @@ MUP = Recipe(
     _ATTN_MUP_SOURCE,
 )
 
-_DEPTH_A = _e("sqrt(T/(L fan_in))", lambda d: math.sqrt(d.T / (d.L * d.fan_in)))
-_DEPTH_C_ADAM = _e("sqrt(T/(L n))", lambda d: math.sqrt(d.T / (d.L * d.n)))
-_DEPTH_WD = _e("sqrt(L n/T)", lambda d: math.sqrt(d.L * d.n / d.T))
+_DEPTH_A = _e("sqrt(T/(L fan_in))")
+_DEPTH_C_ADAM = _e("sqrt(T/(L n))")
+_DEPTH_WD = _e("sqrt(L n/T)")
 _depth_eps = _eps_weight("depth-mup")
 _depth_branch = Rule(_DEPTH_A, ONE, _N, _DEPTH_C_ADAM, _EQ1 + " (branch sqrt(T/(L n)))",
                      eps=_depth_eps, wd_adam=_DEPTH_WD, adam_source=_ADAM)
@@ -400,11 +368,11 @@ NFD_DEPTH = Recipe(
         "branch_in": Rule(
             _INV_SQRT_FAN_IN,
             ONE,
-            _e("n sqrt(L)", lambda d: d.n * math.sqrt(d.L)),
-            _e("sqrt(T/n)", lambda d: math.sqrt(d.T / d.n)),
+            _e("n sqrt(L)"),
+            _e("sqrt(T/n)"),
             "nfd Eq. 8 (eta_1 = eta_c n sqrt(L)); Adam: same sqrt(L) correction (extension)",
             eps=_eps_weight("depth-mup"),
-            wd_adam=_e("sqrt(n/T)", lambda d: math.sqrt(d.n / d.T)),
+            wd_adam=_e("sqrt(n/T)"),
             adam_source=_ADAM,
         ),
     },
@@ -415,8 +383,8 @@ NFD_DEPTH = Recipe(
 
 # ---- CompleteP: branch multiplier 1/L (Dey et al. 2025) -------------------------------------
 _CP = "CompleteP (branch T/L; Dey et al. 2025)"
-_CP_A = _e("(T/L)/sqrt(fan_in)", lambda d: (d.T / d.L) / math.sqrt(d.fan_in))
-_CP_C_SGD = _e("n L/T", lambda d: d.n * d.L / d.T)
+_CP_A = _e("(T/L)/sqrt(fan_in)")
+_CP_C_SGD = _e("n L/T")
 _cp_branch = Rule(_CP_A, ONE, _CP_C_SGD, _INV_SQRT_N, _CP, eps=_eps_weight("completep"),
                   wd_adam=_SQRT_N, adam_source=_ADAM)
 COMPLETEP = Recipe(
@@ -448,16 +416,16 @@ MEAN_ODE = Recipe(
     _CH,
     {
         "branch_in": Rule(
-            _e("1/D", lambda d: 1 / d.fan_in),
-            _e("sigma_u", lambda d: d.sigma_u),
-            _e("L M eta_u_scale", lambda d: d.L * d.M * d.eta_u_scale),
+            _e("1/D", D="fan_in"),
+            _e("sigma_u"),
+            _e("L M eta_u_scale"),
             None,
             _CH + " (u^T h / D, LR eta_u L M)",
         ),
         "branch_out": Rule(
-            _e("1/(L M)", lambda d: 1 / (d.L * d.M)),
-            _e("alpha sqrt(D)", lambda d: d.alpha * math.sqrt(d.n)),
-            _e("L M", lambda d: d.L * d.M),
+            _e("1/(L M)"),
+            _e("alpha sqrt(D)", alpha="alpha"),
+            _e("L M"),
             None,
             _CH + " (v rho(.)/(L M), LR eta_v L M)",
         ),
@@ -468,11 +436,11 @@ MEAN_ODE = Recipe(
 # ---- laws: He fan-in init, residual K^(-1/2), one LR (laws Sec. 3.1) --------------------------
 _LAWS = "laws Sec. 3.1 Eq. 1"
 _laws_plain = Rule(
-    ONE, _e("1/sqrt(q fan_in)", lambda d: 1 / math.sqrt(d.q * d.fan_in)), ONE, ONE, _LAWS
+    ONE, _e("1/sqrt(q fan_in)"), ONE, ONE, _LAWS
 )
 _laws_branch = Rule(
     ONE,
-    _e("1/sqrt(q K fan_in)", lambda d: 1 / math.sqrt(d.q * d.L * d.fan_in)),
+    _e("1/sqrt(q K fan_in)"),
     ONE,
     ONE,
     "laws Sec. 3.1 Eq. 5 (residual branch x K^(-1/2))",
@@ -491,7 +459,7 @@ LAWS = Recipe(
         "branch_out": _laws_branch,
         "output": Rule(ONE, _INV_SQRT_FAN_IN, ONE, ONE, "laws Sec. 3.1 (linear fan-in head)"),
         **_vectors(ONE, ONE, _LAWS),
-        "branch_gain": Rule(ONE, _e("1/sqrt(K)", lambda d: 1 / math.sqrt(d.L)), ONE, ONE,
+        "branch_gain": Rule(ONE, _e("1/sqrt(K)"), ONE, ONE,
                             "laws Sec. 3.1 Eq. 5 (the branch's K^(-1/2) on the gain of the "
                             "normalisation that ends it)", init="constant"),
     },

@@ -2,16 +2,16 @@
 right sizes and to realise it in the model's own form.
 
 A :class:`Usage` per parameter comes from :func:`depthscale.param.inspect` (and, for the
-dimensions that grow with width, from a second model at another width); :func:`adjusted` turns
-a role's native rule into the rule for that use (``Plan`` then realises it in the model's own
-form). Tied readouts get a forward multiplier (:func:`set_readouts`), mup's
-``MuSharedReadout`` in the mean-field form of nfd Eq. 1.
+dimensions that grow with width, from a second model at another width);
+:func:`depthscale.param.evaluate.adjusted` turns a role's native rule into the rule for that use
+(``Plan`` then realises it in the model's own form). Tied readouts get a forward multiplier
+(:func:`set_readouts`), mup's ``MuSharedReadout`` in the mean-field form of nfd Eq. 1.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from torch import nn
@@ -19,7 +19,7 @@ from torch import nn
 from depthscale.errors import ConfigError
 from depthscale.param.inspect import Structure
 
-__all__ = ["Usage", "adjusted", "set_readouts", "usages"]
+__all__ = ["Usage", "set_readouts", "usages"]
 
 _READOUT = "_depthscale_readout"  # the module attribute holding a tied readout's multiplier
 _FIXED = ("", "fan_in", "both")
@@ -98,30 +98,6 @@ def _fixed_dims(shape: tuple[int, ...], base_shape: tuple[int, ...], fan_in: int
     if fan_in == base_fan_in:
         return "fan_in"
     return ""
-
-
-def adjusted(spec: Any, usage: Usage, frozen: Any = None) -> Any:
-    """The native rule of one parameter for its use (``spec`` a ParamSpec of its role).
-
-    A weight applied k times receives k gradient contributions of the per-use size, so under
-    SGD its step is k times one use's: LR c/k keeps each use's update (and so the summed
-    update over k uses) as the rule intends; coupled weight decay x k keeps lr*wd. Adam
-    normalises the summed gradient: its LR is unchanged, and eps x k stays the gradient's scale.
-    ``frozen`` is the same rule evaluated at the base width, for dimensions that do not grow:
-    ``"both"`` takes every width factor from it; ``"fan_in"`` (a vector-like weight such as a
-    depthwise kernel) takes the Adam LR and the AdamW decay (an Adam step moves such a layer's
-    output by O(LR), as a bias's: TP-V Table 3), the SGD LR still growing with fan-out.
-    """
-    if frozen is not None and usage.fixed == "both":
-        spec = replace(frozen, name=spec.name, shape=spec.shape)
-    elif frozen is not None and usage.fixed == "fan_in":
-        spec = replace(spec, c_adam=frozen.c_adam, wd_adam=frozen.wd_adam)
-    if usage.uses > 1:
-        k = usage.uses
-        spec = replace(spec, c_sgd=spec.c_sgd / k, wd_sgd=spec.wd_sgd * k, eps=spec.eps * k)
-    if usage.keep:
-        spec = replace(spec, init="kept")
-    return spec
 
 
 def _readout_hook(module: nn.Module, args: Any, output: Any) -> Any:

@@ -1,0 +1,57 @@
+"""``Plan.apply`` as one pass over pure steps: inspect (with an example input), assign roles,
+check sizes, read each parameter's use, evaluate every rule (a refusal leaves the model
+untouched), draw the init and set multipliers (nfd Eq. 1, or its absorbed form by the
+abc-symmetry), set the attention scale and tied-readout multipliers, record the plan
+(:class:`~depthscale.param.state.PlanState`), and warn where the recipe's derivation does not
+cover the structure found."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import nn
+
+from depthscale.errors import ConfigError
+from depthscale.param.assign import assign_roles, covered
+from depthscale.param.attention import attention_modules, set_attention
+from depthscale.param.bind import model_usages, param_specs, readout_multipliers
+from depthscale.param.checks import whole
+from depthscale.param.draw import initialise
+from depthscale.param.evaluate import PlanSettings, attention_scale, settings_of
+from depthscale.param.inspect import inspect
+from depthscale.param.sizes import check_sizes
+from depthscale.param.state import PlanState, record
+from depthscale.param.usage import Usage, set_readouts
+from depthscale.param.walk import unwrap
+from depthscale.param.warn import warn_attention, warn_structure
+
+__all__ = ["apply_plan"]
+
+
+def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | None,
+               example_input: Any, seed: int, absorb: bool, base: nn.Module | None) -> None:
+    """Set multipliers and initialise every parameter of ``model`` by ``plan`` and record the
+    plan on it (``Plan.apply`` documents the arguments)."""
+    seed = whole("seed", seed, minimum=0)
+    inner, _ = unwrap(model)
+    structure = None if example_input is None else inspect(inner, example_input)
+    if base is not None and structure is None:
+        raise ConfigError("base= (the model at another width) needs example_input= too: "
+                          "inspect compares how both use each parameter")
+    role_of = assign_roles(model, roles, structure)
+    check_sizes(plan, inner, role_of, structure, explicit=covered(model, roles))
+    usage = model_usages(inner, structure, base, example_input, role_of)
+    planned = param_specs(plan, inner, role_of, usage)  # every rule first: a refusal changes
+    readouts = readout_multipliers(plan, inner, structure, role_of, usage)  # nothing
+    heads = attention_modules(inner)
+    for m in heads.values():  # a bad head width is refused before anything is changed
+        attention_scale(plan, int(m.attention_head_dim))
+    forms = initialise(planned, usage, seed, absorb)
+    set_attention(inner, plan)
+    set_readouts(inner, readouts)
+    kept = {k: u for k, u in usage.items() if u != Usage()}
+    record(inner, PlanState(settings_of(plan), role_of, forms, kept, readouts))
+    if structure is not None:
+        warn_attention(plan, structure, set(heads))
+        warn_structure(plan, structure, readouts)
