@@ -31,10 +31,6 @@ def test_a_readme_block_runs(index: int, tmp_path: Path, monkeypatch: pytest.Mon
 
 
 # ---- the "Paper equations and where they live" table -------------------------------------------
-#: The claims are being moved between modules by other branches: until the merge updates the
-#: table's ``claims.`` rows, a ``claims.`` path that does not resolve is skipped (and only those).
-#: Set to False at the merge; then every row must resolve.
-CLAIMS_ROWS_PENDING = True
 _TABLE = re.search(r"## Paper equations and where they live\n\n(.*?)\n\n",
                    (ROOT / "README.md").read_text(), flags=re.S)
 EQUATION_ROWS = [
@@ -86,15 +82,8 @@ def test_every_code_path_of_the_equation_table_is_real(row: list[str]) -> None:
     citation = equation.split(" (")[0]  # "nfd Eq. 8", "laws Eq. 1 and Eq. 5", ...
     paths = [m for m in (_PATH.match(s) for s in re.findall(r"`([^`]*)`", where)) if m]
     assert paths, f"no code path in {where!r}"
-    pending = []
     for m in paths:
-        try:
-            obj = _resolve(m.group(1))
-        except (ImportError, AttributeError):
-            if CLAIMS_ROWS_PENDING and m.group(1).startswith("claims."):
-                pending.append(m.group(1))
-                continue
-            raise
+        obj = _resolve(m.group(1))
         if m.group(2):  # a call: the arguments it shows must bind
             call = ast.parse(m.group(1).rpartition(".")[2] + m.group(2), mode="eval").body
             assert isinstance(call, ast.Call) and callable(obj)
@@ -112,5 +101,3 @@ def test_every_code_path_of_the_equation_table_is_real(row: list[str]) -> None:
             assert role in ROLES and _CITATION.match(citation)
             assert any(_cites(citation, r.rules[role].source) for r in RECIPES.values()
                        if role in r.rules), (role, citation)
-    if pending:
-        pytest.skip(f"claims paths updated at merge: {', '.join(pending)}")
