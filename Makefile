@@ -5,7 +5,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean print-strict
+
+# the layers typed strictly (mypy --strict), in CI as in make lint
+STRICT = src/depthscale/param src/depthscale/stats src/depthscale/io src/depthscale/studies \
+	src/depthscale/claims src/depthscale/limits
 
 $(STAMP): pyproject.toml constraints-ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +28,13 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src
+	$(BIN)/mypy --strict $(STRICT)
 
 bench: $(STAMP)
 	$(BIN)/depthscale bench --json bench.json
 
 clean:
 	rm -rf $(VENV) reproduce-out runs bench.json
+
+print-strict:
+	@echo $(STRICT)

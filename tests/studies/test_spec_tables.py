@@ -9,7 +9,8 @@ import pytest
 import tomllib
 
 from depthscale.errors import ConfigError
-from depthscale.studies.spec import expand, parse_study, run_id, study_from_tables, study_toml
+from depthscale.studies.spec import expand, parse_study, run_id, study_from_tables
+from depthscale.studies.spec_toml import study_toml
 
 TABLES = {
     "study": {"name": "w\\in \"quoted\" é", "model": "resnet1", "recipe": "depth-mup",

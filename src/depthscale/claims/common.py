@@ -22,7 +22,8 @@ import torch
 from depthscale import data as ds_data
 from depthscale.claims.registry import ClaimContext
 from depthscale.errors import ConfigError
-from depthscale.studies.spec import study_from_tables, study_toml
+from depthscale.studies.spec import study_from_tables
+from depthscale.studies.spec_toml import study_toml
 from depthscale.studies.store import open_store
 from depthscale.studies.sweep import run_study
 

@@ -10,6 +10,7 @@ from depthscale.probes.block_updates import (
     transformer_updates,
 )
 from depthscale.probes.collapse import snapshot, two_layer_updates
+from depthscale.probes.coord_bands import expected_bands
 from depthscale.probes.coord_check import (
     LAYER_TYPES,
     CoordPoint,
@@ -17,7 +18,6 @@ from depthscale.probes.coord_check import (
     LazyFinding,
     SlopeFit,
     coord_check,
-    expected_bands,
     measure_point,
 )
 from depthscale.probes.lr_transfer import TransferReport, TransferSize, lr_transfer_check
