@@ -35,6 +35,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("claims",),
     ("benchmarks", "experiments"),  # experiments: the deprecated shim of the old paths
     ("cli",),
+    ("__main__",),  # python -m depthscale
 ]
 FLOOR = {pkg: i for i, floor in enumerate(FLOORS) for pkg in floor}
 #: Who may import the papers' claims (DEVELOPERS.md: nothing but the CLI; and the old shim).

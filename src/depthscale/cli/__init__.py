@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from depthscale.cli import bench, claims, limits, model, studies
 from depthscale.cli.common import Parser, check_outputs
@@ -48,3 +49,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("depthscale: interrupted; finished results are kept", file=sys.stderr)
         return 130
+
+
+def run() -> NoReturn:
+    """The ``depthscale`` program: :func:`main`, then exit with its code. Once the command has
+    finished (its results written), a late Ctrl-C is ignored, so it cannot turn the exit code
+    into a kill during the interpreter's shutdown."""
+    import signal
+
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise SystemExit(code)

@@ -1,5 +1,5 @@
 """``python -m depthscale.cli`` runs the ``depthscale`` command."""
 
-from depthscale.cli import main
+from depthscale.cli import run
 
-raise SystemExit(main())
+run()

@@ -15,9 +15,11 @@ from depthscale.errors import ConfigError
 
 __all__ = [
     "DEFAULT_DATASET",
+    "Interrupts",
     "Parser",
     "build_from_args",
     "check_outputs",
+    "deferred_interrupts",
     "finite_float",
     "fmt",
     "int_list",
@@ -200,48 +202,80 @@ def status(message: str) -> Any:
     return Console(stderr=True).status(message)
 
 
-@contextmanager
-def progress(description: str, total: int | None, *,
-             defer_interrupt: bool = False) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr; yields advance(k).
+class Interrupts:
+    """Ctrl-C as a request to stop, not an exception (see :func:`deferred_interrupts`): each
+    SIGINT is counted, the work polls :attr:`requested` at safe points (a finished step) and
+    stops there, so what it writes next is written whole. While working, a third Ctrl-C raises
+    KeyboardInterrupt at once (the way out of a step that hangs); after :meth:`saving`, every
+    Ctrl-C is ignored until the files are written."""
 
-    ``defer_interrupt``: a Ctrl-C raises KeyboardInterrupt at the next ``advance`` (a finished
-    step), not wherever the signal lands, so it never interrupts the bar's own locked updates
-    (an interrupt taken inside them can leave a lock held, and the bar's refresh thread then
-    blocks the exit); a second Ctrl-C raises at once. In the main thread only."""
+    def __init__(self) -> None:
+        self.count = 0
+        self._saving = False
+        self._told = False
+
+    @property
+    def requested(self) -> bool:
+        """Whether a Ctrl-C came."""
+        return self.count > 0
+
+    def saving(self) -> None:
+        """From now on, Ctrl-C waits for the files being written."""
+        self._saving = True
+
+    def on_sigint(self, _signum: int, _frame: Any) -> None:
+        self.count += 1
+        if self._saving:
+            if not self._told:
+                self._told = True
+                sys.stderr.write("\ndepthscale: writing the finished steps; one moment\n")
+            return
+        if self.count == 1:
+            sys.stderr.write("\ndepthscale: stopping after this step and keeping what finished "
+                             "(Ctrl-C twice more stops at once and keeps nothing)\n")
+        elif self.count >= 3:
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[Interrupts]:
+    """Inside, Ctrl-C is an :class:`Interrupts` request; the previous SIGINT handler is back
+    afterwards. Outside the main thread (where Python delivers signals) nothing changes."""
     import signal
     import threading
 
+    interrupts = Interrupts()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupts
+        return
+    previous = signal.signal(signal.SIGINT, interrupts.on_sigint)
+    try:
+        yield interrupts
+    finally:  # None: the previous handler was not Python's; restore the default one
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+
+
+@contextmanager
+def progress(description: str, total: int | None, *,
+             interrupts: Interrupts | None = None) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields advance(k). With ``interrupts``
+    (:func:`deferred_interrupts`), ``advance`` raises KeyboardInterrupt once a Ctrl-C was
+    requested: at a finished step, never inside the bar's own locked updates."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    pending = False
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task(description, total=total)
 
-    def on_sigint(_signum: int, _frame: Any) -> None:
-        nonlocal pending
-        if pending:
-            raise KeyboardInterrupt
-        pending = True
+        def advance(k: int) -> None:
+            if interrupts is not None and interrupts.requested:
+                raise KeyboardInterrupt
+            bar.advance(task, k)
 
-    defer = defer_interrupt and threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_sigint) if defer else None
-    try:
-        console = Console(stderr=True)
-        with Progress(TextColumn("{task.description}"), BarColumn(),
-                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                      console=console) as bar:
-            task = bar.add_task(description, total=total)
-
-            def advance(k: int) -> None:
-                if pending:
-                    raise KeyboardInterrupt
-                bar.advance(task, k)
-
-            yield advance
-    finally:
-        if defer:  # None: the previous handler was not Python's; restore the default one
-            signal.signal(signal.SIGINT,
-                          signal.default_int_handler if previous is None else previous)
+        yield advance
 
 
 def json_safe(x: Any) -> Any:

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.cli.common import (
+    Interrupts,
     build_from_args,
+    deferred_interrupts,
     finite_float,
     int_list,
     json_safe,
@@ -32,49 +34,80 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    """Train one model; an interrupt keeps the finished steps (metrics.json, losses.csv)."""
-    from depthscale.train import TrainConfig, TrainInterrupted, check_data, train
-
-    nothing_kept = "depthscale: interrupted before the first training step; nothing was kept"
-    try:
-        model, plan, data = build_from_args(args)
-        if (args.steps is None) == (args.epochs is None):
-            if args.steps is None and args.epochs is None:
-                args.epochs = 1.0
-            else:
-                raise ConfigError("give --steps or --epochs, not both")
-        cfg = TrainConfig(optimizer=args.optimizer, lr=args.lr, steps=args.steps,
-                          epochs=args.epochs, batch_size=args.batch_size, loss=args.loss,
-                          momentum=args.momentum, weight_decay=args.weight_decay,
-                          seed=args.seed, device=args.device, eval_every=args.eval_every,
-                          divergence_factor=args.divergence_factor)
-        cfg.validate()
-        check_data(model, data, cfg.loss)  # train() checks again; here before the progress bar
-        per_epoch = math.ceil(len(data.x_train) / min(cfg.batch_size, len(data.x_train)))
-        total = cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
-        with progress(f"train {args.model} ({args.param})", total,
-                      defer_interrupt=True) as advance:
-            res = train(model, plan, data, cfg, progress=advance)
-    except TrainInterrupted as exc:
-        res = exc.result
-        if res.steps_done == 0:
-            print(nothing_kept, file=sys.stderr)
+    """Train one model. A Ctrl-C stops after the current step and keeps every finished step
+    (metrics.json, losses.csv), however many more Ctrl-Cs follow while they are written; a
+    third Ctrl-C during a step stops at once and keeps nothing."""
+    with deferred_interrupts() as interrupts:
+        try:
+            prepared = _prepare_train(args)
+            if interrupts.requested:
+                raise KeyboardInterrupt
+            res = _run_train(args, *prepared, interrupts)
+        except _Interrupted as exc:
+            interrupts.saving()
+            _write_train(args, exc.cfg, exc.result)
+            print(f"depthscale: interrupted after {exc.result.steps_done} of {exc.total} steps; "
+                  f"kept {args.out / 'metrics.json'} (status interrupted) and losses.csv of "
+                  "those steps", file=sys.stderr)
             return 130
+        except KeyboardInterrupt:  # before the first step, or a third Ctrl-C
+            print("depthscale: interrupted before the first training step; nothing was kept",
+                  file=sys.stderr)
+            return 130
+        interrupts.saving()
+        cfg = prepared[3]
         _write_train(args, cfg, res)
-        print(f"depthscale: interrupted after {res.steps_done} of {total} steps; kept "
-              f"{args.out / 'metrics.json'} (status interrupted) and losses.csv of those steps",
-              file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:  # while loading data or building the model
-        print(nothing_kept, file=sys.stderr)
-        return 130
-    _write_train(args, cfg, res)
     finals = ", ".join(f"{k} {v:.4g}" for k, v in res.final.items())
     print(f"{res.status}: {res.steps_done} steps in {res.seconds:.1f}s"
           + (f"; {finals}" if finals
              else f" (diverged at step {res.diverged_at}: {res.diverged_reason})")
           + f"; metrics in {args.out}")
     return 0
+
+
+class _Interrupted(Exception):
+    """Training stopped by Ctrl-C after at least one step: what finished, to be written."""
+
+    def __init__(self, result: Any, cfg: Any, total: int) -> None:
+        super().__init__("interrupted")
+        self.result, self.cfg, self.total = result, cfg, total
+
+
+def _prepare_train(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, int]:
+    """(model, plan, data, config, total steps), every check done before any step."""
+    from depthscale.train import TrainConfig, check_data
+
+    model, plan, data = build_from_args(args)
+    if (args.steps is None) == (args.epochs is None):
+        if args.steps is None and args.epochs is None:
+            args.epochs = 1.0
+        else:
+            raise ConfigError("give --steps or --epochs, not both")
+    cfg = TrainConfig(optimizer=args.optimizer, lr=args.lr, steps=args.steps,
+                      epochs=args.epochs, batch_size=args.batch_size, loss=args.loss,
+                      momentum=args.momentum, weight_decay=args.weight_decay,
+                      seed=args.seed, device=args.device, eval_every=args.eval_every,
+                      divergence_factor=args.divergence_factor)
+    cfg.validate()
+    check_data(model, data, cfg.loss)  # train() checks again; here before the progress bar
+    per_epoch = math.ceil(len(data.x_train) / min(cfg.batch_size, len(data.x_train)))
+    return model, plan, data, cfg, cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
+
+
+def _run_train(args: argparse.Namespace, model: Any, plan: Any, data: Any, cfg: Any,
+               total: int, interrupts: Interrupts) -> Any:
+    """The training run under a progress bar; a Ctrl-C after a finished step is
+    :class:`_Interrupted` carrying what finished."""
+    from depthscale.train import TrainInterrupted, train
+
+    try:
+        with progress(f"train {args.model} ({args.param})", total,
+                      interrupts=interrupts) as advance:
+            return train(model, plan, data, cfg, progress=advance)
+    except TrainInterrupted as exc:
+        if exc.result.steps_done == 0:
+            raise KeyboardInterrupt from None
+        raise _Interrupted(exc.result, cfg, total) from None
 
 
 def _write_train(args: argparse.Namespace, cfg: Any, res: Any) -> None:
