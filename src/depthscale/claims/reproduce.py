@@ -17,6 +17,7 @@ import json
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,67 @@ def _run_claim(cid: str, ctx: ClaimContext, crashed: list[str]) -> ClaimOutcome:
         return ClaimOutcome("SKIP", reason=f"crashed: {last}")
 
 
+def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str,
+           control: bool) -> list[str]:
+    """The chosen claim ids, after every check of the arguments (ConfigError, before work)."""
+    if scale not in SCALES:
+        raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    if workers < 1:
+        raise ConfigError(f"workers must be >= 1, got {workers}")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"seeds must be a whole number >= 1, got {seeds!r}")
+    resolve_device(device)  # CUDA asked for but absent: one line now, not a SKIP per claim
+    chosen = select_claims(ids)
+    if control:
+        lacking = [cid for cid in chosen if CLAIMS[cid].control is None]
+        if lacking:
+            raise ConfigError(f"no negative control for: {', '.join(lacking)}")
+    return chosen
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The settings one ``reproduce`` call runs every claim with."""
+
+    scale: str
+    out_dir: Path
+    run_dir: Path
+    device: str
+    data_dir: Path | None
+    seed: int
+    seeds: int
+    control: bool
+    workers: int
+
+
+def _run_seeds(cid: str, run: _Run,
+               hooks: tuple[Callable[[int], None], Callable[[int], None]],
+               crashed: list[str]) -> dict[str, Any]:
+    """One claim at each base seed: its record (seeds combined, a medium note, the control's
+    id and what it changed)."""
+    advance, set_total = hooks
+    per_seed = []
+    for base in range(run.seed, run.seed + run.seeds):
+        where = run.run_dir / f"seed-{base}" if run.seeds > 1 else run.run_dir
+        where.mkdir(parents=True, exist_ok=True)
+        ctx = ClaimContext(scale=run.scale, out_dir=where, device=run.device,
+                           data_dir=run.data_dir, seed=base,
+                           settings=CLAIMS[cid].settings_for(run.scale, control=run.control),
+                           progress=advance, set_total=set_total, workers=run.workers)
+        t0 = time.perf_counter()
+        outcome = _run_claim(cid, ctx, crashed)
+        per_seed.append((base, _record(cid, run.scale, base, time.perf_counter() - t0, outcome,
+                                       run.out_dir)))
+    record = per_seed[0][1] if run.seeds == 1 else _combine_seeds(cid, per_seed)
+    if run.scale == "medium" and "medium" not in CLAIMS[cid].settings:
+        note = "no medium settings: the quick settings already decide this claim"
+        record = {**record, "reason": "; ".join(r for r in (record["reason"], note) if r)}
+    if run.control:
+        what = CLAIMS[cid].control.what  # type: ignore[union-attr]  # checked in _check
+        record = {**record, "id": f"{cid}/control", "control": what}
+    return record
+
+
 def _same_run(record: dict[str, Any], scale: str, seed: int, seeds: int) -> bool:
     """Whether ``record`` (from claims.json) is this run's result already: same scale, base
     seed, number of seeds and depthscale version, and decided (not a SKIP, which may be a
@@ -177,49 +239,20 @@ def reproduce(
     base seed, number of seeds and depthscale version, and is not a SKIP, is kept as it is and
     not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it anyway.
     """
-    if scale not in SCALES:
-        raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    if workers < 1:
-        raise ConfigError(f"workers must be >= 1, got {workers}")
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ConfigError(f"seeds must be a whole number >= 1, got {seeds!r}")
-    resolve_device(device)  # CUDA asked for but absent: one line now, not a SKIP per claim
-    chosen = select_claims(ids)
-    if control:
-        lacking = [cid for cid in chosen if CLAIMS[cid].control is None]
-        if lacking:
-            raise ConfigError(f"no negative control for: {', '.join(lacking)}")
+    chosen = _check(ids, scale, workers, seeds, device, control)
     out_dir = check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
         results = {r["id"]: r for r in _existing(out_dir)}  # a bad claims.json stops us here
     crashed: list[str] = []
-    run_dir = out_dir / "control" if control else out_dir
+    run = _Run(scale, out_dir, out_dir / "control" if control else out_dir, device, data_dir,
+               seed, seeds, control, workers)
     for cid in chosen:
         previous = results.get(f"{cid}/control" if control else cid)
         if not rerun and previous is not None and _same_run(previous, scale, seed, seeds):
             if on_kept is not None:
                 on_kept(cid)
             continue
-        advance, set_total = on_claim(cid) if on_claim else (lambda _k: None, lambda _k: None)
-        per_seed = []
-        for base in range(seed, seed + seeds):
-            where = run_dir / f"seed-{base}" if seeds > 1 else run_dir
-            where.mkdir(parents=True, exist_ok=True)
-            ctx = ClaimContext(scale=scale, out_dir=where, device=device, data_dir=data_dir,
-                               seed=base, settings=CLAIMS[cid].settings_for(scale,
-                                                                            control=control),
-                               progress=advance, set_total=set_total, workers=workers)
-            t0 = time.perf_counter()
-            outcome = _run_claim(cid, ctx, crashed)
-            per_seed.append((base, _record(cid, scale, base, time.perf_counter() - t0, outcome,
-                                           out_dir)))
-        record = per_seed[0][1] if seeds == 1 else _combine_seeds(cid, per_seed)
-        if scale == "medium" and "medium" not in CLAIMS[cid].settings:
-            note = "no medium settings: the quick settings already decide this claim"
-            record = {**record, "reason": "; ".join(r for r in (record["reason"], note) if r)}
-        if control:
-            what = CLAIMS[cid].control.what  # type: ignore[union-attr]  # checked above
-            record = {**record, "id": f"{cid}/control", "control": what}
-        results = _merge(out_dir, record)
+        hooks = on_claim(cid) if on_claim else (lambda _k: None, lambda _k: None)
+        results = _merge(out_dir, _run_seeds(cid, run, hooks, crashed))
     return list(results.values()), crashed
