@@ -25,6 +25,13 @@ from depthscale.errors import ConfigError
     (["train", "--data-option", "seed=abc", "--steps", "1"], "the data's seed is --seed"),
     (["train", "--model", "gpt", "--dataset", "markov", "--data-option", "context=100000",
       "--steps", "1"], "over the 67,108,864 this loader draws"),
+    (["explain", "--width", "2000000000"], "has at least 32,000,000,000,000,000,000 parameters"),
+    (["explain", "--depth", "20000000"], "over the 100,000 blocks"),
+    (["coord-check", "--widths", "64,100000", "--seeds", "1"], "pass --force"),
+    (["explain", "--model", "cnn1d", "--width", "20000", "--depth", "4"], "23.8 GiB"),
+    (["limit", "sde", "--particles", "100000000000"], "23,841.9 GiB"),
+    (["limit", "kernel", "--inputs", "1000000"], "64 bytes x inputs^2"),
+    (["limit", "nfd", "--particles", "100000", "--steps", "10000"], "pass --force"),
 ])
 def test_bad_values_are_one_line_and_write_nothing(
     argv: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -47,3 +54,23 @@ def test_the_largest_seed_is_accepted() -> None:
 def test_token_bound_names_the_size() -> None:
     with pytest.raises(ConfigError, match=r"GiB as int64"):
         load("pytext", context=40000)
+
+
+def test_the_size_estimate_counts_a_registry_model_exactly_without_allocating() -> None:
+    from depthscale.models import build
+    from depthscale.models.registry import parameter_count
+
+    for name, shape in (("resnet2", (12,)), ("cnn1d", (1, 12)), ("vit", (3, 8, 8))):
+        kw = {"input_shape": shape, "n_out": 5, "width": 16, "depth": 3}
+        model, _ = build(name, "depth-mup", **kw)
+        assert parameter_count(name, **kw) == sum(p.numel() for p in model.parameters())
+
+
+def test_force_builds_over_the_limit(monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from depthscale.models import registry
+
+    monkeypatch.setattr(registry, "MAX_PARAMETER_BYTES", 1000)
+    assert main(["explain", "--width", "16", "--depth", "2"]) == 2
+    assert "pass --force" in capsys.readouterr().err
+    assert main(["explain", "--width", "16", "--depth", "2", "--force"]) == 0

@@ -152,6 +152,9 @@ def model_flags(p: argparse.ArgumentParser) -> None:
                    help="folder with the official CIFAR files (cifar-10-batches-py/...)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--seed", type=seed_value, default=0, help="seed of init and data order")
+    p.add_argument("--force", action="store_true",
+                   help="build a model over the size limits (100,000 blocks, 8 GiB of "
+                   "parameter state) anyway")
 
 
 def option_flags(p: argparse.ArgumentParser) -> None:
@@ -172,6 +175,7 @@ def build_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     training inputs, as a study's user model is."""
     from depthscale.data import load
     from depthscale.models import build, is_factory
+    from depthscale.models.registry import check_model_size
 
     data_options = dict(getattr(args, "data_option", []))
     for own in ("seed", "data_dir"):
@@ -187,6 +191,8 @@ def build_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         options["backward"] = args.backward
     roles = {k: str(v) for k, v in getattr(args, "role", [])} or None
     example = data.x_train[:8] if is_factory(args.model) else None
+    check_model_size(args.model, input_shape=data.sample_shape, n_out=data.n_out,
+                     width=args.width, depth=args.depth, force=args.force, **options)
     model, plan = build(
         args.model, args.param, input_shape=data.sample_shape, n_out=data.n_out,
         width=args.width, depth=args.depth, seed=args.seed, plan_options=plan_options,

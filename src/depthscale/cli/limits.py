@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.cli.common import finite_float, positive_int, seed_value, status
+from depthscale.errors import ConfigError
 
 
 def _limit_inputs(args: argparse.Namespace) -> Any:
@@ -28,9 +29,10 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     from depthscale.io.atomic import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
-    args.out.mkdir(parents=True, exist_ok=True)
     if args.particles is None:
         args.particles = 10_000 if args.solver == "sde" else 4096
+    _check_budget(args)
+    args.out.mkdir(parents=True, exist_ok=True)
     if args.solver == "nfd":
         return _limit_nfd(args)
     if args.solver == "mean-ode":
@@ -69,6 +71,44 @@ def _cmd_limit(args: argparse.Namespace) -> int:
           f"{np.diag(res.cov_path[-1]).round(5).tolist()} vs ODE "
           f"{np.diag(ode[-1]).round(5).tolist()}; data and figure in {args.out}")
     return 0
+
+
+#: the most memory a limit solver may need without ``--force``
+MAX_SOLVER_BYTES = 8 * 2**30
+
+
+def solver_bytes(args: argparse.Namespace) -> tuple[int, str]:
+    """The memory a solver needs at these sizes (float64, a few working copies) and the
+    formula it comes from: kernel O(N^2) (the N x N covariance), sde O(P N + steps N^2),
+    nfd O(P L K) (particles x depth steps x training steps: each particle keeps every past
+    increment, nfd Def. 1), mean-ode O(Q L D) (particles x depth stages x dimension)."""
+    n, p = args.inputs, args.particles
+    if args.solver == "kernel":
+        return 64 * n * n, f"64 bytes x inputs^2 = 64 x {n:,}^2"
+    if args.solver == "sde":
+        steps = args.depth_steps or 200
+        return 32 * (p * n + steps * n * n), (f"32 bytes x (particles x inputs + steps x "
+                                              f"inputs^2) = 32 x ({p:,} x {n:,} + {steps:,} x "
+                                              f"{n:,}^2)")
+    if args.solver == "nfd":
+        depth_steps = args.depth_steps or 64
+        return 32 * p * depth_steps * args.steps, (
+            f"32 bytes x particles x depth steps x steps = 32 x {p:,} x {depth_steps:,} x "
+            f"{args.steps:,}")
+    depth_steps = args.depth_steps or 16
+    return 64 * p * (depth_steps + 1) * args.dim, (
+        f"64 bytes x particles x (depth steps + 1) x dim = 64 x {p:,} x {depth_steps + 1:,} x "
+        f"{args.dim:,}")
+
+
+def _check_budget(args: argparse.Namespace) -> None:
+    """ConfigError, before any work, when the solver would need more than
+    :data:`MAX_SOLVER_BYTES` (unless ``--force``), with the estimate and its formula."""
+    need, formula = solver_bytes(args)
+    if need > MAX_SOLVER_BYTES and not args.force:
+        raise ConfigError(f"limit {args.solver} at these sizes needs about {need / 2**30:,.1f} "
+                          f"GiB ({formula}), over the {MAX_SOLVER_BYTES / 2**30:.0f} GiB a "
+                          "command uses without --force; lower the sizes or pass --force")
 
 
 def _limit_nfd(args: argparse.Namespace) -> int:
@@ -162,5 +202,7 @@ def register(sub: Any) -> None:
     lim.add_argument("--particles", type=positive_int, default=None,
                      help="particles (default 10000 for sde; 4096 for nfd and mean-ode)")
     lim.add_argument("--seed", type=seed_value, default=0)
+    lim.add_argument("--force", action="store_true",
+                     help="run a solver over the memory limit (8 GiB estimated) anyway")
     lim.add_argument("--out", type=Path, default=Path("runs/limit"))
     lim.set_defaults(func=_cmd_limit, output_dirs=("out",))

@@ -141,12 +141,17 @@ def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callabl
     is inspected on ``example``, a batch of the data: roles, residual branches and their
     count)."""
     from depthscale.models import build, is_factory
+    from depthscale.models.registry import check_model_size
     from depthscale.param import RECIPES
 
     if args.param not in RECIPES:
         raise ConfigError(f"unknown recipe {args.param!r}; choose one of: {', '.join(RECIPES)}")
     options: dict[str, Any] = {} if args.hidden is None else {"hidden": args.hidden}
     user = is_factory(args.model)
+    check_model_size(args.model, input_shape=data.sample_shape, n_out=data.n_out,
+                     width=max([args.width, *getattr(args, "widths", [])]),
+                     depth=max([args.depth, *getattr(args, "depths", [])]), force=args.force,
+                     **options)
 
     def make(w: int, d: int, seed: int) -> tuple[Any, Any]:
         model, p = build(args.model, args.param, input_shape=data.sample_shape,
