@@ -295,6 +295,27 @@ class RayExecutor:
                     ray.shutdown()
 
 
+#: seconds a Ray head at HOST:PORT has to accept a TCP connection before we give up
+RAY_CONNECT_TIMEOUT = 5.0
+
+
+def _reachable(address: str) -> None:
+    """ConfigError unless ``HOST:PORT`` (optionally ``ray://``) accepts a TCP connection within
+    :data:`RAY_CONNECT_TIMEOUT` seconds: ``ray.init`` itself waits minutes on a dead port."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--address {address!r}: give auto or HOST:PORT (e.g. 10.0.0.5:6379)")
+    try:
+        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot reach Ray at {address} within {RAY_CONNECT_TIMEOUT:g} s "
+                          f"({exc.strerror or exc}); start it there with 'ray start --head' "
+                          "or check the address") from None
+
+
 def make_executor(backend: str, *, workers: int = 1, address: str | None = None,
                   retries: int = 3) -> Executor:
     """The executor for ``backend`` (one of :data:`BACKENDS`): ``local`` with one worker runs
@@ -307,6 +328,8 @@ def make_executor(backend: str, *, workers: int = 1, address: str | None = None,
     if retries < 0:
         raise ConfigError(f"--retries must be >= 0, got {retries}")
     if backend == "ray":
+        if address not in (None, "auto"):
+            _reachable(address)  # before the store is touched: a dead address writes nothing
         return RayExecutor(address=address, retries=retries,
                            workers=workers if workers > 1 else None)
     if address is not None:

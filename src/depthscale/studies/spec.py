@@ -66,7 +66,9 @@ _CRITERIA = ("running", "final", "last-epoch")
 _AGGREGATES = ("optima", "loss")
 
 _SECTIONS = ("study", "model", "roles", "plan", "data", "train", "grid", "analysis")
-_STUDY_KEYS = ("name", "model", "recipe", "dataset")
+_STUDY_KEYS = ("name", "model", "recipe", "dataset", "max_runs")
+#: the most runs a study's grid may expand to unless its [study] max_runs says more
+MAX_RUNS = 10_000
 #: the keys of [train]: the fields of depthscale.train.TrainSettings, in their order
 _TRAIN_KEYS = tuple(f.name for f in fields(TrainSettings))
 _PLAN_KEYS = ("T", "regime", "alpha", "sigma_u", "eta_u_scale")
@@ -295,8 +297,20 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
         data_dir=data_dir, grid=tuple(axes), analysis=analysis, source=source, text=text,
         roles=roles,
     )
+    _check_size(spec, study.get("max_runs"), v)
     _check_runs(spec, v)
     return spec
+
+
+def _check_size(spec: StudySpec, max_runs: Any, v: _Validator) -> None:
+    """ConfigError, before expanding the grid, when it holds more than :data:`MAX_RUNS` runs
+    (or the spec's own ``[study] max_runs``, the confirmation of a larger grid)."""
+    limit = MAX_RUNS if max_runs is None else v.integer("study.max_runs", max_runs, 1)
+    if spec.n_runs > limit:
+        shape = " x ".join(f"{len(values)} {key}" for key, values in spec.grid)
+        v.fail("[grid]", f"expands to {spec.n_runs:,} runs ({shape}), over the {limit:,} a "
+               f"study runs without confirmation; shrink the grid or confirm with [study] "
+               f"max_runs = {spec.n_runs}")
 
 
 def _head(study: Mapping[str, Any], grid: Mapping[str, Any], source: str,
@@ -606,11 +620,13 @@ class _Validator:
             self.fail(key, f"logspace must be [start, stop, num], got {spec!r}")
         start, stop = self.number(key, spec[0]), self.number(key, spec[1])
         num = self.integer(f"{key} logspace num", spec[2], 1)
-        if num == 1:
-            return [float(f"{10.0 ** start:.12g}")]
+        exponents = [start] if num == 1 else [start + i * (stop - start) / (num - 1)
+                                              for i in range(num)]
+        if any(not -300 <= e <= 300 for e in exponents):
+            self.fail(key, f"logspace [{spec[0]}, {spec[1]}, ...] gives 10^{max(exponents):g}: "
+                      "powers of ten must stay within 10^-300 .. 10^300 (a float's range)")
         # 12 significant digits: the same values (and hashes) on every platform
-        return [float(f"{10.0 ** (start + i * (stop - start) / (num - 1)):.12g}")
-                for i in range(num)]
+        return [float(f"{10.0 ** e:.12g}") for e in exponents]
 
 
 def _check_runs(spec: StudySpec, v: _Validator) -> None:
