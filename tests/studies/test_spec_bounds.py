@@ -40,7 +40,7 @@ def test_a_grid_over_the_stated_size_needs_confirmation() -> None:
 def test_a_dead_ray_address_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(ConfigError, match="cannot reach Ray at 127.0.0.1:1 within 5 s"):
+    with pytest.raises(ConfigError, match=r"cannot reach Ray at 127\.0\.0\.1:1 within 5 s"):
         make_executor("ray", address="127.0.0.1:1")
     spec = tmp_path / "s.toml"
     spec.write_text('[study]\nmodel = "resnet1"\nrecipe = "depth-mup"\ndataset = "digits"\n'
