@@ -5,6 +5,7 @@ figure and the data behind it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from depthscale.claims.registry import ClaimContext, ClaimOutcome
@@ -24,10 +25,21 @@ from depthscale.stats.findings import (
 )
 
 __all__ = [
-    "ROUTE_FINDINGS", "Band", "ClaimOutcome", "Decision", "Route", "band_verdict",
+    "ROUTE_FINDINGS", "Band", "ClaimOutcome", "Decision", "Judgement", "Route", "band_verdict",
     "ci_band_decision", "claim_outcome", "findings_verdict", "finite_or_none",
     "interval_finding", "noise_gate", "routes_verdict", "sign_finding",
 ]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a claim's ``judge_*`` step returns: the ``bands`` fixed before running (reported
+    beside the measured values), the ``decision`` of the verdict rules (:func:`findings_verdict`,
+    :func:`routes_verdict`, :func:`noise_gate`...) and a ``note`` for the reason."""
+
+    bands: dict[str, Band]
+    decision: Decision
+    note: str = ""
 
 
 def claim_outcome(

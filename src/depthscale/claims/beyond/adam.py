@@ -32,7 +32,6 @@ from depthscale.claims.beyond.shared import (
     OPTIMIZERS,
     QUICK_DATA,
     SMOKE_DATA,
-    Judgement,
 )
 from depthscale.claims.beyond.spreads import SpreadEstimate, spread_estimate, spread_measured
 from depthscale.claims.common import run_claim_study
@@ -41,6 +40,7 @@ from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Decision,
+    Judgement,
     Route,
     claim_outcome,
     noise_gate,
@@ -148,7 +148,7 @@ def judge_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Judgement:
     note = ("an Adam interval across 0 does not decide: more seeds and a finer grid "
             "(--scale medium) narrow it; the Adam rule of nfd-depth's first layer (c_adam = "
             "sqrt(T/n)) is an extension in rules.py, not the paper's; " + said["sgd"][1])
-    return Judgement(decision, note)
+    return Judgement({}, decision, note)
 
 
 @claim(

@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from depthscale.claims.beyond.figures import draw_joint_limit
-from depthscale.claims.beyond.shared import Judgement
 from depthscale.claims.nfd import (
     SizeSeries,
     finite_measured,
@@ -45,7 +44,12 @@ from depthscale.claims.nfd import (
     within_noise,
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
-from depthscale.claims.verdicts import ClaimOutcome, claim_outcome, routes_verdict
+from depthscale.claims.verdicts import (
+    ClaimOutcome,
+    Judgement,
+    claim_outcome,
+    routes_verdict,
+)
 from depthscale.errors import ConfigError
 
 __all__ = ["JointMeasures", "JointPath", "joint_paths", "joint_widths", "judge_joint_limit",
@@ -223,7 +227,7 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
         [(route, m.std[name]["def1"]) for route, name in zip(routes, m.paths, strict=True)],
         contrast_seen=contrast, decide="more pairs or wider paths resolve it (--scale medium)")
     note = f"reference, the sequential limit (not a joint path): {seq_route.evidence}"
-    return Judgement(decision, note)
+    return Judgement({}, decision, note)
 
 
 @claim(

@@ -46,11 +46,16 @@ from depthscale.claims.beyond.shared import (
     FULL_DATA,
     QUICK_DATA,
     SMOKE_DATA,
-    Judgement,
 )
 from depthscale.claims.common import claim_dataset
 from depthscale.claims.registry import ClaimContext, Control, claim
-from depthscale.claims.verdicts import Band, ClaimOutcome, claim_outcome, findings_verdict
+from depthscale.claims.verdicts import (
+    Band,
+    ClaimOutcome,
+    Judgement,
+    claim_outcome,
+    findings_verdict,
+)
 from depthscale.models import build
 from depthscale.probes import block_updates, snapshot
 from depthscale.train import TrainConfig, train
@@ -135,7 +140,7 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
     eq8 = ", ".join(f"{k} {m.measured[f'{k}_slope_eq8']}" for k in KEYS)
     note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at step {s['steps']}: slopes {eq8} "
             "(derived: layer 1 flat, layer 2 ~ -0.5)")
-    return Judgement(findings_verdict(slope_findings(m.slopes, BANDS)), note, BANDS)
+    return Judgement(dict(BANDS), findings_verdict(slope_findings(m.slopes, BANDS)), note)
 
 
 @claim(

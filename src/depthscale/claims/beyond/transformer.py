@@ -46,7 +46,7 @@ from depthscale.claims.beyond.readouts import (
     slope_findings,
     slopes_measured,
 )
-from depthscale.claims.beyond.shared import COLLAPSE, FLAT, Judgement
+from depthscale.claims.beyond.shared import COLLAPSE, FLAT
 from depthscale.claims.beyond.spreads import SpreadEstimate, spread_estimate, spread_measured
 from depthscale.claims.common import run_claim_study
 from depthscale.claims.nfd import corrected_arms, transfer_tables
@@ -54,6 +54,7 @@ from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Judgement,
     claim_outcome,
     findings_verdict,
     sign_finding,
@@ -222,7 +223,7 @@ def judge_transformer(m: TransformerMeasures, s: Mapping[str, Any]) -> Judgement
         + "; ".join(_slope_text(m.measured, tag) for tag, _ in m.arms),
         floor is not None and f"data: {m.data_name}, entropy rate {floor:.3g} nats (loss "
         f"floor), uniform {m.data_meta['uniform_loss_nats']:.3g}") if n)
-    return Judgement(findings_verdict(findings), note, bands)
+    return Judgement(dict(bands), findings_verdict(findings), note)
 
 
 #: the quick and medium data, model and batch (an order-2 markov chain, vocab 16)

@@ -17,7 +17,6 @@ from depthscale.claims.chizat.setting import (
     WRONG_SIGMA_V,
     Array,
     Interval,
-    Judgement,
     alpha_grid,
     csv_rows,
     input_lr,
@@ -31,6 +30,7 @@ from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Judgement,
     band_verdict,
     claim_outcome,
     finite_or_none,

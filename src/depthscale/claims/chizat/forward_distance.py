@@ -13,7 +13,6 @@ from scipy.interpolate import CubicSpline
 from depthscale.claims.chizat import figures
 from depthscale.claims.chizat.setting import (
     Array,
-    Judgement,
     csv_rows,
     finite_resnet,
     limit_reference,
@@ -26,6 +25,7 @@ from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Judgement,
     band_verdict,
     claim_outcome,
     finite_or_none,

@@ -15,7 +15,6 @@ from depthscale.claims.chizat.setting import (
     WRONG_SIGMA_V,
     Array,
     Interval,
-    Judgement,
     csv_rows,
     finite_resnet,
     limit_reference,
@@ -28,6 +27,7 @@ from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Judgement,
     ci_band_decision,
     claim_outcome,
     finite_or_none,

@@ -15,7 +15,6 @@ import dataclasses
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -23,7 +22,6 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from depthscale import data as ds_data
-from depthscale.claims.verdicts import Band, Decision
 from depthscale.limits.mean_ode import MeanODE, MeanODEResult, balanced_eta_u
 from depthscale.stats.fits import loglog_slope
 
@@ -31,7 +29,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 __all__ = [
-    "NAN3", "WRONG_SIGMA_V", "Array", "Interval", "Judgement", "alpha_grid", "csv_rows",
+    "NAN3", "WRONG_SIGMA_V", "Array", "Interval", "alpha_grid", "csv_rows",
     "finite_resnet", "input_lr", "layer_travel", "limit_reference", "load_data", "one_thread",
     "paper_grid", "read_settings", "sigma_v", "slope",
 ]
@@ -49,17 +47,6 @@ NAN3: Interval = (math.nan, math.nan, math.nan)
 WRONG_SIGMA_V: dict[str, Any] = {"sigma_v_power": 1.0}
 
 _Settings = TypeVar("_Settings", bound="DataclassInstance")
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """A claim's verdict before its files are written: the ``bands`` fixed before running,
-    the ``decision`` of the verdict rules (:mod:`depthscale.stats.findings`) and a ``note`` for the
-    reason."""
-
-    bands: dict[str, Band]
-    decision: Decision
-    note: str = ""
 
 
 def read_settings(cls: type[_Settings], settings: Mapping[str, Any]) -> _Settings:

@@ -15,7 +15,6 @@ import numpy as np
 from depthscale.claims.chizat import figures
 from depthscale.claims.chizat.setting import (
     WRONG_SIGMA_V,
-    Judgement,
     alpha_grid,
     csv_rows,
     finite_resnet,
@@ -30,6 +29,7 @@ from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Judgement,
     band_verdict,
     claim_outcome,
     finite_or_none,

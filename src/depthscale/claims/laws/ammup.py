@@ -15,11 +15,17 @@ import torch
 from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.gates import flat_evidence
 from depthscale.claims.laws.law import LawResult, probe_law, table1_law
-from depthscale.claims.laws.outcome import Judgement, Measurement, finish
+from depthscale.claims.laws.outcome import Measurement, finish
 from depthscale.claims.laws.settings import LAW_BAND, Arch
 from depthscale.claims.laws.sweeps import effective_depth, sweep_recipe
 from depthscale.claims.registry import ClaimContext, claim
-from depthscale.claims.verdicts import Band, ClaimOutcome, findings_verdict, interval_finding
+from depthscale.claims.verdicts import (
+    Band,
+    ClaimOutcome,
+    Judgement,
+    findings_verdict,
+    interval_finding,
+)
 from depthscale.data import Dataset
 from depthscale.models import build
 from depthscale.probes import update_energy

@@ -1,7 +1,7 @@
 """What crosses the laws runners' steps (settings -> measure -> judge -> draw): a
-:class:`Measurement` (numbers and CSV rows, no verdict), a :class:`Judgement` (bands and the
-verdict of :mod:`depthscale.claims.verdicts`), and :func:`finish`, which writes both with the
-figure through :func:`~depthscale.claims.verdicts.claim_outcome`.
+:class:`Measurement` (numbers and CSV rows, no verdict), the shared
+:class:`~depthscale.claims.verdicts.Judgement` (bands and the verdict), and :func:`finish`,
+which writes both with the figure through :func:`~depthscale.claims.verdicts.claim_outcome`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from depthscale.claims.registry import ClaimContext
-from depthscale.claims.verdicts import Band, ClaimOutcome, Decision, claim_outcome
+from depthscale.claims.verdicts import ClaimOutcome, Judgement, claim_outcome
 
-__all__ = ["Judgement", "Measurement", "finish"]
+__all__ = ["Measurement", "finish"]
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,6 @@ class Measurement:
     measured: dict[str, float | None]
     rows: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """A claim's bands (reported beside the measured values) and its verdict with evidence."""
-
-    bands: dict[str, Band]
-    decision: Decision
 
 
 def finish(ctx: ClaimContext, claim_id: str, measurement: Measurement, judgement: Judgement,

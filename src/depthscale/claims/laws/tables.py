@@ -15,9 +15,9 @@ from typing import Any
 
 from depthscale.claims.laws.gates import law_decision
 from depthscale.claims.laws.law import LawResult
-from depthscale.claims.laws.outcome import Judgement, Measurement
+from depthscale.claims.laws.outcome import Measurement
 from depthscale.claims.laws.settings import LAW_BAND
-from depthscale.claims.verdicts import Band
+from depthscale.claims.verdicts import Band, Judgement
 
 __all__ = ["judge_laws", "law_rows", "measure_laws"]
 

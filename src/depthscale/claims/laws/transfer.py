@@ -15,10 +15,16 @@ import numpy as np
 from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.gates import flat_evidence
 from depthscale.claims.laws.law import LawResult, table1_law
-from depthscale.claims.laws.outcome import Judgement, Measurement, finish
+from depthscale.claims.laws.outcome import Measurement, finish
 from depthscale.claims.laws.sweeps import effective_depth
 from depthscale.claims.registry import ClaimContext, claim
-from depthscale.claims.verdicts import Band, ClaimOutcome, findings_verdict, interval_finding
+from depthscale.claims.verdicts import (
+    Band,
+    ClaimOutcome,
+    Judgement,
+    findings_verdict,
+    interval_finding,
+)
 from depthscale.stats.fits import percentile_interval
 from depthscale.stats.sweeps import Optimum
 
