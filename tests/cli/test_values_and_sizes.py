@@ -74,3 +74,44 @@ def test_force_builds_over_the_limit(monkeypatch: pytest.MonkeyPatch,
     assert main(["explain", "--width", "16", "--depth", "2"]) == 2
     assert "pass --force" in capsys.readouterr().err
     assert main(["explain", "--width", "16", "--depth", "2", "--force"]) == 0
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--steps", "1000000000", "--width", "4", "--depth", "2"],
+    ["coord-check", "--widths", "4,8", "--depths", "1,2", "--seeds", "1", "--steps", str(10**8)],
+    ["transfer-check", "--lrs", "0.01,0.1,1", "--depths", "1,2", "--steps", str(10**9)],
+    ["limit", "mean-ode", "--phi", "tanh", "--steps", str(10**9)],
+])
+def test_a_run_that_would_take_days_is_refused_with_its_estimate(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The time bound (depthscale.train.budget): a lower-bound estimate over 24 h refuses the
+    run before any step, naming the estimate, its formula and --force."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "would take at least" in err and "pass --force" in err, err
+    assert not any(tmp_path.rglob("*"))
+
+
+def test_an_allocation_that_fails_under_force_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--force skips the size bounds; the allocation that then fails (160 GB here) is one line
+    naming the failure, not a traceback."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["transfer-check", "--lrs", "0.01,0.1,1", "--depths", "1,2", "--seeds", "1",
+                 "--steps", "1", "--width", "1000000000", "--force"])
+    err = capsys.readouterr().err
+    assert code == 2 and "out of memory" in err and "Traceback" not in err, err
+
+
+def test_training_time_estimate_is_exact_arithmetic() -> None:
+    from depthscale.train.budget import training_seconds
+
+    seconds, formula = training_seconds(parameters=1000, batch_size=10, steps=100, runs=2)
+    assert seconds == pytest.approx(2 * 100 * (1e-4 + 6 * 1000 * 10 / 1e11))
+    assert "2 run(s) x 100 steps" in formula
+    gpu, _ = training_seconds(parameters=1000, batch_size=10, steps=100, device="cuda:0")
+    assert gpu == pytest.approx(100 * (1e-4 + 6e4 / 1e15))

@@ -46,9 +46,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DepthscaleError as exc:
         print(f"depthscale: error: {exc}", file=sys.stderr)
         return 2
+    except (MemoryError, RuntimeError) as exc:  # an allocation past the bounds, under --force
+        if not _out_of_memory(exc):
+            raise
+        print(f"depthscale: error: out of memory ({' '.join(str(exc).split())[:200]}); lower "
+              "the sizes (the bounds that --force overrode were there for this)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("depthscale: interrupted; finished results are kept", file=sys.stderr)
         return 130
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation that failed (Python's, torch's CPU or CUDA one)."""
+    text = str(exc)
+    return isinstance(exc, MemoryError) or "can't allocate memory" in text or (
+        "out of memory" in text)
 
 
 def run() -> NoReturn:

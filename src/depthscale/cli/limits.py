@@ -22,6 +22,13 @@ def _limit_inputs(args: argparse.Namespace) -> Any:
     return data.x_train[: args.inputs].flatten(1).double().numpy()
 
 
+def _out(args: argparse.Namespace) -> Path:
+    """The output folder, made when the first result is written (a refused run makes none)."""
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def _cmd_limit(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -32,7 +39,6 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     if args.particles is None:
         args.particles = 10_000 if args.solver == "sde" else 4096
     _check_budget(args)
-    args.out.mkdir(parents=True, exist_ok=True)
     if args.solver == "nfd":
         return _limit_nfd(args)
     if args.solver == "mean-ode":
@@ -41,7 +47,7 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     if args.solver == "kernel":
         with status(f"NNGP kernel ODE for {len(X)} inputs"):
             K = limits.nngp_kernel(X, args.phi, args.T)
-        np.save(args.out / "kernel.npy", K)
+        np.save(_out(args) / "kernel.npy", K)
         print(f"C_T ({len(X)} x {len(X)}, phi={args.phi}, T={args.T:g}) in "
               f"{args.out / 'kernel.npy'}; min eigenvalue {limits.min_eigenvalue(K):.6g}")
         if args.depth:
@@ -57,7 +63,7 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     rows = [{"t": float(t), "input": i, "sde_variance": float(c[i, i]),
              "ode_variance": float(o[i, i])}
             for t, c, o in zip(res.times, res.cov_path, ode, strict=True) for i in range(len(X))]
-    write_csv(args.out / "sde_variance.csv", rows)
+    write_csv(_out(args) / "sde_variance.csv", rows)
     fig, axes = new_figure()
     for i in range(min(len(X), 4)):
         axes[0].plot(res.times, res.cov_path[:, i, i], label=f"particles, input {i}")
@@ -75,6 +81,9 @@ def _cmd_limit(args: argparse.Namespace) -> int:
 
 #: the most memory a limit solver may need without ``--force``
 MAX_SOLVER_BYTES = 8 * 2**30
+#: a lower bound on the time of one depth stage of one training step of the nfd and mean-ode
+#: solvers (a few numpy calls; measured here: about 1e-4 s at the smallest sizes)
+DEPTH_STEP_SECONDS = 2e-5
 
 
 def solver_bytes(args: argparse.Namespace) -> tuple[int, str]:
@@ -103,12 +112,20 @@ def solver_bytes(args: argparse.Namespace) -> tuple[int, str]:
 
 def _check_budget(args: argparse.Namespace) -> None:
     """ConfigError, before any work, when the solver would need more than
-    :data:`MAX_SOLVER_BYTES` (unless ``--force``), with the estimate and its formula."""
+    :data:`MAX_SOLVER_BYTES`, or (nfd, mean-ode) surely take over a day (unless ``--force``),
+    with the estimate and its formula."""
     need, formula = solver_bytes(args)
     if need > MAX_SOLVER_BYTES and not args.force:
         raise ConfigError(f"limit {args.solver} at these sizes needs about {need / 2**30:,.1f} "
                           f"GiB ({formula}), over the {MAX_SOLVER_BYTES / 2**30:.0f} GiB a "
                           "command uses without --force; lower the sizes or pass --force")
+    if args.solver in ("nfd", "mean-ode"):
+        from depthscale.train.budget import check_seconds
+
+        depth_steps = args.depth_steps or (64 if args.solver == "nfd" else 16)
+        check_seconds(args.steps * (depth_steps + 1) * DEPTH_STEP_SECONDS,
+                      f"{args.steps:,} steps x {depth_steps + 1:,} depth stages x "
+                      f"{DEPTH_STEP_SECONDS:g} s", what=f"limit {args.solver}", force=args.force)
 
 
 def _limit_nfd(args: argparse.Namespace) -> int:
@@ -128,7 +145,7 @@ def _limit_nfd(args: argparse.Namespace) -> int:
     rows = [{"step": k, "y": float(y), "f": float(f), "f_se": float(se), "loss": float(lo)}
             for k, (y, f, se, lo) in enumerate(zip(ys, res.outputs, res.output_se, res.losses,
                                                     strict=True))]
-    write_csv(args.out / "nfd.csv", rows)
+    write_csv(_out(args) / "nfd.csv", rows)
     fig, axes = new_figure()
     axes[0].semilogy(range(len(rows)), [r["loss"] + 1e-300 for r in rows], "o-")
     axes[0].set_xlabel("online step k")
@@ -155,7 +172,7 @@ def _limit_mean_ode(args: argparse.Namespace) -> int:
     with status(f"Neural Mean ODE: {args.steps} GD steps, {depth_steps} depth steps, "
                  f"{args.particles} particles"):
         res = solver.train(X, Y, args.steps)
-    write_csv(args.out / "mean_ode.csv",
+    write_csv(_out(args) / "mean_ode.csv",
               [{"step": k, "loss": float(v)} for k, v in enumerate(res.losses)])
     fig, axes = new_figure()
     axes[0].semilogy(range(len(res.losses)), res.losses, "o-", ms=2)

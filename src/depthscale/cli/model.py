@@ -76,6 +76,7 @@ class _Interrupted(Exception):
 def _prepare_train(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, int]:
     """(model, plan, data, config, total steps), every check done before any step."""
     from depthscale.train import TrainConfig, check_data
+    from depthscale.train.budget import check_seconds, training_seconds
 
     model, plan, data = build_from_args(args)
     if (args.steps is None) == (args.epochs is None):
@@ -90,8 +91,14 @@ def _prepare_train(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, int]:
                       divergence_factor=args.divergence_factor)
     cfg.validate()
     check_data(model, data, cfg.loss)  # train() checks again; here before the progress bar
-    per_epoch = math.ceil(len(data.x_train) / min(cfg.batch_size, len(data.x_train)))
-    return model, plan, data, cfg, cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
+    batch = min(cfg.batch_size, len(data.x_train))
+    per_epoch = math.ceil(len(data.x_train) / batch)
+    total = cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
+    seconds, formula = training_seconds(parameters=sum(p.numel() for p in model.parameters()),
+                                        batch_size=batch, steps=total, device=args.device)
+    check_seconds(seconds, formula, what=f"train {args.model}", force=args.force,
+                  lower="--steps or --epochs")
+    return model, plan, data, cfg, total
 
 
 def _run_train(args: argparse.Namespace, model: Any, plan: Any, data: Any, cfg: Any,
@@ -162,6 +169,23 @@ def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callabl
     return make
 
 
+def _check_time(args: argparse.Namespace, data: Any, *, runs: int, batch_size: int) -> None:
+    """Refuse, before any work, ``runs`` trainings of ``--steps`` steps each at the largest
+    size when they would surely take over a day (:mod:`depthscale.train.budget`)."""
+    from depthscale.models.registry import parameter_count
+    from depthscale.train.budget import check_seconds, training_seconds
+
+    if args.force:
+        return
+    options: dict[str, Any] = {} if args.hidden is None else {"hidden": args.hidden}
+    count = parameter_count(args.model, input_shape=data.sample_shape, n_out=data.n_out,
+                            width=max([args.width, *getattr(args, "widths", [])]),
+                            depth=max([args.depth, *getattr(args, "depths", [])]), **options)
+    seconds, formula = training_seconds(parameters=count, batch_size=batch_size,
+                                        steps=args.steps, runs=runs, device=args.device)
+    check_seconds(seconds, formula, what=f"{args.command} {args.model}", force=args.force)
+
+
 def _check_model_name(name: str) -> None:
     """A bad ``--model`` (unknown name, factory that does not import or has the wrong
     signature) fails before any data is read."""
@@ -196,6 +220,7 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
     make = _model_factory(args, data, x)
     device = args.device
     total = (len(args.widths) + len(args.depths)) * args.seeds
+    _check_time(args, data, runs=total, batch_size=len(x))
     with progress(f"coord-check {args.model} ({args.param}, {args.optimizer})", total) as advance:
         report = coord_check(make, x.to(device), y.to(device), widths=args.widths,
                              depths=args.depths, base_width=args.width, base_depth=args.depth,
@@ -229,13 +254,16 @@ def _cmd_transfer_check(args: argparse.Namespace) -> int:
     from depthscale.data import load
     from depthscale.io.atomic import write_csv
     from depthscale.probes import lr_transfer_check
+    from depthscale.probes.lr_transfer import check_lr_grid
     from depthscale.report.figures import new_figure, save_figure
 
     _check_model_name(args.model)
+    check_lr_grid(args.lrs)
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
     make = _model_factory(args, data, data.x_train[: args.batch_size])
     sizes = len(set(args.depths)) + len(set(args.widths))
     total = sizes * len(args.lrs) * args.seeds
+    _check_time(args, data, runs=total, batch_size=min(args.batch_size, len(data.x_train)))
     with progress(f"transfer-check {args.model} ({args.param}, {args.optimizer})",
                   total) as advance:
         report = lr_transfer_check(

@@ -30,7 +30,7 @@ from depthscale.stats.findings import Decision, interval_finding, noise_gate
 from depthscale.stats.sweeps import GridSignal, Optimum, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
 
-__all__ = ["TransferReport", "TransferSize", "lr_transfer_check"]
+__all__ = ["TransferReport", "TransferSize", "check_lr_grid", "lr_transfer_check"]
 
 #: make(width, depth, seed) -> (model, plan), the model initialised by the plan (a third
 #: element, such as the Structure coord_check takes, is ignored).
@@ -177,7 +177,7 @@ def lr_transfer_check(
     (full training-set loss at the end). Bad grids, sizes, seeds or settings are a ConfigError
     before any model is built.
     """
-    grid = _check_grid(lrs)
+    grid = check_lr_grid(lrs)
     depth_list, width_list = _check_sizes("depths", depths), _check_sizes("widths", widths)
     base_width, base_depth = whole("base_width", base_width), whole("base_depth", base_depth)
     sizes = list(dict.fromkeys([*((base_width, d) for d in depth_list),
@@ -212,7 +212,7 @@ def lr_transfer_check(
     return _report(records, sizes, grid, seed_list, criterion, tolerance, optimizer, n_boot)
 
 
-def _check_grid(lrs: Sequence[float]) -> list[float]:
+def check_lr_grid(lrs: Sequence[float]) -> list[float]:
     """The sorted LR grid; ConfigError for fewer than three distinct values or repeats."""
     grid = sorted(number(f"lrs[{i}]", v) for i, v in enumerate(lrs))
     if len(set(grid)) < 3:
