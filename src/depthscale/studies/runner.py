@@ -92,12 +92,28 @@ def check_run(spec: RunSpec, *, check_device: bool = True) -> None:
         spec.train_config().validate()
         if check_device:
             resolve_device(spec.device)
-        prepare(spec)
+        model, _plan, data = prepare(spec)
+        _check_loss_fits(spec, model, data)
     except DepthscaleError:
         raise
     except Exception as exc:
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise ConfigError(f"the run {spec.label()} cannot be built: {message}") from None
+
+
+def _check_loss_fits(spec: RunSpec, model: Any, data: Any) -> None:
+    """The loss of two training examples, so a loss that does not fit the data or the
+    model's outputs (cross-entropy on regression targets, wrong output width) is refused once,
+    before the study starts, instead of failing every run."""
+    import torch
+
+    from depthscale.models.calls import call_model, logits_of, take_rows
+    from depthscale.train.loop import loss_fn
+
+    rows = slice(0, 2)
+    with torch.no_grad():
+        out = logits_of(call_model(model, take_rows(data.x_train, rows)))
+        loss_fn(spec.train_config().loss, out, take_rows(data.y_train, rows))
 
 
 def run_one(spec: RunSpec) -> RunRecord:

@@ -27,7 +27,7 @@ from depthscale.errors import DataError
 from depthscale.studies.executors import make_executor
 from depthscale.studies.runner import check_run, lr_groups
 from depthscale.studies.spec import StudySpec, expand, load_study
-from depthscale.studies.store import StoreSummary, open_store
+from depthscale.studies.store import STORE_FILE, StoreSummary, open_store
 
 __all__ = ["ProgressFactory", "StudyResult", "run_study"]
 
@@ -77,7 +77,9 @@ def run_study(
     Order of checks, none of which touches existing results: the spec (ConfigError), the
     backend (ConfigError, e.g. ray not installed), the store (DataError: in use by another
     process after ``wait`` seconds, read-only, not a depthscale store), then the first pending
-    run is built (ConfigError/DataError for settings that cannot run). Then the planned set and
+    run is built and its loss taken on two examples (ConfigError/DataError for settings that
+    cannot run; for a new study this comes before the store, so a refused study leaves no
+    folder). Then the planned set and
     a copy of the spec (``out_dir/study.toml``) are written and the pending runs executed; the
     driver records each one in its own transaction as it finishes. ``batch_lrs`` trains the
     pending runs that differ only in ``lr`` as batched groups (see the module docstring) on any
@@ -88,9 +90,12 @@ def run_study(
     executor = make_executor(backend, workers=workers, address=address, retries=retries)
     out = Path(out_dir)
     counts = {"done": 0, "diverged": 0, "failed": 0}
+    fresh = not (out / STORE_FILE).exists()
+    if fresh and runs:  # a new study that cannot run leaves no store behind
+        check_run(runs[0], check_device=backend != "ray")
     with open_store(out, wait=wait) as store:
         todo = store.pending(runs, retry_failed=retry_failed)
-        if todo:
+        if todo and not fresh:
             # a setting that cannot run fails here, once, before any work (Ray workers may have
             # devices the driver lacks: the device is theirs to check)
             check_run(todo[0], check_device=backend != "ray")
