@@ -1,23 +1,108 @@
-"""nfd-fig2's reading of the T sweep (nfd Fig. 2a): which T is best, and whether the largest
-T is worse, from mean losses and diverged fractions."""
+"""nfd-fig2's reading of the T sweep (nfd Fig. 2a), decided on seed-paired intervals: a
+moderate T improves on the smallest, the largest T is worse. No argmin of means decides it,
+so float rounding of another machine cannot flip the verdict (issue 25)."""
 
 from __future__ import annotations
 
 import math
 
-from depthscale.claims.nfd.horizon import fig2_best
+import numpy as np
+import pytest
+
+from depthscale.claims.nfd.horizon import Fig2Measure, compare, judge_fig2, seed_rounds
+
+TS = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
 
 
-def test_fig2_best_T_skips_horizons_where_a_seed_diverged() -> None:
-    """nfd Fig. 2a read per T: a T where a seed diverged is never the best, and makes the
-    largest T worse than the best even when its surviving seeds' mean loss is lowest."""
-    # seeds 1 and 2 of the quick run: T = 32 lowest mean loss over 2 of 3 seeds, 1 diverged
-    losses = [1.30, 1.20, 1.10, 1.00, 0.98, 0.96, 0.95]
-    assert fig2_best(losses, [0, 0, 0, 0, 0, 0, 1 / 3]) == (5, True)
-    # no divergence: the plain argmin; the largest T worse only if its loss is higher
-    assert fig2_best(losses, [0] * 7) == (6, False)
-    assert fig2_best([1.3, 0.9, 1.0], [0, 0, 0]) == (1, True)
-    # T does not enter the net (the control): equal losses, the first T is best, not interior
-    assert fig2_best([1.0, 1.0, 1.0], [0, 0, 0]) == (0, False)
-    # nothing stable: the largest T, not worse than itself
-    assert fig2_best([math.nan, math.nan], [1, 1]) == (1, False)
+def _measure(table: list[list[float]], looks: int = 1) -> Fig2Measure:
+    """A measure from per-T lists of per-seed losses (inf = diverged)."""
+    per_seed = [dict(enumerate(row)) for row in table]
+    means = [float(np.mean([v for v in row if math.isfinite(v)])) for row in table]
+    diverged = [sum(not math.isfinite(v) for v in row) / len(row) for row in table]
+    return Fig2Measure([], [5], TS[:len(table)], means, diverged, per_seed, looks=looks)
+
+
+def _issue_case(rng: np.random.Generator, n: int = 3) -> list[list[float]]:
+    """The second machine of issue 25: T = 16 and T = 32 means 0.07 apart, seeds spread by 0.3
+    at each T, a clear improvement over small T."""
+    centre = [1.81, 1.77, 1.69, 1.53, 1.33, 0.94, 0.91]
+    return [[c + 0.15 * float(rng.standard_normal()) * (i >= 4) + 0.005 * k for k in range(n)]
+            for i, c in enumerate(centre)]
+
+
+def test_the_argmin_flip_of_the_issue_is_inconclusive_on_both_machines() -> None:
+    """Whether T = 16 or T = 32 has the lower mean (the two machines of the issue), the
+    comparison of the largest T with the best interior T straddles 0: INCONCLUSIVE both
+    ways, never PASS on one machine and FAIL on the other."""
+    rng = np.random.default_rng(0)
+    table = _issue_case(rng)
+    flipped = [row[:] for row in table]
+    flipped[5], flipped[6] = table[6], table[5]
+    for t in (table, flipped):
+        verdict = judge_fig2(_measure(t)).decision
+        assert verdict is not None and verdict[0] == "INCONCLUSIVE", verdict
+
+
+def test_clear_improvement_and_clear_degradation_pass() -> None:
+    table = [[1.8 + 0.01 * k for k in range(6)] for _ in range(5)]
+    table[3] = [1.2 + 0.01 * k for k in range(6)]     # T = 4 clearly better than T = 0.5
+    table.append([1.0 + 0.02 * k for k in range(6)])  # T = 16
+    table.append([2.0 + 0.03 * k for k in range(6)])  # T = 32 clearly worse than T = 16
+    judgement = judge_fig2(_measure(table))
+    assert judgement.decision is not None and judgement.decision[0] == "PASS", judgement
+    assert judgement.measured["improvement_ci_low"] is not None
+    assert judgement.measured["improvement_ci_low"] > 0
+    assert judgement.measured["largest_T_excess_ci_low"] > 0  # type: ignore[operator]
+
+
+def test_the_largest_T_diverging_on_half_the_seeds_is_worse() -> None:
+    table = [[1.8, 1.8, 1.81, 1.79], [1.0, 1.02, 1.01, 0.99], [0.9, math.inf, math.inf, 0.8]]
+    decision = judge_fig2(_measure(table)).decision
+    assert decision is not None and decision[0] == "PASS", decision
+
+
+def test_T_that_does_not_enter_the_net_fails() -> None:
+    """The negative control: every T trains the same net, so every paired difference is 0
+    exactly: no improvement (contradicted), the largest T no worse: FAIL."""
+    table = [[1.5, 1.6, 1.4]] * 7
+    decision = judge_fig2(_measure(table)).decision
+    assert decision is not None and decision[0] == "FAIL", decision
+    assert "a moderate T improves on the smallest: contradicts" in decision[1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_verdict_is_unchanged_by_float_rounding(seed: int) -> None:
+    """A 1e-7 relative perturbation of every loss (another CPU's rounding) never changes the
+    verdict: decisions rest on intervals, not on which of two near-equal means is lower."""
+    rng = np.random.default_rng(seed)
+    table = _issue_case(rng, n=6)
+    base = judge_fig2(_measure(table)).decision
+    for _ in range(20):
+        bumped = [[v * (1 + 1e-7 * float(rng.standard_normal())) for v in row] for row in table]
+        assert judge_fig2(_measure(bumped)).decision[0] == base[0]  # type: ignore[index]
+
+
+def test_paired_comparison_excludes_diverged_seeds_and_pairs_by_seed() -> None:
+    m = _measure([[2.0, 3.0, math.inf], [1.0, 1.5, 1.0]])
+    c = compare(m, 0, 1, level=0.95)
+    assert c.seeds == 2 and c.mean == pytest.approx(1.25)
+    # t(1) 97.5% quantile 12.706, sd of (1.0, 1.5) = 0.3536, n = 2
+    assert c.high - c.mean == pytest.approx(12.7062 * 0.35355 / math.sqrt(2), rel=1e-4)
+
+
+def test_seed_rounds_double_up_to_the_cap() -> None:
+    assert seed_rounds({"seeds": 3, "max_seeds": 12}) == [3, 6, 12]
+    assert seed_rounds({"seeds": 3, "max_seeds": 10}) == [3, 6, 10]
+    assert seed_rounds({"seeds": 3}) == [3]
+
+
+def test_looks_and_interior_Ts_widen_the_intervals() -> None:
+    """Bonferroni: the same data judged as one of three seed rounds gets a wider interval."""
+    rng = np.random.default_rng(1)
+    table = _issue_case(rng, n=6)
+    one = judge_fig2(_measure(table, looks=1)).measured
+    three = judge_fig2(_measure(table, looks=3)).measured
+    width_one = one["improvement_ci_high"] - one["improvement_ci_low"]  # type: ignore[operator]
+    width_three = (three["improvement_ci_high"]  # type: ignore[operator]
+                   - three["improvement_ci_low"])
+    assert width_three > width_one

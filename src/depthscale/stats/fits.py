@@ -96,16 +96,18 @@ class LogMinimum:
     on_edge: bool
 
 
-def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
-    """Mean of ``values`` (e.g. per-seed paired differences) and its Student-t 95% interval;
-    one value gives a zero-width interval at that value (no noise estimate)."""
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``values`` (e.g. per-seed paired differences) and its two-sided Student-t
+    interval at ``level``; one value gives a zero-width interval at that value (no noise
+    estimate)."""
     v = np.asarray(values, dtype=float)
     if v.size == 0 or not np.isfinite(v).all():
         return math.nan, math.nan, math.nan
     mean = float(v.mean())
     if v.size == 1:
         return mean, mean, mean
-    half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    quantile = 1.0 - (1.0 - level) / 2.0
+    half = float(stats.t.ppf(quantile, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
     return mean, mean - half, mean + half
 
 

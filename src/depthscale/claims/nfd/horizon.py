@@ -8,8 +8,9 @@ scale adds the T x L grid of Fig. 2c-d. The runs are the study
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from depthscale.claims.common import metric, run_claim_study
 from depthscale.claims.nfd.figures import draw_fig2
@@ -23,43 +24,80 @@ from depthscale.claims.nfd.training import (
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import ClaimOutcome, finite_or_none
+from depthscale.stats.findings import findings_verdict, sign_finding
+from depthscale.stats.fits import mean_ci
 from depthscale.stats.sweeps import criterion_value, scan_axis
 
-__all__ = ["Fig2Measure", "fig2_best", "judge_fig2", "measure_fig2", "nfd_fig2"]
+__all__ = ["Comparison", "Fig2Measure", "compare", "decide_fig2", "judge_fig2", "measure_fig2",
+           "nfd_fig2", "seed_rounds"]
 
 
-def fig2_best(losses: Sequence[float], diverged: Sequence[float]) -> tuple[int, bool]:
-    """(index of the best T, whether the largest T is worse than it) from the mean final loss
-    and the diverged fraction per T (ascending). A horizon at which any seed diverges is not an
-    improvement: the best T has the lowest mean loss among the T's where every seed trained;
-    the largest T is worse when a seed diverged there or its mean loss is higher (nfd Fig. 2a:
-    "very large T destabilises"). With no stable T, the best is the largest and not worse."""
-    stable = [i for i, (loss, d) in enumerate(zip(losses, diverged, strict=True))
-              if d == 0 and math.isfinite(loss)]
-    last = len(losses) - 1
-    best = min(stable, key=lambda i: losses[i]) if stable else last
-    worse = best != last and (diverged[last] > 0 or (
-        math.isfinite(losses[last]) and losses[last] > losses[best]))
-    return best, worse
+#: family-wise level of nfd-fig2's comparisons (Bonferroni over comparisons and seed rounds)
+FAMILY_LEVEL = 0.95
+
+
+def seed_rounds(s: Mapping[str, Any]) -> list[int]:
+    """The seed counts nfd-fig2 looks at in turn: ``seeds``, doubled until ``max_seeds``
+    (sequential design: more seeds only while the verdict is undecided)."""
+    rounds = [int(s["seeds"])]
+    while rounds[-1] < int(s.get("max_seeds", s["seeds"])):
+        rounds.append(min(2 * rounds[-1], int(s["max_seeds"])))
+    return rounds
 
 
 @dataclass(frozen=True)
 class Fig2Measure:
     """nfd-fig2's runs (``rows``: one per depth, T and seed) and, at the main depth, the T's
-    swept with the mean final train loss and the diverged fraction of the seeds per T."""
+    swept with the mean final train loss, the diverged fraction and each seed's loss per T
+    (``per_seed[i][seed]``; +inf where the run diverged); ``looks``: the seed rounds the
+    sequential design may take (their number enters the comparisons' level)."""
 
     rows: Rows
     depths: list[int]
     Ts: list[float]
     losses: list[float]
     diverged: list[float]
+    per_seed: list[dict[int, float]]
+    looks: int = 1
 
 
-def measure_fig2(ctx: ClaimContext) -> Fig2Measure:
-    """Depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for each T: final
-    full-train-set loss per run, and per T the mean over seeds (diverged runs counted apart:
-    :func:`~depthscale.stats.sweeps.scan_axis`)."""
-    s = ctx.settings
+@dataclass(frozen=True)
+class Comparison:
+    """A paired (same seed) comparison of the final loss at two T's: ``loss(minus) -
+    loss(plus)`` over the seeds where both trained, its mean and Student-t interval."""
+
+    minus: float
+    plus: float
+    seeds: int
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def finding(self) -> str:
+        """"supports" when the interval is above 0 (T ``plus`` has the lower loss)."""
+        return sign_finding(self.low, self.high, +1)
+
+    def text(self) -> str:
+        return (f"loss(T={self.minus:g}) - loss(T={self.plus:g}) = {self.mean:+.3f} "
+                f"[{self.low:+.3f}, {self.high:+.3f}] over {self.seeds} seeds")
+
+
+def compare(m: Fig2Measure, i: int, j: int, level: float) -> Comparison:
+    """loss(T_i) - loss(T_j), paired by seed over the seeds where both runs trained."""
+    seeds = sorted(set(m.per_seed[i]) & set(m.per_seed[j]))
+    diffs = [m.per_seed[i][sd] - m.per_seed[j][sd] for sd in seeds
+             if math.isfinite(m.per_seed[i][sd]) and math.isfinite(m.per_seed[j][sd])]
+    mean, low, high = mean_ci(diffs, level=level)
+    return Comparison(m.Ts[i], m.Ts[j], len(diffs), mean, low, high)
+
+
+def measure_fig2(ctx: ClaimContext, seeds: int | None = None) -> Fig2Measure:
+    """Depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for each T at
+    ``seeds`` seeds (the settings' ``seeds`` by default): final full-train-set loss per run,
+    per T the mean over seeds (diverged runs counted apart:
+    :func:`~depthscale.stats.sweeps.scan_axis`) and each seed's loss."""
+    s = {**ctx.settings, "seeds": seeds or ctx.settings["seeds"]}
     records = run_claim_study(ctx, "nfd-fig2", fig2_tables(s, seed=ctx.seed, device=ctx.device,
                                                           data_dir=ctx.data_dir))
     depths = fig2_depths(s)
@@ -70,34 +108,101 @@ def measure_fig2(ctx: ClaimContext) -> Fig2Measure:
                   key=lambda r: (depths.index(r["depth"]), r["T"], r["seed"]))
     main = next(sc for sc in scan_axis(records, "plan.T", "final", "depth")
                 if sc.depth == s["depth"])
-    return Fig2Measure(rows, depths, list(main.values), list(main.losses), list(main.diverged))
+    per_seed: list[dict[int, float]] = [{} for _ in main.values]
+    for r in rows:
+        if r["depth"] == s["depth"] and r["status"] in ("done", "diverged"):
+            loss = r["train_loss"]
+            per_seed[list(main.values).index(r["T"])][int(r["seed"])] = (
+                math.inf if r["status"] == "diverged" or loss is None else float(loss))
+    return Fig2Measure(rows, depths, list(main.values), list(main.losses), list(main.diverged),
+                       per_seed, looks=len(seed_rounds(ctx.settings)))
+
+
+def _improves(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | None]:
+    """"A moderate T improves the loss": some interior T (no seed diverged) trains to a lower
+    loss than the smallest T, on the seed-paired interval; contradicted when every interior T
+    is worse or no better (interval at or below 0)."""
+    stable = [i for i in range(1, len(m.Ts) - 1) if m.diverged[i] == 0]
+    comps = [compare(m, 0, i, level) for i in stable]
+    if not comps:
+        return "contradicts", "every interior T diverged on some seed", None
+    best = max(comps, key=lambda c: (c.low if math.isfinite(c.low) else -math.inf))
+    findings = {c.finding for c in comps}
+    finding = ("supports" if "supports" in findings else
+               "contradicts" if findings == {"contradicts"} else "undecided")
+    return finding, best.text(), best
+
+
+def _destabilises(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | None]:
+    """"A very large T destabilises": the largest T diverges on at least half the seeds while
+    an interior T trains on all, or it trains to a higher loss than some interior T (seed-paired
+    interval above 0); contradicted when it diverges on no seed and is no worse than every
+    interior T (each interval at or below 0)."""
+    last = len(m.Ts) - 1
+    stable = [i for i in range(1, last) if m.diverged[i] == 0]
+    if m.diverged[last] >= 0.5 and stable:
+        return "supports", f"T={m.Ts[last]:g} diverged on {m.diverged[last]:.0%} of seeds", None
+    comps = [compare(m, last, i, level) for i in stable]
+    if not comps:
+        return "undecided", "no interior T trained on every seed", None
+    best = max(comps, key=lambda c: (c.low if math.isfinite(c.low) else -math.inf))
+    findings = {c.finding for c in comps}
+    finding = ("supports" if "supports" in findings else
+               "contradicts" if findings == {"contradicts"} and m.diverged[last] == 0 else
+               "undecided")
+    return finding, best.text(), best
 
 
 def judge_fig2(m: Fig2Measure) -> Judgement:
-    """The best T is chosen among the T's where no seed diverged, and a seed diverging at the
-    largest T makes it worse than the best (:func:`fig2_best`); bands: the best T interior and
-    the largest T worse than it."""
-    best, largest_worse = fig2_best(m.losses, m.diverged)
+    """Both halves of nfd Fig. 2a decided on seed-paired intervals, never on an argmin of
+    means: a moderate T improves on the smallest (:func:`_improves`), the largest T is worse
+    (:func:`_destabilises`). The intervals' level is Bonferroni-corrected over the interior T's
+    and the seed rounds, so the family of comparisons holds at :data:`FAMILY_LEVEL`."""
+    interior = max(1, len(m.Ts) - 2)
+    level = 1.0 - (1.0 - FAMILY_LEVEL) / (interior * m.looks)
+    improve, improve_text, ci = _improves(m, level)
+    worse, worse_text, wi = _destabilises(m, level)
+    finite = [i for i, v in enumerate(m.losses) if math.isfinite(v)]
+    best = min(finite, key=lambda i: m.losses[i]) if finite else len(m.Ts) - 1
     measured = {
         "best_T": float(m.Ts[best]),
-        "best_T_is_interior": float(0 < best < len(m.Ts) - 1),
-        "largest_T_worse_than_best": float(largest_worse),
-        "loss_at_best_T": finite_or_none(m.losses[best]),
-        "loss_at_largest_T": finite_or_none(m.losses[-1]),
+        "seeds": float(min(len(d) for d in m.per_seed) if m.per_seed else 0),
+        "improvement_over_smallest_T": None if ci is None else finite_or_none(ci.mean),
+        "improvement_ci_low": None if ci is None else finite_or_none(ci.low),
+        "improvement_ci_high": None if ci is None else finite_or_none(ci.high),
+        "largest_T_excess_loss": None if wi is None else finite_or_none(wi.mean),
+        "largest_T_excess_ci_low": None if wi is None else finite_or_none(wi.low),
+        "largest_T_excess_ci_high": None if wi is None else finite_or_none(wi.high),
         "diverged_fraction_largest_T": m.diverged[-1],
     }
-    note = "diverged fraction per T: " + ", ".join(
-        f"{T:g}: {d:.3g}" for T, d in zip(m.Ts, m.diverged, strict=True))
-    return Judgement(measured, {"best_T_is_interior": (1.0, 1.0),
-                                "largest_T_worse_than_best": (1.0, 1.0)}, note=note)
+    decision = findings_verdict({
+        "a moderate T improves on the smallest": (improve, improve_text),
+        "the largest T is worse": (worse, worse_text),
+    })
+    note = (f"intervals at level {level:.4f} (Bonferroni over {interior} interior T's x "
+            f"{m.looks} seed round(s)); best interior comparison: {improve_text}; largest T: "
+            f"{worse_text}; mean loss per T: " + ", ".join(
+                f"{T:g}: {v:.3f}" for T, v in zip(m.Ts, m.losses, strict=True)))
+    return Judgement(measured, decision=decision, note=note)
+
+
+def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
+    """Sequential design: judge at ``seeds`` seeds, and while undecided rerun with twice the
+    seeds (the study keeps the finished runs) up to ``max_seeds``."""
+    for n in seed_rounds(ctx.settings):
+        m = measure_fig2(ctx, n)
+        judgement = judge_fig2(m)
+        if judgement.decision is not None and judgement.decision[0] != "INCONCLUSIVE":
+            break
+    return m, judgement
 
 
 @claim(
     "nfd-fig2", "nfd", "Moderate time horizon T improves loss; very large T destabilises",
     quick={**QUICK_DATA, "width": 128, "depth": 5, "Ts": [0.5, 1, 2, 4, 8, 16, 32],
-           "eta_c": 0.1, "epochs": 10, "seeds": 3, "grid_depths": []},
+           "eta_c": 0.1, "epochs": 10, "seeds": 3, "max_seeds": 12, "grid_depths": []},
     full={**FULL_DATA, "width": 128, "depth": 5, "Ts": [0.5, 1, 2, 4, 8, 16, 32],
-          "eta_c": 0.1, "epochs": 30, "seeds": 3, "grid_depths": [5, 10, 20]},
+          "eta_c": 0.1, "epochs": 30, "seeds": 3, "max_seeds": 24, "grid_depths": [5, 10, 20]},
     smoke={**SMOKE_DATA,
            "width": 16, "depth": 2, "Ts": [0.5, 2, 8], "eta_c": 0.1, "epochs": 0.2,
            "seeds": 1, "grid_depths": [3]},
@@ -111,5 +216,5 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
 def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     """Final train loss against T (:func:`measure_fig2`), an interior best T and a worse
     largest T (:func:`judge_fig2`)."""
-    m = measure_fig2(ctx)
-    return conclude(ctx, "nfd-fig2", judge_fig2(m), m.rows, draw_fig2(ctx.settings, m))
+    m, judgement = decide_fig2(ctx)
+    return conclude(ctx, "nfd-fig2", judgement, m.rows, draw_fig2(ctx.settings, m))
