@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean print-strict
+.PHONY: install demo test lint bench mutate clean print-strict
 
 # the layers typed strictly (mypy --strict), in CI as in make lint
 STRICT = src/depthscale/param src/depthscale/stats src/depthscale/io src/depthscale/studies \
@@ -32,6 +32,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/depthscale bench --json bench.json
+
+# one-line mutations of the rules the claims test, each run against its tests (README)
+mutate: $(STAMP)
+	$(BIN)/python tools/mutate.py
 
 clean:
 	rm -rf $(VENV) reproduce-out runs bench.json

@@ -100,6 +100,47 @@ def test_decoupled_copy_carries_updates_feedback_alignment_does_not() -> None:
     torch.testing.assert_close(fixed.backward_weight(), fixed.weight_back_init)
 
 
+def test_decoupled_input_gradient_after_sgd_steps_is_w_back0_plus_the_learned_update() -> None:
+    """nfd Cor. 1: after k SGD steps of the model the claims build, each decoupled branch's input
+    gradient is a (W~_0 + W_k - W_0)^T g exactly, and not feedback alignment's a W~_0^T g."""
+    net, plan = build("resnet1", "depth-mup", input_shape=(6,), n_out=3, width=8, depth=3,
+                      seed=4, backward="decoupled")
+    net.double()
+    opt = plan.optimizer(net, "sgd", lr=0.05)
+    x, y = _data()
+    for _ in range(3):
+        opt.zero_grad()
+        F.cross_entropy(net(x.double()), y).backward()
+        opt.step()
+    g = torch.Generator().manual_seed(5)
+    for layer in net.branches:
+        learned = layer.weight.detach() - layer.weight_init
+        assert learned.abs().max() > 1e-3  # the weights moved
+        h = torch.randn(5, 8, generator=g, dtype=torch.float64, requires_grad=True)
+        upstream = torch.randn(5, 8, generator=g, dtype=torch.float64)
+        layer(h).backward(upstream)
+        scaled = upstream * layer.multiplier
+        torch.testing.assert_close(h.grad, scaled @ (layer.weight_back_init + learned),
+                                   rtol=1e-12, atol=1e-14)
+        feedback = scaled @ layer.weight_back_init
+        assert (h.grad - feedback).abs().max() > 1e3 * (1e-14 + 1e-12 * feedback.abs().max())
+
+
+def test_online_decoupled_run_departs_from_feedback_alignment_after_its_first_update() -> None:
+    """The finite nets of nfd-cor1 and nfd-thm1 (online SGD): decoupled and feedback-alignment
+    share every forward weight and the first update (W~ = W~_0 before any step), so outputs
+    agree at steps 0 and 1 and differ from step 2, once W~ carries W_1 - W_0."""
+    from depthscale.train.online import online_sgd_finite, teacher_stream
+
+    xs, ys = teacher_stream(6, dim=8, seed=0)
+    runs = {b: online_sgd_finite(xs, ys, width=16, depth=4, eta_c=0.5, seed=1,
+                                 backward=b).outputs
+            for b in ("decoupled", "feedback-alignment")}
+    dec, fa = runs["decoupled"], runs["feedback-alignment"]
+    assert dec[:2].tolist() == fa[:2].tolist()
+    assert abs(dec[2:] - fa[2:]).max() > 1e-6
+
+
 def test_unknown_backward_mode_and_bad_sizes_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="backward mode"):
         ScaledLinear(2, 2, "branch", backward="sideways")

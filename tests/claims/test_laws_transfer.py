@@ -1,0 +1,88 @@
+"""laws-transfer's own rule (laws Table 5, eta(L) = eta(L0) (L/L0)^(-3/2)): the claim's measure
+and judge steps run on its quick settings, which name no exponent, so the rule they apply is the
+claim's default. On optima that follow the -3/2 law exactly the scaled prediction is exact and
+the claim passes; the paper's sign flipped, (L/L0)^(+3/2), would fail it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from depthscale.claims.laws import settings, transfer
+from depthscale.claims.laws.law import LawResult, probe_law
+from depthscale.claims.laws.sweeps import effective_depth
+from depthscale.claims.registry import ClaimContext
+from depthscale.stats.sweeps import Optimum
+
+#: per-seed offsets of log10 eta* around the law: they cancel in the seed mean, so the means
+#: follow the law exactly, while the seed bootstrap still sees a spread
+_SEED_OFFSETS = (-0.1, 0.0, 0.1)
+
+
+def _exact_law(arch: dict[str, Any], source: int) -> LawResult:
+    """Optima with mean log10 eta* = -2 - 1.5 log10(L / L0) over effective depths L."""
+    optima = []
+    for depth in arch["depths"]:
+        eff = effective_depth(arch, depth)
+        for seed, offset in enumerate(_SEED_OFFSETS):
+            lr = 10 ** (-2.0 - 1.5 * math.log10(eff / source) + offset)
+            optima.append(Optimum(eff, seed, lr, lr, False, "running"))
+    return probe_law(optima, seed=0)
+
+
+def _context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             **overrides: Any) -> ClaimContext:
+    """The claim's quick settings (plus ``overrides``), each architecture's Table 1 sweep
+    replaced by optima on the exact -3/2 law from its source depth."""
+    s = {**settings.TRANSFER["quick"], **overrides}
+    laws = {key: _exact_law(arch, effective_depth(arch, s["source_depths"][key]))
+            for key, arch in s["archs"].items()}
+    monkeypatch.setattr(transfer, "table1_law", lambda _ctx, key, _arch: laws[key])
+    return ClaimContext("quick", tmp_path, "cpu", None, 0, s)
+
+
+def test_the_claims_settings_leave_the_exponent_to_the_default() -> None:
+    """Only the negative control names an exponent; the claim runs the code's default."""
+    for scale in ("quick", "medium", "full", "smoke"):
+        assert "transfer_exponent" not in settings.TRANSFER[scale]
+    control = settings.TRANSFER["control"]
+    assert control.settings == {"transfer_exponent": 0.0}
+
+
+def test_default_rule_predicts_exact_minus_three_halves_optima_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """laws Table 5: with the default rule every scaled prediction hits the oracle (error 0),
+    raw transfer misses by 1.5 |log10(L/L0)|; the claim's verdict on the ViT is PASS."""
+    ctx = _context(tmp_path, monkeypatch)
+    arches = transfer.measure_transfer(ctx)
+    assert [a.key for a in arches] == list(settings.TRANSFER["quick"]["archs"])
+    for a in arches:
+        for r in a.rows:
+            assert r.scaled_error == pytest.approx(0.0, abs=1e-9)
+            ratio = r.effective_depth / r.source_effective_depth
+            assert r.raw_error == pytest.approx(1.5 * abs(math.log10(ratio)), abs=1e-9)
+        assert a.median_scaled == pytest.approx(0.0, abs=1e-9)
+        low, high = a.interval
+        assert low <= a.median_scaled - a.median_raw <= high < -0.01
+    vit = next(a for a in arches if a.key == "vit")
+    # ViT source 3 blocks (L0 = 8), targets L = 4, 6, 10, 14: raw errors 0.452, 0.187, 0.145,
+    # 0.365, median (0.187 + 0.365) / 2
+    raw = (1.5 * math.log10(8 / 6) + 1.5 * math.log10(14 / 8)) / 2
+    assert vit.median_raw == pytest.approx(raw, rel=1e-9)
+    judged = transfer.judge_transfer(arches, ctx.settings["verdict_on"])
+    assert judged.decision[0] == "PASS", judged.decision
+
+
+def test_flipped_or_constant_rule_fails_the_same_optima(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check sees its rule: (L/L0)^(+3/2) predicts 3 |log10(L/L0)| off, worse than raw,
+    and the negative control's constant LR (exponent 0) is raw transfer: both FAIL."""
+    for exponent in (1.5, 0.0):
+        ctx = _context(tmp_path, monkeypatch, transfer_exponent=exponent)
+        arches = transfer.measure_transfer(ctx)
+        vit = next(a for a in arches if a.key == "vit")
+        assert vit.median_scaled == pytest.approx((1 + exponent / 1.5) * vit.median_raw)
+        assert transfer.judge_transfer(arches, "vit").decision[0] == "FAIL"

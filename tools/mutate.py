@@ -1,0 +1,267 @@
+"""Mutation checks: does each rule the claims test have a test that sees it?
+
+    python tools/mutate.py [--jobs 2] [--only NAME ...] [--list]
+
+Each row of :data:`MUTATIONS` is a one-line change of a rule (a paper's equation as the code
+writes it): the file under ``src/depthscale``, the exact text (which must occur there exactly
+once), its replacement, what it breaks, and the fast tests expected to catch it. For each, the
+repository's ``src`` is copied to a temporary folder, the change applied there (the working tree
+is never edited), and its tests run by pytest in a subprocess with ``PYTHONPATH`` pointing at
+the mutated copy: caught if a test fails, survived if all pass. First the same tests run on an
+unmutated copy and must pass, and that copy must be the package the tests import. Prints a
+Markdown table (mutation, what it breaks, file, caught by, result, seconds) and exits non-zero
+if any mutation survives or a run errs (``make mutate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One one-line change of a rule: ``old`` (exactly once in ``file``, relative to
+    ``src/depthscale``) becomes ``new``; ``tests`` are pytest node ids expected to fail."""
+
+    name: str
+    file: str
+    old: str
+    new: str
+    breaks: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "transfer-sign", "claims/laws/transfer.py",
+        'exponent = s.get("transfer_exponent", -1.5)',
+        'exponent = s.get("transfer_exponent", 1.5)',
+        "laws Table 5 rule (L/L0)^(-3/2) flipped to (L/L0)^(+3/2) in the claim's default",
+        ("tests/claims/test_laws_transfer.py::"
+         "test_default_rule_predicts_exact_minus_three_halves_optima_exactly",)),
+    Mutation(
+        "ammup-sum", "probes/ammup.py",
+        "return sum(self.per_unit) / len(self.per_unit)",
+        "return sum(self.per_unit)",
+        "laws Eq. 9 S_bar = eta^2 mean_l A_l summed instead of averaged over depth units",
+        ("tests/probes/test_ammup.py::test_eta_star_averages_the_energy_over_depth_units_eq9",
+         "tests/probes/test_ammup.py::"
+         "test_eta_star_of_a_real_net_is_the_mean_of_its_measured_unit_energies")),
+    Mutation(
+        "decoupled-is-fa", "models/layers.py",
+        "return self.weight_back_init + (self.weight.detach() - self.weight_init)",
+        "return self.weight_back_init",
+        "nfd Cor. 1 backward W~_0 + (W - W_0) made feedback alignment W~_0",
+        ("tests/models/test_mlp_models.py::"
+         "test_decoupled_input_gradient_after_sgd_steps_is_w_back0_plus_the_learned_update",
+         "tests/models/test_mlp_models.py::"
+         "test_online_decoupled_run_departs_from_feedback_alignment_after_its_first_update")),
+    Mutation(
+        "depth-mup-no-sqrt-L", "param/rules.py",
+        '_DEPTH_A = _e("sqrt(T/(L fan_in))")',
+        '_DEPTH_A = _e("sqrt(T/fan_in)")',
+        "nfd Eq. 1 depth-muP branch multiplier sqrt(T/(L n)) without its 1/sqrt(L)",
+        ("tests/param/test_recipes.py::test_depth_mup_multipliers_are_nfd_eq1",
+         "tests/models/test_mlp_models.py::test_pre_act_forward_is_eq1_by_hand")),
+    Mutation(
+        "eq8-no-sqrt-L", "param/rules.py",
+        '_e("n sqrt(L)"),',
+        '_e("n"),',
+        "nfd Eq. 8 first-layer LR eta_1 = eta_c n sqrt(L) without its sqrt(L)",
+        ("tests/param/test_recipes.py::test_nfd_depth_first_internal_layer_lr_is_eq8",
+         "tests/param/test_recipes.py::test_optimizer_groups_carry_per_role_lrs")),
+    Mutation(
+        "mup-readout-1/sqrt(n)", "param/rules.py",
+        '_mf_output = Rule(\n    _e("alpha/sqrt(n)"),',
+        '_mf_output = Rule(\n    _e("alpha"),',
+        "nfd Eq. 1 readout alpha/sqrt(n) (1/n under muP) made alpha (1/sqrt(n))",
+        ("tests/param/test_recipes.py::test_depth_mup_multipliers_are_nfd_eq1",
+         "tests/param/test_recipes.py::test_depth_mup_kernel_regime_output_is_alpha_one")),
+    Mutation(
+        "laws-no-K^-1/2", "param/rules.py",
+        '_e("1/sqrt(q K fan_in)"),',
+        '_e("1/sqrt(q fan_in)"),',
+        "laws Eq. 5 residual-branch init without its K^(-1/2)",
+        ("tests/param/test_recipes.py::test_laws_init_is_he_fan_in_with_residual_k_scaling",
+         "tests/models/test_cnn.py::test_laws_init_variances_match_fan_in_rules_for_relu")),
+    Mutation(
+        "laws-fit-sign", "stats/fits.py",
+        "slope = float(beta[1])",
+        "slope = -float(beta[1])",
+        "laws Sec. 4.1 WLS fit of log10 eta* on log10 L with its slope's sign flipped",
+        ("tests/stats/test_sweeps.py::test_wls_recovers_an_exact_power_law",
+         "tests/claims/test_laws_verdicts.py::test_law_refits_the_first_half_of_every_run")),
+    Mutation(
+        "nngp-relu-drift", "limits/kernel.py",
+        "(s - theta * rho) / (2.0 * math.pi)",
+        "(s + (math.pi - theta) * rho) / (2.0 * math.pi)",
+        "nfd Prop. 3 kernel ODE (ReLU flow) without the -rho/2 of the variances' growth",
+        ("tests/limits/test_limits_kernel.py::"
+         "test_relu_flow_map_matches_pair_by_pair_ode_to_1e10[1.0]",)),
+    Mutation(
+        "sde-diffusion-dt", "limits/sde/forward.py",
+        "factors[step] = psd_factor(K) * math.sqrt(dt)",
+        "factors[step] = psd_factor(K) * dt",
+        "nfd Prop. 2 SDE increment sigma_t dw scaled by dt instead of sqrt(dt)",
+        ("tests/limits/test_limits_sde.py::"
+         "test_forward_single_input_relu_variance_grows_like_exp_half_t",)),
+    Mutation(
+        "mean-ode-sum", "limits/mean_ode/solver.py",
+        "slope: Array = (c[0] @ Vt.T) / Vt.shape[1]",
+        "slope: Array = c[0] @ Vt.T",
+        "chizat Eq. 10 drift E[V rho(U^T h/D)] summed over particles, not averaged",
+        ("tests/limits/test_limits_mean_ode.py::"
+         "test_euler_with_per_layer_particles_reproduces_the_finite_resnet_trajectory",
+         "tests/limits/test_limits_mean_ode.py::"
+         "test_first_forward_pass_of_the_limit_equals_the_finite_nets_in_expectation")),
+    Mutation(
+        "chizat-1/L", "param/rules.py",
+        '_e("1/(L M)"),',
+        '_e("1/L"),',
+        "chizat Eq. 24 residual scale 1/(L M) without its 1/M",
+        ("tests/param/test_recipes.py::test_mean_ode_rules_are_chizat_eq24_25",
+         "tests/limits/test_limits_mean_ode.py::"
+         "test_finite_resnet_one_gd_step_matches_eq_25_computed_by_hand")),
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One pytest run: ``result`` caught / survived / error, the failing node ids, seconds."""
+
+    result: str
+    failed: tuple[str, ...]
+    seconds: float
+    output: str
+
+
+def _copy_src(dest: Path) -> Path:
+    """A copy of the repository's ``src`` under ``dest``; returns the package folder."""
+    shutil.copytree(ROOT / "src", dest / "src",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return dest / "src" / "depthscale"
+
+
+def apply(package: Path, m: Mutation) -> None:
+    """Apply ``m`` to the copy at ``package``; the old text must occur there exactly once."""
+    path = package / m.file
+    text = path.read_text()
+    count = text.count(m.old)
+    if count != 1:
+        raise SystemExit(f"{m.name}: {m.old!r} occurs {count} times in {m.file}, not once")
+    path.write_text(text.replace(m.old, m.new))
+
+
+def _env(src: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return env | {"PYTHONPATH": str(src), "OMP_NUM_THREADS": "1",
+                  "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def run_tests(src: Path, tests: Sequence[str]) -> Outcome:
+    """pytest on ``tests`` (from the repository root) importing depthscale from ``src``."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rf",
+         "--no-header", "-W", "ignore::DeprecationWarning", *tests],
+        cwd=ROOT, env=_env(src), capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    output = proc.stdout + proc.stderr
+    failed = tuple(dict.fromkeys(re.findall(r"^FAILED (\S+)", output, flags=re.M)))
+    result = {0: "survived", 1: "caught"}.get(proc.returncode, f"error (pytest rc "
+                                                                f"{proc.returncode})")
+    return Outcome(result, failed, seconds, output)
+
+
+def mutate_one(m: Mutation) -> Outcome:
+    """Copy src, apply ``m``, run its tests; the copy is removed afterwards."""
+    prefix = "mutate-" + re.sub(r"\W", "_", m.name) + "-"
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        package = _copy_src(Path(tmp))
+        apply(package, m)
+        return run_tests(package.parent, m.tests)
+
+
+def baseline(mutations: Sequence[Mutation]) -> Outcome:
+    """Every listed test on an unmutated copy (must pass), after checking that a subprocess
+    with that ``PYTHONPATH`` imports depthscale from the copy."""
+    tests = list(dict.fromkeys(t for m in mutations for t in m.tests))
+    with tempfile.TemporaryDirectory(prefix="mutate-baseline-") as tmp:
+        package = _copy_src(Path(tmp))
+        where = subprocess.run(
+            [sys.executable, "-c", "import depthscale; print(depthscale.__file__)"],
+            env=_env(package.parent), capture_output=True, text=True, check=True).stdout
+        if not Path(where.strip()).is_relative_to(Path(tmp).resolve()):
+            raise SystemExit(f"the tests would import depthscale from {where.strip()}, not from "
+                             f"the copy in {tmp}: mutations would go unseen")
+        return run_tests(package.parent, tests)
+
+
+def _short(node: str) -> str:
+    """``tests/a/test_b.py::test_c[x]`` -> ``test_b.py::test_c[x]``."""
+    return node.rsplit("/", 1)[-1]
+
+
+def table(rows: Sequence[tuple[Mutation, Outcome]]) -> str:
+    """The Markdown table of the runs: caught by the failing tests, or the expected ones."""
+    lines = ["| mutation | what it breaks | file | caught by | result | s |",
+             "|---|---|---|---|---|---|"]
+    for m, o in rows:
+        by = ("<br>".join(f"`{_short(t)}`" for t in o.failed) if o.failed else
+              "none of " + ", ".join(f"`{_short(t)}`" for t in m.tests))
+        lines.append(f"| `{m.name}` | {m.breaks} | `{m.file}` | {by} | {o.result} | "
+                     f"{o.seconds:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2, help="mutations run at once (default 2)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run these mutations only")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    unknown = set(args.only or ()) - {m.name for m in MUTATIONS}
+    if unknown:
+        parser.error(f"unknown mutation(s) {', '.join(sorted(unknown))}; choose from: "
+                     f"{', '.join(m.name for m in MUTATIONS)}")
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}: {m.file}: {m.breaks}\n  - {m.old!r}\n  + {m.new!r}")
+        return 0
+    start = time.perf_counter()
+    base = baseline(chosen)
+    if base.result != "survived":  # the unmutated code must pass its tests
+        print(base.output)
+        print(f"baseline: the listed tests do not pass on unmutated code ({base.result})")
+        return 2
+    print(f"baseline: {len({t for m in chosen for t in m.tests})} tests pass on unmutated code "
+          f"({base.seconds:.0f} s)", flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        outcomes = list(pool.map(mutate_one, chosen))
+    rows = list(zip(chosen, outcomes, strict=True))
+    for m, o in rows:
+        if o.result.startswith("error"):
+            print(f"--- {m.name}: pytest output ---\n{o.output}")
+    print(table(rows))
+    caught = sum(o.result == "caught" for o in outcomes)
+    print(f"\n{caught} of {len(rows)} mutations caught; {time.perf_counter() - start:.0f} s "
+          f"in all (--jobs {args.jobs})")
+    return 0 if caught == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
