@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests tools
 	$(BIN)/mypy src
 	$(BIN)/mypy --strict $(STRICT)
 
