@@ -217,7 +217,7 @@ def _run(argv: list[str], tmp: Path) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_any_argument_list_exits_0_or_2_without_traceback(
