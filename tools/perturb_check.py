@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ARMS = {
@@ -67,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(c, arm) for c in claims for arm in ARMS]
     results: dict[tuple[str, str], tuple[str, float]] = {}
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(_run, c, arm, args.out, args.scale, args.eps) for c, arm in jobs]
-        for (claim, arm), fut in zip(jobs, futures, strict=True):
+        futures = {pool.submit(_run, c, arm, args.out, args.scale, args.eps): (c, arm)
+                   for c, arm in jobs}
+        for fut in as_completed(futures):  # logged as they finish: a killed check keeps them
+            claim, arm = futures[fut]
             _, verdict, seconds = fut.result()
             results[(claim, arm)] = (verdict, seconds)
             print(f"{claim} {arm}: {verdict} ({seconds:.0f} s)", file=sys.stderr, flush=True)
