@@ -37,6 +37,23 @@ def test_a_grid_over_the_stated_size_needs_confirmation() -> None:
     assert confirmed.n_runs == 10_100
 
 
+def test_a_study_of_days_of_steps_needs_confirmation() -> None:
+    """100 runs x 10^7 steps at >= 1e-4 s a step is at least 27.8 h: refused, with the
+    confirmation that lets it run; swept steps are summed."""
+    tables = _tables([0.1], seeds=100)
+    tables["train"] = {"steps": 10**7}
+    with pytest.raises(ConfigError, match=r"1,000,000,000 optimizer steps in all take at least "
+                                          r"28 h .* max_hours = 28"):
+        study_from_tables(tables)
+    tables["study"] = {**tables["study"], "max_hours": 28}  # type: ignore[dict-item]
+    assert study_from_tables(tables).n_runs == 100
+    swept = _tables([0.1], seeds=1)
+    swept["train"] = {}
+    swept["grid"] = {**swept["grid"], "steps": [10**9, 1]}  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"1,000,000,001 optimizer steps"):
+        study_from_tables(swept)
+
+
 def test_a_dead_ray_address_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -66,7 +66,7 @@ _CRITERIA = ("running", "final", "last-epoch")
 _AGGREGATES = ("optima", "loss")
 
 _SECTIONS = ("study", "model", "roles", "plan", "data", "train", "grid", "analysis")
-_STUDY_KEYS = ("name", "model", "recipe", "dataset", "max_runs")
+_STUDY_KEYS = ("name", "model", "recipe", "dataset", "max_runs", "max_hours")
 #: the most runs a study's grid may expand to unless its [study] max_runs says more
 MAX_RUNS = 10_000
 #: the keys of [train]: the fields of depthscale.train.TrainSettings, in their order
@@ -298,8 +298,30 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
         roles=roles,
     )
     _check_size(spec, study.get("max_runs"), v)
+    _check_steps(spec, study.get("max_hours"), v)
     _check_runs(spec, v)
     return spec
+
+
+def _check_steps(spec: StudySpec, max_hours: Any, v: _Validator) -> None:
+    """ConfigError when the grid's optimizer steps (counted where ``steps`` is given) would
+    surely take over 24 hours at :data:`~depthscale.train.budget.STEP_OVERHEAD` each, unless
+    ``[study] max_hours`` confirms a longer study."""
+    from depthscale.train.budget import MAX_SECONDS, STEP_OVERHEAD
+
+    swept = dict(spec.grid).get("steps")
+    if swept is not None:
+        total = spec.n_runs // len(swept) * sum(int(x) for x in swept)
+    elif spec.train.steps is not None:
+        total = spec.n_runs * int(spec.train.steps)
+    else:
+        return  # epochs: the step count needs the data; each run's loop bounds itself
+    hours = total * STEP_OVERHEAD / 3600
+    limit = MAX_SECONDS / 3600 if max_hours is None else v.number("study.max_hours", max_hours)
+    if hours > limit:
+        v.fail("[grid]", f"{total:,} optimizer steps in all take at least {hours:,.0f} h "
+               f"(1e-4 s a step), over the {limit:,.0f} h a study runs without confirmation; "
+               f"lower steps or the grid, or confirm with [study] max_hours = {math.ceil(hours)}")
 
 
 def _check_size(spec: StudySpec, max_runs: Any, v: _Validator) -> None:
