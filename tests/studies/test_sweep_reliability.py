@@ -90,6 +90,14 @@ def _wait_for_rows(proc: subprocess.Popen[str], directory: Path, n: int) -> None
         time.sleep(0.02)
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _integrity(directory: Path) -> str:
     conn = sqlite3.connect(directory / STORE_FILE)
     try:
@@ -173,6 +181,55 @@ def test_kill_9_mid_study_then_resume_matches_an_uninterrupted_run(
     reference = run_study(spec, tmp_path / "reference")  # uninterrupted
     assert reference.ran == 16
     assert _outcomes(tmp_path / "reference") == {k: v[2] for k, v in after.items()}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_mid_study_keeps_finished_runs_and_leaves_no_worker(
+    tmp_path: Path, workers: int
+) -> None:
+    """SIGINT (Ctrl-C) of a sweep, 1 or 2 workers: exit 130 with one line, every finished run
+    kept in a sound store, no worker process left behind, and the rerun runs only the rest."""
+    spec = _write(tmp_path / "kill.toml", KILL)
+    study = tmp_path / "study"
+    proc = _popen("sweep", str(spec), "--out", str(study), "--workers", str(workers))
+    try:
+        _wait_for_rows(proc, study, 3)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends to the foreground group
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "finished results are kept" in err, err
+    assert _integrity(study) == "ok"
+    deadline = time.monotonic() + 10  # workers finish the run in hand, then exit
+    while _group_alive(proc.pid):
+        assert time.monotonic() < deadline, "a worker outlived the sweep by 10 s (orphan)"
+        time.sleep(0.05)
+    kept = _rows(study)
+    assert 3 <= kept < 16, "the Ctrl-C did not land mid-study"
+    rerun = _cli("sweep", str(spec), "--out", str(study))
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"16 runs; {kept} already in {study}, {16 - kept} run now" in rerun.stdout
+
+
+def test_a_truncated_store_is_refused_and_left_untouched(
+    tiny: tuple[Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A real store cut short (a disk filled, a copy interrupted): status and sweep refuse it
+    with one line and leave every byte as it was."""
+    spec, study, _ = tiny
+    copy = tmp_path / "cut"
+    copy.mkdir()
+    data = (study / STORE_FILE).read_bytes()
+    (copy / STORE_FILE).write_bytes(data[: len(data) // 2])
+    before = (copy / STORE_FILE).read_bytes()
+    for args in (("status", str(copy)), ("sweep", str(spec), "--out", str(copy))):
+        res = _cli(*args)
+        assert res.returncode == 2, res.stderr
+        assert "Traceback" not in res.stderr and "depthscale: error:" in res.stderr, res.stderr
+    assert (copy / STORE_FILE).read_bytes() == before
 
 
 def test_a_second_writer_on_the_same_folder_refuses_naming_the_first(
