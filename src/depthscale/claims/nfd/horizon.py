@@ -107,6 +107,17 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
         "interior optimum and the largest T is not worse. No contrast at smoke: the correct "
         "run needs quick-scale epochs and T grid to show an interior optimum",
         {"recipe": "mup"}, contrast=False),
+    headline=dict(
+        metric="best_T",
+        label="best time horizon T (lowest loss among the T's where no seed diverged)",
+        paper="T = 2 helps at depth 5; T = 32 is unstable",
+        ref="Prop. 5, Fig. 2a-b",
+        criterion="best T interior to the grid and the largest T worse",
+        statement="Moderate increases in T yield better performance, but excessively large values "
+                  "introduce training instability that outweighs the theoretical capacity gains "
+                  "(Fig. 2: at depth 5, moderate T (e.g., 2) improves performance, very large T "
+                  "(e.g., 32) causes unstable training).",
+    ),
 )
 def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     """Final train loss against T (:func:`measure_fig2`), an interior best T and a worse
