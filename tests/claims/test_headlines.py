@@ -100,3 +100,14 @@ def test_claims_table_tool_prints_the_readme_table(tmp_path: Path) -> None:
     assert "paper: alpha = -1.339 (CNN, CIFAR-10)" in lines[2]
     assert "ours: -1.52, band [-1.9, -1]" in lines[2] and lines[2].endswith("| INCONCLUSIVE |")
     assert len(lines) == 3  # controls are not claims of the table
+    medium = [{**records[0], "scale": "medium", "verdict": "PASS", "reason": "",
+               "headline": {**records[0]["headline"], "ours": -1.3}}]
+    (tmp_path / "medium").mkdir()
+    (tmp_path / "medium" / "claims.json").write_text(json.dumps(medium), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "claims_table.py"), str(path),
+                           str(tmp_path / "medium")], capture_output=True, text=True,
+                          check=False, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    assert done.returncode == 0, done.stderr
+    row = done.stdout.splitlines()[2]
+    assert "ours: -1.52 (quick); -1.3 (medium), band [-1.9, -1]" in row
+    assert row.endswith("| quick: INCONCLUSIVE; medium: PASS |")

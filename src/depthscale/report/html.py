@@ -150,9 +150,13 @@ def _group(r: Mapping[str, Any]) -> str:
     return prefix if prefix in _GROUPS else str(r["paper"] or "other")
 
 
-def _distinct(values: Sequence[Any]) -> str:
+def _distinct(values: Sequence[Any], most: int = 3) -> str:
+    """The distinct values joined by `` / `` (the first ``most``, then how many more)."""
     seen = [str(v) for v in dict.fromkeys(v for v in values if v not in (None, ""))]
-    return " / ".join(seen) if seen else "not recorded"
+    if not seen:
+        return "not recorded"
+    more = f" / {len(seen) - most} more" if len(seen) > most else ""
+    return " / ".join(seen[:most]) + more
 
 
 def _run_info(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
