@@ -4,10 +4,10 @@
     python tools/claims_table.py quick-out medium-out       # a verdict per run, side by side
 
 One row per claim (negative controls left out), in the registry's order: its id, the paper's
-result (the claim in the paper's words, from the registry's headline), the headline line (paper
-vs ours, from the records; from the registry alone when a record predates headlines) and the
-verdict. With several files each run's value and verdict are given, labelled by scale (and
-seeds where they differ).
+result (the claim in the paper's words, from the registry's headline), the headline line (the
+paper's value and label from the registry, ours and the band from the records; "not recorded"
+for a record that predates headlines) and the verdict. With several files each run's value and
+verdict are given, labelled by scale (and seeds where they differ).
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ def _row(cid: str, runs: Sequence[Mapping[str, Any]]) -> str:
                 _, value, _, _ = headline_parts(r["headline"])
                 ours.append(value.removeprefix("ours: ") + (f" ({_run(r)})" if several else ""))
         paper, _, band, _ = headline_parts(heads[-1])
-        line = f"{heads[-1]['label']}: paper: {paper}, ours: {'; '.join(ours)}" + (
-            f", {band}" if band else "")
+        label = heads[-1]["label"]
+        if lead is not None:  # the registry's words: current even for an older record
+            paper, label = lead.paper, lead.label
+        line = f"{label}: paper: {paper}, ours: {'; '.join(ours)}" + (f", {band}" if band else "")
     elif lead is not None:
         line = f"{lead.label}: paper: {lead.paper}, ours: not recorded"
     else:
