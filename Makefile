@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench mutate clean print-strict
+.PHONY: install demo test lint bench mutate clean print-strict report-shot
 
 # the layers typed strictly (mypy --strict), in CI as in make lint
 STRICT = src/depthscale/param src/depthscale/stats src/depthscale/io src/depthscale/studies \
@@ -29,6 +29,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests tools
 	$(BIN)/mypy src
 	$(BIN)/mypy --strict $(STRICT)
+
+# every claim at its smoke settings (about a minute) into a temp folder, then a headless-Chromium
+# screenshot of its index.html at 1300x1600 (Debian: apt-get install chromium); prints both paths
+report-shot: $(STAMP)
+	$(BIN)/python tools/report_shot.py --smoke
 
 bench: $(STAMP)
 	$(BIN)/depthscale bench --json bench.json

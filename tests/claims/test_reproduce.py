@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import depthscale
-from depthscale.claims import CLAIMS, ClaimOutcome, band_verdict, reproduce
+from depthscale.claims import CLAIMS, ClaimContext, ClaimOutcome, band_verdict, reproduce
 from depthscale.cli import main
-from depthscale.report import validate_results
+from depthscale.report import page_problems, read_history, read_page, validate_results
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_every_claim_runs_and_claims_json_matches_the_contract(
     for r in on_disk:
         assert set(r) == {"id", "title", "paper", "verdict", "reason", "measured", "band",
                           "scale", "seconds", "figure", "data", "paper_version", "seeds",
-                          "control", "seed", "version"}
+                          "control", "seed", "version", "headline", "run"}
         assert r["seed"] == 0 and r["version"] == depthscale.__version__
         assert r["paper_version"] and r["seeds"] == [] and r["control"] is None
         assert r["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE", "REFUTED"), r
@@ -43,8 +43,28 @@ def test_every_claim_runs_and_claims_json_matches_the_contract(
         assert (tmp_path / r["data"]).read_text().count("\n") >= 2
         for name in r["band"]:
             assert name in r["measured"] or "not measurable" in r["reason"]
-    html = (tmp_path / "index.html").read_text()
-    assert all(cid in html for cid in CLAIMS)
+        # the registry's headline: its metric (and interval keys) measured, or said why not
+        lead = CLAIMS[r["id"]].headline
+        assert lead is not None
+        key, ci = lead.pick(r["measured"])
+        hl = r["headline"]
+        assert hl["metric"] == key and hl["statement"] == lead.statement
+        for name in (key, *(ci or ())):
+            assert name in r["measured"] or (
+                "not measurable" in r["reason"] and name in r["reason"]), (r["id"], name)
+        assert hl["ours"] == r["measured"].get(key)
+        assert hl["text"].startswith(f"paper: {lead.paper}, ours: ")
+        assert hl["band"] == r["band"].get(key)
+        assert r["run"]["depthscale"] == depthscale.__version__ and r["run"]["threads"] >= 1
+    # the page as a reader sees it: a card per claim with verdict, headline, evidence for every
+    # verdict but PASS, the figure embedded, nothing external
+    page = read_page((tmp_path / "index.html").read_text())
+    assert [c.claim for c in page.cards] == list(CLAIMS)
+    assert [c.verdict for c in page.cards] == [r["verdict"] for r in on_disk]
+    assert page_problems(page, tmp_path) == []
+    assert all(c.figure and c.figure.startswith("data:image/png;base64,") for c in page.cards)
+    assert page.runs_columns == []  # one run
+    assert [r["id"] for r in read_history(tmp_path)] == list(CLAIMS)
 
 
 def test_missing_full_scale_data_is_a_skip_with_reason(tmp_path: Path) -> None:
@@ -190,3 +210,40 @@ def test_cuda_asked_for_on_a_machine_without_it_is_one_line_before_any_work(
     err = capsys.readouterr().err
     assert "CUDA is not available" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_medium_run_after_a_quick_one_keeps_both_for_the_across_runs_table(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """claims.json holds the latest record per claim; runs.jsonl keeps every run, and the
+    page shows what medium decided beside quick."""
+    def by_scale(ctx: ClaimContext) -> ClaimOutcome:
+        medium = ctx.scale == "medium"
+        value = -0.5 if medium else -0.1
+        verdict, band, why = band_verdict({"post_min_ratio_to_bound": value},
+                                          {"post_min_ratio_to_bound": (-0.6, -0.4)})
+        return ClaimOutcome(verdict, {"post_min_ratio_to_bound": value}, band, why)
+
+    monkeypatch.setitem(CLAIMS, "nfd-prop1",
+                        dataclasses.replace(CLAIMS["nfd-prop1"], run=by_scale))
+    monkeypatch.setitem(CLAIMS, "nfd-deep", dataclasses.replace(CLAIMS["nfd-deep"],
+                                                                run=_fixed("PASS")))
+    assert main(["reproduce", "nfd-prop1", "nfd-deep", "--out", str(tmp_path)]) == 0
+    assert main(["reproduce", "nfd-prop1", "--out", str(tmp_path), "--scale", "medium"]) == 0
+    out = capsys.readouterr().out
+    assert "ours: -0.5" in out and "raw" not in out  # the console's headline line
+    latest = {r["id"]: r for r in json.loads((tmp_path / "claims.json").read_text())}
+    assert latest["nfd-prop1"]["scale"] == "medium" and latest["nfd-prop1"]["verdict"] == "PASS"
+    assert latest["nfd-prop1"]["headline"]["ours"] == -0.5
+    history = read_history(tmp_path)
+    assert [(r["id"], r["scale"], r["verdict"]) for r in history] == [
+        ("nfd-prop1", "quick", "FAIL"), ("nfd-deep", "quick", "PASS"),
+        ("nfd-prop1", "medium", "PASS")]
+    page = read_page((tmp_path / "index.html").read_text())
+    assert page.runs_columns == ["quick seed 0", "medium seed 0"]
+    assert page.runs_rows == [["nfd-prop1", "FAIL -0.1", "PASS -0.5"],
+                              ["nfd-deep", "PASS", ""]]
+    assert page_problems(page, tmp_path) == []
+    # a resumed run appends nothing: the kept claim was not run again
+    assert main(["reproduce", "nfd-prop1", "--out", str(tmp_path), "--scale", "medium"]) == 0
+    assert len(read_history(tmp_path)) == 3

@@ -61,6 +61,25 @@ def test_good_result_is_accepted_and_normalised() -> None:
     assert out["seeds"] == seeds and out["paper_version"] == "arXiv 2512.21075v1"
 
 
+HEADLINE: dict[str, Any] = {
+    "label": "slope", "paper": "-1/2 (Fig. 5)", "ours": -0.52, "ci": [-0.6, -0.45],
+    "band": [-0.6, None], "text": "paper: -1/2 (Fig. 5), ours: -0.52 [-0.6, -0.45], band "
+                                  "[-0.6, +inf]",
+}
+
+
+def test_headline_and_run_are_optional_and_validated() -> None:
+    assert validate_result(good())["headline"] is None and validate_result(good())["run"] is None
+    full = {**HEADLINE, "ours": 1, "metric": "slope", "ref": "Fig. 5", "statement": "s",
+            "criterion": ""}
+    out = validate_result(good(headline=full, run={"cpu": "x", "threads": 2, "gpu": None,
+                                                   "seconds": 1.5, "cuda": False}))
+    assert out["headline"] == {**full, "ours": 1.0}
+    assert isinstance(out["headline"]["ours"], float)
+    assert out["run"] == {"cpu": "x", "threads": 2, "gpu": None, "seconds": 1.5, "cuda": False}
+    assert validate_result(good(headline={**HEADLINE, "ours": None, "ci": None, "band": None}))
+
+
 BAD: list[tuple[str, dict[str, Any], str]] = [
     ("missing key", without("verdict"), "missing key(s) verdict"),
     ("missing band", without("band"), "band"),
@@ -85,6 +104,16 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("reason type", good(reason=None), "reason must be a string"),
     ("absolute figure", good(figure="/tmp/fig.png"), "figure must be a path relative"),
     ("escaping data", good(data="../x.csv"), "data must stay inside"),
+    ("headline type", good(headline="slope -0.5"), "headline must be a dict"),
+    ("headline keys", good(headline={"label": "x"}), "headline must have label"),
+    ("headline ours", good(headline={**HEADLINE, "ours": math.nan}), "headline.ours is nan"),
+    ("headline ci", good(headline={**HEADLINE, "ci": [1.0, 0.0]}), "headline.ci has low"),
+    ("headline ci open", good(headline={**HEADLINE, "ci": [None, 0.0]}),
+     "headline.ci must be a number"),
+    ("headline extra", good(headline={**HEADLINE, "colour": "red"}), "unknown ['colour']"),
+    ("run type", good(run=[1]), "run must be a dict"),
+    ("run value", good(run={"cpu": ["a"]}), "run['cpu'] must be text, a number or null"),
+    ("run nan", good(run={"threads": math.nan}), "run['threads'] is nan"),
 ]
 
 

@@ -1,5 +1,6 @@
 """The claim catalogue as Markdown (``docs/claims.md``): every registered claim with its paper
-version, what it checks and its negative control, written from the registry so it cannot drift.
+version, what it checks, its negative control and its headline (the number the report puts
+beside the paper's), written from the registry so it cannot drift.
 Regenerate with ``python -m depthscale.claims.catalogue > docs/claims.md``."""
 
 from __future__ import annotations
@@ -43,6 +44,27 @@ def catalogue_markdown() -> str:
         control = _cell(c.control.what) if c.control else "**none yet**"
         contrast = ("yes" if c.control.contrast else "no") if c.control else "-"
         lines.append(f"| `{cid}` | {c.paper} | {_cell(c.title)} | {control} | {contrast} |")
+    lines += [
+        "",
+        "## Headlines",
+        "",
+        "The number each report leads with (`index.html` card, console table, `headline` in "
+        "`claims.json`): the measured key (the first one a run measured, where several are "
+        "listed), beside the paper's value, with the claim in the paper's words.",
+        "",
+        "| claim | the paper says | reference | headline (measured key) | paper's value |",
+        "|---|---|---|---|---|",
+    ]
+    for cid, c in CLAIMS.items():
+        h = c.headline
+        if h is None:
+            lines.append(f"| `{cid}` | **no headline** | | | |")
+            continue
+        keys = " or ".join(f"`{k}`" for k in h.candidates)
+        _, ci = h.pick({})
+        interval = f", interval `{ci[0]}`, `{ci[1]}`" if ci else ""
+        lines.append(f"| `{cid}` | {_cell(h.statement)} | {_cell(h.ref)} | {_cell(h.label)}: "
+                     f"{keys}{interval} | {_cell(h.paper)} |")
     if PLANNED:
         lines += ["", "## Planned", ""]
         lines += [f"- `{cid}`: waits for {_cell(why)}" for cid, why in PLANNED.items()]

@@ -16,7 +16,7 @@ from depthscale.errors import ConfigError
 
 __all__ = [
     "CLAIMS", "PAPERS", "PLANNED", "SCALES", "Claim", "ClaimContext", "ClaimOutcome", "Control",
-    "claim",
+    "Headline", "claim",
 ]
 
 #: quick: CPU minutes (CI's demo); medium: about 30 CPU minutes a claim, where quick cannot
@@ -86,6 +86,58 @@ class Control:
 
 
 @dataclass(frozen=True)
+class Headline:
+    """The one number a report leads with for a claim, beside the paper's.
+
+    ``metric``: a key of the claim's ``measured`` dict, or several in order of preference (the
+    first one a run measured is the headline: e.g. the architecture a scale runs); ``ci``: the
+    pair of measured keys giving its interval, where ``{metric}`` stands for the chosen key;
+    ``paper``: the paper's value as text; ``label``: what the number is; ``ref``: where the paper
+    states it; ``statement``: the claim in the paper's words; ``criterion``: the test in words,
+    shown where the result has no numeric band for the metric (e.g. a routes verdict).
+    """
+
+    metric: str | tuple[str, ...]
+    paper: str
+    label: str
+    ref: str
+    statement: str
+    ci: tuple[str, str] | None = None
+    criterion: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("paper", "label", "ref", "statement"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise ConfigError(f"headline: {name} must be a non-empty string")
+        keys = self.candidates
+        if not keys or not all(isinstance(k, str) and k for k in keys):
+            raise ConfigError(f"headline: metric must be a key or keys, got {self.metric!r}")
+        if self.ci is not None and (len(self.ci) != 2
+                                    or not all(isinstance(k, str) and k for k in self.ci)):
+            raise ConfigError(f"headline: ci must be a pair of keys, got {self.ci!r}")
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        """The metric's keys in order of preference."""
+        return (self.metric,) if isinstance(self.metric, str) else tuple(self.metric)
+
+    def pick(self, measured: Mapping[str, Any]) -> tuple[str, tuple[str, str] | None]:
+        """The metric key a result reports (the first candidate it measured, else the first)
+        and the keys of its interval."""
+        key = next((k for k in self.candidates if k in measured), self.candidates[0])
+        ci = None if self.ci is None else (self.ci[0].replace("{metric}", key),
+                                           self.ci[1].replace("{metric}", key))
+        return key, ci
+
+    def as_dict(self, measured: Mapping[str, Any]) -> dict[str, Any]:
+        """Plain data for the report layer: the chosen keys and the texts."""
+        key, ci = self.pick(measured)
+        return {"metric": key, "ci_keys": list(ci) if ci else None, "label": self.label,
+                "paper": self.paper, "ref": self.ref, "statement": self.statement,
+                "criterion": self.criterion}
+
+
+@dataclass(frozen=True)
 class Claim:
     """One row of CLAIMS.md: id, paper, what it says, its runner with its settings per scale
     (and ``smoke``, the tests' tiny ones), and its negative control."""
@@ -96,6 +148,8 @@ class Claim:
     run: Callable[[ClaimContext], ClaimOutcome]
     settings: Mapping[str, Mapping[str, Any]]
     control: Control | None = None
+    #: the number the report leads with (required by :func:`claim`)
+    headline: Headline | None = None
 
     @property
     def paper_version(self) -> str:
@@ -126,12 +180,14 @@ def claim(
     smoke: Mapping[str, Any],
     medium: Mapping[str, Any] | None = None,
     control: Control | None = None,
+    headline: Headline | Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[[ClaimContext], ClaimOutcome]], Callable[[ClaimContext], ClaimOutcome]]:
     """Decorator that registers a claim runner under ``claim_id``.
 
     ``smoke`` are tiny settings (seconds, on small data) with which the test suite runs every
     registered runner end to end and its negative ``control``; they are never a scale a user
-    selects. ``medium`` exists where quick cannot decide the claim.
+    selects. ``medium`` exists where quick cannot decide the claim. ``headline`` (required): the
+    :class:`Headline` the report leads with, or a mapping of its fields.
     """
 
     Runner = Callable[[ClaimContext], ClaimOutcome]
@@ -141,9 +197,31 @@ def claim(
             raise ConfigError(f"claim {claim_id!r} registered twice")
         if paper not in PAPERS:
             raise ConfigError(f"claim {claim_id!r}: unknown paper {paper!r}")
+        lead = _headline(claim_id, headline)
         settings = {"quick": quick, "full": full, "smoke": smoke,
                     **({"medium": medium} if medium is not None else {})}
-        CLAIMS[claim_id] = Claim(claim_id, paper, title, fn, settings, control)
+        CLAIMS[claim_id] = Claim(claim_id, paper, title, fn, settings, control, lead)
         return fn
 
     return register
+
+
+def _headline(claim_id: str, value: Headline | Mapping[str, Any] | None) -> Headline:
+    """``value`` as a :class:`Headline` (ConfigError naming the claim when absent or wrong)."""
+    if value is None:
+        raise ConfigError(f"claim {claim_id!r} has no headline: declare headline=Headline(metric="
+                          "..., paper=..., label=..., ref=..., statement=...)")
+    if isinstance(value, Headline):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"claim {claim_id!r}: headline must be a Headline, got "
+                          f"{type(value).__name__}")
+    fields = dict(value)
+    if isinstance(fields.get("ci"), list):
+        fields["ci"] = tuple(fields["ci"])
+    try:
+        return Headline(**fields)
+    except TypeError as exc:
+        raise ConfigError(f"claim {claim_id!r}: headline: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"claim {claim_id!r}: {exc}") from None

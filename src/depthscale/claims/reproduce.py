@@ -1,9 +1,13 @@
 """Run registered claims and write claims.json, a figure and a CSV per claim, and index.html.
 
 Results are written after every claim (atomically), so a killed run keeps every claim that
-finished. Running a subset into a folder that already has results replaces only those ids; two
-runs into one folder merge their results under the folder's lock (:data:`LOCK_FILE`), so
-neither drops the other's verdicts.
+finished; each finished record is also appended to ``runs.jsonl`` (the folder's history, which
+the report's "across runs" table reads: a medium run into the folder of a quick one replaces the
+quick record in claims.json, not in the history). Every record carries its claim's headline
+(the registry's :class:`~depthscale.claims.registry.Headline`, evaluated on its measured values)
+and the run's machine and package versions (``run``). Running a subset into a folder that
+already has results replaces only those ids; two runs into one folder merge their results under
+the folder's lock (:data:`LOCK_FILE`), so neither drops the other's verdicts.
 
 ``seeds=N`` reruns each claim at base seeds ``seed .. seed + N - 1`` (each in ``OUT/seed-S/``)
 and reports the verdict per seed; seeds that disagree make the claim UNSTABLE. ``control=True``
@@ -13,7 +17,10 @@ deliberately wrong setting under which a check that can fail comes out FAIL.
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
+import platform
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -26,7 +33,13 @@ from depthscale.claims.registry import CLAIMS, PLANNED, SCALES, ClaimContext
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError, DataError, DepthscaleError
 from depthscale.io.outputs import check_output_dir, folder_lock
-from depthscale.report import read_claims_json, write_claims_json, write_index_html
+from depthscale.report import (
+    append_history,
+    headline_record,
+    read_claims_json,
+    write_claims_json,
+    write_index_html,
+)
 from depthscale.train.loop import resolve_device
 
 __all__ = ["LOCK_FILE", "ClaimHooks", "reproduce", "select_claims"]
@@ -66,15 +79,61 @@ def _existing(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def _merge(out_dir: Path, record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Under the folder's lock: re-read claims.json, put ``record`` in, write claims.json and
-    index.html. Two reproduce runs into one folder thus keep each other's verdicts."""
+    """Under the folder's lock: re-read claims.json, put ``record`` in, write claims.json,
+    append it to runs.jsonl and write index.html. Two reproduce runs into one folder thus keep
+    each other's verdicts."""
     with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
         results = {r["id"]: r for r in _existing(out_dir)}
         results[record["id"]] = record
         ordered = list(results.values())
         write_claims_json(out_dir, ordered)
+        append_history(out_dir, record)
         write_index_html(out_dir, ordered)
     return results
+
+
+def _cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def run_info(device: str, workers: int) -> dict[str, Any]:
+    """Where and with what a reproduce call runs: start time, CPU and GPU models, torch
+    threads, OS and the versions of depthscale, torch, numpy and Python (each record's ``run``,
+    so the report shows the machine that computed it, not the reader's)."""
+    import numpy
+    import torch
+
+    gpu = None
+    if torch.cuda.is_available():
+        gpu = ", ".join(dict.fromkeys(torch.cuda.get_device_name(i)
+                                      for i in range(torch.cuda.device_count())))
+    return {
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device, "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "gpu": gpu,
+        "threads": torch.get_num_threads(), "workers": workers,
+        "os": f"{platform.system()} {platform.release()}".strip(),
+        "depthscale": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def _headline(cid: str, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The claim's registry headline evaluated on the record's measured values and bands."""
+    lead = CLAIMS[cid].headline
+    if lead is None:
+        return None
+    key, ci = lead.pick(record["measured"])
+    return headline_record(metric=key, ci_keys=ci, label=lead.label, paper=lead.paper,
+                           measured=record["measured"], band=record["band"], ref=lead.ref,
+                           statement=lead.statement, criterion=lead.criterion)
 
 
 def _record(claim_id: str, scale: str, seed: int, seconds: float, outcome: ClaimOutcome,
@@ -149,6 +208,7 @@ class _Run:
     seeds: int
     control: bool
     workers: int
+    info: dict[str, Any]
 
 
 def _run_seeds(cid: str, run: _Run,
@@ -173,6 +233,7 @@ def _run_seeds(cid: str, run: _Run,
     if run.scale == "medium" and "medium" not in CLAIMS[cid].settings:
         note = "no medium settings: the quick settings already decide this claim"
         record = {**record, "reason": "; ".join(r for r in (record["reason"], note) if r)}
+    record = {**record, "headline": _headline(cid, record), "run": run.info}
     if run.control:
         what = CLAIMS[cid].control.what  # type: ignore[union-attr]  # checked in _check
         record = {**record, "id": f"{cid}/control", "control": what}
@@ -246,7 +307,7 @@ def reproduce(
         results = {r["id"]: r for r in _existing(out_dir)}  # a bad claims.json stops us here
     crashed: list[str] = []
     run = _Run(scale, out_dir, out_dir / "control" if control else out_dir, device, data_dir,
-               seed, seeds, control, workers)
+               seed, seeds, control, workers, run_info(device, workers))
     for cid in chosen:
         previous = results.get(f"{cid}/control" if control else cid)
         if not rerun and previous is not None and _same_run(previous, scale, seed, seeds):

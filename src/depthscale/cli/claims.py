@@ -44,7 +44,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
                                      seeds=args.seeds, control=args.control,
                                      workers=args.workers, on_claim=on_claim, rerun=args.rerun,
                                      on_kept=on_kept)
-    Console().print(console_table(results))
+    Console().print(console_table(results, details=args.details))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
         print(f"depthscale: error: claim(s) crashed: {', '.join(crashed)} (see claims.json)",
@@ -86,5 +86,8 @@ def register(sub: Any) -> None:
     r.add_argument("--strict", action="store_true",
                    help="exit 1 if a chosen claim is not PASS (with --control: not FAIL); a "
                    "SKIP (missing data, a crash) counts as not PASS")
+    r.add_argument("--details", action="store_true",
+                   help="the console table lists every measured value against its band, not "
+                   "only each claim's headline (index.html always has both)")
     r.add_argument("--list", action="store_true", help="list the claims and exit")
     r.set_defaults(func=_cmd_reproduce, output_dirs=("out",))

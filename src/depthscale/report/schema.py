@@ -5,8 +5,12 @@ high]} (either end may be None), "scale" (quick/medium/full), "seconds", "figure
 or None), "data" (relative CSV path or None)}``, and the optional keys ``"paper_version"`` (the
 version of the paper reproduced), ``"seeds"`` (one ``{"seed", "verdict", "measured"}`` per base
 seed of a ``--seeds N`` run), ``"control"`` (what the negative control changed, for a
-``--control`` run; None otherwise), ``"seed"`` (the base seed) and ``"version"`` (the depthscale
-version that computed it; with scale and seed, what a resumed ``reproduce`` compares).
+``--control`` run; None otherwise), ``"seed"`` (the base seed), ``"version"`` (the depthscale
+version that computed it; with scale and seed, what a resumed ``reproduce`` compares),
+``"headline"`` (the number the report leads with: ``{"label", "paper", "ours", "ci", "band",
+"text"}`` and optionally ``"metric", "ref", "statement", "criterion"``; built by
+:func:`depthscale.report.headline.headline_record`) and ``"run"`` (where and with what it
+ran: machine, threads and package versions, one flat ``{name: text or number}``).
 
 The verdict is one of :data:`VERDICTS`: PASS (reproduced); FAIL (not reproduced, our code
 suspected); REFUTED (the paper's statement contradicted by two independent routes, with a
@@ -24,6 +28,7 @@ from typing import Any
 
 __all__ = [
     "CLAIM_KEYS",
+    "HEADLINE_KEYS",
     "OPTIONAL_KEYS",
     "SCALES",
     "VERDICTS",
@@ -40,7 +45,10 @@ CLAIM_KEYS: tuple[str, ...] = (
 )
 #: keys a result may carry, with the value a result without them has
 OPTIONAL_KEYS: dict[str, Any] = {"paper_version": "", "seeds": [], "control": None, "seed": None,
-                                 "version": ""}
+                                 "version": "", "headline": None, "run": None}
+#: the keys of a result's ``headline`` (HEADLINE_KEYS required, the others optional texts)
+HEADLINE_KEYS: tuple[str, ...] = ("label", "paper", "ours", "ci", "band", "text")
+HEADLINE_TEXTS: tuple[str, ...] = ("metric", "ref", "statement", "criterion")
 
 
 class ClaimSchemaError(ValueError):
@@ -160,6 +168,63 @@ def validate_result(result: Any, index: int = 0) -> dict[str, Any]:
         raise ClaimSchemaError(f"{who}: seed must be an integer (the base seed), got {seed!r}")
     out["seed"] = seed
     out["version"] = _text(who, "version", result.get("version", ""))
+    out["headline"] = _headline(who, result.get("headline"))
+    out["run"] = _run(who, result.get("run"))
+    return out
+
+
+def _pair(who: str, key: str, value: Any, *, open_ends: bool) -> list[float | None] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ClaimSchemaError(f"{who}: {key} must be [low, high] or null, got {value!r}")
+    ends = [None if v is None and open_ends else _finite(who, key, v) for v in value]
+    if ends[0] is not None and ends[1] is not None and ends[0] > ends[1]:
+        raise ClaimSchemaError(f"{who}: {key} has low {ends[0]!r} > high {ends[1]!r}")
+    return ends
+
+
+def _headline(who: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ClaimSchemaError(f"{who}: headline must be a dict, got {type(value).__name__}")
+    missing = [k for k in HEADLINE_KEYS if k not in value]
+    unknown = [str(k) for k in value if k not in HEADLINE_KEYS and k not in HEADLINE_TEXTS]
+    if missing or unknown:
+        raise ClaimSchemaError(f"{who}: headline must have {', '.join(HEADLINE_KEYS)} (and "
+                               f"optionally {', '.join(HEADLINE_TEXTS)}); missing "
+                               f"{missing or 'none'}, unknown {unknown or 'none'}")
+    out: dict[str, Any] = {
+        "label": _text(who, "headline.label", value["label"]),
+        "paper": _text(who, "headline.paper", value["paper"]),
+        "ours": None if value["ours"] is None else _finite(who, "headline.ours", value["ours"]),
+        "ci": _pair(who, "headline.ci", value["ci"], open_ends=False),
+        "band": _pair(who, "headline.band", value["band"], open_ends=True),
+        "text": _text(who, "headline.text", value["text"]),
+    }
+    for key in HEADLINE_TEXTS:
+        if key in value:
+            out[key] = _text(who, f"headline.{key}", value[key])
+    return out
+
+
+def _run(who: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ClaimSchemaError(f"{who}: run must be a dict, got {type(value).__name__}")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ClaimSchemaError(f"{who}: run keys must be strings, got {key!r}")
+        if item is None or isinstance(item, (str, bool)):
+            out[key] = item
+        elif _real(item):
+            out[key] = item if isinstance(item, int) else _finite(who, f"run[{key!r}]", item)
+        else:
+            raise ClaimSchemaError(f"{who}: run[{key!r}] must be text, a number or null, got "
+                                   f"{type(item).__name__}")
     return out
 
 

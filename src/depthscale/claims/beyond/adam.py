@@ -177,6 +177,17 @@ def judge_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Judgement:
         "it. No contrast at smoke: the correct run needs quick-scale depths, epochs and grids "
         "to locate the optima",
         {"corrected_recipe": "depth-mup"}, contrast=False),
+    headline=dict(
+        metric="spread_adam_nfd_minus_depth_mup",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="Adam: spread of log10 eta_c* across depths, Eq. 8 minus depth-muP (decades)",
+        paper="open question (under SGD, Eq. 8 aligns the optima: Fig. 5 row 2)",
+        ref="nfd Sec. 6; laws Table 3",
+        criterion="difference < 0, its interval below 0",
+        statement="NFD and the depth-aware LR of Eq. (8) are derived for SGD; the paper names "
+                  "extending NFD to other optimizers as open (nfd Sec. 6), and laws Table 3 shows "
+                  "that Adam shifts the depth exponent.",
+    ),
 )
 def beyond_adam(ctx: ClaimContext) -> ClaimOutcome:
     """beyond-adam, as the module docstring says: measure -> judge -> draw."""

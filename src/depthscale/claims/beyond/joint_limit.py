@@ -271,6 +271,17 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
                    "n=L^2": {"power": 2.0, "scale": 8, "depths": [1, 2, 3, 4]},
                    "n=sqrt(L)": {"power": 0.5, "scale": 32, "depths": [1, 2, 4, 6]}}},
         contrast=False),
+    headline=dict(
+        metric="n=L_def1_slope",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="log-log slope in L of the error to Def. 1 along the path n = L",
+        paper="open: Thm. 1 is proven for the sequential limit; Fig. 3 shows commutativity",
+        ref="Thm. 1, Fig. 3",
+        criterion="falls iff slope <= -0.3",
+        statement="Theorem 1 establishes convergence of ResNet outputs to the NFD limit under the "
+                  "width-then-depth scaling order; the experiments further demonstrate that this "
+                  "convergence is in fact commutative (Sec. 4.2, Fig. 3).",
+    ),
 )
 def beyond_joint_limit(ctx: ClaimContext) -> ClaimOutcome:
     """beyond-joint-limit, as the module docstring says: measure -> judge -> draw."""

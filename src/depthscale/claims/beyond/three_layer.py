@@ -161,6 +161,15 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
         "layer): its first two layers collapse like depth-muP's, so 'the fix makes them flat' "
         "must fail",
         {"fix_recipe": "depth-mup"}, contrast=False),
+    headline=dict(
+        metric="layer2_slope_depth_mup",
+        label="log-log slope in L of the second internal layer's update (depth-muP)",
+        paper="open question; in two-layer blocks the first layer collapses like L^(-1/2)",
+        ref="nfd Sec. 5, Eq. 7-8",
+        statement="In two-layer residual blocks under depth-muP, ||x^(k) - x~^(k)||/sqrt(n) ~ "
+                  "O(1/sqrt(L)) for the first internal layer (Eq. 7), removed by eta_1 = eta_c n "
+                  "sqrt(L) (Eq. 8); blocks with three or more internal layers are not analysed.",
+    ),
 )
 def beyond_3layer(ctx: ClaimContext) -> ClaimOutcome:
     """beyond-3layer, as the module docstring says: measure -> judge -> draw."""

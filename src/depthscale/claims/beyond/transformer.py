@@ -264,6 +264,15 @@ GPT_QUICK = {"dataset": "markov",
         "depth-muP's. No contrast at smoke: the correct run needs quick-scale depths, steps "
         "and grids",
         {"corrected_recipe": "depth-mup"}, contrast=False),
+    headline=dict(
+        metric="qkv_slope_nfd_depth",
+        label="log-log slope in L of the qkv update with Eq. 8 (pre-LN Transformer)",
+        paper="open question; in ResNets Eq. 8 removes the L^(-1/2) collapse (Fig. 5 row 1)",
+        ref="nfd Sec. 6; Eq. 8",
+        statement="The paper names extending NFD to broader architectures as open (Sec. 6); in "
+                  "ResNets with two-layer blocks the depth-aware LR eta_1 = eta_c n sqrt(L) (Eq. "
+                  "8) restores first-layer learning and depth-wise HP transfer (Fig. 5).",
+    ),
 )
 def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
     """beyond-transformer, as the module docstring says: measure -> judge -> draw."""

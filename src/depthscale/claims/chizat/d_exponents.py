@@ -221,6 +221,16 @@ def judge_d_exponents(m: DExponents) -> Judgement:
     # sigma_v = alpha D: complete feature learning needs sigma_v = Theta(sqrt(D)), so the
     # first-step travel grows like sqrt(D) at every alpha (and the semi-complete gap too)
     control=Control("sigma_v = alpha D instead of alpha sqrt(D)", WRONG_SIGMA_V),
+    headline=dict(
+        metric="D_exponent_travel_first_step",
+        label="exponent of D in the first-step input-weight travel (sigma_v = alpha sqrt(D))",
+        paper="0: Theta(min(sigma_v/sqrt(D), sqrt(D)/sigma_v)), uniform in D",
+        ref="Thm. 3 (iii), Fig. 4",
+        statement="The first GD step is complete if and only if sigma_v = Theta(sqrt(D)): the "
+                  "critical scale for complete feature learning is alpha = Theta(1); larger "
+                  "scales yield the lazy-ODE regime, smaller scales a semi-complete regime (Thm. "
+                  "3, Fig. 4).",
+    ),
 )
 def chizat_thm3(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Thm. 3 / Fig. 4 on the Mean ODE (RK4, ``J`` steps, ``Q`` Sobol' particles),

@@ -257,6 +257,16 @@ def judge_tangent_gap(m: TangentGap, s: TangentSettings) -> Judgement:
     # follow, and their fluctuations are sqrt(D) larger than c_f alpha sqrt(D)/sqrt(LM)
     control=Control("finite nets with sigma_v = alpha D instead of alpha sqrt(D) (the tangent "
                     "ODE keeps sqrt(D))", WRONG_SIGMA_V),
+    headline=dict(
+        metric="c_fluct",
+        ci=("c_fluct_ci_low", "c_fluct_ci_high"),
+        label="c_f, the coefficient of alpha sqrt(D)/sqrt(LM) in the error to the tangent ODE",
+        paper="0.3 (the fit of Fig. 5a); bound O(1/alpha + 1/L + alpha/sqrt(ML))",
+        ref="Thm. 2, Fig. 5a",
+        statement="For a residual scale alpha/(LM) with alpha -> infinity, the difference after K "
+                  "GD steps between the ResNet and the Neural Tangent ODE is, with high "
+                  "probability, O(1/alpha + 1/L + alpha/sqrt(ML)) (Thm. 2).",
+    ),
 )
 def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Thm. 2 (Eq. 22-23) with 2LP blocks: finite nets (Eq. 24-25, ``sigma_v = alpha

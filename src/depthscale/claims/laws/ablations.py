@@ -24,6 +24,17 @@ def measure_ablations(ctx: ClaimContext) -> dict[str, LawResult]:
     "laws-ablations", "laws",
     "GELU, Adam, BatchNorm, dropout, Pre/Post-LN, padding and kernel size keep a power law",
     **settings.ABLATIONS,
+    headline=dict(
+        metric="alpha_cnn-adam",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="fitted alpha of the CNN trained with Adam",
+        paper="alpha = -1.207 (CNN + Adam; SGD -1.339); all variants in [-1.8, -1.1]",
+        ref="Table 3, Sec. 4.5",
+        statement="All tested configurations yield exponents within [-1.8, -1.1], with a mean of "
+                  "-1.39; switching from SGD to Adam reduces |alpha| by 10-12% on CNNs (-1.339 -> "
+                  "-1.207) and ResNets (-1.435 -> -1.269), while the power law persists (Sec. "
+                  "4.5, Table 3).",
+    ),
 )
 def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 3 and Figs. 5-7: the Table 1 protocol on each variant (one change to its

@@ -147,6 +147,16 @@ def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
     "laws-ammup", "laws",
     "AM-muP: eta* solving S_bar(eta) = 1 scales like L^(-3/2), without training",
     **settings.AMMUP,
+    headline=dict(
+        metric=("alpha_ammup_cnn1d", "alpha_ammup_cnn2d"),
+        ci=("{metric}_low", "{metric}_high"),
+        label="slope of the AM-muP eta* (S_bar(eta) = 1) vs L, no training",
+        paper="eta* = Theta(L^(-3/2)): slope -3/2",
+        ref="Sec. 3.2-3.5, Eq. 9",
+        statement="The AM-muP learning rate eta* is defined by S_bar(eta*) = 1, S_bar the mean "
+                  "over depth units of E[(Delta z)^2] (Eq. 9); for CNNs, ResNets and Transformers "
+                  "eta* = kappa L^(-3/2) to leading order (Sec. 3.2-3.5).",
+    ),
 )
 def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
     """laws Sec. 3.2: for each depth and init seed, eta*_AM = (mean_l A_l)^(-1/2) from the

@@ -163,6 +163,16 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
         "and shallow enough for seconds does not show the slopes (width 64, depths 4-16, 50 "
         "steps: Eq. 8 slope +0.28); checked at quick scale instead",
         {"corrected_recipe": "depth-mup"}, contrast=False),
+    headline=dict(
+        metric="internal_slope_depth_mup",
+        label="log-log slope in L of the first-layer feature update (depth-muP)",
+        paper="-1/2: ||x^(k) - x~^(k)||/sqrt(n) ~ O(1/sqrt(L))",
+        ref="Eq. 7, Fig. 5 row 1",
+        statement="Under standard depth-muP with eta = eta_c n, ||x^(k) - x~^(k)||/sqrt(n) ~ "
+                  "O(1/sqrt(L)) while the residual-stream update stays O(1): feature learning in "
+                  "the first internal layer collapses; eta_1 = eta_c n sqrt(L) (Eq. 8) removes "
+                  "the 1/sqrt(L) suppression (Eq. 7, Fig. 5 row 1).",
+    ),
 )
 def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 1: the internal (Eq. 27) and residual-stream (Eq. 33-34) updates against

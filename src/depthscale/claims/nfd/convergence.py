@@ -251,6 +251,18 @@ def judge_thm1(m: Thm1Measure) -> Judgement:
         "and pairs to resolve its exponents",
         {"recipe": "mup", "depths": [1, 2, 3, 4], "limit_depths": [1, 2, 3, 4],
          "depth_at": 2}, contrast=False),
+    headline=dict(
+        metric="depth_standard_vs_def1_slope",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="log-log slope in L of the output error, standard nets vs Def. 1",
+        paper="error O(1/L + 1/n) -> 0: rate 1/L in depth",
+        ref="Thm. 1, Fig. 3, App. G",
+        criterion="falls iff slope <= -0.3",
+        statement="With alpha = 1/sqrt(n), eta = eta_c n and Assumption 1, as n, L -> infinity "
+                  "sequentially the ResNet output f^(k) converges a.s. to E[g_T^(k) h_T^(k)] "
+                  "under the NFD of Definition 1 (Thm. 1); the error decays as O(1/L + 1/n) (Fig. "
+                  "3).",
+    ),
 )
 def nfd_thm1(ctx: ClaimContext) -> ClaimOutcome:
     """Finite nets, standard and decoupled, against the NFD simulator's Def. 1 and its coupled

@@ -211,6 +211,17 @@ _COUPLING_QUICK = {"phi": "relu", "T": 1.0, "dim": 16}
         "coupled SDE's horizon becomes T L): each layer's step no longer shrinks with depth, so "
         "the coupling error cannot fall with L",
         {"branch": "sqrt(T/n)"}),
+    headline=dict(
+        metric="exponent_vs_width",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="exponent in n of the forward coupling error",
+        paper="E|h_l,i - h_t_l|^2 <= C (1/L + 1/n): exponent -1 (an upper bound)",
+        ref="Prop. 2, Fig. 3",
+        statement="In the joint limit min(n, L) -> infinity each coordinate of h_l converges to "
+                  "the McKean-Vlasov SDE dh_t = sigma_t dw_t, sigma_t^2 = E[phi^2(h_t)], in mean "
+                  "square at rate E|h_l,i - h_t_l|^2 <= C (1/L + 1/n), C independent of n and L "
+                  "(Prop. 2).",
+    ),
 )
 def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
     """Synchronous coupling (nfd App. C.1) of the Eq. 1 network and the forward SDE: mean-square
@@ -238,6 +249,16 @@ def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
         "the network's and the SDE's phi'(h) disagree wherever their h straddle 0, so the "
         "backward coupling error no longer falls at the 1/L + 1/n rate",
         {"phi": "relu"}),
+    headline=dict(
+        metric="exponent_vs_width",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="exponent in n of the backward coupling error",
+        paper="E|g_l,i - g_t_l|^2 <= C (1/L + 1/n): exponent -1 (an upper bound)",
+        ref="Prop. 6",
+        statement="As min(n, L) -> infinity each coordinate of g_l converges to the McKean-Vlasov "
+                  "SDE dg_t = sigma~_t dw~_t, driven by a Brownian motion independent of the "
+                  "forward one, at rate E|g_l,i - g_t_l|^2 <= C (1/L + 1/n) (Prop. 6).",
+    ),
 )
 def nfd_prop6(ctx: ClaimContext) -> ClaimOutcome:
     """Synchronous coupling of the finite network's backward pass (shared W_l, nfd Eq. 3) with

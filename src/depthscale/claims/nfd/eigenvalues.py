@@ -238,6 +238,17 @@ def judge_fig6(m: Fig6Measure) -> Judgement:
         "min eigenvalues sit at the eigensolver floor and the '> 0' check must FAIL. No "
         "contrast at smoke: the read-out Theta's min eigenvalue is at its sampling floor there",
         {"widths": [2, 3, 4]}, contrast=False),
+    headline=dict(
+        metric="slope_sigma_vs_width",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="log-log slope in width of min eig Sigma_t^(k)",
+        paper="> 0: the smallest eigenvalues stay positive and grow with width",
+        ref="Assumption 1, Fig. 6",
+        criterion="slope >= 0 (also for Theta at l < L and the read-out's Theta_L)",
+        statement="The minimum eigenvalues of Sigma_t^(k) and Theta_t^(k) remain strictly "
+                  "positive across layers, validating Assumption 1; although they decrease over "
+                  "training, they grow with network width (Fig. 6).",
+    ),
 )
 def nfd_fig6(ctx: ClaimContext) -> ClaimOutcome:
     """Min eigenvalues of Sigma and Theta over online SGD at each width

@@ -230,6 +230,19 @@ def judge_cor1(m: Cor1Measure) -> Judgement:
         "and the check must not pass. No contrast at smoke: the correct run needs quick-scale "
         "depths and widths",
         {"recipe": "mup", "depths": [1, 2, 3, 4]}, contrast=False),
+    headline=dict(
+        metric="one_layer_slope",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="log-log slope in L of the standard-vs-decoupled output gap (one-layer blocks)",
+        paper="the gap vanishes as L grows (trajectories converge)",
+        ref="Cor. 1, Fig. 4c",
+        criterion="falls iff slope <= -0.3",
+        statement="A depth-muP ResNet whose backpropagation is decoupled by replacing each W_l^T "
+                  "with an independent copy converges, as n, L -> infinity, to the same limit "
+                  "E[g_T h_T] as the original ResNet: GIA is restored in the infinite-depth limit "
+                  "(Cor. 1; Fig. 4c: standard and decoupled trajectories converge to one "
+                  "another).",
+    ),
 )
 def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     """Standard vs decoupled backward: does the gap between them vanish as L grows under

@@ -111,6 +111,15 @@ def judge_prop3(s: Mapping[str, Any], points: Sequence[KernelPoint]) -> Judgemen
         "finite nets under recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch "
         "multiplier): their kernel moves away from C_T as L grows, so the depth error cannot fall",
         {"recipe": "mup"}),
+    headline=dict(
+        metric="exponent_vs_width",
+        label="exponent in n of the Monte Carlo kernel error to C_T",
+        paper="error -> 0: a GP with kernel C_T in the joint limit (no rate stated)",
+        ref="Prop. 3",
+        statement="For alpha = 1 the ResNet f converges weakly, in the joint limit, to a Gaussian "
+                  "process with covariance C_T(x, x') = <x, x'>/d + int_0^T E[phi(h_s) phi(h'_s)] "
+                  "ds (Prop. 3).",
+    ),
 )
 def nfd_prop3(ctx: ClaimContext) -> ClaimOutcome:
     """Monte Carlo kernel of finite depth-muP ResNets (alpha = 1) against C_T as width and
@@ -178,6 +187,15 @@ def judge_prop4_5(rows: Sequence[EigenRow]) -> Judgement:
         "identity activation instead of ReLU (polynomial, outside Prop. 4): with more points "
         "than input dimensions C_t is singular, so 'min eig C_t > 0' must fail",
         {"phi": "identity"}),
+    headline=dict(
+        metric="min_eig_C_t",
+        label="smallest eigenvalue of C_t on distinct points",
+        paper="> 0: C_t strictly positive definite",
+        ref="Props. 4-5",
+        statement="For phi Lipschitz, nonlinear and non-polynomial and any t > 0, the kernel C_t "
+                  "is strictly positive definite (Prop. 4); for 0 < t <= t' the RKHS H_t is "
+                  "contractively contained in H_t' (Prop. 5).",
+    ),
 )
 def nfd_prop4_5(ctx: ClaimContext) -> ClaimOutcome:
     """Min eigenvalues of C_t and of C_t' - C_t on a time grid (:func:`measure_prop4_5`,

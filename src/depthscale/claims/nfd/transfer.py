@@ -234,6 +234,18 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
         "'correction'. No contrast at smoke: the correct run needs quick-scale depths, epochs "
         "and LR grid to locate the optima",
         {"corrected_recipe": "depth-mup"}, contrast=False),
+    headline=dict(
+        metric="spread_nfd_minus_depth_mup",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
+        label="spread of log10 eta_c* across depths, Eq. 8 minus depth-muP (decades)",
+        paper="depth-muP optimum 0.5 at L = 3, near 1 at L = 6, 9; Eq. 8: 0.5 at every depth",
+        ref="Eq. 8, Fig. 5 row 2",
+        criterion="difference < 0, its interval below 0",
+        statement="Vanilla depth-muP displays inconsistent optima across depths, yielding poor HP "
+                  "transfer; with the depth-aware LR of Eq. (8) the optimum is the same across "
+                  "depths (Fig. 5 row 2: eta_c* near 1 for depths 6 and 9, 0.5 for depth 3; 0.5 "
+                  "at every depth with Eq. 8).",
+    ),
 )
 def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 2: the optimal eta_c per depth for depth-muP and nfd-depth (Eq. 8)
