@@ -399,4 +399,9 @@ def forward_and_step(template: nn.Module, loss: str, per_member: bool) -> tuple[
         fast = _program_forward(found)
         return fast, _manual_step(found, loss, per_member) or _autograd_step(
             fast, loss, per_member)
+    from depthscale.train.stacked_laws import laws_forward
+
+    laws = laws_forward(template)
+    if laws is not None:
+        return laws, _autograd_step(laws, loss, per_member)
     return _vmapped_forward(template), _vmapped_step(template, loss, per_member)
