@@ -21,6 +21,7 @@ standard-backward :class:`ScaledLinear` s. Anything else gets None, and ``vmap``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -36,6 +37,30 @@ __all__ = ["laws_forward"]
 
 Tensors = dict[str, torch.Tensor]
 Forward = Callable[[Tensors, torch.Tensor, bool], torch.Tensor]
+
+
+#: floats of one activation tensor (all members) above which an evaluation (no gradient) runs in
+#: chunks of rows: an evaluation pass over a whole test set at once would make every activation
+#: G times the test set's (~100 MB for cnn1d, G = 20), out of cache and freshly page-faulted
+EVAL_FLOATS = 2**21
+
+
+def _in_chunks(forward: Forward, floats_per_position: int) -> Forward:
+    """``forward`` that, without autograd, takes the rows in chunks of at most
+    ``EVAL_FLOATS / (G floats_per_position positions)`` (each row's outputs are the same either
+    way); ``positions`` is the product of the input's spatial axes."""
+
+    def chunked(params: Tensors, x: torch.Tensor, per_member: bool) -> torch.Tensor:
+        g = params["head.weight"].shape[0]
+        axis = 1 if per_member else 0
+        positions = math.prod(x.shape[axis + 2:])
+        rows = max(1, EVAL_FLOATS // (g * floats_per_position * positions))
+        if torch.is_grad_enabled() or x.shape[axis] <= rows:
+            return forward(params, x, per_member)
+        return torch.cat([forward(params, part, per_member)
+                          for part in x.split(rows, dim=axis)], dim=1)
+
+    return chunked
 
 
 def _identity(module: nn.Module) -> bool:
@@ -68,13 +93,27 @@ class _Convs:
 
     def conv(self, name: str, z: torch.Tensor, shared: bool = False) -> torch.Tensor:
         """``a conv(pad(z), W_g)`` for every member g at once: one grouped convolution (or, on
-        an input all members share, one convolution with every member's output channels)."""
+        an input all members share, one convolution with every member's output channels). The
+        multiplier scales the (small) weight rather than the output, zero padding is the
+        convolution's own and circular padding one concatenation (the loop rounds its product
+        with ``a`` and its padding differently: agreement to float rounding, not to the bit)."""
         layer = self.convs[name]
-        w = self.params[f"{name}.weight"]  # [G, C_out, C_in, k...]
-        mode = "circular" if layer.padding == "circular" else "constant"
-        z = F.pad(z, layer._pad, mode=mode)
+        w = self.params[f"{name}.weight"].flatten(0, 1) * layer.multiplier  # [G*C_out, C_in, k.]
         conv = F.conv1d if layer.dims == 1 else F.conv2d
-        y = conv(z, w.flatten(0, 1), groups=1 if shared else self.g).mul_(layer.multiplier)
+        pads = layer._pad  # (left, right) per spatial axis, last axis first
+        if layer.padding == "circular":
+            for axis in range(layer.dims):
+                left, right = pads[2 * axis], pads[2 * axis + 1]
+                dim = z.dim() - 1 - axis
+                parts = [z.narrow(dim, z.shape[dim] - left, left)] if left else []
+                parts += [z] + ([z.narrow(dim, 0, right)] if right else [])
+                z = torch.cat(parts, dim) if len(parts) > 1 else z
+            padding: Any = 0
+        elif len(set(pads)) == 1:
+            padding = pads[0]
+        else:  # an even kernel pads one more on the right
+            z, padding = F.pad(z, pads), 0
+        y = conv(z, w, padding=padding, groups=1 if shared else self.g)
         if layer.bias is not None:
             y = y + self.params[f"{name}.bias"].reshape(1, -1, *([1] * layer.dims))
         return y
@@ -147,7 +186,7 @@ def _conv_forward(model: nn.Module) -> Forward | None:
         data, shared = _members_on_channels(x, per_member)
         return program(_Convs(params, convs, g), data, shared)
 
-    return forward
+    return _in_chunks(forward, max(m.weight.shape[0] for m in convs.values()))
 
 
 # ---- the Vision Transformer (laws Sec. 3.1, 3.5) ----------------------------------------------
@@ -166,6 +205,7 @@ def _vit_forward(model: nn.Module) -> Forward | None:
     :class:`TransformerBlock` (self-attention, feedforward, affine LayerNorms), or None."""
     if type(model) is not ViT:
         return None
+    assert isinstance(model, ViT)
     linears = {n: m for n, m in model.named_modules() if isinstance(m, ScaledLinear)}
     if any(type(m) is not ScaledLinear or m.backward_mode != "standard"
            for m in linears.values()):
@@ -194,8 +234,13 @@ def _vit_forward(model: nn.Module) -> Forward | None:
         assert isinstance(attn, Attention)
         g, b, t, width = z.shape
         qkv = lin(p, f"blocks.{i}.attn.qkv", z).reshape(g * b, t, 3, attn.heads, attn.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each [G*B, heads, T, head_dim]
-        out = F.scaled_dot_product_attention(q, k, v, scale=attn.attention_scale)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).flatten(1, 2).unbind(0)  # [G*B*heads, T, d]
+        # batched matmuls rather than the fused kernel the loop calls, whose blocking costs far
+        # more than the arithmetic at T ~ 10, d ~ 8 (same values to float rounding); the scores
+        # are kept transposed, [keys, queries], as softmax over a short last axis is slow
+        scores = torch.baddbmm(q.new_empty(()).expand(q.shape[0], t, t), k, q.mT, beta=0,
+                               alpha=attn.attention_scale)
+        out = torch.bmm(torch.softmax(scores, 1).mT, v).view(g * b, attn.heads, t, attn.head_dim)
         return lin(p, f"blocks.{i}.attn.proj", out.transpose(1, 2).reshape(g, b, t, width))
 
     def feedforward(p: Tensors, i: int, z: torch.Tensor) -> torch.Tensor:
@@ -227,7 +272,11 @@ def _vit_forward(model: nn.Module) -> Forward | None:
         cls_out = _layer_norm(p, "final_norm", model.final_norm, z[:, :, 0])
         return _linear(p, "head", linears["head"], cls_out)
 
-    return forward
+    # per input position (the patches' positions): the widest activation per token
+    tokens, positions = model.n_patches + 1, model.n_patches * model.patch_size ** len(model.grid)
+    heads = [m.heads for m in model.modules() if isinstance(m, Attention)]
+    widest = max([m.weight.shape[0] for m in linears.values()] + [tokens * h for h in heads])
+    return _in_chunks(forward, max(1, tokens * widest // positions))
 
 
 def laws_forward(model: nn.Module) -> Forward | None:
