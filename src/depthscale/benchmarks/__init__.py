@@ -13,6 +13,7 @@ import os
 import platform
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import torch
 
 from depthscale.benchmarks import batched_sweep as _batched_sweep
 from depthscale.benchmarks import kernel as _kernel
+from depthscale.benchmarks import laws_sweep as _laws_sweep
 from depthscale.benchmarks import mean_ode as _mean_ode
 from depthscale.benchmarks import nfd as _nfd
 from depthscale.benchmarks import sde as _sde
@@ -40,6 +42,7 @@ BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "mean-ode": _mean_ode.run,
     "batched-sweep": _batched_sweep.run,
     "sweep-overhead": _sweep_overhead.run,
+    **{f"laws-sweep-{m}": partial(_laws_sweep.run, m) for m in _laws_sweep.MODELS},
 }
 
 

@@ -7,6 +7,16 @@ differentiated at once (the engine of :func:`depthscale.train.batched.train_batc
   and no biases its backward is written out (:class:`_Tape`: autograd's formulas op for op, so
   the gradients are autograd's to the bit, without the graph); otherwise autograd
   differentiates it.
+* The laws models, :class:`~depthscale.models.PlainCNN` (laws Eq. 3),
+  :class:`~depthscale.models.ConvResNet` (laws Eq. 4) and :class:`~depthscale.models.ViT`,
+  have hand-batched forwards in :mod:`depthscale.train.stacked_laws` (the members' convolutions
+  as the groups of one grouped convolution; the ViT's layers and attention as batched matmuls),
+  differentiated by autograd.
+* The laws models, :class:`~depthscale.models.PlainCNN` (laws Eq. 3),
+  :class:`~depthscale.models.ConvResNet` (laws Eq. 4) and :class:`~depthscale.models.ViT`,
+  have hand-batched forwards in :mod:`depthscale.train.stacked_laws` (the members' convolutions
+  as the groups of one grouped convolution; the ViT's layers and attention as batched matmuls),
+  differentiated by autograd.
 * Any other model runs ``torch.func.functional_call`` under ``torch.func.vmap`` with
   ``torch.func.grad_and_value``.
 
@@ -393,10 +403,17 @@ def _vmapped_step(template: nn.Module, loss: str, per_member: bool) -> Step:
 
 def forward_and_step(template: nn.Module, loss: str, per_member: bool) -> tuple[Forward, Step]:
     """The hand-batched forward with the hand-written backward (:func:`_manual_step`) or
-    autograd's when ``template`` has a stacked program, else vmap's."""
+    autograd's when ``template`` has a stacked program, else a laws model's hand-batched
+    forward (:func:`~depthscale.train.stacked_laws.laws_forward`) with autograd's, else
+    vmap's."""
     found = _stacked_program(template)
     if found is not None:
         fast = _program_forward(found)
         return fast, _manual_step(found, loss, per_member) or _autograd_step(
             fast, loss, per_member)
+    from depthscale.train.stacked_laws import laws_forward
+
+    laws = laws_forward(template)
+    if laws is not None:
+        return laws, _autograd_step(laws, loss, per_member)
     return _vmapped_forward(template), _vmapped_step(template, loss, per_member)
