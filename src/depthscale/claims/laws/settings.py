@@ -101,11 +101,15 @@ _SMOKE_CNN1D: Arch = {**ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
                       "lr_logspace": [-2, 0, 3]}
 _SMOKE_DATA = {"n_train": 256, "n_test": 64}
 
+#: the AM-muP route of laws-table1 (probes at init, as laws-ammup's): init seeds and batch
+_PROBES = {"probe_seeds": 16, "batch": 128}
+
 TABLE1 = Scales(
-    quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET},
-    medium={"archs": ARCHS_MEDIUM, **_MEDIUM_BUDGET},
-    full={"archs": ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}},
-    smoke={"archs": {"cnn1d": _SMOKE_CNN1D}, "seeds": 1, "epochs": 0.1, "data": _SMOKE_DATA},
+    quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET, **_PROBES},
+    medium={"archs": ARCHS_MEDIUM, **_MEDIUM_BUDGET, **_PROBES},
+    full={"archs": ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}, **_PROBES},
+    smoke={"archs": {"cnn1d": _SMOKE_CNN1D}, "seeds": 1, "epochs": 0.1, "data": _SMOKE_DATA,
+           "probe_seeds": 8, "batch": 16},
     control=WRONG_RECIPE,
 )
 
