@@ -225,7 +225,7 @@ def test_table1_refutes_by_both_routes_with_a_contrast() -> None:
     assert parts_verdict(parts, contrast=(seen, said))[0] == "FAIL"
 
 
-def test_law_refits_at_an_eighth_a_quarter_and_half_of_every_run() -> None:
+def test_law_refits_the_first_half_of_every_run() -> None:
     # eta* moves from L^-0.5 (first half) to L^-1.5 (second half) by construction: each run's
     # curve is at its LR's half-length loss for 4 steps, then at its full-length loss
     records = []

@@ -195,8 +195,9 @@ def parts_verdict(parts: Mapping[str, Part], *, contrast: tuple[bool, str] | Non
     against = refuting + kinds.count("contradicts")
     if against == 0:
         return "INCONCLUSIVE", said
-    seen, contrast_said = contrast if contrast is not None else (False, "no contrast")
-    tail = f"; contrast: {'seen' if seen else 'NOT seen'} ({contrast_said})"
+    seen, contrast_said = contrast if contrast is not None else (False, "not measured")
+    tail = (f"; contrast: {'seen' if seen else 'NOT seen'} ({contrast_said})"
+            if refuting >= 2 else "")
     if refuting >= 2 and "supports" not in kinds and seen:
         return "REFUTED", said + tail
     why = ("parts disagree" if "supports" in kinds else

@@ -77,7 +77,10 @@ def sweep_stages(ctx: ClaimContext, name: str, arch: Arch) -> tuple[list[Record]
     """:func:`sweep`'s records and the whole LR window they come from: every run of both
     stages of a two-stage grid (the coarse stage's one seed too), the same records where the
     grid has one stage. The flatness gate reads the window (is the loss over every LR tried
-    at a depth flat within seed noise?), the fit the records."""
+    at a depth flat within seed noise?), the fit the records. A negative control's
+    ``lr_depth_exponent`` e (an extra LR multiplier L^e on every layer) reads each run at LR
+    eta as the one that control makes at nominal LR eta / L^e: the same runs, so eta* moves
+    by L^-e exactly and the control costs no training."""
     s = ctx.settings
     refine = s.get("refine")
     if refine is None:
@@ -91,8 +94,11 @@ def sweep_stages(ctx: ClaimContext, name: str, arch: Arch) -> tuple[list[Record]
             records += _run_laws_study(ctx, f"{name}-fine-L{o.depth}", fine, seeds=s["seeds"])
         window = coarse + records
     eff = {d: effective_depth(arch, d) for d in arch["depths"]}
+    exponent = float(s.get("lr_depth_exponent", 0.0))
     for r in window:
         r["effective_depth"] = eff[int(r["depth"])]
+        if exponent:  # the control's LR multiplier: this run is the wrong rule's at lr / L^e
+            r["lr"] = float(r["lr"]) / eff[int(r["depth"])] ** exponent
     return records, window
 
 

@@ -9,7 +9,6 @@ import math
 from collections.abc import Mapping
 
 from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.ammup import ammup_finding, probe_arch
 from depthscale.claims.laws.gates import Part, law_parts
 from depthscale.claims.laws.law import LawResult, table1_law
 from depthscale.claims.laws.outcome import Measurement, finish
@@ -30,12 +29,16 @@ def measure_table1(ctx: ClaimContext) -> dict[str, LawResult]:
 
 def measure_probes(ctx: ClaimContext) -> dict[str, LawResult]:
     """Each architecture's AM-muP law (``probe_seeds`` init seeds per depth, no training)."""
+    from depthscale.claims.laws.ammup import probe_arch  # after table1 in the registry's order
+
     return {key: probe_arch(ctx, arch)[0] for key, arch in ctx.settings["archs"].items()}
 
 
 def table1_parts(results: Mapping[str, LawResult],
                  probes: Mapping[str, LawResult], probe_seeds: int) -> dict[str, Part]:
     """One part per architecture: the grid route's alpha finding and the AM-muP route's."""
+    from depthscale.claims.laws.ammup import ammup_finding
+
     return law_parts(results, ammup={k: ammup_finding(law, probe_seeds)
                                      for k, law in probes.items()})
 
@@ -82,8 +85,8 @@ def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
     refuting = [k for k, p in parts.items() if p.verdict == "refutes"]
     if len(refuting) >= 2:
         wrong = dataclasses.replace(ctx, settings={**ctx.settings, "recipe": CONTRAST_RECIPE})
-        contrast = contrast_seen(probes, {k: probe_arch(wrong, ctx.settings["archs"][k])[0]
-                                          for k in refuting})
+        contrast = contrast_seen(probes, {k: law for k, law in measure_probes(wrong).items()
+                                          if k in refuting})
     m = measure_laws(results, parts)
     for k, law in probes.items():
         m.measured[f"alpha_ammup_{k}"] = law.fit.slope

@@ -110,10 +110,9 @@ def transfer_interval(optima: Sequence[Optimum], source: int, exponent: float, *
 
 def located_depths(law: LawResult) -> set[int]:
     """The effective depths whose sweep locates eta*: not gated (flat LR window, nothing
-    learned) and not wholly on the grid's edge."""
-    edge = {o.depth for o in law.excluded} - {o.depth for o in law.optima
-                                              if o not in law.excluded}
-    return {su.depth for su in law.summaries} - set(law.gated) - edge
+    learned). An optimum on the grid's edge stays (flagged in the note): its error is a bound
+    the rule either meets or not."""
+    return {su.depth for su in law.summaries} - set(law.gated)
 
 
 def measure_transfer(ctx: ClaimContext) -> list[ArchTransfer]:
