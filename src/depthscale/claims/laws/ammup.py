@@ -4,6 +4,7 @@ like L^(-3/2) and agrees with the grid-searched slope of the same architecture."
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -80,9 +81,25 @@ def _probe_etas(ctx: ClaimContext, arch: Arch, data: Dataset, depth: int, eff: i
     return etas
 
 
+#: probe_arch's results in this process: laws-table1's AM-muP route and laws-ammup probe the
+#: same architectures with the same seeds (deterministic, no training)
+_PROBES: dict[str, tuple[LawResult, list[list[float]]]] = {}
+
+
 def probe_arch(ctx: ClaimContext, arch: Arch) -> tuple[LawResult, list[list[float]]]:
     """The AM-muP law of ``arch`` over its depths and ``probe_seeds`` init seeds (no
-    training), and the probes' eta* per depth."""
+    training), and the probes' eta* per depth (computed once per process and inputs)."""
+    s = ctx.settings
+    key = json.dumps([arch, ctx.seed, str(ctx.data_dir), sweep_recipe(s, arch),
+                      s.get("lr_depth_exponent", 0.0), s["probe_seeds"], s["batch"]],
+                     sort_keys=True, default=str)
+    if key not in _PROBES:
+        _PROBES[key] = _probe_arch(ctx, arch)
+    law, etas = _PROBES[key]
+    return law, [list(e) for e in etas]
+
+
+def _probe_arch(ctx: ClaimContext, arch: Arch) -> tuple[LawResult, list[list[float]]]:
     from depthscale.data import load
 
     data = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
