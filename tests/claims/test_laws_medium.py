@@ -24,7 +24,7 @@ def test_two_stage_grid_centres_each_depth_on_its_coarse_optimum(tmp_path: Path)
     coarse = sweep(ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None,
                                 seed=3, settings={**settings, "refine": None, "seeds": 1}),
                    "laws-x-coarse", arch)  # the same study, resumed: nothing reruns
-    assert {r["seed"] for r in coarse} == {3} and len(coarse) == 3 * 5
+    assert {r["seed"] for r in coarse} == {3} and len(coarse) == len(arch["depths"]) * 5
     centre = {o.depth: math.log10(o.grid_lr) for o in optimal_lrs(coarse, axis="depth")}
     assert {int(r["depth"]) for r in records} == set(arch["depths"])
     assert {r["seed"] for r in records} == {3, 4}
@@ -34,3 +34,25 @@ def test_two_stage_grid_centres_each_depth_on_its_coarse_optimum(tmp_path: Path)
         assert [math.log10(v) for v in lrs] == pytest.approx([c + k * 0.1 for k in range(-2, 3)])
         assert (tmp_path / f"laws-x-fine-L{depth}" / "spec.toml").exists()
     assert all(r["effective_depth"] >= r["depth"] for r in records)
+
+
+def test_the_whole_window_holds_both_stages(tmp_path: Path) -> None:
+    """The flatness gate reads every run of a depth: the coarse stage's one seed and the fine
+    stage's seeds (sweep_stages); the fit reads the fine stage alone, as before."""
+    from depthscale.claims.laws.sweeps import sweep_stages
+
+    arch = {**CLAIMS["laws-table1"].settings["smoke"]["archs"]["cnn1d"], "depths": [1, 2],
+            "lr_logspace": [-2, 0, 3]}
+    settings = {"seeds": 2, "steps": 2, "refine": {"half_width": 0.1, "step": 0.1},
+                "data": {"n_train": 128, "n_test": 32}}
+    ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                       settings=settings)
+    records, window = sweep_stages(ctx, "laws-w", arch)
+    assert len(records) == 2 * 3 * 2 and len(window) == 2 * 3 + len(records)
+    assert all(r in window for r in records)
+    # the negative control's LR multiplier L^e reads the same runs at LR / L^e
+    wrong = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                         settings={**settings, "lr_depth_exponent": 1.5})
+    moved, _ = sweep_stages(wrong, "laws-w", arch)
+    for a, b in zip(records, moved, strict=True):
+        assert b["lr"] == pytest.approx(a["lr"] / a["effective_depth"] ** 1.5)

@@ -1,7 +1,8 @@
-"""The laws claims' verdict rules on hand-made sweeps: an alpha interval against the band, and
-the three gates that make a contradiction INCONCLUSIVE (a flat grid, a best loss at chance, an
-exponent still moving toward the band with training length); the transfer errors and their
-seed bootstrap; the R^2 finding of a sweep that cannot locate eta*."""
+"""The laws claims' verdict rules on hand-made sweeps: an alpha interval against the band; the
+gates, each with a case the old rules got wrong (flatness over the whole LR window, optima on
+the grid's edge, a depth that learned nothing, a degenerate bootstrap, alpha still moving with
+training length, for supports too); the per-part rule of the claims' verdicts and the REFUTED
+path of laws-table1; the transfer errors and their seed bootstrap."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from depthscale.claims.laws import (
     transfer_errors,
     transfer_interval,
 )
+from depthscale.claims.laws.gates import DEGENERATE_MAX, Part, parts_verdict, stable_from
+from depthscale.claims.laws.table1 import contrast_seen, table1_parts
+from depthscale.claims.laws.transfer import ArchTransfer, judge_transfer, located_depths
 from depthscale.stats.fits import LawFit
 from depthscale.stats.sweeps import GridSignal, Optimum
 
@@ -30,11 +34,12 @@ def _fit(slope: float, half: float, r2: float = 0.95) -> LawFit:
 
 
 def _law_result(slope: float, *, half_slope: float | None = None, best: float = 1.5,
-                spread: float = 0.05, r2: float = 0.95) -> LawResult:
+                spread: float = 0.05, r2: float = 0.95, degenerate: float = 0.1,
+                steps: int = 32) -> LawResult:
     signals = [GridSignal(d, 1.0, spread, 12, False, None, best) for d in (2, 4, 8, 16)]
+    fits = () if half_slope is None else ((steps // 2, _fit(half_slope, 0.1)),)
     return LawResult([], [], _fit(slope, 0.1, r2), (slope - 0.1, slope + 0.1), signals,
-                     chance=CHANCE, steps=32,
-                     half_fit=None if half_slope is None else _fit(half_slope, 0.1))
+                     boot_degenerate=degenerate, chance=CHANCE, steps=steps, length_fits=fits)
 
 
 def test_alpha_interval_inside_outside_or_across_the_band() -> None:
@@ -43,39 +48,186 @@ def test_alpha_interval_inside_outside_or_across_the_band() -> None:
     assert alpha_finding("a", _law_result(-0.95))[0] == "undecided"  # [-1.05, -0.85]
 
 
-def test_a_sweep_that_learned_nothing_beyond_chance_is_undecided() -> None:
-    finding, evidence = alpha_finding("cnn2d", _law_result(0.06, best=2.28, spread=0.08))
-    assert finding == "undecided"
-    assert "nothing learned beyond chance" in evidence and "best loss 2.28" in evidence
-    assert "after 32 steps" in evidence and "medium" in evidence
-    # the same slope where the nets learned is a contradiction
-    assert alpha_finding("cnn2d", _law_result(0.06, best=1.2, spread=0.08))[0] == "contradicts"
-
-
-def test_a_contradiction_moving_toward_the_band_with_training_is_undecided() -> None:
-    # -0.5 after 16 steps -> -0.8 after 32 (interval [-0.9, -0.7]): toward [-1.9, -1.0]
-    finding, evidence = alpha_finding("cnn1d", _law_result(-0.8, half_slope=-0.5))
+def test_still_moving_makes_supports_and_contradictions_undecided() -> None:
+    # a support whose half-length alpha lies outside its interval: the old rule (contradictions
+    # only) said "supports"
+    finding, evidence = alpha_finding("cnn1d", _law_result(-1.5, half_slope=-1.2))
     assert finding == "undecided" and "still changes with training length" in evidence
-    assert "-0.5 after 16 steps -> -0.8 after 32" in evidence
-    # moving away from the band, or not moving beyond the interval: the contradiction stands
-    assert alpha_finding("cnn1d", _law_result(-0.8, half_slope=-0.95))[0] == "contradicts"
-    assert alpha_finding("cnn1d", _law_result(-0.8, half_slope=-0.75))[0] == "contradicts"
-    # a support is not re-examined
-    assert alpha_finding("cnn1d", _law_result(-1.5, half_slope=-0.5))[0] == "supports"
+    assert "-1.2 after 16 steps -> -1.5 after 32" in evidence
+    # a contradiction moving away from the band: the old rule let it stand
+    assert alpha_finding("cnn1d", _law_result(-0.8, half_slope=-0.95))[0] == "undecided"
+    # stopped moving (half-length alpha inside [-0.9, -0.7]): the band applies, both ways
+    finding, evidence = alpha_finding("cnn1d", _law_result(-0.8, half_slope=-0.75))
+    assert finding == "contradicts" and "-0.75 at 16, -0.8 at 32 steps" in evidence
+    assert "within the interval from 16 steps" in evidence
+    assert alpha_finding("cnn1d", _law_result(-1.5, half_slope=-1.45))[0] == "supports"
+
+
+def test_stable_from_is_the_shortest_length_from_which_alpha_stays_in_its_interval() -> None:
+    # cnn1d's course in the issue: -1.52, -1.63, -2.05 at 125, 250, 500 steps; -1.99
+    # [-2.134, -1.850] at 1000: stable from 500 steps
+    fits = tuple((s, _fit(a, 0.1)) for s, a in ((125, -1.52), (250, -1.63), (500, -2.05)))
+    law = LawResult([], [], LawFit(-1.99, 0.0, (-2.134, -1.850), 0.9, 7), (-2.1, -1.9), [],
+                    boot_degenerate=0.0, steps=1000, length_fits=fits)
+    assert stable_from(law) == 500
+    finding, evidence = alpha_finding("cnn1d", law)
+    assert finding == "undecided" and "within the interval from 500 steps" in evidence
+
+
+def test_a_degenerate_bootstrap_makes_the_finding_undecided() -> None:
+    finding, evidence = alpha_finding("a", _law_result(-1.5, degenerate=0.61))
+    assert finding == "undecided" and "61% of the seed-bootstrap resamples" in evidence
+    assert f"> {DEGENERATE_MAX:.0%}" in evidence
+    assert alpha_finding("a", _law_result(-1.5, degenerate=0.45))[0] == "supports"
+    assert alpha_finding("a", _law_result(-1.5, degenerate=math.nan))[0] == "supports"
+
+
+def _bowl_records(centre: dict[int, float], lrs: list[float], seeds: int, *, width: float,
+                  noise: float, floor: float = 1.0, steps: int = 4,
+                  shift: float = 0.03) -> list[dict]:
+    """Runs whose loss is floor + width (log10 lr - log10 centre[d] - s)^2 plus a per-seed
+    offset of +-noise (the same at every LR, so the spread across seeds is 2 noise), the
+    seed's optimum moved by s = shift (seed - 1) decades."""
+    out = []
+    for d, c in centre.items():
+        for seed in range(seeds):
+            off = noise * (1 if seed % 2 else -1) if seeds > 1 else 0.0
+            for lr in lrs:
+                moved = math.log10(c) + shift * (seed - 1)
+                loss = floor + width * (math.log10(lr) - moved) ** 2 + off
+                out.append({"run_id": f"{d}-{seed}-{lr}", "depth": d, "effective_depth": d,
+                            "seed": seed, "lr": lr, "status": "done", "running_loss": loss,
+                            "curve_steps": list(range(1, steps + 1)),
+                            "curve_losses": [loss] * steps})
+    return out
+
+
+def test_flatness_is_read_over_the_whole_lr_window() -> None:
+    """A fine stage of +-0.2 decades (0.1 steps) around each optimum: the loss varies by
+    0.5 * 0.2^2 = 0.02 there, below the seed spread 0.04; the coarse stage (one seed, 0.5-
+    decade steps over 3 decades) shows the bowl rising by 0.5 * 1.5^2 = 1.125. The old gate
+    read only the fine stage and called every depth flat (the claim undecided)."""
+    centre = {d: 0.1 * d**-1.5 for d in (2, 4, 8, 16)}
+    fine = []
+    for d, c in centre.items():
+        lrs = [c * 10 ** (k * 0.1) for k in range(-2, 3)]
+        fine += _bowl_records({d: c}, lrs, 3, width=0.5, noise=0.02, shift=0.0)
+    coarse = [r for d, c in centre.items() for r in _bowl_records(
+        {d: c}, [c * 10 ** (k * 0.5) for k in range(-3, 4)], 1, width=0.5, noise=0.0,
+        shift=0.0)]
+    for r in coarse:
+        r["run_id"] += "-coarse"
+    old = fit_law(fine, chance=CHANCE)  # window = the fine stage alone
+    assert old.gated == (2, 4, 8, 16)
+    assert [g.loss_range for g in old.signals] == pytest.approx([0.02] * 4)
+    assert [g.seed_spread for g in old.signals] == pytest.approx([0.04] * 4)
+    assert alpha_finding("a", old)[0] == "undecided"
+    new = fit_law(fine, chance=CHANCE, window=coarse + fine)
+    assert new.gated == ()
+    # 1.125 above the best LR, whose seed mean is -0.005 (three fine seeds at -0.02, +0.02,
+    # -0.02 and the coarse run at 0 share it)
+    assert [g.loss_range for g in new.signals] == pytest.approx([1.125 + 0.005] * 4)
+    assert new.fit.slope == pytest.approx(-1.5, abs=1e-6)
+    # seeds that agree exactly: every resample degenerate, so still undecided, for that reason
+    finding, evidence = alpha_finding("a", new)
+    assert finding == "undecided" and "100% of the seed-bootstrap resamples" in evidence
+
+
+def test_one_depth_that_learned_nothing_is_undecided_alone() -> None:
+    """Five depths, eta* ~ L^-0.5 (a contradiction), the deepest at chance: the old gate made
+    the whole architecture undecided and hid the contradiction; now that depth is left out
+    and named, and the other four contradict the band."""
+    lrs = list(np.logspace(-3, 0, 13))
+    centre = {d: 0.1 * d**-0.5 for d in (2, 4, 8, 16, 32)}
+    records = _bowl_records({d: c for d, c in centre.items() if d < 32}, lrs, 3, width=0.5,
+                            noise=0.01)
+    records += _bowl_records({32: centre[32]}, lrs, 3, width=0.5, noise=0.05,
+                             floor=CHANCE - 0.02)
+    law = fit_law(records, chance=CHANCE)
+    assert law.gated == (32,)
+    assert law.fit.slope == pytest.approx(-0.5, abs=0.02)
+    finding, evidence = alpha_finding("vit", law)
+    assert finding == "contradicts"
+    assert "nothing learned beyond chance" in evidence and "L=32" in evidence
+    assert "left out of the fit" in evidence
+
+
+def test_edge_optima_are_excluded_and_counted() -> None:
+    """The deepest size's optimum on the grid's top edge at every seed (eta* ~ L^-1.5 puts it
+    beyond the grid): the old fit kept it with weight 1e6 (three seeds on one grid point);
+    now it is left out, counted, and the other sizes give -1.5."""
+    lrs = list(np.logspace(-4, -1, 13))
+    centre = {d: 10 ** (-2 - 1.5 * math.log10(d / 4)) for d in (2, 4, 8, 16)}
+    centre[1] = 1.0  # beyond the grid's top: optimum on the edge at every seed
+    records = _bowl_records(centre, lrs, 3, width=1.0, noise=0.0)
+    law = fit_law(records, chance=CHANCE)
+    assert sorted({o.depth for o in law.excluded}) == [1] and len(law.excluded) == 3
+    assert law.fit.slope == pytest.approx(-1.5, abs=0.02)
+    _, evidence = alpha_finding("cnn", law)
+    assert "3 of 15 optima on the LR grid's edge left out of the fit (L=1)" in evidence
 
 
 def test_r2_of_optima_the_sweep_cannot_locate_is_undecided() -> None:
     untrained = _law_result(0.0, best=2.29, spread=0.1, r2=0.1)
+    untrained = LawResult([], [], LawFit(math.nan, math.nan, (math.nan, math.nan), math.nan,
+                                         0), (math.nan, math.nan), untrained.signals,
+                          chance=CHANCE, steps=32, gated=(2, 4, 8, 16))
     verdict, evidence = law_decision({"v": untrained}, r2_min=0.7)
-    assert verdict == "INCONCLUSIVE" and "r2_v: undecided" in evidence
+    assert verdict == "INCONCLUSIVE" and "fewer than 3 depths left" in evidence
     trained = _law_result(-1.5, r2=0.1)
     assert law_decision({"v": trained}, r2_min=0.7)[0] == "FAIL"
     assert law_decision({"v": _law_result(-1.5)}, r2_min=0.7)[0] == "PASS"
 
 
+def test_the_claims_verdict_from_its_parts() -> None:
+    s, u = ("supports", "in band"), ("undecided", "across an edge")
+    c = ("contradicts", "outside")
+    seen = (True, "sp apart")
+    assert parts_verdict({"a": Part(s), "b": Part(s, u)})[0] == "PASS"
+    verdict, said = parts_verdict({"a": Part(s), "b": Part(u)})
+    assert verdict == "INCONCLUSIVE" and "b: undecided [grid: undecided (across an edge)]" in said
+    # an undecided part never hides a contradiction elsewhere (the old claim-level gate did)
+    verdict, said = parts_verdict({"vit": Part(u), "cnn1d": Part(c)})
+    assert verdict == "FAIL" and "cnn1d: contradicts" in said
+    assert "vit: undecided" in said
+    # both routes contradict at two parts, none supports, contrast seen: REFUTED
+    both = Part(c, c)
+    assert parts_verdict({"a": both, "b": both, "c": Part(u)}, contrast=seen)[0] == "REFUTED"
+    verdict, said = parts_verdict({"a": both, "b": both}, contrast=(False, "overlap"))
+    assert verdict == "FAIL" and "contrast: NOT seen" in said
+    assert parts_verdict({"a": both, "b": Part(c)}, contrast=seen)[0] == "FAIL"  # one route
+    assert parts_verdict({"a": both, "b": both, "c": Part(s)}, contrast=seen)[0] == "FAIL"
+    # AM-muP contradicting a grid support: routes disagree
+    assert Part(s, c).verdict == "contradicts" and Part(u, c).verdict == "contradicts"
+    assert Part(c, u).verdict == "contradicts" and Part(c, c).verdict == "refutes"
+
+
+def _probe(slope: float, half: float) -> LawResult:
+    return LawResult([], [], _fit(slope, half), (slope - half, slope + half), [])
+
+
+def test_table1_refutes_by_both_routes_with_a_contrast() -> None:
+    """Two architectures whose grid slope (-0.5) and AM-muP slope (-0.4) both lie outside the
+    band: contradicted by both routes; under the standard parameterization the AM-muP slope
+    (+1.0) lies apart from the recipe's, so the check sees another exponent: REFUTED. The old
+    verdict function could only return FAIL."""
+    grids = {"cnn1d": _law_result(-0.5, degenerate=0.0), "vit": _law_result(-0.5)}
+    probes = {"cnn1d": _probe(-0.4, 0.2), "vit": _probe(-0.4, 0.2)}
+    parts = table1_parts(grids, probes, 16)
+    assert {k: p.verdict for k, p in parts.items()} == {"cnn1d": "refutes", "vit": "refutes"}
+    seen, said = contrast_seen(probes, {"cnn1d": _probe(1.0, 0.3), "vit": _probe(-0.3, 0.3)})
+    assert seen and "cnn1d: AM-muP alpha 1 [0.7, 1.3] under sp" in said and "(apart)" in said
+    assert parts_verdict(parts, contrast=(seen, said))[0] == "REFUTED"
+    blind = contrast_seen(probes, {"cnn1d": _probe(-0.3, 0.3), "vit": _probe(-0.5, 0.3)})
+    assert not blind[0] and parts_verdict(parts, contrast=blind)[0] == "FAIL"
+    # the grid supports at one architecture: the parts disagree
+    parts = table1_parts({**grids, "vit": _law_result(-1.5)}, probes, 16)
+    assert parts_verdict(parts, contrast=(seen, said))[0] == "FAIL"
+
+
 def test_law_refits_the_first_half_of_every_run() -> None:
     # eta* moves from L^-0.5 (first half) to L^-1.5 (second half) by construction: each run's
-    # curve is at its LR's half-length loss for 2 steps, then at its full-length loss
+    # curve is at its LR's half-length loss for 4 steps, then at its full-length loss
     records = []
     lrs = list(np.logspace(-3, 0, 13))
     for depth in (2, 4, 8, 16):
@@ -84,15 +236,44 @@ def test_law_refits_the_first_half_of_every_run() -> None:
                 def bowl(centre: float) -> float:
                     return 1.0 + (math.log10(lr) - math.log10(centre)) ** 2  # noqa: B023
                 first, second = bowl(0.1 * depth**-0.5), bowl(0.1 * depth**-1.5)
-                curve = [first, first, 2 * second - first, 2 * second - first]
+                curve = [first] * 4 + [2 * second - first] * 4
                 records.append({"run_id": f"{depth}-{seed}-{lr}", "depth": depth,
                                 "effective_depth": depth, "seed": seed, "lr": lr,
-                                "status": "done", "running_loss": sum(curve) / 4,
-                                "curve_steps": [1, 2, 3, 4], "curve_losses": curve})
+                                "status": "done", "running_loss": sum(curve) / 8,
+                                "curve_steps": list(range(1, 9)), "curve_losses": curve})
     law = fit_law(records, chance=CHANCE)
-    assert law.steps == 4 and law.half_fit is not None
+    assert law.steps == 8 and [s for s, _ in law.length_fits] == [2, 4]  # 1/8: 1 step, none
+    assert law.half_fit is not None
     assert law.half_fit.slope == pytest.approx(-0.5, abs=0.05)
+    assert law.length_fits[0][1].slope == pytest.approx(-0.5, abs=0.05)
     assert law.fit.slope == pytest.approx(-1.5, abs=0.05)
+    assert alpha_finding("a", law)[0] == "undecided"  # moved by 1 between 4 and 8 steps
+
+
+def test_transfer_leaves_out_a_depth_that_learned_nothing_alone() -> None:
+    """The quick ViT: its deepest depth learned nothing; the old judge made the whole transfer
+    undecided and hid that the other depths contradict the rule. Here eta* does not move with
+    depth (raw transfer is exact) except at the untrained depth: scaled is worse than raw."""
+    optima, signals = [], []
+    for d in (4, 6, 8, 10, 14):
+        lr = 1e-2 if d < 14 else 1e-4
+        optima += [Optimum(d, s, lr * 10 ** (0.02 * (s - 1)), lr, False, "running")
+                   for s in range(3)]
+        signals.append(GridSignal(d, 1.0, 0.05, 12, False, None, 1.5 if d < 14 else 2.29))
+    from depthscale.stats.sweeps import seed_summary
+    law = LawResult(optima, seed_summary(optima), _fit(-1.5, 0.1), (-1.6, -1.4), signals,
+                    chance=CHANCE, steps=16, gated=(14,))
+    assert located_depths(law) == {4, 6, 8, 10}
+    by_depth = {su.depth: su.mean_log10_lr for su in law.summaries if su.depth != 14}
+    med_s, med_r = transfer_errors(by_depth, 8, -1.5)
+    low, high = transfer_interval([o for o in optima if o.depth != 14], 8, -1.5, seed=0)
+    arch = ArchTransfer("vit", law, 8, [], med_s, med_r, (low, high))
+    from depthscale.claims.laws.transfer import transfer_rows
+    arch = ArchTransfer("vit", law, 8, transfer_rows(by_depth, 8, -1.5), med_s, med_r,
+                        (low, high))
+    verdict, said = judge_transfer([arch], "vit").decision
+    assert med_r == pytest.approx(0.0, abs=1e-9) and low > 0
+    assert verdict == "FAIL" and "over L=4, 6, 10" in said and "L=14" in said
 
 
 def test_transfer_errors_by_hand() -> None:

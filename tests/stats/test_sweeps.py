@@ -12,11 +12,15 @@ from scipy import stats
 from depthscale.errors import ConfigError
 from depthscale.stats.sweeps import (
     Optimum,
+    bootstrap_slope,
     bootstrap_slope_ci,
     criterion_value,
+    edge_excluded,
     grid_signals,
     lr_spread,
+    optima_power_law,
     optimal_lrs,
+    prefix_mean,
     records_at_step,
     scan_axis,
     seed_summary,
@@ -253,9 +257,68 @@ def test_records_at_step_are_the_runs_as_they_stood_after_that_step() -> None:
     assert b["status"] == "done" and b["running_loss"] == pytest.approx(2.5)
     assert c["status"] == "diverged" and c["running_loss"] is None
     assert d == failed
-    with pytest.raises(ConfigError, match="fewer than 5"):
+    with pytest.raises(ConfigError, match="before 5"):
         records_at_step([done], 5)
-    with pytest.raises(ConfigError, match="not per step"):
-        records_at_step([{**done, "curve_steps": [250, 500, 750, 1000]}], 2)
     with pytest.raises(ConfigError, match="step >= 1"):
         records_at_step([done], 0)
+
+
+def test_records_at_step_read_bucketed_curves_of_long_runs() -> None:
+    """A 4000-step run stores bucket means (4 buckets of 1000 here); the old code refused it
+    (ConfigError "not per step"), so no still-moving check existed past MAX_CURVE_POINTS."""
+    long = {"run_id": "a", "status": "done", "curve_steps": [1000, 2000, 3000, 4000],
+            "curve_losses": [2.0, 1.0, 0.5, 0.25], "running_loss": 0.9375}
+    (at_half,) = records_at_step([long], 2000)
+    assert at_half["running_loss"] == pytest.approx(1.5) and at_half["steps_done"] == 2000
+    (at_eighth,) = records_at_step([long], 500)  # inside the first bucket: its mean
+    assert at_eighth["running_loss"] == pytest.approx(2.0)
+    (mid,) = records_at_step([long], 1500)  # 1000 steps at 2.0, 500 at 1.0
+    assert mid["running_loss"] == pytest.approx((2000 + 500) / 1500)
+    assert prefix_mean([1, 2, 3, 4], [2.0, 1.0, 0.5, 0.25], 3) == pytest.approx(3.5 / 3)
+    assert prefix_mean([1, 2], [2.0, float("nan")], 2) is None
+    assert prefix_mean([1, 2], [2.0, 1.0], 3) is None
+
+
+def test_bootstrap_counts_resamples_that_repeat_one_seed() -> None:
+    """With k seeds a size's resample repeats one seed with probability k^(1-k) (2 seeds: 1/2,
+    3 seeds: 1/9); a resample is degenerate when that happens at any size: 1 - (1 - p)^sizes.
+    The old bootstrap reported its interval without saying so."""
+    rng = np.random.default_rng(0)
+    depths = (2, 4, 8, 16, 32)
+    for k, p in ((2, 0.5), (3, 1 / 9)):
+        optima = _optima({d: list(0.1 * d**-1.5 * 10 ** (0.1 * rng.normal(size=k)))
+                          for d in depths})
+        boot = bootstrap_slope(optima, n_boot=20000, seed=1)
+        assert boot.degenerate == pytest.approx(1 - (1 - p) ** len(depths), abs=0.01)
+        assert (boot.low, boot.high) == bootstrap_slope_ci(optima, n_boot=20000, seed=1)
+    # one seed per size: nothing to resample, the fraction is not defined
+    assert math.isnan(bootstrap_slope(_optima({d: [0.1 * d**-1.2] for d in (2, 4, 8)}))
+                      .degenerate)
+    # seeds that agree exactly are degenerate in every resample
+    exact = _optima({d: [0.1 * d**-1.5] * 3 for d in (2, 4, 8, 16)})
+    assert bootstrap_slope(exact).degenerate == 1.0
+
+
+def test_edge_optima_are_left_out_of_the_fit_never_weighted_1e6() -> None:
+    """Three seeds agreeing on the grid's top edge at L = 16 (SEM 0): the old fit gave that
+    point weight 1/min_sem^2 = 1e6 and read alpha -1.0 from it; excluded, the other sizes give
+    their exact -1.5, and the excluded optima are listed."""
+    def opt(d: int, s: int, lr: float, edge: bool = False) -> Optimum:
+        return Optimum(d, s, lr, lr, edge, "running")
+    noise = (-0.05, 0.0, 0.05)
+    optima = [opt(d, s, 10 ** (-1 - 1.5 * math.log10(d) + e)) for d in (2, 4, 8)
+              for s, e in enumerate(noise)]
+    top = 10 ** (-1 - 1.0 * math.log10(16))
+    optima += [opt(16, s, top, edge=True) for s in range(3)]
+    old = optima_power_law(optima)
+    assert old.fit.slope > -1.3 and old.excluded == ()  # pulled to the edge point
+    law = optima_power_law(optima, exclude_edge=True)
+    assert law.fit.slope == pytest.approx(-1.5, abs=1e-9)
+    assert [o.depth for o in law.excluded] == [16, 16, 16]
+    assert len(law.summaries) == 4  # every size is still reported
+    # one interior seed left at a size is not enough (no SEM): the whole size goes
+    mixed = [*optima[:9], opt(16, 0, top), opt(16, 1, top, True), opt(16, 2, top, True)]
+    kept, excluded = edge_excluded(mixed)
+    assert len(kept) == 9 and len(excluded) == 3
+    # fewer than 3 sizes left: no fit, not an error
+    assert math.isnan(optima_power_law(optima[:6] + optima[9:], exclude_edge=True).fit.slope)

@@ -16,8 +16,8 @@ run rows (a study's records: settings and outcome as one flat mapping, :class:`R
 * :func:`grid_signals`: per size, whether the LR grid's loss range stands above the seed noise
   (if not, the argmin is noise and no eta* can be read from that sweep).
 * :func:`records_at_step`: the records as a run of fewer steps would have left them (constant-LR
-  SGD: the first s steps of a run are an s-step run), to see whether a law still moves with
-  training length.
+  SGD: the first s steps of a run are an s-step run; per-step or bucketed curves), to see
+  whether a law still moves with training length.
 * :func:`scan_axis`: the loss against another swept setting (e.g. the time horizon T, nfd
   Fig. 2) per size: seed means, diverged fractions, the best value, interior or on the edge.
 
@@ -26,6 +26,7 @@ Every run is used; nothing is dropped because of the slope it gives.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,20 +42,25 @@ from depthscale.stats.fits import LawFit, log_minimum, weighted_loglog_fit
 __all__ = [
     "AGGREGATES",
     "CRITERIA",
+    "NO_FIT",
     "OUTCOME_PREFIXES",
     "AxisScan",
+    "BootstrapSlope",
     "GridSignal",
     "LrLaw",
     "Optimum",
     "RunOutcome",
     "SeedSummary",
+    "bootstrap_slope",
     "bootstrap_slope_ci",
     "criterion_value",
+    "edge_excluded",
     "grid_signals",
     "lr_power_law",
     "lr_spread",
     "optima_power_law",
     "optimal_lrs",
+    "prefix_mean",
     "records_at_step",
     "scan_axis",
     "seed_summary",
@@ -145,15 +151,36 @@ def criterion_value(record: Mapping[str, Any], criterion: str) -> float:
     return math.nan if value is None else float(value)
 
 
+def prefix_mean(curve_steps: Sequence[int], curve_losses: Sequence[float | None],
+                step: int) -> float | None:
+    """The mean loss of steps 1..``step`` from a stored curve: per-step losses, or bucket means
+    ending at ``curve_steps`` (runs longer than MAX_CURVE_POINTS steps; bucket b covers the
+    steps after the previous end up to its own). Exact where ``step`` is a bucket's end; inside
+    a bucket, its mean stands for the steps of it that fall before ``step`` (at most one
+    bucket, 1/MAX_CURVE_POINTS of the run). None where the curve stops before ``step`` or a
+    loss it reads is missing or not finite."""
+    prev, parts = 0, []
+    for end, loss in zip(curve_steps, curve_losses, strict=True):
+        if prev >= step:
+            break
+        if loss is None or not math.isfinite(loss):
+            return None
+        parts.append(float(loss) * (min(end, step) - prev))
+        prev = end
+    if prev < step:
+        return None
+    return math.fsum(parts) / step
+
+
 def records_at_step(records: Iterable[Mapping[str, Any]], step: int) -> list[dict[str, Any]]:
-    """Each record as it stood after ``step`` training steps, read from its per-step loss curve
-    (``curve_steps``/``curve_losses``): ``running_loss`` becomes the mean loss of steps
-    1..``step``; a run that diverged later is "done" at ``step``, one that diverged by then (or
-    whose curve has a non-finite loss by then) is "diverged"; failed runs stay failed. Valid for
-    a constant LR and a data order that does not depend on the run's length (our training loop:
-    the first s steps of a run are an s-step run). Raises ConfigError where a curve is stored
-    as bucket means (runs longer than MAX_CURVE_POINTS steps) or stops short of ``step``
-    although the run did not diverge."""
+    """Each record as it stood after ``step`` training steps, read from its loss curve
+    (``curve_steps``/``curve_losses``, per step or bucket means, :func:`prefix_mean`):
+    ``running_loss`` becomes the mean loss of steps 1..``step``; a run that diverged later is
+    "done" at ``step``, one that diverged by then (or whose curve has a non-finite loss by
+    then) is "diverged"; failed runs stay failed. Valid for a constant LR and a data order that
+    does not depend on the run's length (our training loop: the first s steps of a run are an
+    s-step run), at any run length. Raises ConfigError where a finished run's curve stops short
+    of ``step``."""
     if step < 1:
         raise ConfigError(f"records_at_step needs step >= 1, got {step}")
     out = []
@@ -163,19 +190,19 @@ def records_at_step(records: Iterable[Mapping[str, Any]], step: int) -> list[dic
             out.append(row)
             continue
         steps, losses = list(r.get("curve_steps") or []), list(r.get("curve_losses") or [])
-        if steps != list(range(1, len(steps) + 1)):
-            raise ConfigError(f"run {r.get('run_id')}: its loss curve is not per step (bucket "
-                              "means of a long run), so it cannot be read at a shorter length")
-        head = losses[:step]
+        if any(b <= a for a, b in zip([0, *steps], steps, strict=False)):
+            raise ConfigError(f"run {r.get('run_id')}: its curve's steps do not increase")
         at = r.get("diverged_at")
-        finite = (len(head) == step and all(x is not None and math.isfinite(x) for x in head)
-                  and not (r.get("status") == "diverged" and at is not None and at <= step))
+        mean = prefix_mean(steps, losses, step)
+        finite = mean is not None and not (r.get("status") == "diverged" and at is not None
+                                           and at <= step)
         if not finite and r.get("status") == "done":
-            raise ConfigError(f"run {r.get('run_id')}: its curve has {len(steps)} steps, fewer "
-                              f"than {step}, although it finished")
+            raise ConfigError(f"run {r.get('run_id')}: its curve ends at step "
+                              f"{steps[-1] if steps else 0}, before {step}, although it "
+                              "finished")
         row["status"] = "done" if finite else "diverged"
-        row["running_loss"] = statistics.fmean(head) if finite else None
-        row["steps_done"] = min(step, len(steps))
+        row["running_loss"] = mean if finite else None
+        row["steps_done"] = min(step, steps[-1] if steps else 0)
         out.append(row)
     return out
 
@@ -301,14 +328,29 @@ def seed_summary(optima: Sequence[Optimum]) -> list[SeedSummary]:
     return out
 
 
-def bootstrap_slope_ci(
+@dataclass(frozen=True)
+class BootstrapSlope:
+    """A seed bootstrap of the power-law slope: its 95% percentile interval and the fraction
+    of resamples that are degenerate (at some size every draw has the same log10 eta*, so its
+    resampled SEM is 0 and the size takes the weight cap 1/``min_sem``^2: with 2-3 seeds most
+    resamples, and the interval they make is falsely narrow). NaN fraction: no resampling
+    (one seed per size) or fewer than 3 sizes."""
+
+    low: float
+    high: float
+    degenerate: float
+
+
+def bootstrap_slope(
     optima: Sequence[Optimum], *, n_boot: int = 2000, seed: int = 0, min_sem: float = 1e-3
-) -> tuple[float, float]:
+) -> BootstrapSlope:
     """95% percentile interval of the weighted power-law slope (:func:`wls_power_law`) under a
     seed bootstrap: at every size the per-seed optima are resampled with replacement, the seed
-    means and SEMs recomputed and the fit redone (``n_boot`` times, generator ``seed``). It
-    sits beside the t-interval of the 1/SEM^2 fit, which trusts 3 seeds' SEMs; with one seed
-    per size the resamples do not vary and the interval has zero width (NaN for < 3 sizes)."""
+    means and SEMs recomputed and the fit redone (``n_boot`` times, generator ``seed``); with
+    the fraction of degenerate resamples (:class:`BootstrapSlope`). It sits beside the
+    t-interval of the 1/SEM^2 fit, which trusts 3 seeds' SEMs; with one seed per size the
+    resamples do not vary, the interval has zero width and the fraction is NaN (NaN for < 3
+    sizes)."""
     by_size: dict[int, list[float]] = {}
     for o in optima:
         if o.seed is None:
@@ -316,18 +358,21 @@ def bootstrap_slope_ci(
                               "\"optima\")")
         by_size.setdefault(o.depth, []).append(math.log10(o.lr))
     if len(by_size) < 3:
-        return math.nan, math.nan
+        return BootstrapSlope(math.nan, math.nan, math.nan)
     sizes = sorted(by_size)
     x = np.log10(np.asarray(sizes, dtype=float))
     rng = np.random.default_rng(seed)
     means = np.empty((n_boot, len(sizes)))
     sems = np.empty((n_boot, len(sizes)))
+    degenerate = np.zeros(n_boot, dtype=bool)
     for j, size in enumerate(sizes):
         logs = np.asarray(by_size[size])
         draw = logs[rng.integers(0, len(logs), size=(n_boot, len(logs)))]
         means[:, j] = draw.mean(axis=1)
         k = len(logs)
         sems[:, j] = draw.std(axis=1, ddof=1) / math.sqrt(k) if k > 1 else 1.0
+        if k > 1:
+            degenerate |= sems[:, j] < min_sem
     w = 1.0 / np.maximum(sems, min_sem) ** 2
     # closed-form weighted least-squares slope, one per resample
     xbar = (w * x).sum(axis=1) / w.sum(axis=1)
@@ -335,7 +380,17 @@ def bootstrap_slope_ci(
     dx = x[None, :] - xbar[:, None]
     slopes = (w * dx * (means - ybar[:, None])).sum(axis=1) / (w * dx**2).sum(axis=1)
     low, high = np.percentile(slopes, [2.5, 97.5])
-    return float(low), float(high)
+    one_seed = all(len(v) == 1 for v in by_size.values())
+    return BootstrapSlope(float(low), float(high),
+                          math.nan if one_seed else float(degenerate.mean()))
+
+
+def bootstrap_slope_ci(
+    optima: Sequence[Optimum], *, n_boot: int = 2000, seed: int = 0, min_sem: float = 1e-3
+) -> tuple[float, float]:
+    """The interval of :func:`bootstrap_slope` alone."""
+    boot = bootstrap_slope(optima, n_boot=n_boot, seed=seed, min_sem=min_sem)
+    return boot.low, boot.high
 
 
 @dataclass(frozen=True)
@@ -479,39 +534,76 @@ def scan_axis(
 
 @dataclass(frozen=True)
 class LrLaw:
-    """An LR sweep's law (laws Sec. 4.1): eta* per (size, seed), their seed summaries, the
-    weighted power law with its t-interval (:func:`wls_power_law`), the slope's seed-bootstrap
-    interval (:func:`bootstrap_slope_ci`) and each size's grid signal (:func:`grid_signals`;
-    empty where the optima did not come from a grid)."""
+    """An LR sweep's law (laws Sec. 4.1): eta* per (size, seed) and their seed summaries (all
+    of them, as reported), the weighted power law with its t-interval (:func:`wls_power_law`),
+    the slope's seed-bootstrap interval (:func:`bootstrap_slope`) and each size's grid signal
+    (:func:`grid_signals`; empty where the optima did not come from a grid). ``excluded``:
+    the optima left out of the fit (``exclude_edge``: on the grid's edge, where eta* may lie
+    beyond the grid; NaN fit where fewer than 3 sizes remain); ``boot_degenerate``: the
+    bootstrap's fraction of degenerate resamples."""
 
     optima: list[Optimum]
     summaries: list[SeedSummary]
     fit: LawFit
     boot_ci: tuple[float, float]
     signals: list[GridSignal]
+    excluded: tuple[Optimum, ...] = ()
+    boot_degenerate: float = math.nan
+
+
+#: the fit of a law that has fewer than 3 sizes left to fit
+NO_FIT = LawFit(math.nan, math.nan, (math.nan, math.nan), math.nan, 0)
 
 
 def lr_power_law(
     records: Sequence[Mapping[str, Any]], criterion: str = "running", axis: str = "depth",
-    *, aggregate: str = "optima", seed: int = 0,
+    *, aggregate: str = "optima", seed: int = 0, exclude_edge: bool = False,
 ) -> LrLaw:
     """Optimum per size -> power law with CIs, the one analysis of an LR sweep: eta* per
     (size, seed) (:func:`optimal_lrs`; one per size on the seed-mean loss with ``aggregate =
     "loss"``), mean and 95% CI over seeds, the WLS slope of log10 eta* on log10 size with its
     t-interval, its seed bootstrap (generator ``seed``) and the grid signals. One group's
-    records at a time; raises ConfigError with fewer than 3 sizes."""
+    records at a time; raises ConfigError with fewer than 3 sizes. ``exclude_edge``: optima
+    on the grid's edge are left out of the fit (:func:`edge_excluded`)."""
     optima = optimal_lrs(records, criterion, axis=axis, aggregate=aggregate)
-    law = optima_power_law(optima, seed=seed)
-    return LrLaw(law.optima, law.summaries, law.fit, law.boot_ci,
-                 grid_signals(records, criterion, axis=axis))
+    law = optima_power_law(optima, seed=seed, exclude_edge=exclude_edge)
+    return dataclasses.replace(law, signals=grid_signals(records, criterion, axis=axis))
 
 
-def optima_power_law(optima: Sequence[Optimum], *, seed: int = 0) -> LrLaw:
+def edge_excluded(optima: Sequence[Optimum]) -> tuple[list[Optimum], list[Optimum]]:
+    """(kept, excluded): every optimum on the grid's edge is excluded, and so is a whole size
+    left with fewer interior optima than min(2, its optima) (one seed left has no SEM, and a
+    NaN SEM would make every weight equal)."""
+    by_size: dict[tuple[Any, int], list[Optimum]] = {}
+    for o in optima:
+        by_size.setdefault((o.group, o.depth), []).append(o)
+    kept, excluded = [], []
+    for group in by_size.values():
+        inner = [o for o in group if not o.on_edge]
+        if len(inner) >= min(2, len(group)):
+            kept += inner
+            excluded += [o for o in group if o.on_edge]
+        else:
+            excluded += group
+    return kept, excluded
+
+
+def optima_power_law(optima: Sequence[Optimum], *, seed: int = 0,
+                     exclude_edge: bool = False) -> LrLaw:
     """:func:`lr_power_law` from optima already found (e.g. a probe's eta* per init seed):
     seed summaries, the WLS power law and its seed bootstrap (NaN where the optima are
-    seed means, ``aggregate = "loss"``); no grid signals."""
+    seed means, ``aggregate = "loss"``); no grid signals. ``exclude_edge``: the fit and the
+    bootstrap read only :func:`edge_excluded`'s kept optima (:data:`NO_FIT` where fewer than 3
+    sizes remain); the summaries still report every optimum."""
     summaries = seed_summary(optima)
-    fit = wls_power_law(summaries)
-    per_seed = all(o.seed is not None for o in optima)
-    boot = bootstrap_slope_ci(optima, seed=seed) if per_seed else (math.nan, math.nan)
-    return LrLaw(list(optima), summaries, fit, boot, [])
+    kept, excluded = edge_excluded(optima) if exclude_edge else (list(optima), [])
+    kept_summaries = seed_summary(kept) if excluded else summaries
+    if exclude_edge and len(kept_summaries) < 3:
+        return LrLaw(list(optima), summaries, NO_FIT, (math.nan, math.nan), [],
+                     tuple(excluded))
+    fit = wls_power_law(kept_summaries)
+    per_seed = all(o.seed is not None for o in kept)
+    boot = (bootstrap_slope(kept, seed=seed) if per_seed
+            else BootstrapSlope(math.nan, math.nan, math.nan))
+    return LrLaw(list(optima), summaries, fit, (boot.low, boot.high), [], tuple(excluded),
+                 boot.degenerate)

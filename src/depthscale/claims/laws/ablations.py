@@ -5,6 +5,7 @@ the law band and R^2 >= 0.7."""
 from __future__ import annotations
 
 from depthscale.claims.laws import figures, settings
+from depthscale.claims.laws.gates import law_parts
 from depthscale.claims.laws.law import LawResult, arch_law
 from depthscale.claims.laws.outcome import finish
 from depthscale.claims.laws.tables import judge_laws, measure_laws
@@ -39,7 +40,14 @@ def measure_ablations(ctx: ClaimContext) -> dict[str, LawResult]:
 def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 3 and Figs. 5-7: the Table 1 protocol on each variant (one change to its
     family's baseline: activation, optimizer, BatchNorm, dropout, LayerNorm placement, padding,
-    kernel size); alpha in [-1.9, -1.0] and R^2 >= 0.7 for every variant, all reported."""
+    kernel size); alpha in [-1.9, -1.0] and R^2 >= 0.7 for every variant, all reported.
+
+    A verdict per variant (``verdict_<variant>`` in measured: 1 supports, 0 undecided, -1
+    contradicts; the grid route only, gates.py), and the claim's from them
+    (gates.parts_verdict): PASS if every variant supports, FAIL if any contradicts (a variant
+    that is undecided never hides it), else INCONCLUSIVE."""
     results = measure_ablations(ctx)
-    return finish(ctx, "laws-ablations", measure_laws(results),
-                  judge_laws(results, r2_min=settings.R2_MIN), figures.law_figure(results))
+    parts = law_parts(results, settings.R2_MIN)
+    return finish(ctx, "laws-ablations", measure_laws(results, parts),
+                  judge_laws(results, r2_min=settings.R2_MIN, parts=parts),
+                  figures.law_figure(results))

@@ -4,6 +4,7 @@ like L^(-3/2) and agrees with the grid-searched slope of the same architecture."
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -31,7 +32,8 @@ from depthscale.models import build
 from depthscale.probes import update_energy
 from depthscale.stats.sweeps import Optimum
 
-__all__ = ["AmmupDepth", "ArchAmmup", "judge_ammup", "laws_ammup", "measure_ammup"]
+__all__ = ["AmmupDepth", "ArchAmmup", "ammup_finding", "judge_ammup", "laws_ammup",
+           "measure_ammup", "probe_arch"]
 
 #: the band on AM-muP alpha - grid alpha
 _AGREEMENT: Band = (-0.5, 0.5)
@@ -79,25 +81,61 @@ def _probe_etas(ctx: ClaimContext, arch: Arch, data: Dataset, depth: int, eff: i
     return etas
 
 
-def _measure_arch(ctx: ClaimContext, key: str, arch: Arch) -> ArchAmmup:
-    """One architecture's grid-search law and its AM-muP probes at every depth."""
+#: probe_arch's results in this process: laws-table1's AM-muP route and laws-ammup probe the
+#: same architectures with the same seeds (deterministic, no training)
+_PROBES: dict[str, tuple[LawResult, list[list[float]]]] = {}
+
+
+def probe_arch(ctx: ClaimContext, arch: Arch) -> tuple[LawResult, list[list[float]]]:
+    """The AM-muP law of ``arch`` over its depths and ``probe_seeds`` init seeds (no
+    training), and the probes' eta* per depth (computed once per process and inputs)."""
+    s = ctx.settings
+    key = json.dumps([arch, ctx.seed, str(ctx.data_dir), sweep_recipe(s, arch),
+                      s.get("lr_depth_exponent", 0.0), s["probe_seeds"], s["batch"]],
+                     sort_keys=True, default=str)
+    if key not in _PROBES:
+        _PROBES[key] = _probe_arch(ctx, arch)
+    law, etas = _PROBES[key]
+    return law, [list(e) for e in etas]
+
+
+def _probe_arch(ctx: ClaimContext, arch: Arch) -> tuple[LawResult, list[list[float]]]:
     from depthscale.data import load
 
-    grid = table1_law(ctx, key, arch)
     data = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
-    grid_by_eff = {su.depth: 10**su.mean_log10_lr for su in grid.summaries}
     probes: list[Optimum] = []
-    depths = []
+    etas_by_depth = []
     for depth in arch["depths"]:
         eff = effective_depth(arch, depth)
         etas = _probe_etas(ctx, arch, data, depth, eff)
         seeds = range(ctx.seed, ctx.seed + len(etas))
         probes += [Optimum(eff, seed, eta, eta, False, "ammup")
                    for seed, eta in zip(seeds, etas, strict=True)]
+        etas_by_depth.append(etas)
+    return probe_law(probes, seed=ctx.seed), etas_by_depth
+
+
+def ammup_finding(law: LawResult, probe_seeds: int) -> tuple[str, str]:
+    """The AM-muP route's finding on the law band: the probe slope's interval (t and seed
+    bootstrap over init seeds) inside, outside or across it."""
+    low, high = law.interval
+    return (interval_finding(low, high, LAW_BAND),
+            f"AM-muP alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] over "
+            f"{probe_seeds} init seeds, against band {list(LAW_BAND)}")
+
+
+def _measure_arch(ctx: ClaimContext, key: str, arch: Arch) -> ArchAmmup:
+    """One architecture's grid-search law and its AM-muP probes at every depth."""
+    grid = table1_law(ctx, key, arch)
+    grid_by_eff = {su.depth: 10**su.mean_log10_lr for su in grid.summaries}
+    probe, etas_by_depth = probe_arch(ctx, arch)
+    depths = []
+    for depth, etas in zip(arch["depths"], etas_by_depth, strict=True):
+        eff = effective_depth(arch, depth)
         sd = float(np.std(np.log10(etas), ddof=1)) if len(etas) > 1 else math.nan
         depths.append(AmmupDepth(key, depth, eff, float(np.exp(np.mean(np.log(etas)))), sd,
                                  grid_by_eff.get(eff, math.nan)))
-    return ArchAmmup(key, grid, probe_law(probes, seed=ctx.seed), depths)
+    return ArchAmmup(key, grid, probe, depths)
 
 
 def measure_ammup(ctx: ClaimContext) -> list[ArchAmmup]:
@@ -131,15 +169,15 @@ def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
         (am_lo, am_hi), (gr_lo, gr_hi) = a.probe.interval, a.grid.interval
         pred, grid = a.probe.fit.slope, a.grid.fit.slope
         bands |= {f"alpha_ammup_{a.key}": LAW_BAND, f"alpha_difference_{a.key}": _AGREEMENT}
-        findings[f"alpha_ammup_{a.key}"] = (
-            interval_finding(am_lo, am_hi, LAW_BAND),
-            f"AM-muP alpha {pred:.3g}, interval [{am_lo:.3g}, {am_hi:.3g}] over "
-            f"{probe_seeds} init seeds, against band {list(LAW_BAND)}")
+        findings[f"alpha_ammup_{a.key}"] = ammup_finding(a.probe, probe_seeds)
         flat = flat_evidence(a.key, a.grid)
-        findings[f"alpha_difference_{a.key}"] = ("undecided", flat) if flat else (
+        no_grid = not math.isfinite(grid)
+        findings[f"alpha_difference_{a.key}"] = (
+            "undecided", flat or f"{a.key}: no grid slope (fewer than 3 depths located)"
+        ) if no_grid else (
             interval_finding(am_lo - gr_hi, am_hi - gr_lo, _AGREEMENT),
             f"AM-muP - grid alpha {pred - grid:+.3g}, interval [{am_lo - gr_hi:+.3g}, "
-            f"{am_hi - gr_lo:+.3g}], against +-0.5")
+            f"{am_hi - gr_lo:+.3g}], against +-0.5" + (f"; {flat}" if flat else ""))
     return Judgement(bands, findings_verdict(findings))
 
 
@@ -165,8 +203,9 @@ def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
     seed-bootstrap intervals). Findings on intervals: the AM-muP slope in [-1.9, -1.0], and its
     difference from the grid-searched slope of the same architecture within +-0.5 (the interval
     of the difference is [AM low - grid high, AM high - grid low]; undecided where the grid
-    sweep cannot locate eta*, see :func:`~depthscale.claims.laws.gates.flat_evidence`). Every
-    listed architecture is banded."""
+    sweep locates eta* at fewer than 3 depths; depths it cannot locate are left out of the grid
+    fit, see :func:`~depthscale.claims.laws.gates.flat_evidence`). Every listed architecture is
+    banded."""
     arches = measure_ammup(ctx)
     return finish(ctx, "laws-ammup", ammup_measurement(arches),
                   judge_ammup(arches, ctx.settings["probe_seeds"]), figures.ammup_figure(arches))

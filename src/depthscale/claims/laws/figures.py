@@ -59,7 +59,7 @@ def transfer_figure(arches: Sequence[ArchTransfer]) -> Figure:
         ax.semilogx(Ls, [r.log10_oracle for r in a.rows], "ko", label="oracle (grid search)")
         ax.semilogx(Ls, [r.log10_scaled for r in a.rows], "s", label="(L/L0)^(-3/2) transfer")
         ax.semilogx(Ls, [r.log10_raw for r in a.rows], "x", label="raw transfer")
-        ax.axvline(a.rows[0].source_effective_depth, color="grey", ls=":", lw=1)
+        ax.axvline(a.source, color="grey", ls=":", lw=1)
         ax.set_xlabel("effective depth L")
         ax.set_ylabel("log10 eta")
         ax.set_title(f"{a.key}: median error {a.median_scaled:.2f} "

@@ -1,40 +1,63 @@
 """The laws claims' verdict rules on a sweep's law (laws Table 1 band on alpha around the
-paper's -3/2, Eq. 9), through :mod:`depthscale.claims.verdicts`.
+paper's -3/2, Eq. 9), and the rule that states a claim's verdict from its parts (architectures
+or variants), through :mod:`depthscale.claims.verdicts`.
 
 A slope's verdict rests on its interval, not its point: the hull of the fit's t-interval and a
 seed-bootstrap interval inside the band supports the law, wholly outside contradicts it, across
-an edge is undecided (INCONCLUSIVE); so is any sweep whose loss range over the LR grid does not
-exceed its seed-to-seed spread (its argmin is noise), any sweep whose best loss is not below
-chance (the label marginal's loss) by more than that spread (nothing was learned, so the argmin
-marks where large LRs blow up), and any contradiction that training longer moves toward the
-band: alpha refitted on the first half of every run (constant-LR SGD: a half-length run) lying
-outside the full-length interval, on the band's side.
+an edge is undecided. The gates that make a part undecided instead (each with its numbers):
+
+* **edge**: optima on the LR grid's edge are left out of the fit (eta* may lie beyond the grid;
+  :func:`depthscale.stats.sweeps.edge_excluded`), their count is reported;
+* **flat**: at a depth where the seed-mean loss over the whole LR window (every LR tried
+  there, both stages of a two-stage grid) varies by no more than the seed spread, the argmin
+  is noise; **untrained**: at a depth whose best loss is not below chance by more than that
+  spread, the argmin marks where large LRs blow up. Such a depth alone is undecided: it is
+  left out of the fit and named; the part is undecided when fewer than 3 depths are left;
+* **degenerate bootstrap**: more than :data:`DEGENERATE_MAX` of the seed-bootstrap resamples
+  repeat one seed at some depth (SEM 0, weight cap), so the interval is falsely narrow;
+* **still moving** (CLAIMS.md B): the band applies at the run length n when alpha has
+  stopped moving there, i.e. alpha refitted at n/2 from the same runs (constant-LR SGD: the
+  first s steps are an s-step run) lies inside the interval at n; otherwise undecided, for a
+  support as for a contradiction. alpha at n/8, n/4, n/2 is reported, and the shortest of
+  those lengths from which every refit lies in that interval ("stable from").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from depthscale.claims.laws.law import LawResult
 from depthscale.claims.laws.settings import LAW_BAND
-from depthscale.claims.verdicts import Decision, findings_verdict, interval_finding
+from depthscale.claims.verdicts import Decision, interval_finding
 
-__all__ = ["alpha_finding", "flat_evidence", "law_decision", "trend_evidence"]
+__all__ = [
+    "DEGENERATE_MAX", "PART_CODES", "Part", "alpha_finding", "edge_evidence", "flat_evidence",
+    "law_decision", "law_parts", "moving_evidence", "parts_verdict", "stable_from",
+]
+
+#: the largest fraction of degenerate bootstrap resamples a decided finding may rest on
+DEGENERATE_MAX = 0.5
+
+#: a part's verdict as a number in ``measured`` (``verdict_<part>``)
+PART_CODES = {"supports": 1.0, "undecided": 0.0, "contradicts": -1.0, "refutes": -2.0}
 
 _LONGER = ("; longer training or more seeds than this scale has (quick -> medium; medium -> "
            "full, CIFAR on a GPU) would separate the LRs")
 
 
 def flat_evidence(key: str, law: LawResult) -> str:
-    """'' or the sizes whose sweep is flat within seed noise or learned nothing beyond chance,
-    with their numbers."""
+    """'' or the depths whose LR window is flat within seed noise or learned nothing beyond
+    chance (left out of the fit, :func:`~depthscale.claims.laws.law.gated_depths`), with
+    their numbers."""
     parts = []
     flat = law.flat_sizes()
     if flat:
-        parts.append(f"{key}: LR grid flat within seed noise at " + ", ".join(
-            f"L={g.depth} (loss range {g.loss_range:.3g} <= seed spread {g.seed_spread:.3g})"
-            for g in flat))
+        parts.append(f"{key}: loss over the whole LR window flat within seed noise at " +
+                     ", ".join(f"L={g.depth} (max - min of the seed-mean loss over {g.n_lrs} "
+                               f"LRs {g.loss_range:.3g} <= seed spread {g.seed_spread:.3g})"
+                               for g in flat))
     untrained = law.untrained_sizes()
     if untrained:
         parts.append(f"{key}: nothing learned beyond chance (loss {law.chance:.3g} of the label "
@@ -42,56 +65,166 @@ def flat_evidence(key: str, law: LawResult) -> str:
                          f"L={g.depth} (best loss {g.best_loss:.3g}, seed spread "
                          f"{g.seed_spread:.3g})" for g in untrained)
                      + ": the argmin marks where large LRs blow up, not eta*")
-    return "; ".join(parts) + (_LONGER if parts else "")
+    if not parts:
+        return ""
+    return "; ".join(parts) + " (those depths are left out of the fit, undecided)"
 
 
-def _band_distance(x: float, band: tuple[float, float]) -> float:
-    return max(band[0] - x, x - band[1], 0.0)
+def edge_evidence(key: str, law: LawResult) -> str:
+    """'' or how many optima (and at which depths) sit on the grid's edge, left out of the
+    fit."""
+    if not law.excluded:
+        return ""
+    where = sorted({o.depth for o in law.excluded})
+    return (f"{key}: {len(law.excluded)} of {len(law.optima)} optima on the LR grid's edge "
+            f"left out of the fit (L={', '.join(map(str, where))})")
 
 
-def trend_evidence(key: str, law: LawResult) -> str:
-    """'' or, for a slope whose interval lies outside the band, the evidence that training
-    longer moves it toward the band: the half-length alpha lies outside the full-length
-    interval and farther from the band (the exponent still changes with training length, so
-    this length cannot contradict the law)."""
+def stable_from(law: LawResult) -> int | None:
+    """The shortest refit length (of n/8, n/4, n/2, n) from which every refit up to n lies in
+    the interval at n (None where the interval is not finite)."""
     low, high = law.interval
-    if law.half_fit is None or not (math.isfinite(low) and math.isfinite(high)):
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    since = law.steps
+    for steps, fit in reversed(law.length_fits):
+        if not (math.isfinite(fit.slope) and low <= fit.slope <= high):
+            break
+        since = steps
+    return since
+
+
+def moving_evidence(key: str, law: LawResult) -> str:
+    """'' or the evidence that alpha still moves at the run length: the refit at half of it
+    lies outside the interval at the full length (or cannot be made)."""
+    low, high = law.interval
+    half = law.half_fit
+    if half is None or not (math.isfinite(low) and math.isfinite(high)):
         return ""
-    a_half, a = law.half_fit.slope, law.fit.slope
-    moved = math.isfinite(a_half) and not low <= a_half <= high
-    if not (moved and _band_distance(a, LAW_BAND) < _band_distance(a_half, LAW_BAND)):
+    if math.isfinite(half.slope) and low <= half.slope <= high:
         return ""
-    return (f"{key}: alpha {a_half:.3g} after {law.steps // 2} steps -> {a:.3g} after "
-            f"{law.steps}, outside its interval [{low:.3g}, {high:.3g}] and toward the band: "
-            "the exponent still changes with training length; train longer (quick -> medium)")
+    return (f"{key}: alpha {half.slope:.3g} after {law.steps // 2} steps -> "
+            f"{law.fit.slope:.3g} after {law.steps}, outside its interval [{low:.3g}, "
+            f"{high:.3g}]: the exponent still changes with training length, so the band "
+            "cannot apply at this length; train longer (quick -> medium)")
+
+
+def _lengths(law: LawResult) -> str:
+    """alpha at each refit length and at the run length."""
+    if not law.length_fits:
+        return ""
+    said = ", ".join(f"{f.slope:.3g} at {s}" for s, f in law.length_fits)
+    since = stable_from(law)
+    return (f"; alpha {said}, {law.fit.slope:.3g} at {law.steps} steps"
+            + (f" (within the interval from {since} steps)" if since is not None else ""))
 
 
 def alpha_finding(key: str, law: LawResult) -> tuple[str, str]:
-    """The law band read on the slope's interval; undecided where a sweep is flat or learned
-    nothing, or where a contradiction still moves toward the band with training length."""
+    """The law band read on the slope's interval over the depths that locate eta*; undecided
+    where fewer than 3 such depths have an interior optimum, the bootstrap is degenerate, or
+    alpha still moves with training length. Depths left out are named in the evidence."""
     low, high = law.interval
-    flat = flat_evidence(key, law)
-    if flat:
-        return "undecided", flat
-    finding = interval_finding(low, high, LAW_BAND)
+    left_out = "; ".join(e for e in (flat_evidence(key, law), edge_evidence(key, law)) if e)
+    if not math.isfinite(law.fit.slope):
+        return "undecided", ((left_out or f"{key}: no slope") + ": fewer than 3 depths left "
+                             "to fit" + _LONGER)
     evidence = (f"alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] (t and seed "
-                f"bootstrap) against band {list(LAW_BAND)}")
-    trend = trend_evidence(key, law) if finding == "contradicts" else ""
-    if trend:
-        return "undecided", f"{evidence}; {trend}"
+                f"bootstrap) against band {list(LAW_BAND)}" + (f"; {left_out}" if left_out
+                                                               else "") + _lengths(law))
+    deg = law.boot_degenerate
+    if math.isfinite(deg) and deg > DEGENERATE_MAX:
+        return "undecided", (f"{evidence}; {key}: {deg:.0%} of the seed-bootstrap resamples "
+                             f"repeat one seed at some depth (> {DEGENERATE_MAX:.0%}), so the "
+                             "interval is falsely narrow; more seeds would decide")
+    finding = interval_finding(low, high, LAW_BAND)
+    moving = moving_evidence(key, law) if finding != "undecided" else ""
+    if moving:
+        return "undecided", f"{evidence}; {moving}"
     return finding, evidence
 
 
-def law_decision(results: Mapping[str, LawResult], r2_min: float | None = None) -> Decision:
-    """Every study's alpha interval against the law band, and R^2 >= ``r2_min`` when given
-    (undecided, like alpha, where the sweep cannot locate eta*: the R^2 of noise says nothing)."""
-    findings = {f"alpha_{k}": alpha_finding(k, law) for k, law in results.items()}
-    if r2_min is not None:
-        for k, law in results.items():
+@dataclass(frozen=True)
+class Part:
+    """One part of a laws claim (an architecture or a variant): the grid route's finding
+    ``(finding, evidence)`` and, where measured, the AM-muP route's (laws Sec. 3.2: eta*
+    from update energies at init, no training)."""
+
+    grid: tuple[str, str]
+    ammup: tuple[str, str] | None = None
+
+    @property
+    def verdict(self) -> str:
+        """"supports" (the grid supports, AM-muP does not contradict), "refutes" (both
+        routes contradict), "contradicts" (one route contradicts: a single route or routes
+        that disagree), else "undecided"."""
+        g = self.grid[0]
+        a = self.ammup[0] if self.ammup is not None else "undecided"
+        if g == "contradicts" and a == "contradicts":
+            return "refutes"
+        if "contradicts" in (g, a):
+            return "contradicts"
+        return "supports" if g == "supports" else "undecided"
+
+    def evidence(self) -> str:
+        said = f"grid: {self.grid[0]} ({self.grid[1]})"
+        if self.ammup is not None:
+            said += f"; AM-muP: {self.ammup[0]} ({self.ammup[1]})"
+        return said
+
+
+def parts_verdict(parts: Mapping[str, Part], *, contrast: tuple[bool, str] | None = None
+                  ) -> Decision:
+    """The claim's verdict from its parts' verdicts (:attr:`Part.verdict`), every part named
+    in the evidence, none dropped:
+
+    * PASS if every part supports;
+    * REFUTED if at least two parts are contradicted by both routes (grid and AM-muP), none
+      supports, and the ``contrast`` (seen, evidence) shows the check sees another exponent;
+    * FAIL if any part contradicts and the claim is not REFUTED (parts that disagree, one
+      route, or a contrast not seen);
+    * INCONCLUSIVE if no part contradicts and any is undecided.
+    """
+    if not parts:
+        raise ValueError("parts_verdict needs at least one part")
+    verdicts = {k: p.verdict for k, p in parts.items()}
+    said = "; ".join(f"{k}: {v} [{parts[k].evidence()}]" for k, v in verdicts.items())
+    kinds = list(verdicts.values())
+    if all(v == "supports" for v in kinds):
+        return "PASS", said
+    refuting = kinds.count("refutes")
+    against = refuting + kinds.count("contradicts")
+    if against == 0:
+        return "INCONCLUSIVE", said
+    seen, contrast_said = contrast if contrast is not None else (False, "not measured")
+    tail = (f"; contrast: {'seen' if seen else 'NOT seen'} ({contrast_said})"
+            if refuting >= 2 else "")
+    if refuting >= 2 and "supports" not in kinds and seen:
+        return "REFUTED", said + tail
+    why = ("parts disagree" if "supports" in kinds else
+           "fewer than two parts contradicted by both routes" if refuting < 2 else
+           "the contrast does not show another exponent, so the check may be blind")
+    return "FAIL", f"{said}{tail}; {why}"
+
+
+def law_parts(results: Mapping[str, LawResult], r2_min: float | None = None,
+              ammup: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Part]:
+    """Each study's part: its alpha finding (and R^2 >= ``r2_min`` when given: a contradiction
+    where R^2 misses it, undecided where eta* cannot be located, the R^2 of noise saying
+    nothing), and the AM-muP route's finding where given."""
+    parts = {}
+    for k, law in results.items():
+        finding, evidence = alpha_finding(k, law)
+        if r2_min is not None:
             ok = math.isfinite(law.fit.r2) and law.fit.r2 >= r2_min
             said = f"R^2 {law.fit.r2:.3g} against >= {r2_min}"
-            if not ok and findings[f"alpha_{k}"][0] == "undecided":
-                findings[f"r2_{k}"] = ("undecided", f"{said}, of optima the sweep cannot locate")
+            if finding == "undecided" or ok:
+                evidence += f"; {said}"
             else:
-                findings[f"r2_{k}"] = ("supports" if ok else "contradicts", said)
-    return findings_verdict(findings)
+                finding, evidence = "contradicts", f"{evidence}; {said}: not a power law"
+        parts[k] = Part((finding, evidence), (ammup or {}).get(k))
+    return parts
+
+
+def law_decision(results: Mapping[str, LawResult], r2_min: float | None = None) -> Decision:
+    """The verdict of the per-study parts (:func:`law_parts`, :func:`parts_verdict`)."""
+    return parts_verdict(law_parts(results, r2_min))

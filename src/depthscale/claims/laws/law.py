@@ -1,9 +1,11 @@
 """One sweep's law (laws Sec. 4.1): eta* per (effective depth, seed), the mean and 95% CI of
 log10 eta* over seeds, and the weighted least-squares fit log10 eta* = beta0 + alpha log10 L
 (the paper's eta* ~ L^(-3/2), Eq. 9) with its t- and seed-bootstrap intervals, all from
-:func:`depthscale.stats.sweeps.lr_power_law` (the analysis ``depthscale fit`` runs); plus
-what the gates read: each size's grid signal, the loss of chance, the fit against the blocks K
-(ResNets, Sec. 4.3) and the fit on the first half of every run.
+:func:`depthscale.stats.sweeps.lr_power_law` (the analysis ``depthscale fit`` runs), optima on
+the grid's edge and the depths whose sweep cannot locate eta* (flat LR window, nothing learned)
+left out of the fit; plus what the gates read: each size's grid signal over its whole LR
+window, the loss of chance, the bootstrap's degenerate fraction, the fit against the
+blocks K (ResNets, Sec. 4.3) and the refits at 1/8, 1/4 and 1/2 of the run length.
 """
 
 from __future__ import annotations
@@ -13,33 +15,42 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from depthscale.claims.laws.settings import Arch
-from depthscale.claims.laws.sweeps import Record, chance_loss, has_blocks, sweep
+from depthscale.claims.laws.sweeps import Record, chance_loss, has_blocks, sweep_stages
 from depthscale.claims.registry import ClaimContext
 from depthscale.stats.fits import LawFit
 from depthscale.stats.sweeps import (
     GridSignal,
     LrLaw,
     Optimum,
-    lr_power_law,
+    grid_signals,
     optima_power_law,
+    optimal_lrs,
     records_at_step,
+    seed_summary,
 )
-from depthscale.studies.records import MAX_CURVE_POINTS
 
-__all__ = ["LawResult", "arch_law", "fit_law", "probe_law", "table1_law"]
+__all__ = [
+    "FRACTIONS", "LawResult", "arch_law", "fit_law", "gated_depths", "probe_law", "table1_law",
+]
+
+#: the fractions of the run length at which the law is refitted from the same runs
+FRACTIONS = (8, 4, 2)
 
 
 @dataclass(frozen=True)
 class LawResult(LrLaw):
-    """One sweep's law: eta* per (size, seed), their seed summaries, the WLS fit, its seed-
-    bootstrap interval, each size's grid signal (:class:`LrLaw`), (ResNets) the fit against
-    blocks, the loss of chance on its data, and the fit on the first ``half_steps`` steps of
-    every run (None where the runs are too short or their curves are bucketed)."""
+    """One sweep's law: eta* per (size, seed), their seed summaries, the WLS fit (edge optima
+    excluded), its seed-bootstrap interval and degenerate fraction, each size's grid signal
+    (:class:`LrLaw`), (ResNets) the fit against blocks, the loss of chance on its data, the
+    run length ``steps``, ``length_fits``: (steps, fit) at 1/8, 1/4, 1/2 of it (shortest
+    first; those the runs allow: >= 2 steps), and ``gated``: the effective depths left out of
+    every fit because their sweep cannot locate eta* (:func:`gated_depths`)."""
 
     blocks_fit: LawFit | None = None
     chance: float = math.nan
     steps: int = 0
-    half_fit: LawFit | None = None
+    length_fits: tuple[tuple[int, LawFit], ...] = ()
+    gated: tuple[int, ...] = ()
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -48,8 +59,13 @@ class LawResult(LrLaw):
         highs = [v for v in (self.fit.slope_ci[1], self.boot_ci[1]) if math.isfinite(v)]
         return (min(lows) if lows else math.nan, max(highs) if highs else math.nan)
 
+    @property
+    def half_fit(self) -> LawFit | None:
+        """The refit at half of the run length (None where the runs do not allow it)."""
+        return next((f for s, f in self.length_fits if s == self.steps // 2), None)
+
     def flat_sizes(self) -> list[GridSignal]:
-        """Sizes whose LR grid does not resolve an optimum above seed noise."""
+        """Sizes whose LR window does not resolve an optimum above seed noise."""
         return [g for g in self.signals if g.flat]
 
     def untrained_sizes(self) -> list[GridSignal]:
@@ -59,36 +75,68 @@ class LawResult(LrLaw):
         return [g for g in self.signals if not g.flat and not g.learned(self.chance)]
 
 
+def _run_length(records: Sequence[Record]) -> int:
+    """The longest run's length in steps (the last end of its stored curve)."""
+    return max((int(r["curve_steps"][-1]) for r in records if r.get("curve_steps")), default=0)
+
+
+def gated_depths(signals: Sequence[GridSignal], chance: float) -> tuple[int, ...]:
+    """The depths whose sweep cannot locate eta*: the loss over the whole LR window is flat
+    within seed noise, or the best loss is not below chance by more than that noise."""
+    return tuple(sorted({g.depth for g in signals
+                         if g.flat or (math.isfinite(chance) and not g.learned(chance))}))
+
+
+def _fit(records: Sequence[Record], criterion: str, axis: str, gated: tuple[int, ...]
+         ) -> LrLaw:
+    """The law of the records outside the ``gated`` effective depths, edge optima excluded."""
+    kept = [r for r in records if int(r["effective_depth"]) not in gated]
+    optima = optimal_lrs(kept, criterion, axis=axis)
+    return optima_power_law(optima, exclude_edge=True)
+
+
 def fit_law(records: list[Record], criterion: str = "running", blocks: bool = False,
-            chance: float = math.nan) -> LawResult:
-    """eta* per (effective depth, seed), mean and 95% CI over seeds, WLS slope (laws Sec. 4.1),
-    its seed bootstrap and the grid signals; ``blocks``: also the fit against the number of
-    residual blocks (laws Sec. 4.3's convention). With the "running" criterion the law is also
-    refitted on the first half of every run (:func:`records_at_step`), to see whether it still
-    moves with training length."""
-    law = lr_power_law(records, criterion, axis="effective_depth")
-    blocks_fit = lr_power_law(records, criterion, axis="depth").fit if blocks else None
-    steps = max((len(r.get("curve_steps") or []) for r in records), default=0)
-    half_fit = None
-    if criterion == "running" and steps // 2 >= 2 and steps <= MAX_CURVE_POINTS:
-        half = records_at_step(records, steps // 2)
-        half_fit = lr_power_law(half, criterion, axis="effective_depth").fit
-    return LawResult(law.optima, law.summaries, law.fit, law.boot_ci, law.signals, blocks_fit,
-                     chance, steps, half_fit)
+            chance: float = math.nan, window: list[Record] | None = None) -> LawResult:
+    """eta* per (effective depth, seed), mean and 95% CI over seeds, WLS slope (laws Sec. 4.1)
+    and its seed bootstrap, fitted on the depths whose sweep locates eta* (not
+    :func:`gated_depths` by the grid signals, read over ``window``: every run of each depth,
+    both stages of a two-stage grid; default ``records``) with optima on the grid's edge
+    excluded; ``blocks``: also the fit against the number of residual blocks (laws Sec. 4.3's
+    convention). With the "running" criterion the law is also refitted at 1/8, 1/4 and 1/2 of
+    the run length (:func:`records_at_step`, the same depths), to see whether it still moves.
+    The optima and seed summaries report every depth."""
+    signals = grid_signals(window if window is not None else records, criterion,
+                           axis="effective_depth")
+    gated = gated_depths(signals, chance)
+    optima = optimal_lrs(records, criterion, axis="effective_depth")
+    law = _fit(records, criterion, "effective_depth", gated)
+    blocks_fit = _fit(records, criterion, "depth", gated).fit if blocks else None
+    steps = _run_length(records)
+    fits = []
+    if criterion == "running":
+        for k in FRACTIONS:
+            if steps // k >= 2:
+                at = records_at_step(records, steps // k)
+                fits.append((steps // k, _fit(at, criterion, "effective_depth", gated).fit))
+    return LawResult(optima, seed_summary(optima), law.fit, law.boot_ci, signals,
+                     law.excluded, law.boot_degenerate, blocks_fit, chance, steps,
+                     tuple(fits), gated)
 
 
 def probe_law(optima: Sequence[Optimum], *, seed: int) -> LawResult:
     """The law of optima found without a grid (AM-muP's eta* per depth and init seed): seed
     summaries, WLS fit and its seed bootstrap (generator ``seed``); no grid signals."""
     law = optima_power_law(optima, seed=seed)
-    return LawResult(law.optima, law.summaries, law.fit, law.boot_ci, law.signals)
+    return LawResult(law.optima, law.summaries, law.fit, law.boot_ci, law.signals,
+                     law.excluded, law.boot_degenerate)
 
 
 def arch_law(ctx: ClaimContext, name: str, arch: Arch) -> LawResult:
     """One architecture's sweep (run or resumed in ``ctx.out_dir/name``, shared by every claim
-    that names the same study) and its law."""
-    return fit_law(sweep(ctx, name, arch), blocks=has_blocks(arch),
-                   chance=chance_loss(ctx, arch))
+    that names the same study) and its law, flatness read over every stage of its grid."""
+    records, window = sweep_stages(ctx, name, arch)
+    return fit_law(records, blocks=has_blocks(arch), chance=chance_loss(ctx, arch),
+                   window=window)
 
 
 def table1_law(ctx: ClaimContext, key: str, arch: Arch) -> LawResult:

@@ -6,6 +6,7 @@ which writes both with the figure through :func:`~depthscale.claims.verdicts.cla
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,5 +31,7 @@ class Measurement:
 def finish(ctx: ClaimContext, claim_id: str, measurement: Measurement, judgement: Judgement,
            fig: Figure) -> ClaimOutcome:
     """The outcome: the verdict, ``<id>.png`` and ``<id>.csv`` in the output folder."""
-    return claim_outcome(ctx, claim_id, measurement.measured, judgement.bands, measurement.rows,
+    measured = {k: None if v is None or not math.isfinite(v) else v
+                for k, v in measurement.measured.items()}  # NaN: not measured (e.g. no fit)
+    return claim_outcome(ctx, claim_id, measured, judgement.bands, measurement.rows,
                          fig, measurement.note, decision=judgement.decision)

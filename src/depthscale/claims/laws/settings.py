@@ -100,13 +100,32 @@ ARCHS_MEDIUM: dict[str, Arch] = {
 _SMOKE_CNN1D: Arch = {**ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
                       "lr_logspace": [-2, 0, 3]}
 _SMOKE_DATA = {"n_train": 256, "n_test": 64}
+#: the smoke size of the claims that fit a slope (about 8 s a sweep): 0.1 epoch is one step,
+#: whose loss does not depend on the LR, so every optimum sits on the grid's edge and no slope
+#: is left once edge optima are excluded; 32 steps at 4 depths x 9 LRs locate eta* in the
+#: grid's interior, and alpha has stopped moving by then (-1.22 at 16 steps, -1.29 at 32)
+_SMOKE_FIT_CNN1D: Arch = {**_SMOKE_CNN1D, "depths": [1, 2, 4, 8], "lr_logspace": [-3, 1, 9]}
+_SMOKE_FIT = {"seeds": 1, "steps": 32, "data": _SMOKE_DATA}
+
+#: the negative control of the slope claims: an extra LR multiplier L^(3/2) on every layer
+#: (the depth correction applied the wrong way). A run at LR eta is the one this rule makes
+#: at nominal eta / L^(3/2) (sweeps.sweep_stages), so eta* and alpha move by -3/2 under the
+#: same runs and gates, and the AM-muP route's eta* too (ammup._probe_etas). (The standard
+#: parameterization, the earlier control, leaves both routes undecided at smoke and quick: its
+#: smoke FAIL came from edge optima fitted as a slope of 0.) contrast=False: the smoke slope
+#: of the right rule straddles the band's edge
+WRONG_LR_RULE = Control("an extra LR multiplier L^(3/2) on every layer (the depth correction "
+                        "applied the wrong way)", {"lr_depth_exponent": 1.5}, contrast=False)
+
+#: the AM-muP route of laws-table1 (probes at init, as laws-ammup's): init seeds and batch
+_PROBES = {"probe_seeds": 16, "batch": 128}
 
 TABLE1 = Scales(
-    quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET},
-    medium={"archs": ARCHS_MEDIUM, **_MEDIUM_BUDGET},
-    full={"archs": ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}},
-    smoke={"archs": {"cnn1d": _SMOKE_CNN1D}, "seeds": 1, "epochs": 0.1, "data": _SMOKE_DATA},
-    control=WRONG_RECIPE,
+    quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET, **_PROBES},
+    medium={"archs": ARCHS_MEDIUM, **_MEDIUM_BUDGET, **_PROBES},
+    full={"archs": ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}, **_PROBES},
+    smoke={"archs": {"cnn1d": _SMOKE_FIT_CNN1D}, **_SMOKE_FIT, "probe_seeds": 8, "batch": 16},
+    control=WRONG_LR_RULE,
 )
 
 TRANSFER = Scales(
@@ -195,10 +214,12 @@ ABLATIONS = Scales(
                                  ARCHS_FULL["vit"],
                                  {"optimizer": "adam", "lr_logspace": [-5.5, 0, 80]}),
           "seeds": 3, "epochs": 1, "data": {}},
-    smoke={"variants": {k: {**_ABLATIONS_QUICK[k], "width": 8, "depths": [1, 2, 3],
-                            "lr_logspace": [-2, 0, 3]} for k in ("cnn-baseline", "cnn-adam")},
-           "seeds": 1, "epochs": 0.1, "data": _SMOKE_DATA},
-    control=WRONG_RECIPE,
+    smoke={"variants": {"cnn-baseline": {**_ABLATIONS_QUICK["cnn-baseline"],
+                                         **_SMOKE_FIT_CNN1D},
+                        "cnn-adam": {**_ABLATIONS_QUICK["cnn-adam"], **_SMOKE_FIT_CNN1D,
+                                     "lr_logspace": [-4.5, -0.5, 9]}},
+           **_SMOKE_FIT},
+    control=WRONG_LR_RULE,
 )
 
 WIDTHS = Scales(
@@ -208,7 +229,10 @@ WIDTHS = Scales(
             "widths": [16, 32, 64], "epochs": 3, "seeds": 3, "refine": _REFINE, "data": {}},
     full={"arch": {**ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 12, 16]},
           "widths": [288, 384, 480], "epochs": 3, "seeds": 3, "data": {}},
-    smoke={"arch": {**CNN1D, "width": 8, "depths": [1, 2, 3], "lr_logspace": [-2, 0, 3]},
-           "widths": [4, 8], "epochs": 2, "seeds": 1, "data": _SMOKE_DATA},
-    control=WRONG_RECIPE,
+    # two epochs of 16 steps (2048 signals) at 6 depths, so each epoch's eta* lies inside the
+    # grid and the control's slope interval clears the band (about 20 s)
+    smoke={"arch": {**CNN1D, "width": 8, "depths": [1, 2, 3, 4, 6, 8],
+                    "lr_logspace": [-3, 1, 9]},
+           "widths": [8, 16], "epochs": 2, "seeds": 1, "data": {"n_train": 2048, "n_test": 64}},
+    control=WRONG_LR_RULE,
 )

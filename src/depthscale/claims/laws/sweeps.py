@@ -22,7 +22,7 @@ from depthscale.stats.sweeps import optimal_lrs
 
 __all__ = [
     "Record", "at_epoch", "chance_loss", "effective_depth", "has_blocks", "study_tables", "sweep",
-    "sweep_recipe",
+    "sweep_recipe", "sweep_stages",
 ]
 
 #: one run's record from a study's results store (its spec's fields and its metrics)
@@ -70,20 +70,36 @@ def sweep(ctx: ClaimContext, name: str, arch: Arch) -> list[Record]:
     stages: the coarse ``lr_logspace`` on the first seed only (study ``name-coarse``), then per
     depth a fine grid of step ``d`` decades within ``w`` decades of that depth's coarse optimum,
     on every seed (studies ``name-fine-L<depth>``); the records are the fine stages'."""
+    return sweep_stages(ctx, name, arch)[0]
+
+
+def sweep_stages(ctx: ClaimContext, name: str, arch: Arch) -> tuple[list[Record], list[Record]]:
+    """:func:`sweep`'s records and the whole LR window they come from: every run of both
+    stages of a two-stage grid (the coarse stage's one seed too), the same records where the
+    grid has one stage. The flatness gate reads the window (is the loss over every LR tried
+    at a depth flat within seed noise?), the fit the records. A negative control's
+    ``lr_depth_exponent`` e (an extra LR multiplier L^e on every layer) reads each run at LR
+    eta as the one that control makes at nominal LR eta / L^e: the same runs, so eta* moves
+    by L^-e exactly and the control costs no training."""
     s = ctx.settings
     refine = s.get("refine")
     if refine is None:
         records = _run_laws_study(ctx, name, arch, seeds=s["seeds"])
+        window = records
     else:
         coarse = _run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
         records = []
         for o in optimal_lrs(coarse, "running", axis="depth"):
             fine = {**arch, "depths": [o.depth], "lrs": _fine_lrs(o.grid_lr, refine)}
             records += _run_laws_study(ctx, f"{name}-fine-L{o.depth}", fine, seeds=s["seeds"])
+        window = coarse + records
     eff = {d: effective_depth(arch, d) for d in arch["depths"]}
-    for r in records:
+    exponent = float(s.get("lr_depth_exponent", 0.0))
+    for r in window:
         r["effective_depth"] = eff[int(r["depth"])]
-    return records
+        if exponent:  # the control's LR multiplier: this run is the wrong rule's at lr / L^e
+            r["lr"] = float(r["lr"]) / eff[int(r["depth"])] ** exponent
+    return records, window
 
 
 def _fine_lrs(center_lr: float, refine: Mapping[str, float]) -> list[float]:

@@ -1,21 +1,62 @@
 """laws-table1 (laws Table 1): eta* ~ L^alpha with alpha near -3/2 (Eq. 9) for CNNs, ResNets and
-ViTs, alpha read on the interval of the WLS fit against effective depth."""
+ViTs, alpha read on the interval of the WLS fit against effective depth, one verdict per
+architecture along two routes: the grid fit (Sec. 4.1) and the AM-muP predictor (Sec. 3.2)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Mapping
+
 from depthscale.claims.laws import figures, settings
+from depthscale.claims.laws.gates import Part, law_parts
 from depthscale.claims.laws.law import LawResult, table1_law
-from depthscale.claims.laws.outcome import finish
+from depthscale.claims.laws.outcome import Measurement, finish
 from depthscale.claims.laws.tables import judge_laws, measure_laws
 from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import ClaimOutcome
 
-__all__ = ["laws_table1", "measure_table1"]
+__all__ = ["contrast_seen", "laws_table1", "measure_table1", "table1_parts"]
+
+#: the contrast's parameterization: the negative control's (standard, N(0, 1/fan_in))
+CONTRAST_RECIPE = "sp"
 
 
 def measure_table1(ctx: ClaimContext) -> dict[str, LawResult]:
     """Each architecture's Table 1 sweep (run or resumed) and its law."""
     return {key: table1_law(ctx, key, arch) for key, arch in ctx.settings["archs"].items()}
+
+
+def measure_probes(ctx: ClaimContext) -> dict[str, LawResult]:
+    """Each architecture's AM-muP law (``probe_seeds`` init seeds per depth, no training)."""
+    from depthscale.claims.laws.ammup import probe_arch  # after table1 in the registry's order
+
+    return {key: probe_arch(ctx, arch)[0] for key, arch in ctx.settings["archs"].items()}
+
+
+def table1_parts(results: Mapping[str, LawResult],
+                 probes: Mapping[str, LawResult], probe_seeds: int) -> dict[str, Part]:
+    """One part per architecture: the grid route's alpha finding and the AM-muP route's."""
+    from depthscale.claims.laws.ammup import ammup_finding
+
+    return law_parts(results, ammup={k: ammup_finding(law, probe_seeds)
+                                     for k, law in probes.items()})
+
+
+def contrast_seen(probes: Mapping[str, LawResult],
+                  contrast: Mapping[str, LawResult]) -> tuple[bool, str]:
+    """Whether the check sees another exponent where one must show: under the standard
+    parameterization (the negative control's) the AM-muP slope's interval is disjoint from
+    the recipe's at some architecture."""
+    seen, said = False, []
+    for k, c in contrast.items():
+        (lo, hi), (clo, chi) = probes[k].interval, c.interval
+        apart = all(map(math.isfinite, (lo, hi, clo, chi))) and (chi < lo or clo > hi)
+        seen |= apart
+        said.append(f"{k}: AM-muP alpha {c.fit.slope:.3g} [{clo:.3g}, {chi:.3g}] under "
+                    f"{CONTRAST_RECIPE} vs {probes[k].fit.slope:.3g} [{lo:.3g}, {hi:.3g}]"
+                    f" ({'apart' if apart else 'overlapping'})")
+    return seen, "; ".join(said)
 
 
 @claim(
@@ -34,8 +75,32 @@ def measure_table1(ctx: ClaimContext) -> dict[str, LawResult]:
     ),
 )
 def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
-    """laws Table 1: alpha (WLS slope of log10 eta* on log10 L, weights 1/SEM^2) per
-    architecture, with its CI and R^2; band [-1.9, -1.0] for each."""
+    """laws Table 1: alpha (WLS slope of log10 eta* on log10 L, weights 1/SEM^2, optima on the
+    grid's edge left out) per architecture, with its CI and R^2; band [-1.9, -1.0] for each,
+    applied at the run length where alpha has stopped moving (gates.py).
+
+    Per architecture (``verdict_<arch>`` in measured: 1 supports, 0 undecided, -1 one route
+    contradicts, -2 both): the grid route's alpha finding and the AM-muP route's (eta* from
+    update energies at init over ``probe_seeds`` seeds, Sec. 3.2). The claim's verdict from
+    them (gates.parts_verdict): PASS if every architecture's grid supports and its AM-muP does
+    not contradict; REFUTED if >= 2 architectures are contradicted by both routes, none
+    supports, and the contrast (AM-muP under the standard parameterization, the negative
+    control's, with an interval apart from the recipe's) shows the check sees another
+    exponent; FAIL if any architecture contradicts otherwise; INCONCLUSIVE if none contradicts
+    and any is undecided. An undecided architecture never hides another's contradiction."""
     results = measure_table1(ctx)
-    return finish(ctx, "laws-table1", measure_laws(results), judge_laws(results),
+    probes = measure_probes(ctx)
+    parts = table1_parts(results, probes, ctx.settings["probe_seeds"])
+    contrast = None
+    refuting = [k for k, p in parts.items() if p.verdict == "refutes"]
+    if len(refuting) >= 2:
+        wrong = dataclasses.replace(ctx, settings={**ctx.settings, "recipe": CONTRAST_RECIPE})
+        contrast = contrast_seen(probes, {k: law for k, law in measure_probes(wrong).items()
+                                          if k in refuting})
+    m = measure_laws(results, parts)
+    for k, law in probes.items():
+        m.measured[f"alpha_ammup_{k}"] = law.fit.slope
+        m.measured[f"alpha_ammup_{k}_low"], m.measured[f"alpha_ammup_{k}_high"] = law.interval
+    return finish(ctx, "laws-table1", Measurement(m.measured, m.rows, m.note),
+                  judge_laws(results, parts=parts, contrast=contrast),
                   figures.law_figure(results))

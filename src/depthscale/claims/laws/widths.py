@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from depthscale.claims.laws import figures, settings
+from depthscale.claims.laws.gates import law_parts
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.outcome import Measurement, finish
 from depthscale.claims.laws.sweeps import at_epoch, chance_loss, sweep
@@ -37,7 +38,7 @@ def measure_widths(ctx: ClaimContext) -> dict[str, LawResult]:
 def widths_measurement(results: dict[str, LawResult]) -> Measurement:
     """The laws' numbers and rows (:func:`~depthscale.claims.laws.tables.measure_laws`) and
     the spread of alpha (max - min over the finite ones), reported without a band."""
-    m = measure_laws(results)
+    m = measure_laws(results, law_parts(results))
     alphas = [law.fit.slope for law in results.values() if math.isfinite(law.fit.slope)]
     spread = float(np.ptp(alphas)) if alphas else None
     return dataclasses.replace(m, measured={**m.measured, "alpha_spread": spread})
@@ -61,7 +62,8 @@ def widths_measurement(results: dict[str, LawResult]) -> Measurement:
 def laws_widths(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 4: one sweep per proxy width trained for ``epochs`` epochs; eta* after epoch
     e minimises that epoch's mean running loss; alpha and R^2 per (width, epoch). Band: every
-    alpha in [-1.9, -1.0]; the spread of alpha (max - min) is reported."""
+    alpha in [-1.9, -1.0]; the spread of alpha (max - min) is reported. A verdict per (width,
+    epoch) (``verdict_w<width>_epoch<e>``), the claim's from them by gates.parts_verdict."""
     results = measure_widths(ctx)
     return finish(ctx, "laws-widths", widths_measurement(results), judge_laws(results),
                   figures.law_figure(results))
