@@ -11,7 +11,7 @@ The members' forward and gradients come from :mod:`depthscale.train.stacked`: a 
 program with a hand-written backward for the MLP ResNets (width 32, G = 16: 2.72x -> 3.19x over
 the loop on one thread, 4.58x -> 5.3x on two); grouped convolutions for the laws CNNs and conv
 ResNets and batched matmuls for the ViT (:mod:`depthscale.train.stacked_laws`; at the laws
-quick sweep's sizes, width 32, 1.04-1.26x over the loop on one thread, where the loop's
+quick sweep's sizes, width 32, 0.97-1.31x over the loop on one thread, where the loop's
 convolutions already run at the core's speed); ``torch.func.vmap`` for any other model.
 
 A member that diverges by the loop's rule (:class:`~depthscale.train.DivergenceMonitor`: a
