@@ -11,7 +11,8 @@ import pytest
 from depthscale.cli import main
 from depthscale.errors import ConfigError
 from depthscale.studies.executors import make_executor
-from depthscale.studies.spec import MAX_RUNS, study_from_tables
+from depthscale.studies.spec import study_from_tables
+from depthscale.studies.spec_bounds import MAX_RUNS
 
 
 def _tables(lr: object, seeds: int = 1, **study: object) -> dict[str, object]:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from depthscale.errors import ConfigError
+from depthscale.studies.spec_bounds import check_grid_size, check_grid_steps
 from depthscale.studies.spec_toml import study_toml, toml_loads
 from depthscale.train import FINAL_EVALS, LOSSES, TrainConfig, TrainSettings
 
@@ -67,8 +68,6 @@ _AGGREGATES = ("optima", "loss")
 
 _SECTIONS = ("study", "model", "roles", "plan", "data", "train", "grid", "analysis")
 _STUDY_KEYS = ("name", "model", "recipe", "dataset", "max_runs", "max_hours")
-#: the most runs a study's grid may expand to unless its [study] max_runs says more
-MAX_RUNS = 10_000
 #: the keys of [train]: the fields of depthscale.train.TrainSettings, in their order
 _TRAIN_KEYS = tuple(f.name for f in fields(TrainSettings))
 _PLAN_KEYS = ("T", "regime", "alpha", "sigma_u", "eta_u_scale")
@@ -297,42 +296,10 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
         data_dir=data_dir, grid=tuple(axes), analysis=analysis, source=source, text=text,
         roles=roles,
     )
-    _check_size(spec, study.get("max_runs"), v)
-    _check_steps(spec, study.get("max_hours"), v)
+    check_grid_size(spec, study.get("max_runs"), v)
+    check_grid_steps(spec, study.get("max_hours"), v)
     _check_runs(spec, v)
     return spec
-
-
-def _check_steps(spec: StudySpec, max_hours: Any, v: _Validator) -> None:
-    """ConfigError when the grid's optimizer steps (counted where ``steps`` is given) would
-    surely take over 24 hours at :data:`~depthscale.train.budget.STEP_OVERHEAD` each, unless
-    ``[study] max_hours`` confirms a longer study."""
-    from depthscale.train.budget import MAX_SECONDS, STEP_OVERHEAD
-
-    swept = dict(spec.grid).get("steps")
-    if swept is not None:
-        total = spec.n_runs // len(swept) * sum(int(x) for x in swept)
-    elif spec.train.steps is not None:
-        total = spec.n_runs * int(spec.train.steps)
-    else:
-        return  # epochs: the step count needs the data; each run's loop bounds itself
-    hours = total * STEP_OVERHEAD / 3600
-    limit = MAX_SECONDS / 3600 if max_hours is None else v.number("study.max_hours", max_hours)
-    if hours > limit:
-        v.fail("[grid]", f"{total:,} optimizer steps in all take at least {hours:,.0f} h "
-               f"(1e-4 s a step), over the {limit:,.0f} h a study runs without confirmation; "
-               f"lower steps or the grid, or confirm with [study] max_hours = {math.ceil(hours)}")
-
-
-def _check_size(spec: StudySpec, max_runs: Any, v: _Validator) -> None:
-    """ConfigError, before expanding the grid, when it holds more than :data:`MAX_RUNS` runs
-    (or the spec's own ``[study] max_runs``, the confirmation of a larger grid)."""
-    limit = MAX_RUNS if max_runs is None else v.integer("study.max_runs", max_runs, 1)
-    if spec.n_runs > limit:
-        shape = " x ".join(f"{len(values)} {key}" for key, values in spec.grid)
-        v.fail("[grid]", f"expands to {spec.n_runs:,} runs ({shape}), over the {limit:,} a "
-               f"study runs without confirmation; shrink the grid or confirm with [study] "
-               f"max_runs = {spec.n_runs}")
 
 
 def _head(study: Mapping[str, Any], grid: Mapping[str, Any], source: str,
