@@ -118,6 +118,13 @@ def measure_fig2(ctx: ClaimContext, seeds: int | None = None) -> Fig2Measure:
                        per_seed, looks=len(seed_rounds(ctx.settings)))
 
 
+def _strongest(comps: list[Comparison]) -> tuple[Comparison, set[str]]:
+    """The comparison with the highest interval low end (the one reported) and the set of
+    findings of all of them."""
+    best = max(comps, key=lambda c: (c.low if math.isfinite(c.low) else -math.inf))
+    return best, {c.finding for c in comps}
+
+
 def _improves(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | None]:
     """"A moderate T improves the loss": some interior T (no seed diverged) trains to a lower
     loss than the smallest T, on the seed-paired interval; contradicted when every interior T
@@ -126,8 +133,7 @@ def _improves(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | None
     comps = [compare(m, 0, i, level) for i in stable]
     if not comps:
         return "contradicts", "every interior T diverged on some seed", None
-    best = max(comps, key=lambda c: (c.low if math.isfinite(c.low) else -math.inf))
-    findings = {c.finding for c in comps}
+    best, findings = _strongest(comps)
     finding = ("supports" if "supports" in findings else
                "contradicts" if findings == {"contradicts"} else "undecided")
     return finding, best.text(), best
@@ -145,8 +151,7 @@ def _destabilises(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | 
     comps = [compare(m, last, i, level) for i in stable]
     if not comps:
         return "undecided", "no interior T trained on every seed", None
-    best = max(comps, key=lambda c: (c.low if math.isfinite(c.low) else -math.inf))
-    findings = {c.finding for c in comps}
+    best, findings = _strongest(comps)
     finding = ("supports" if "supports" in findings else
                "contradicts" if findings == {"contradicts"} and m.diverged[last] == 0 else
                "undecided")
