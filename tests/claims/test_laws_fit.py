@@ -71,8 +71,8 @@ def test_measured_reports_each_part_its_refits_edges_and_bootstrap() -> None:
         assert m.measured[f"alpha_cnn_at_{key}"] == pytest.approx(law.fit.slope)
     assert m.measured["alpha_cnn_stable_from_steps"] == 2.0 and m.measured["steps_cnn"] == 16
     assert m.measured["edge_excluded_cnn"] == 0.0
-    assert m.measured["boot_degenerate_cnn"] == law.boot_degenerate
+    assert m.measured["boot_repeats_cnn"] == law.boot_repeats
     # 3 seeds at 4 sizes: at least the 1 - (8/9)^4 = 38% of resamples that repeat one seed
-    assert 1 - (8 / 9) ** 4 - 0.03 < law.boot_degenerate <= 1.0
-    assert {"alpha_at_2_steps", "alpha_at_8_steps", "excluded_on_edge", "boot_degenerate",
+    assert 1 - (8 / 9) ** 4 - 0.03 < law.boot_repeats <= 1.0
+    assert {"alpha_at_2_steps", "alpha_at_8_steps", "excluded_on_edge", "boot_repeats",
             "verdict"} <= set(m.rows[0])

@@ -1,7 +1,7 @@
 """The laws claims' verdict rules on hand-made sweeps: an alpha interval against the band; the
 gates, each with a case the old rules got wrong (flatness over the whole LR window, optima on
-the grid's edge, a depth that learned nothing, a degenerate bootstrap, alpha still moving with
-training length, for supports too); the per-part rule of the claims' verdicts and the REFUTED
+the grid's edge, a depth that learned nothing, alpha still moving with training length or not
+shown to have stopped, for supports too); the per-part rule of the claims' verdicts and the REFUTED
 path of laws-table1; the transfer errors and their seed bootstrap."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from depthscale.claims.laws import (
     transfer_errors,
     transfer_interval,
 )
-from depthscale.claims.laws.gates import DEGENERATE_MAX, Part, parts_verdict, stable_from
+from depthscale.claims.laws.gates import MOVING_MARGIN, Part, parts_verdict, stable_from
+from depthscale.claims.laws.law import SlopeChange, slope_change
 from depthscale.claims.laws.table1 import contrast_seen, table1_parts
 from depthscale.claims.laws.transfer import ArchTransfer, judge_transfer, located_depths
 from depthscale.stats.fits import LawFit
@@ -34,12 +35,16 @@ def _fit(slope: float, half: float, r2: float = 0.95) -> LawFit:
 
 
 def _law_result(slope: float, *, half_slope: float | None = None, best: float = 1.5,
-                spread: float = 0.05, r2: float = 0.95, degenerate: float = 0.1,
-                steps: int = 32) -> LawResult:
+                spread: float = 0.05, r2: float = 0.95, steps: int = 32,
+                change: tuple[float, float] | None = None) -> LawResult:
+    """A law whose interval is slope -/+ 0.1; ``change``: (low, high) of the seed-paired
+    change of alpha from half the run length (None: no length refitted)."""
     signals = [GridSignal(d, 1.0, spread, 12, False, None, best) for d in (2, 4, 8, 16)]
     fits = () if half_slope is None else ((steps // 2, _fit(half_slope, 0.1)),)
+    moved = None if change is None else SlopeChange(steps // 2, sum(change) / 2, *change, 5)
     return LawResult([], [], _fit(slope, 0.1, r2), (slope - 0.1, slope + 0.1), signals,
-                     boot_degenerate=degenerate, chance=CHANCE, steps=steps, length_fits=fits)
+                     boot_repeats=0.1, chance=CHANCE, steps=steps, length_fits=fits,
+                     change=moved)
 
 
 def test_alpha_interval_inside_outside_or_across_the_band() -> None:
@@ -49,18 +54,53 @@ def test_alpha_interval_inside_outside_or_across_the_band() -> None:
 
 
 def test_still_moving_makes_supports_and_contradictions_undecided() -> None:
-    # a support whose half-length alpha lies outside its interval: the old rule (contradictions
-    # only) said "supports"
-    finding, evidence = alpha_finding("cnn1d", _law_result(-1.5, half_slope=-1.2))
+    # a support whose alpha changed by -0.3 [-0.45, -0.15] from half the length: still moving
+    finding, evidence = alpha_finding("cnn1d", _law_result(-1.5, change=(-0.45, -0.15)))
     assert finding == "undecided" and "still changes with training length" in evidence
-    assert "-1.2 after 16 steps -> -1.5 after 32" in evidence
-    # a contradiction moving away from the band: the old rule let it stand
-    assert alpha_finding("cnn1d", _law_result(-0.8, half_slope=-0.95))[0] == "undecided"
-    # stopped moving (half-length alpha inside [-0.9, -0.7]): the band applies, both ways
-    finding, evidence = alpha_finding("cnn1d", _law_result(-0.8, half_slope=-0.75))
-    assert finding == "contradicts" and "-0.75 at 16, -0.8 at 32 steps" in evidence
-    assert "within the interval from 16 steps" in evidence
-    assert alpha_finding("cnn1d", _law_result(-1.5, half_slope=-1.45))[0] == "supports"
+    assert "alpha changes by -0.3 [-0.45, -0.15] from 16 to 32 steps" in evidence
+    # a contradiction moving away from the band: undecided too
+    assert alpha_finding("cnn1d", _law_result(-0.8, change=(0.05, 0.25)))[0] == "undecided"
+    # shown stopped (interval inside +-0.3): the band applies, both ways, and the evidence
+    # says so
+    finding, evidence = alpha_finding("cnn1d", _law_result(-0.8, change=(-0.2, 0.1)))
+    assert finding == "contradicts" and f"within +-{MOVING_MARGIN}" in evidence
+    assert alpha_finding("cnn1d", _law_result(-1.5, change=(-0.29, 0.29)))[0] == "supports"
+
+
+def test_a_change_the_seeds_cannot_bound_leaves_the_band_unread() -> None:
+    """Three seeds whose change straddles 0 but reaches past +-0.3: the old rule (the half-
+    length alpha inside the interval at the full length) read "stopped" from an interval wide
+    enough to hold any movement; now the runs cannot tell, so the part is undecided."""
+    finding, evidence = alpha_finding("vit", _law_result(-0.2, change=(-0.6, 0.5)))
+    assert finding == "undecided" and "cannot tell whether alpha has stopped moving" in evidence
+    unknown = _law_result(-0.2, change=(math.nan, math.nan))
+    finding, evidence = alpha_finding("vit", unknown)
+    assert finding == "undecided" and "needs 2" in evidence
+    # an interval across the band edge is undecided before the change is read, and says it
+    finding, evidence = alpha_finding("vit", _law_result(-0.95, change=(-0.1, 0.1)))
+    assert finding == "undecided" and "within +-" not in evidence
+
+
+def test_slope_change_is_paired_by_seed_over_common_interior_depths() -> None:
+    """Per seed, OLS slopes at both lengths over the depths interior at both; seed 0 moves by
+    exactly -1 (slope -0.5 -> -1.5), seed 1 by -0.8, seed 2 has an edge optimum at one of 4
+    depths (3 left: kept) and moves by -0.9; a seed with only 2 common depths is left out."""
+    def opt(d: int, s: int, slope: float, edge: bool = False) -> Optimum:
+        lr = 0.1 * d**slope
+        return Optimum(d, s, lr, lr, edge, "running")
+    depths = (2, 4, 8, 16)
+    half = [opt(d, s, -0.5) for d in depths for s in range(4)]
+    full = ([opt(d, 0, -1.5) for d in depths] + [opt(d, 1, -1.3) for d in depths]
+            + [opt(d, 2, -1.4, edge=d == 16) for d in depths]
+            + [opt(d, 3, -1.0, edge=d > 4) for d in depths])
+    c = slope_change(full, half, 4)
+    assert c.n_seeds == 3 and c.steps == 4
+    assert c.mean == pytest.approx(-0.9, abs=1e-9)
+    sd = float(np.std([-1.0, -0.8, -0.9], ddof=1))
+    half_width = 4.302652729911275 * sd / math.sqrt(3)  # t(0.975, 2)
+    assert (c.low, c.high) == pytest.approx((-0.9 - half_width, -0.9 + half_width))
+    one = slope_change(full[:4], half, 4)
+    assert one.n_seeds == 1 and math.isnan(one.low)
 
 
 def test_stable_from_is_the_shortest_length_from_which_alpha_stays_in_its_interval() -> None:
@@ -68,18 +108,10 @@ def test_stable_from_is_the_shortest_length_from_which_alpha_stays_in_its_interv
     # [-2.134, -1.850] at 1000: stable from 500 steps
     fits = tuple((s, _fit(a, 0.1)) for s, a in ((125, -1.52), (250, -1.63), (500, -2.05)))
     law = LawResult([], [], LawFit(-1.99, 0.0, (-2.134, -1.850), 0.9, 7), (-2.1, -1.9), [],
-                    boot_degenerate=0.0, steps=1000, length_fits=fits)
+                    boot_repeats=0.0, steps=1000, length_fits=fits)
     assert stable_from(law) == 500
     finding, evidence = alpha_finding("cnn1d", law)
     assert finding == "undecided" and "within the interval from 500 steps" in evidence
-
-
-def test_a_degenerate_bootstrap_makes_the_finding_undecided() -> None:
-    finding, evidence = alpha_finding("a", _law_result(-1.5, degenerate=0.61))
-    assert finding == "undecided" and "61% of the seed-bootstrap resamples" in evidence
-    assert f"> {DEGENERATE_MAX:.0%}" in evidence
-    assert alpha_finding("a", _law_result(-1.5, degenerate=0.45))[0] == "supports"
-    assert alpha_finding("a", _law_result(-1.5, degenerate=math.nan))[0] == "supports"
 
 
 def _bowl_records(centre: dict[int, float], lrs: list[float], seeds: int, *, width: float,
@@ -128,9 +160,7 @@ def test_flatness_is_read_over_the_whole_lr_window() -> None:
     # -0.02 and the coarse run at 0 share it)
     assert [g.loss_range for g in new.signals] == pytest.approx([1.125 + 0.005] * 4)
     assert new.fit.slope == pytest.approx(-1.5, abs=1e-6)
-    # seeds that agree exactly: every resample degenerate, so still undecided, for that reason
-    finding, evidence = alpha_finding("a", new)
-    assert finding == "undecided" and "100% of the seed-bootstrap resamples" in evidence
+    assert alpha_finding("a", new)[0] == "supports"
 
 
 def test_one_depth_that_learned_nothing_is_undecided_alone() -> None:
@@ -211,7 +241,7 @@ def test_table1_refutes_by_both_routes_with_a_contrast() -> None:
     band: contradicted by both routes; under the standard parameterization the AM-muP slope
     (+1.0) lies apart from the recipe's, so the check sees another exponent: REFUTED. The old
     verdict function could only return FAIL."""
-    grids = {"cnn1d": _law_result(-0.5, degenerate=0.0), "vit": _law_result(-0.5)}
+    grids = {"cnn1d": _law_result(-0.5), "vit": _law_result(-0.5)}
     probes = {"cnn1d": _probe(-0.4, 0.2), "vit": _probe(-0.4, 0.2)}
     parts = table1_parts(grids, probes, 16)
     assert {k: p.verdict for k, p in parts.items()} == {"cnn1d": "refutes", "vit": "refutes"}
@@ -247,7 +277,10 @@ def test_law_refits_the_first_half_of_every_run() -> None:
     assert law.half_fit.slope == pytest.approx(-0.5, abs=0.05)
     assert law.length_fits[0][1].slope == pytest.approx(-0.5, abs=0.05)
     assert law.fit.slope == pytest.approx(-1.5, abs=0.05)
-    assert alpha_finding("a", law)[0] == "undecided"  # moved by 1 between 4 and 8 steps
+    assert law.change is not None and law.change.n_seeds == 3
+    assert law.change.mean == pytest.approx(-1.0, abs=0.05)  # every seed moved by -1
+    finding, evidence = alpha_finding("a", law)
+    assert finding == "undecided" and "still changes with training length" in evidence
 
 
 def test_transfer_leaves_out_a_depth_that_learned_nothing_alone() -> None:

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from depthscale.claims.nfd.horizon import Fig2Measure, compare, judge_fig2, seed_rounds
+from depthscale.claims.nfd.horizon import Fig2Measure, compare, judge_fig2
+from depthscale.claims.nfd.training import seed_rounds
 
 TS = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
 

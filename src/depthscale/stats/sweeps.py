@@ -331,14 +331,14 @@ def seed_summary(optima: Sequence[Optimum]) -> list[SeedSummary]:
 @dataclass(frozen=True)
 class BootstrapSlope:
     """A seed bootstrap of the power-law slope: its 95% percentile interval and the fraction
-    of resamples that are degenerate (at some size every draw has the same log10 eta*, so its
-    resampled SEM is 0 and the size takes the weight cap 1/``min_sem``^2: with 2-3 seeds most
-    resamples, and the interval they make is falsely narrow). NaN fraction: no resampling
-    (one seed per size) or fewer than 3 sizes."""
+    of resamples that repeat one seed at some size (with 2-3 seeds, most of them: 1 - (1 -
+    k^(1-k))^sizes). Those resamples are not falsely narrow, as every resample is fitted with
+    the sample's weights (:func:`bootstrap_slope`); the fraction is reported, not gated on.
+    NaN fraction: no resampling (one seed per size) or fewer than 3 sizes."""
 
     low: float
     high: float
-    degenerate: float
+    repeats: float
 
 
 def bootstrap_slope(
@@ -346,11 +346,12 @@ def bootstrap_slope(
 ) -> BootstrapSlope:
     """95% percentile interval of the weighted power-law slope (:func:`wls_power_law`) under a
     seed bootstrap: at every size the per-seed optima are resampled with replacement, the seed
-    means and SEMs recomputed and the fit redone (``n_boot`` times, generator ``seed``); with
-    the fraction of degenerate resamples (:class:`BootstrapSlope`). It sits beside the
-    t-interval of the 1/SEM^2 fit, which trusts 3 seeds' SEMs; with one seed per size the
-    resamples do not vary, the interval has zero width and the fraction is NaN (NaN for < 3
-    sizes)."""
+    means recomputed and the fit redone (``n_boot`` times, generator ``seed``) with the
+    sample's weights 1/SEM^2 (the t-fit's, floored at ``min_sem``), held fixed: a resample's
+    own SEM is 0 wherever it repeats one seed, and weighting by it would pin the slope to that
+    size (a falsely narrow interval that moved with which seeds repeat). It sits beside the
+    t-interval of the same fit; with one seed per size the resamples do not vary, the interval
+    has zero width and the repeat fraction is NaN (NaN for < 3 sizes)."""
     by_size: dict[int, list[float]] = {}
     for o in optima:
         if o.seed is None:
@@ -363,26 +364,25 @@ def bootstrap_slope(
     x = np.log10(np.asarray(sizes, dtype=float))
     rng = np.random.default_rng(seed)
     means = np.empty((n_boot, len(sizes)))
-    sems = np.empty((n_boot, len(sizes)))
-    degenerate = np.zeros(n_boot, dtype=bool)
+    w = np.empty(len(sizes))
+    repeats = np.zeros(n_boot, dtype=bool)
     for j, size in enumerate(sizes):
         logs = np.asarray(by_size[size])
-        draw = logs[rng.integers(0, len(logs), size=(n_boot, len(logs)))]
-        means[:, j] = draw.mean(axis=1)
         k = len(logs)
-        sems[:, j] = draw.std(axis=1, ddof=1) / math.sqrt(k) if k > 1 else 1.0
+        idx = rng.integers(0, k, size=(n_boot, k))
+        means[:, j] = logs[idx].mean(axis=1)
+        sem = float(logs.std(ddof=1) / math.sqrt(k)) if k > 1 else 1.0
+        w[j] = 1.0 / max(sem, min_sem) ** 2
         if k > 1:
-            degenerate |= sems[:, j] < min_sem
-    w = 1.0 / np.maximum(sems, min_sem) ** 2
-    # closed-form weighted least-squares slope, one per resample
-    xbar = (w * x).sum(axis=1) / w.sum(axis=1)
-    ybar = (w * means).sum(axis=1) / w.sum(axis=1)
-    dx = x[None, :] - xbar[:, None]
-    slopes = (w * dx * (means - ybar[:, None])).sum(axis=1) / (w * dx**2).sum(axis=1)
+            repeats |= (idx == idx[:, :1]).all(axis=1)
+    # closed-form weighted least-squares slope, one per resample, the sample's weights
+    xbar = float((w * x).sum() / w.sum())
+    dx = x - xbar
+    slopes = ((w * dx)[None, :] * means).sum(axis=1) / float((w * dx**2).sum())
     low, high = np.percentile(slopes, [2.5, 97.5])
     one_seed = all(len(v) == 1 for v in by_size.values())
     return BootstrapSlope(float(low), float(high),
-                          math.nan if one_seed else float(degenerate.mean()))
+                          math.nan if one_seed else float(repeats.mean()))
 
 
 def bootstrap_slope_ci(
@@ -539,8 +539,8 @@ class LrLaw:
     the slope's seed-bootstrap interval (:func:`bootstrap_slope`) and each size's grid signal
     (:func:`grid_signals`; empty where the optima did not come from a grid). ``excluded``:
     the optima left out of the fit (``exclude_edge``: on the grid's edge, where eta* may lie
-    beyond the grid; NaN fit where fewer than 3 sizes remain); ``boot_degenerate``: the
-    bootstrap's fraction of degenerate resamples."""
+    beyond the grid; NaN fit where fewer than 3 sizes remain); ``boot_repeats``: the
+    fraction of bootstrap resamples that repeat one seed at some size."""
 
     optima: list[Optimum]
     summaries: list[SeedSummary]
@@ -548,7 +548,7 @@ class LrLaw:
     boot_ci: tuple[float, float]
     signals: list[GridSignal]
     excluded: tuple[Optimum, ...] = ()
-    boot_degenerate: float = math.nan
+    boot_repeats: float = math.nan
 
 
 #: the fit of a law that has fewer than 3 sizes left to fit
@@ -606,4 +606,4 @@ def optima_power_law(optima: Sequence[Optimum], *, seed: int = 0,
     boot = (bootstrap_slope(kept, seed=seed) if per_seed
             else BootstrapSlope(math.nan, math.nan, math.nan))
     return LrLaw(list(optima), summaries, fit, (boot.low, boot.high), [], tuple(excluded),
-                 boot.degenerate)
+                 boot.repeats)

@@ -13,13 +13,19 @@ an edge is undecided. The gates that make a part undecided instead (each with it
   is noise; **untrained**: at a depth whose best loss is not below chance by more than that
   spread, the argmin marks where large LRs blow up. Such a depth alone is undecided: it is
   left out of the fit and named; the part is undecided when fewer than 3 depths are left;
-* **degenerate bootstrap**: more than :data:`DEGENERATE_MAX` of the seed-bootstrap resamples
-  repeat one seed at some depth (SEM 0, weight cap), so the interval is falsely narrow;
-* **still moving** (CLAIMS.md B): the band applies at the run length n when alpha has
-  stopped moving there, i.e. alpha refitted at n/2 from the same runs (constant-LR SGD: the
-  first s steps are an s-step run) lies inside the interval at n; otherwise undecided, for a
+* **still moving** (CLAIMS.md B): the band applies at the run length n only where alpha is
+  shown to have stopped moving there: the seed-paired change of alpha from n/2 to n (the same
+  runs read at n/2, constant-LR SGD: the first s steps are an s-step run;
+  :func:`~depthscale.claims.laws.law.slope_change`) has a 95% interval inside
+  +-:data:`MOVING_MARGIN`. An interval that excludes 0 says alpha still moves; one that
+  straddles 0 but reaches past the margin cannot tell. Either way the part is undecided, for a
   support as for a contradiction. alpha at n/8, n/4, n/2 is reported, and the shortest of
-  those lengths from which every refit lies in that interval ("stable from").
+  those lengths from which every refit lies in the interval at n ("stable from").
+
+Every gate reads an interval over seeds or a fixed design count, never a bare comparison
+that float rounding could tip: the seed bootstrap fits every resample with the sample's
+weights (:func:`depthscale.stats.sweeps.bootstrap_slope`), so resamples that repeat a seed
+are reported but cannot narrow the interval.
 """
 
 from __future__ import annotations
@@ -33,12 +39,14 @@ from depthscale.claims.laws.settings import LAW_BAND
 from depthscale.claims.verdicts import Decision, interval_finding
 
 __all__ = [
-    "DEGENERATE_MAX", "PART_CODES", "Part", "alpha_finding", "edge_evidence", "flat_evidence",
+    "MOVING_MARGIN", "PART_CODES", "Part", "alpha_finding", "edge_evidence", "flat_evidence",
     "law_decision", "law_parts", "moving_evidence", "parts_verdict", "stable_from",
 ]
 
-#: the largest fraction of degenerate bootstrap resamples a decided finding may rest on
-DEGENERATE_MAX = 0.5
+#: the largest change of alpha from half the run length to all of it (either sign) that
+#: counts as stopped: a third of the band's width, so a change within it cannot carry alpha
+#: from the band's middle across an edge
+MOVING_MARGIN = 0.3
 
 #: a part's verdict as a number in ``measured`` (``verdict_<part>``)
 PART_CODES = {"supports": 1.0, "undecided": 0.0, "contradicts": -1.0, "refutes": -2.0}
@@ -94,19 +102,36 @@ def stable_from(law: LawResult) -> int | None:
     return since
 
 
+def _change_said(law: LawResult) -> str:
+    """The seed-paired change of alpha from half the run length, in words ('' if none)."""
+    c = law.change
+    if c is None or not (math.isfinite(c.low) and math.isfinite(c.high)):
+        return ""
+    return (f"alpha changes by {c.mean:+.3g} [{c.low:+.3g}, {c.high:+.3g}] from {c.steps} to "
+            f"{law.steps} steps (seed-paired over {c.n_seeds} seeds)")
+
+
 def moving_evidence(key: str, law: LawResult) -> str:
-    """'' or the evidence that alpha still moves at the run length: the refit at half of it
-    lies outside the interval at the full length (or cannot be made)."""
-    low, high = law.interval
-    half = law.half_fit
-    if half is None or not (math.isfinite(low) and math.isfinite(high)):
+    """'' where alpha is shown to have stopped moving at the run length (the seed-paired
+    change from half of it has a 95% interval inside +-:data:`MOVING_MARGIN`), else why the
+    band cannot apply there: alpha still moves (the interval excludes 0), or the runs cannot
+    tell (too few seeds with a slope at both lengths, or an interval past the margin). ''
+    too where no length is refitted (``law.change`` None)."""
+    c = law.change
+    if c is None:
         return ""
-    if math.isfinite(half.slope) and low <= half.slope <= high:
-        return ""
-    return (f"{key}: alpha {half.slope:.3g} after {law.steps // 2} steps -> "
-            f"{law.fit.slope:.3g} after {law.steps}, outside its interval [{low:.3g}, "
-            f"{high:.3g}]: the exponent still changes with training length, so the band "
-            "cannot apply at this length; train longer (quick -> medium)")
+    if not (math.isfinite(c.low) and math.isfinite(c.high)):
+        return (f"{key}: {c.n_seeds} seed(s) have a slope at both {c.steps} and {law.steps} "
+                "steps (3+ interior optima at each); the change of alpha needs 2, so the runs "
+                "cannot tell whether it still moves; more seeds would")
+    said = _change_said(law)
+    if c.low > 0 or c.high < 0:
+        return (f"{key}: {said}: the exponent still changes with training length, so the band "
+                "cannot apply at this length; train longer (quick -> medium)")
+    if c.low < -MOVING_MARGIN or c.high > MOVING_MARGIN:
+        return (f"{key}: {said}, reaching past +-{MOVING_MARGIN}: the runs cannot tell whether "
+                "alpha has stopped moving; more seeds would")
+    return ""
 
 
 def _lengths(law: LawResult) -> str:
@@ -121,8 +146,9 @@ def _lengths(law: LawResult) -> str:
 
 def alpha_finding(key: str, law: LawResult) -> tuple[str, str]:
     """The law band read on the slope's interval over the depths that locate eta*; undecided
-    where fewer than 3 such depths have an interior optimum, the bootstrap is degenerate, or
-    alpha still moves with training length. Depths left out are named in the evidence."""
+    where fewer than 3 such depths have an interior optimum, or alpha is not shown to have
+    stopped moving with training length (:func:`moving_evidence`). Depths left out are named
+    in the evidence."""
     low, high = law.interval
     left_out = "; ".join(e for e in (flat_evidence(key, law), edge_evidence(key, law)) if e)
     if not math.isfinite(law.fit.slope):
@@ -131,16 +157,14 @@ def alpha_finding(key: str, law: LawResult) -> tuple[str, str]:
     evidence = (f"alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] (t and seed "
                 f"bootstrap) against band {list(LAW_BAND)}" + (f"; {left_out}" if left_out
                                                                else "") + _lengths(law))
-    deg = law.boot_degenerate
-    if math.isfinite(deg) and deg > DEGENERATE_MAX:
-        return "undecided", (f"{evidence}; {key}: {deg:.0%} of the seed-bootstrap resamples "
-                             f"repeat one seed at some depth (> {DEGENERATE_MAX:.0%}), so the "
-                             "interval is falsely narrow; more seeds would decide")
     finding = interval_finding(low, high, LAW_BAND)
-    moving = moving_evidence(key, law) if finding != "undecided" else ""
+    change = _change_said(law)
+    if finding == "undecided":
+        return finding, evidence + (f"; {change}" if change else "")
+    moving = moving_evidence(key, law)
     if moving:
         return "undecided", f"{evidence}; {moving}"
-    return finding, evidence
+    return finding, evidence + (f"; {change}, within +-{MOVING_MARGIN}" if change else "")
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ log10 eta* over seeds, and the weighted least-squares fit log10 eta* = beta0 + a
 :func:`depthscale.stats.sweeps.lr_power_law` (the analysis ``depthscale fit`` runs), optima on
 the grid's edge and the depths whose sweep cannot locate eta* (flat LR window, nothing learned)
 left out of the fit; plus what the gates read: each size's grid signal over its whole LR
-window, the loss of chance, the bootstrap's degenerate fraction, the fit against the
-blocks K (ResNets, Sec. 4.3) and the refits at 1/8, 1/4 and 1/2 of the run length.
+window, the loss of chance, the bootstrap's repeat fraction, the fit against the blocks K
+(ResNets, Sec. 4.3), the refits at 1/8, 1/4 and 1/2 of the run length and the seed-paired
+change of alpha from half the run length to all of it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from depthscale.claims.laws.settings import Arch
 from depthscale.claims.laws.sweeps import Record, chance_loss, has_blocks, sweep_stages
 from depthscale.claims.registry import ClaimContext
-from depthscale.stats.fits import LawFit
+from depthscale.stats.fits import LawFit, mean_ci
 from depthscale.stats.sweeps import (
     GridSignal,
     LrLaw,
@@ -30,7 +33,8 @@ from depthscale.stats.sweeps import (
 )
 
 __all__ = [
-    "FRACTIONS", "LawResult", "arch_law", "fit_law", "gated_depths", "probe_law", "table1_law",
+    "FRACTIONS", "LawResult", "SlopeChange", "arch_law", "fit_law", "gated_depths", "probe_law",
+    "slope_change", "table1_law",
 ]
 
 #: the fractions of the run length at which the law is refitted from the same runs
@@ -38,19 +42,59 @@ FRACTIONS = (8, 4, 2)
 
 
 @dataclass(frozen=True)
+class SlopeChange:
+    """alpha at the run length minus alpha at ``steps`` (half of it), seed by seed
+    (:func:`slope_change`): the mean of the per-seed changes and its Student-t 95% interval
+    over ``n_seeds`` seeds (NaN with fewer than 2)."""
+
+    steps: int
+    mean: float
+    low: float
+    high: float
+    n_seeds: int
+
+
+def slope_change(full: Sequence[Optimum], half: Sequence[Optimum], steps: int) -> SlopeChange:
+    """How alpha moves between ``steps`` and the run length, with an interval over seeds:
+    each seed is a replicate of the whole sweep, so per seed the ordinary least-squares slope
+    of log10 eta* on log10 L is taken at both lengths over the same depths (those where the
+    seed's optimum is interior at both; at least 3), and the per-seed differences get a
+    t-interval (:func:`depthscale.stats.fits.mean_ci`). Paired, since the two lengths share
+    their runs: the noise common to both cancels."""
+    at_half = {(o.seed, o.depth): math.log10(o.lr) for o in half if not o.on_edge}
+    per_seed: dict[int | None, list[tuple[float, float, float]]] = {}
+    for o in full:
+        if not o.on_edge and (o.seed, o.depth) in at_half:
+            per_seed.setdefault(o.seed, []).append(
+                (math.log10(o.depth), math.log10(o.lr), at_half[(o.seed, o.depth)]))
+    changes = []
+    for points in per_seed.values():
+        if len({x for x, _, _ in points}) >= 3:
+            x, y_full, y_half = (np.array(v) for v in zip(*points, strict=True))
+            changes.append(float(np.polyfit(x, y_full, 1)[0] - np.polyfit(x, y_half, 1)[0]))
+    if len(changes) < 2:
+        return SlopeChange(steps, math.nan, math.nan, math.nan, len(changes))
+    mean, low, high = mean_ci(changes)
+    return SlopeChange(steps, mean, low, high, len(changes))
+
+
+@dataclass(frozen=True)
 class LawResult(LrLaw):
     """One sweep's law: eta* per (size, seed), their seed summaries, the WLS fit (edge optima
-    excluded), its seed-bootstrap interval and degenerate fraction, each size's grid signal
+    excluded), its seed-bootstrap interval and repeat fraction, each size's grid signal
     (:class:`LrLaw`), (ResNets) the fit against blocks, the loss of chance on its data, the
     run length ``steps``, ``length_fits``: (steps, fit) at 1/8, 1/4, 1/2 of it (shortest
-    first; those the runs allow: >= 2 steps), and ``gated``: the effective depths left out of
-    every fit because their sweep cannot locate eta* (:func:`gated_depths`)."""
+    first; those the runs allow: >= 2 steps), ``gated``: the effective depths left out of
+    every fit because their sweep cannot locate eta* (:func:`gated_depths`), and ``change``:
+    the seed-paired change of alpha from half the run length (None where no length is
+    refitted: other criteria, probes)."""
 
     blocks_fit: LawFit | None = None
     chance: float = math.nan
     steps: int = 0
     length_fits: tuple[tuple[int, LawFit], ...] = ()
     gated: tuple[int, ...] = ()
+    change: SlopeChange | None = None
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -113,14 +157,20 @@ def fit_law(records: list[Record], criterion: str = "running", blocks: bool = Fa
     blocks_fit = _fit(records, criterion, "depth", gated).fit if blocks else None
     steps = _run_length(records)
     fits = []
+    change = None
     if criterion == "running":
         for k in FRACTIONS:
             if steps // k >= 2:
                 at = records_at_step(records, steps // k)
                 fits.append((steps // k, _fit(at, criterion, "effective_depth", gated).fit))
+                if k == 2:
+                    kept = [r for r in at if int(r["effective_depth"]) not in gated]
+                    change = slope_change(
+                        [o for o in optima if o.depth not in gated],
+                        optimal_lrs(kept, criterion, axis="effective_depth"), steps // 2)
     return LawResult(optima, seed_summary(optima), law.fit, law.boot_ci, signals,
-                     law.excluded, law.boot_degenerate, blocks_fit, chance, steps,
-                     tuple(fits), gated)
+                     law.excluded, law.boot_repeats, blocks_fit, chance, steps,
+                     tuple(fits), gated, change)
 
 
 def probe_law(optima: Sequence[Optimum], *, seed: int) -> LawResult:
@@ -128,7 +178,7 @@ def probe_law(optima: Sequence[Optimum], *, seed: int) -> LawResult:
     summaries, WLS fit and its seed bootstrap (generator ``seed``); no grid signals."""
     law = optima_power_law(optima, seed=seed)
     return LawResult(law.optima, law.summaries, law.fit, law.boot_ci, law.signals,
-                     law.excluded, law.boot_degenerate)
+                     law.excluded, law.boot_repeats)
 
 
 def arch_law(ctx: ClaimContext, name: str, arch: Arch) -> LawResult:

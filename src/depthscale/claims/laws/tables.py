@@ -27,7 +27,7 @@ def measure_laws(results: Mapping[str, LawResult],
                  parts: Mapping[str, Part] | None = None) -> Measurement:
     """alpha, its t- and bootstrap intervals and R^2 per study (and the fit against blocks for
     ResNets, alpha at 1/8, 1/4, 1/2 of the run length, the length from which it stays in its
-    interval, the optima left out on the grid's edge, the bootstrap's degenerate fraction and,
+    interval, the optima left out on the grid's edge, the bootstrap's repeat fraction and,
     given ``parts``, each part's verdict code), the table of eta* per depth, and the note."""
     measured: dict[str, float | None] = dict(part_codes(parts)) if parts else {}
     for key, law in results.items():
@@ -43,7 +43,7 @@ def measure_laws(results: Mapping[str, LawResult],
         since = stable_from(law)
         measured[f"alpha_{key}_stable_from_steps"] = None if since is None else float(since)
         measured[f"edge_excluded_{key}"] = float(len(law.excluded))
-        measured[f"boot_degenerate_{key}"] = law.boot_degenerate
+        measured[f"boot_repeats_{key}"] = law.boot_repeats
         if law.blocks_fit is not None:
             measured[f"alpha_{key}_blocks"] = law.blocks_fit.slope
             measured[f"alpha_{key}_blocks_ci_low"] = law.blocks_fit.slope_ci[0]
@@ -114,7 +114,7 @@ def law_rows(results: Mapping[str, LawResult],
                 "alpha_half_steps": law.half_fit.slope if law.half_fit else math.nan,
                 **{f"alpha_at_{steps}_steps": fit.slope for steps, fit in law.length_fits},
                 "excluded_on_edge": sum(o.depth == s.depth for o in law.excluded),
-                "boot_degenerate": law.boot_degenerate,
+                "boot_repeats": law.boot_repeats,
                 "verdict": verdicts.get(key, ""),
             })
     return rows

@@ -21,6 +21,7 @@ from depthscale.claims.nfd.training import (
     SMOKE_DATA,
     fig2_depths,
     fig2_tables,
+    seed_rounds,
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import ClaimOutcome, finite_or_none
@@ -29,20 +30,11 @@ from depthscale.stats.fits import mean_ci
 from depthscale.stats.sweeps import criterion_value, scan_axis
 
 __all__ = ["Comparison", "Fig2Measure", "compare", "decide_fig2", "judge_fig2", "measure_fig2",
-           "nfd_fig2", "seed_rounds"]
+           "nfd_fig2"]
 
 
 #: family-wise level of nfd-fig2's comparisons (Bonferroni over comparisons and seed rounds)
 FAMILY_LEVEL = 0.95
-
-
-def seed_rounds(s: Mapping[str, Any]) -> list[int]:
-    """The seed counts nfd-fig2 looks at in turn: ``seeds``, doubled until ``max_seeds``
-    (sequential design: more seeds only while the verdict is undecided)."""
-    rounds = [int(s["seeds"])]
-    while rounds[-1] < int(s.get("max_seeds", s["seeds"])):
-        rounds.append(min(2 * rounds[-1], int(s["max_seeds"])))
-    return rounds
 
 
 @dataclass(frozen=True)

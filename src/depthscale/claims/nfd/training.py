@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = [
     "ARM_LABELS", "FULL_DATA", "QUICK_DATA", "SMOKE_DATA", "corrected_arms", "fig2_depths",
-    "fig2_tables", "transfer_tables",
+    "fig2_tables", "seed_rounds", "transfer_tables",
 ]
 
 #: the data set of each scale's settings (smoke: the tests' seconds-long runs)
@@ -54,6 +54,16 @@ def _study_tables(name: str, model: str, recipe: str | None, s: Mapping[str, Any
                  **({"plan": plan_grid} if plan_grid else {})},
         "analysis": analysis,
     }
+
+
+def seed_rounds(s: Mapping[str, Any]) -> list[int]:
+    """The seed counts a sequential design looks at in turn (nfd-fig2, nfd-deep): ``seeds``,
+    doubled until ``max_seeds``; more seeds only while the verdict is undecided, each look's
+    intervals Bonferroni-corrected over the looks."""
+    rounds = [int(s["seeds"])]
+    while rounds[-1] < int(s.get("max_seeds", s["seeds"])):
+        rounds.append(min(2 * rounds[-1], int(s["max_seeds"])))
+    return rounds
 
 
 def fig2_depths(s: Mapping[str, Any]) -> list[int]:
