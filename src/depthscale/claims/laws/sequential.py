@@ -10,18 +10,22 @@ each round):
 2. after each round the law is fitted (:func:`~depthscale.claims.laws.law.fit_law`) and the
    part's finding read (:func:`~depthscale.claims.laws.gates.alpha_finding`). No further
    round starts when the part is decided (supports or contradicts); when seeds cannot decide
-   it (no finite slope, or an interval that straddles no edge of the band: fewer than 3
-   depths locate eta*, or alpha still moves with training length); when the rounds are
-   spent; or when the budget would be;
+   it (no finite slope, or an interval that straddles no edge of the band and a bootstrap
+   that is not degenerate: fewer than 3 depths locate eta*, or alpha still moves with
+   training length); when the rounds are spent; or when the budget would be;
 3. otherwise round k brings the chosen depths to n_k seeds. **Depths**: read the WLS slope's
    variance the OLS way, Var(alpha) = sum_j (x_j - xbar)^2 SEM_j^2 / S_xx^2 with x_j =
    log10 L_j over the fitted depths, so depth j carries the share c_j = (x_j - xbar)^2 SEM_j^2
-   / sum_i c_i; the chosen depths are the fewest, largest shares first, that carry
-   :data:`COVER` of it. **LRs**: at a chosen depth, the fine-grid LRs still in play: those
-   whose seed-mean loss is within the seed noise (the flatness gate's seed spread there) of
-   the best one, and every seed's best so far, widened to the contiguous span between them
-   plus one grid neighbour on each side, so that a new seed's argmin stays interior. A new
-   seed trains all of them, since the fit reads per-(depth, seed) optima over the fine grid.
+   / sum_i c_i; where the interval straddles a band edge, the chosen depths are the fewest,
+   largest shares first, that carry :data:`COVER` of it. Where the bootstrap is degenerate
+   (more than ``gates.DEGENERATE_MAX`` of its resamples have a zero SEM at some depth, e.g.
+   repeat one seed, which n seeds do with chance n^(1-n): 1/9 at 3 seeds, 1/64 at 4), also
+   every fitted depth with the fewest seeds. **LRs**: at a chosen depth,
+   the fine-grid LRs still in play: those whose seed-mean loss is within the seed noise (the
+   flatness gate's seed spread there) of the best one, and every seed's best so far, widened
+   to the contiguous span between them plus one grid neighbour on each side, so that a new
+   seed's argmin stays interior. A new seed trains all of them, since the fit reads
+   per-(depth, seed) optima over the fine grid.
 
 **Budget** (``ctx.budget_seconds``): a round starts only when the claim's spent time plus the
 round's estimate fits in it. Both are read from the runs as stored: spent = the run time of
@@ -32,8 +36,10 @@ what is missing and reaches the same decisions. The coarse stage and round 1 alw
 
 :class:`Design` says per depth the seeds run, per part decided or not and why the rounds
 stopped, and for an undecided part what would decide it: about N more seeds at the chosen
-depths, the fewest under which (same variance reading) the interval's half-width toward the
-band edge it straddles falls below alpha's distance to that edge, and their CPU time at the
+depths (at every fitted depth where those alone cannot), the fewest under which (same
+variance reading) the interval's half-width toward the band edge it straddles falls below
+alpha's distance to that edge and the bootstrap is no longer degenerate (its measured
+fraction scaled as the expected one, :func:`degenerate_fraction`), and their CPU time at the
 measured s/run.
 """
 
@@ -46,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from depthscale.claims.laws import sweeps
-from depthscale.claims.laws.gates import alpha_finding
+from depthscale.claims.laws.gates import DEGENERATE_MAX, alpha_finding
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.settings import LAW_BAND, Arch
 from depthscale.claims.laws.sweeps import Record
@@ -55,7 +61,8 @@ from depthscale.errors import ConfigError
 from depthscale.stats.sweeps import criterion_value, seed_summary
 
 __all__ = [
-    "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "lrs_in_play", "more_seeds",
+    "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "degenerate_fraction",
+    "lrs_in_play", "more_seeds",
     "seed_rounds", "sequential_stages", "variance_shares",
 ]
 
@@ -85,7 +92,8 @@ class Design:
     """What a sequential sweep decided: rounds run, the part's finding, why no further round
     ran, each depth's row, the claim's spent seconds after it, and for an undecided part
     ``more_seeds`` more seeds at the effective depths ``more_depths`` (None where seeds
-    cannot decide it or none up to :data:`MAX_MORE` would), costing ``more_cpu_seconds``."""
+    cannot decide it, or none up to :data:`MAX_MORE` would: then ``more_depths`` is empty, or
+    names every fitted depth), costing ``more_cpu_seconds``."""
 
     name: str
     rounds: tuple[int, ...]
@@ -113,9 +121,12 @@ class Design:
                 f"{self.rounds_run} round(s), {self.stopped}; seeds per depth {seeds}")
         if self.decided:
             return said
-        if self.more_seeds is None:
-            return said + "; more seeds would not decide it"
         at = ", ".join(map(str, self.more_depths))
+        if not self.more_depths:
+            return said + "; more seeds would not decide it"
+        if self.more_seeds is None:
+            return (f"{said}; more than {MAX_MORE} more seeds a depth at L = {at} would be "
+                    "needed (alpha sits near the band's edge)")
         return (f"{said}; about {self.more_seeds} more seeds at L = {at} would decide it: "
                 f"estimated {self.more_cpu_seconds / 60:.2g} CPU-min at the measured s/run")
 
@@ -175,41 +186,65 @@ def _straddled_edge(law: LawResult) -> float | None:
     return min(inside, key=lambda e: abs(e - alpha)) if inside else None
 
 
+def degenerate_fraction(seeds: Mapping[int, int]) -> float:
+    """The expected fraction of seed-bootstrap resamples that repeat one seed at some depth,
+    with ``seeds`` optima per depth: 1 - prod_j (1 - n_j^(1 - n_j)) (n^(1-n): the chance that
+    n draws with replacement from n seeds are all one seed)."""
+    return 1.0 - math.prod(1.0 - n ** (1 - n) for n in seeds.values() if n > 1)
+
+
+def _degenerate(law: LawResult) -> bool:
+    """Whether the law is undecided for a degenerate bootstrap (gates.alpha_finding)."""
+    return math.isfinite(law.boot_degenerate) and law.boot_degenerate > DEGENERATE_MAX
+
+
 def choose_depths(law: LawResult) -> tuple[int, ...]:
-    """The effective depths the next round adds seeds at: the fewest, largest variance share
-    first (ties: shallower first), that carry :data:`COVER` of the slope's variance; none
-    where seeds cannot decide (:func:`_straddled_edge`)."""
-    if _straddled_edge(law) is None:
-        return ()
-    chosen, carried = [], 0.0
-    for depth, (share, _) in sorted(variance_shares(law).items(),
-                                    key=lambda kv: (-kv[1][0], kv[0])):
-        chosen.append(depth)
-        carried += share
-        if carried >= COVER - 1e-12:
-            break
+    """The effective depths the next round adds seeds at (module docstring):
+    where the interval straddles a band edge, the fewest, largest variance share first
+    (ties: shallower first), that carry :data:`COVER` of the slope's variance; where the
+    bootstrap is degenerate, also every depth with the fewest seeds. None where neither holds
+    (seeds cannot decide)."""
+    shares = variance_shares(law)
+    order = sorted(shares, key=lambda d: (-shares[d][0], d))
+    chosen: list[int] = []
+    if _straddled_edge(law) is not None:
+        carried = 0.0
+        for depth in order:
+            chosen.append(depth)
+            carried += shares[depth][0]
+            if carried >= COVER - 1e-12:
+                break
+    if _degenerate(law) and shares:
+        fewest = min(n for _, n in shares.values())
+        chosen += [d for d in order if shares[d][1] == fewest and d not in chosen]
     return tuple(sorted(chosen))
 
 
 def more_seeds(law: LawResult, depths: Sequence[int]) -> int | None:
     """About how many more seeds at each of ``depths`` decide the part: the fewest n (up to
-    :data:`MAX_MORE`) with sum_j c_j n_j / (n_j + [j chosen] n) <= ((e - alpha) / h)^2, e the
-    straddled band edge and h the interval's half-width toward it (the variance reading of
-    :func:`variance_shares`, shares summing to 1). None where none does."""
+    :data:`MAX_MORE`) with, where the interval straddles a band edge e, sum_j c_j n_j /
+    (n_j + [j chosen] n) <= ((e - alpha) / h)^2, h the interval's half-width toward e (the
+    variance reading of :func:`variance_shares`, shares summing to 1), and where the
+    bootstrap is degenerate, its measured fraction scaled by the ratio of
+    :func:`degenerate_fraction` after to before <= ``gates.DEGENERATE_MAX``. None where none
+    does, or where neither holds."""
     edge = _straddled_edge(law)
     shares = variance_shares(law)
-    if edge is None or not shares:
+    if (edge is None and not _degenerate(law)) or not shares:
         return None
-    low, high = law.interval
-    alpha = law.fit.slope
-    half = high - alpha if edge > alpha else alpha - low
-    if half <= 0:
-        return None
-    need = ((edge - alpha) / half) ** 2
+    need = 1.0
+    if edge is not None:
+        low, high = law.interval
+        alpha = law.fit.slope
+        half = high - alpha if edge > alpha else alpha - low
+        need = ((edge - alpha) / half) ** 2 if half > 0 else 0.0
+    now = degenerate_fraction({d: k for d, (_, k) in shares.items()})
     for n in range(1, MAX_MORE + 1):
-        left = math.fsum(c * (k / (k + n) if d in depths else 1.0)
-                         for d, (c, k) in shares.items())
-        if left < need:
+        seeds = {d: k + n if d in depths else k for d, (_, k) in shares.items()}
+        left = math.fsum(c * shares[d][1] / seeds[d] for d, (c, _) in shares.items())
+        cured = (not _degenerate(law)
+                 or law.boot_degenerate * degenerate_fraction(seeds) / now <= DEGENERATE_MAX)
+        if (edge is None or left < need) and cured:
             return n
     return None
 
