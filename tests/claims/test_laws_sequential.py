@@ -5,6 +5,7 @@ rerun)."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import math
 import shutil
@@ -274,34 +275,54 @@ def _trained(out: Path, budget: float | None = None) -> tuple[ClaimContext, list
     totals: list[int] = []
     ctx = ClaimContext(scale="medium", out_dir=out, device="cpu", data_dir=None, seed=0,
                        settings=TINY, budget_seconds=budget, set_total=totals.append)
-    records, _ = sweeps.sweep_stages(ctx, "laws-t", TINY_ARCH)
+    records, _ = sweeps.sweep_stages(ctx, "laws-cnn1d", TINY_ARCH)
     keys = sorted((r["depth"], r["seed"], r["lr"], r["status"], r["running_loss"])
                   for r in records)
     return ctx, keys, totals
 
 
 def test_a_budgeted_smoke_sweep_stops_and_a_rerun_resumes_to_the_same_records(
-    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
-    whole, records, _ = _trained(tmp_path / "whole")
-    design = whole.designs["laws-t"]
-    assert design["measured"]["seq_rounds_t"] == 2, design["evidence"]  # undecided on 3 seeds
-    added = sorted(p.name for p in (tmp_path / "whole").iterdir() if "round2" in p.name)
-    assert added and len(added) < 3  # seeds went to some depths only
+    """laws-table1 on the tiny sweep: the record and its CSV say the seeds per depth; the same
+    sweep under a budget stops after round 1 and, rerun, resumes to the same records."""
+    c = CLAIMS["laws-table1"]
+    tiny = {**c.settings["smoke"], **TINY, "archs": {"cnn1d": TINY_ARCH}}
+    monkeypatch.setitem(CLAIMS, "laws-table1",
+                        dataclasses.replace(c, settings={**c.settings, "quick": tiny}))
+    whole = tmp_path / "whole"
+    (result,), crashed = reproduce(["laws-table1"], scale="quick", out_dir=whole,
+                                   budget_seconds=3600.0)
+    assert crashed == []
+    measured = result["measured"]
+    assert measured["seq_rounds_cnn1d"] == 2, result["reason"]  # undecided on 3 seeds
+    assert "sequential design: cnn1d: sequential seeds [3, 5]" in result["reason"]
+    with open(whole / result["data"], encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    seeds = {int(r["effective_depth"]): int(r["seeds"]) for r in rows}
+    assert seeds == {L: measured[f"seq_seeds_cnn1d_L{L}"] for L in (1, 2, 4)}
+    assert sorted(seeds.values()) != [3, 3, 3] and min(seeds.values()) == 3  # some depths only
+    added = sorted(p.name for p in whole.iterdir() if "round2" in p.name)
+    assert len(added) == sum(n == 5 for n in seeds.values())
+    # the claim's studies, read again: nothing to train
+    _, records, totals = _trained(whole)
+    assert sum(totals) == 0
     # a budget smaller than what round 1 cost stops the rounds there
     cut, _, _ = _trained(tmp_path / "cut", budget=1.0)
-    assert "budget:" in cut.designs["laws-t"]["evidence"]
-    assert cut.designs["laws-t"]["measured"]["seq_rounds_t"] == 1
+    assert "budget:" in cut.designs["laws-cnn1d"]["evidence"]
+    assert cut.designs["laws-cnn1d"]["measured"]["seq_rounds_cnn1d"] == 1
     assert not [p for p in (tmp_path / "cut").iterdir() if "round" in p.name]
     # rerun without the budget: only round 2 trains, to the uninterrupted sweep's records
     again, resumed, totals = _trained(tmp_path / "cut")
-    assert resumed == records and again.designs == whole.designs
-    assert sum(totals) == _round2_runs(tmp_path / "whole")
+    assert resumed == records
+    assert again.designs["laws-cnn1d"]["measured"] == {
+        k: v for k, v in measured.items() if k.startswith("seq_")}
+    assert sum(totals) == _round2_runs(whole)
     # a kill during round 2 (its store lost): the rerun trains that round again, same records
     for name in added:
         shutil.rmtree(tmp_path / "cut" / name)
     _, killed, totals = _trained(tmp_path / "cut")
-    assert killed == records and sum(totals) == _round2_runs(tmp_path / "whole")
+    assert killed == records and sum(totals) == _round2_runs(whole)
     # and once more: nothing left to train
     _, same, totals = _trained(tmp_path / "cut")
     assert same == records and sum(totals) == 0

@@ -116,19 +116,24 @@ class Design:
         return self.name.removeprefix("laws-")
 
     def evidence(self) -> str:
-        seeds = ", ".join(f"L={r.effective_depth}: {r.seeds}" for r in self.depths)
+        """Per depth the seeds run (and its share of the slope's variance), the finding, why
+        the rounds stopped and, undecided, what would decide it."""
+        seeds = ", ".join(f"L={r.effective_depth}: {r.seeds}"
+                          + (f" (variance share {r.share:.2f})" if math.isfinite(r.share) else "")
+                          for r in self.depths)
         said = (f"{self.key}: sequential seeds {list(self.rounds)}: {self.finding} after "
                 f"{self.rounds_run} round(s), {self.stopped}; seeds per depth {seeds}")
-        if self.decided:
+        if self.decided or not self.more_depths:
             return said
         at = ", ".join(map(str, self.more_depths))
-        if not self.more_depths:
-            return said + "; more seeds would not decide it"
         if self.more_seeds is None:
             return (f"{said}; more than {MAX_MORE} more seeds a depth at L = {at} would be "
                     "needed (alpha sits near the band's edge)")
+        rate = statistics.fmean(r.seconds_per_run for r in self.depths
+                                if r.effective_depth in self.more_depths)
         return (f"{said}; about {self.more_seeds} more seeds at L = {at} would decide it: "
-                f"estimated {self.more_cpu_seconds / 60:.2g} CPU-min at the measured s/run")
+                f"estimated {self.more_cpu_seconds / 60:.2g} CPU-min at the {rate:.2g} s/run "
+                "measured here")
 
     def measured(self) -> dict[str, float | None]:
         k = self.key
