@@ -45,6 +45,7 @@ measured s/run.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import statistics
@@ -62,8 +63,7 @@ from depthscale.stats.sweeps import criterion_value, seed_summary
 
 __all__ = [
     "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "degenerate_fraction",
-    "lrs_in_play", "more_seeds",
-    "seed_rounds", "sequential_stages", "variance_shares",
+    "lrs_in_play", "more_seeds", "seed_rounds", "sequential_stages", "variance_shares",
 ]
 
 #: the share of the slope's variance the chosen depths carry
@@ -90,7 +90,7 @@ class DepthRow:
 @dataclass(frozen=True)
 class Design:
     """What a sequential sweep decided: rounds run, the part's finding, why no further round
-    ran, each depth's row, the claim's spent seconds after it, and for an undecided part
+    ran, each depth's row, and for an undecided part
     ``more_seeds`` more seeds at the effective depths ``more_depths`` (None where seeds
     cannot decide it, or none up to :data:`MAX_MORE` would: then ``more_depths`` is empty, or
     names every fitted depth), costing ``more_cpu_seconds``."""
@@ -101,7 +101,6 @@ class Design:
     finding: str
     stopped: str
     depths: tuple[DepthRow, ...]
-    spent_seconds: float
     more_seeds: int | None = None
     more_depths: tuple[int, ...] = ()
     more_cpu_seconds: float = math.nan
@@ -288,6 +287,16 @@ def _seconds_per_run(runs: Sequence[Record]) -> float:
     return statistics.fmean(took) if took else math.nan
 
 
+def _in_play(law: LawResult, runs: Mapping[int, Sequence[Record]],
+             grids: Mapping[int, list[float]], grid_depth: Mapping[int, int],
+             depths: Sequence[int]) -> dict[int, list[float]]:
+    """Per grid depth of the effective ``depths``, its fine-grid LRs in play
+    (:func:`lrs_in_play`, the seed spread of the law's grid signal there)."""
+    spread = {g.depth: g.seed_spread for g in law.signals}
+    return {grid_depth[L]: lrs_in_play(runs[grid_depth[L]], grids[grid_depth[L]],
+                                       spread.get(L, math.nan)) for L in depths}
+
+
 def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
                       ) -> tuple[list[Record], list[Record]]:
     """The coarse stage's and the fine rounds' records of one architecture (module docstring),
@@ -304,16 +313,14 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     seeds = dict.fromkeys(grids, rounds[0])
     ran = {d: len(lrs) for d, lrs in grids.items()}
     chance = sweeps.chance_loss(ctx, arch)
-    done, plan = 1, {}
+    done, plan = 1, dict[int, list[float]]()
     while True:
         fine = [r for d in grids for r in runs[d]]
         law = fit_law(sweeps.annotate(s, arch, fine), blocks=sweeps.has_blocks(arch),
                       chance=chance, window=sweeps.annotate(s, arch, coarse + fine))
         finding, _ = alpha_finding(name, law)
-        spread = {grid_depth[g.depth]: g.seed_spread for g in law.signals
-                  if g.depth in grid_depth}
-        chosen = [grid_depth[L] for L in choose_depths(law)] if finding == "undecided" else []
-        plan = {d: lrs_in_play(runs[d], grids[d], spread.get(d, math.nan)) for d in chosen}
+        plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law))
+                if finding == "undecided" else {})
         if finding != "undecided":
             stopped = "decided"
         elif not plan:
@@ -341,19 +348,17 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     rows = tuple(DepthRow(d, eff[d], seeds[d], len(runs[d]), ran[d],
                           shares.get(eff[d], (math.nan, 0))[0], _per_run(runs, d))
                  for d in grids)
-    design = Design(name, rounds, done, finding, stopped, rows, ctx.spent_seconds)
-    if finding == "undecided" and plan:
+    design = Design(name, rounds, done, finding, stopped, rows)
+    if plan:  # undecided, and seeds would decide it: how many, where, at what cost
         depths = tuple(eff[d] for d in plan)
         n = more_seeds(law, depths)
         if n is None:  # the chosen depths alone cannot: every fitted depth
             depths = tuple(sorted(shares))
-            plan = {grid_depth[L]: lrs_in_play(runs[grid_depth[L]], grids[grid_depth[L]],
-                                               spread.get(grid_depth[L], math.nan))
-                    for L in depths}
+            plan = _in_play(law, runs, grids, grid_depth, depths)
             n = more_seeds(law, depths)
         cpu = math.fsum(len(lrs) * _per_run(runs, d) for d, lrs in plan.items())
-        design = Design(name, rounds, done, finding, stopped, rows, ctx.spent_seconds, n,
-                        depths, math.nan if n is None else n * cpu)
+        design = dataclasses.replace(design, more_seeds=n, more_depths=depths,
+                                     more_cpu_seconds=math.nan if n is None else n * cpu)
     ctx.designs[name] = {"evidence": design.evidence(), "measured": design.measured()}
     return coarse, [r for d in grids for r in runs[d]]
 
