@@ -124,8 +124,10 @@ _PROBES = {"probe_seeds": 16, "batch": 128}
 #: laws-table1's medium seeds for cnn1d (claims/laws/sequential.py): the fine grid on 4 seeds at
 #: every depth, then rounds to 6 and 8 seeds only at the depths and LRs that decide, while the
 #: part is undecided. Not 3 first: at 7 depths the seed bootstrap would repeat one seed at some
-#: depth in 1 - (8/9)^7 = 56% of resamples (> gates.DEGENERATE_MAX), an undecided part that
-#: seeds at a few depths do not cure; at 4 seeds that is 1 - (63/64)^7 = 10%
+#: depth in 1 - (8/9)^7 = 56% of resamples (> gates.DEGENERATE_MAX), and round 2 would have to
+#: go to every depth to cure it; at 4 seeds that is 1 - (63/64)^7 = 10%. A medium cnn1d run
+#: took 2.3 s at L = 2, 6 s at 6, 14 s at 16 (one thread, this 2-core machine): about 47 s per
+#: (seed, LR) over the 7 depths, so coarse + round 1 cost about 43 CPU-min (5 seeds: 51)
 SEED_ROUNDS = [4, 6, 8]
 _TABLE1_MEDIUM = {**ARCHS_MEDIUM, "cnn1d": {**ARCHS_MEDIUM["cnn1d"], "seed_rounds": SEED_ROUNDS}}
 
