@@ -65,6 +65,14 @@ class ClaimContext:
     set_total: Callable[[int], None] = lambda _k: None
     #: processes a claim's sweeps may use (``depthscale reproduce --workers``)
     workers: int = 1
+    #: the claim's time budget in seconds (``depthscale reproduce --budget``; None: none); only
+    #: sweeps with a sequential design read it (claims/laws/sequential.py)
+    budget_seconds: float | None = None
+    #: the budget's meter: run time of the studies this claim's sweeps have read so far, as
+    #: stored with their runs (so a resumed claim meters what its runs cost, not the rerun)
+    spent_seconds: float = 0.0
+    #: what each sequential sweep decided (study name -> its design's report, plain data)
+    designs: dict[str, Any] = field(default_factory=dict)
 
     def path(self, claim_id: str, suffix: str) -> Path:
         """Where this claim writes its figure (``.png``) or data (``.csv``)."""

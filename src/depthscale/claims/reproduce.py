@@ -13,12 +13,17 @@ the folder's lock (:data:`LOCK_FILE`), so neither drops the other's verdicts.
 and reports the verdict per seed; seeds that disagree make the claim UNSTABLE. ``control=True``
 runs each claim's negative control instead (in ``OUT/control/``, ids ``<claim>/control``): a
 deliberately wrong setting under which a check that can fail comes out FAIL.
+``budget_seconds`` gives each claim a time budget (``ClaimContext.budget_seconds``), which the
+laws sweeps with a sequential design read (claims/laws/sequential.py); what those designs
+decided joins the claim's measured values and reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
+import math
 import os
 import platform
 import time
@@ -104,10 +109,11 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def run_info(device: str, workers: int) -> dict[str, Any]:
+def run_info(device: str, workers: int, budget_seconds: float | None = None) -> dict[str, Any]:
     """Where and with what a reproduce call runs: start time, CPU and GPU models, torch
-    threads, OS and the versions of depthscale, torch, numpy and Python (each record's ``run``,
-    so the report shows the machine that computed it, not the reader's)."""
+    threads, each claim's time budget (seconds, None: none), OS and the versions of
+    depthscale, torch, numpy and Python (each record's ``run``, so the report shows the
+    machine that computed it, not the reader's)."""
     import numpy
     import torch
 
@@ -118,7 +124,7 @@ def run_info(device: str, workers: int) -> dict[str, Any]:
     return {
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device, "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "gpu": gpu,
-        "threads": torch.get_num_threads(), "workers": workers,
+        "threads": torch.get_num_threads(), "workers": workers, "budget_seconds": budget_seconds,
         "os": f"{platform.system()} {platform.release()}".strip(),
         "depthscale": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
         "python": platform.python_version(),
@@ -178,10 +184,14 @@ def _run_claim(cid: str, ctx: ClaimContext, crashed: list[str]) -> ClaimOutcome:
 
 
 def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str,
-           control: bool) -> list[str]:
+           control: bool, budget_seconds: float | None = None) -> list[str]:
     """The chosen claim ids, after every check of the arguments (ConfigError, before work)."""
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    if budget_seconds is not None and not (isinstance(budget_seconds, int | float)
+                                           and math.isfinite(budget_seconds)
+                                           and budget_seconds > 0):
+        raise ConfigError(f"budget must be a positive number of seconds, got {budget_seconds!r}")
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
@@ -209,6 +219,7 @@ class _Run:
     control: bool
     workers: int
     info: dict[str, Any]
+    budget_seconds: float | None = None
 
 
 def _run_seeds(cid: str, run: _Run,
@@ -224,9 +235,10 @@ def _run_seeds(cid: str, run: _Run,
         ctx = ClaimContext(scale=run.scale, out_dir=where, device=run.device,
                            data_dir=run.data_dir, seed=base,
                            settings=CLAIMS[cid].settings_for(run.scale, control=run.control),
-                           progress=advance, set_total=set_total, workers=run.workers)
+                           progress=advance, set_total=set_total, workers=run.workers,
+                           budget_seconds=run.budget_seconds)
         t0 = time.perf_counter()
-        outcome = _run_claim(cid, ctx, crashed)
+        outcome = _with_designs(_run_claim(cid, ctx, crashed), ctx)
         per_seed.append((base, _record(cid, run.scale, base, time.perf_counter() - t0, outcome,
                                        run.out_dir)))
     record = per_seed[0][1] if run.seeds == 1 else _combine_seeds(cid, per_seed)
@@ -240,13 +252,28 @@ def _run_seeds(cid: str, run: _Run,
     return record
 
 
-def _same_run(record: dict[str, Any], scale: str, seed: int, seeds: int) -> bool:
+def _with_designs(outcome: ClaimOutcome, ctx: ClaimContext) -> ClaimOutcome:
+    """``outcome`` with what the claim's sequential sweeps decided (``ctx.designs``: per
+    study, its measured values and evidence) added to its measured values and reason."""
+    if not ctx.designs:
+        return outcome
+    measured = dict(outcome.measured)
+    for design in ctx.designs.values():
+        measured.update(design["measured"])
+    said = "sequential design: " + "; ".join(d["evidence"] for d in ctx.designs.values())
+    reason = "; ".join(r for r in (outcome.reason, said) if r)
+    return dataclasses.replace(outcome, measured=measured, reason=reason)
+
+
+def _same_run(record: dict[str, Any], scale: str, seed: int, seeds: int,
+              budget_seconds: float | None = None) -> bool:
     """Whether ``record`` (from claims.json) is this run's result already: same scale, base
-    seed, number of seeds and depthscale version, and decided (not a SKIP, which may be a
-    crash or missing data that a rerun can fix)."""
+    seed, number of seeds, budget and depthscale version, and decided (not a SKIP, which may
+    be a crash or missing data that a rerun can fix)."""
     return (record["verdict"] != "SKIP" and record["scale"] == scale
             and record.get("seed") == seed and len(record.get("seeds") or []) == (
                 seeds if seeds > 1 else 0)
+            and (record.get("run") or {}).get("budget_seconds") == budget_seconds
             and record.get("version") == __version__)
 
 
@@ -287,6 +314,7 @@ def reproduce(
     on_claim: ClaimHooks | None = None,
     rerun: bool = False,
     on_kept: Callable[[str], None] | None = None,
+    budget_seconds: float | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
@@ -294,23 +322,26 @@ def reproduce(
     mistake) ends as SKIP with the error and is listed in the second return value.
     ``workers``: processes each claim's sweeps may use (the runs are the same either way).
     ``seeds``: base seeds per claim (UNSTABLE where their verdicts differ); ``control``: run
-    the negative controls instead of the claims.
+    the negative controls instead of the claims. ``budget_seconds``: each claim's time budget
+    (None: none; only sweeps with a sequential design read it).
 
     Resuming: a claim whose result is already in ``out_dir/claims.json`` from the same scale,
-    base seed, number of seeds and depthscale version, and is not a SKIP, is kept as it is and
-    not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it anyway.
+    base seed, number of seeds, budget and depthscale version, and is not a SKIP, is kept as
+    it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it anyway.
     """
-    chosen = _check(ids, scale, workers, seeds, device, control)
+    chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds)
     out_dir = check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
         results = {r["id"]: r for r in _existing(out_dir)}  # a bad claims.json stops us here
     crashed: list[str] = []
     run = _Run(scale, out_dir, out_dir / "control" if control else out_dir, device, data_dir,
-               seed, seeds, control, workers, run_info(device, workers))
+               seed, seeds, control, workers, run_info(device, workers, budget_seconds),
+               budget_seconds)
     for cid in chosen:
         previous = results.get(f"{cid}/control" if control else cid)
-        if not rerun and previous is not None and _same_run(previous, scale, seed, seeds):
+        if not rerun and previous is not None and _same_run(previous, scale, seed, seeds,
+                                                            budget_seconds):
             if on_kept is not None:
                 on_kept(cid)
             continue

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from depthscale.cli.common import positive_int, seed_value
+
+#: seconds per unit of a ``--budget``
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """A time budget: a positive number with a unit, s, m or h (``90s``, ``45m``, ``1.5h``),
+    in seconds."""
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    try:
+        value = float(number) * _UNITS[unit]
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"a budget is a number with a unit s, m or h (90s, "
+                                         f"45m, 1.5h), got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"a budget must be a positive, finite time, got "
+                                         f"{text!r}")
+    return value
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
@@ -36,14 +55,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             return (lambda k: bar.advance(task, k)), (lambda n: bar.update(task, total=n))
 
         def on_kept(cid: str) -> None:
-            console.print(f"{cid}: kept from {args.out / 'claims.json'} (same scale, seed and "
-                          "version; --rerun to run it again)")
+            console.print(f"{cid}: kept from {args.out / 'claims.json'} (same scale, seed, "
+                          "budget and version; --rerun to run it again)")
 
         results, crashed = reproduce(args.claims, scale=args.scale, out_dir=args.out,
                                      device=args.device, data_dir=args.data_dir, seed=args.seed,
                                      seeds=args.seeds, control=args.control,
                                      workers=args.workers, on_claim=on_claim, rerun=args.rerun,
-                                     on_kept=on_kept)
+                                     on_kept=on_kept, budget_seconds=args.budget)
     Console().print(console_table(results, details=args.details))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
@@ -79,6 +98,10 @@ def register(sub: Any) -> None:
                    "under which a check that can fail gives FAIL) instead of the claim")
     r.add_argument("--workers", type=positive_int, default=1,
                    help="processes for the claims' LR sweeps (results do not depend on it)")
+    r.add_argument("--budget", type=duration, default=None,
+                   help="each claim's time budget (90s, 45m, 1.5h): the laws sweeps with a "
+                   "sequential design start no further round of seeds that would exceed it "
+                   "(measured s/run x runs in the round); other claims ignore it")
     r.add_argument("--rerun", action="store_true",
                    help="run every chosen claim again, even those claims.json in --out already "
                    "holds from the same scale, seed and version (by default a rerun into the "

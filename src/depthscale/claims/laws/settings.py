@@ -1,7 +1,8 @@
 """The laws claims' settings as data: the architectures of laws Sec. 4.2 / Tables 1 and 3 (plain
 CNNs of Eq. 3, conv ResNets with effective depth L = m + K of Sec. 3.4, Post-LN ViTs with plain
 fan-in init of Sec. 3.5), the per-scale budgets (quick, medium, full, smoke) of every claim, the
-negative controls and the law band alpha in [-1.9, -1.0] around the paper's -3/2 (Eq. 9).
+negative controls, the law band alpha in [-1.9, -1.0] around the paper's -3/2 (Eq. 9), and the
+sequential seed rounds of laws-table1's medium cnn1d sweep (sequential.py).
 
 Each claim's scales are one :class:`Scales` record, passed whole to ``@claim``.
 """
@@ -15,7 +16,7 @@ from depthscale.claims.registry import Control
 
 __all__ = [
     "ABLATIONS", "AMMUP", "ARCHS_FULL", "ARCHS_MEDIUM", "ARCHS_QUICK", "LAW_BAND", "R2_MIN",
-    "TABLE1", "TRANSFER", "WIDTHS", "Arch", "Scales",
+    "SEED_ROUNDS", "TABLE1", "TRANSFER", "WIDTHS", "Arch", "Scales",
 ]
 
 #: one architecture of a sweep: model, dataset, input shape, width, depths, LR grid (``lrs`` or
@@ -120,9 +121,19 @@ WRONG_LR_RULE = Control("an extra LR multiplier L^(3/2) on every layer (the dept
 #: the AM-muP route of laws-table1 (probes at init, as laws-ammup's): init seeds and batch
 _PROBES = {"probe_seeds": 16, "batch": 128}
 
+#: laws-table1's medium seeds for cnn1d (claims/laws/sequential.py): the fine grid on 4 seeds at
+#: every depth, then rounds to 6 and 8 seeds only at the depths and LRs that decide, while the
+#: part is undecided. Not 3 first: at 7 depths the seed bootstrap would repeat one seed at some
+#: depth in 1 - (8/9)^7 = 56% of resamples (> gates.DEGENERATE_MAX), and round 2 would have to
+#: go to every depth to cure it; at 4 seeds that is 1 - (63/64)^7 = 10%. A medium cnn1d run
+#: took 2.3 s at L = 2, 6 s at 6, 14 s at 16 (one thread, this 2-core machine): about 47 s per
+#: (seed, LR) over the 7 depths, so coarse + round 1 cost about 43 CPU-min (5 seeds: 51)
+SEED_ROUNDS = [4, 6, 8]
+_TABLE1_MEDIUM = {**ARCHS_MEDIUM, "cnn1d": {**ARCHS_MEDIUM["cnn1d"], "seed_rounds": SEED_ROUNDS}}
+
 TABLE1 = Scales(
     quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET, **_PROBES},
-    medium={"archs": ARCHS_MEDIUM, **_MEDIUM_BUDGET, **_PROBES},
+    medium={"archs": _TABLE1_MEDIUM, **_MEDIUM_BUDGET, **_PROBES},
     full={"archs": ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}, **_PROBES},
     smoke={"archs": {"cnn1d": _SMOKE_FIT_CNN1D}, **_SMOKE_FIT, "probe_seeds": 8, "batch": 16},
     control=WRONG_LR_RULE,

@@ -21,8 +21,8 @@ from depthscale.models import create
 from depthscale.stats.sweeps import optimal_lrs
 
 __all__ = [
-    "Record", "at_epoch", "chance_loss", "effective_depth", "has_blocks", "study_tables", "sweep",
-    "sweep_recipe", "sweep_stages",
+    "Record", "annotate", "at_epoch", "chance_loss", "effective_depth", "fine_grids", "has_blocks",
+    "study_tables", "sweep", "sweep_recipe", "sweep_stages",
 ]
 
 #: one run's record from a study's results store (its spec's fields and its metrics)
@@ -80,26 +80,45 @@ def sweep_stages(ctx: ClaimContext, name: str, arch: Arch) -> tuple[list[Record]
     at a depth flat within seed noise?), the fit the records. A negative control's
     ``lr_depth_exponent`` e (an extra LR multiplier L^e on every layer) reads each run at LR
     eta as the one that control makes at nominal LR eta / L^e: the same runs, so eta* moves
-    by L^-e exactly and the control costs no training."""
+    by L^-e exactly and the control costs no training. An architecture with ``seed_rounds``
+    (and settings with ``refine``) adds its fine stage's seeds in rounds, where they decide
+    (:mod:`~depthscale.claims.laws.sequential`)."""
     s = ctx.settings
     refine = s.get("refine")
-    if refine is None:
-        records = _run_laws_study(ctx, name, arch, seeds=s["seeds"])
-        window = records
+    if refine is not None and arch.get("seed_rounds"):
+        from depthscale.claims.laws.sequential import sequential_stages  # it fits this module's
+
+        coarse, records = sequential_stages(ctx, name, arch)
+    elif refine is None:
+        coarse, records = [], _run_laws_study(ctx, name, arch, seeds=s["seeds"])
     else:
         coarse = _run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
         records = []
-        for o in optimal_lrs(coarse, "running", axis="depth"):
-            fine = {**arch, "depths": [o.depth], "lrs": _fine_lrs(o.grid_lr, refine)}
-            records += _run_laws_study(ctx, f"{name}-fine-L{o.depth}", fine, seeds=s["seeds"])
-        window = coarse + records
+        for depth, lrs in fine_grids(coarse, refine).items():
+            fine = {**arch, "depths": [depth], "lrs": lrs}
+            records += _run_laws_study(ctx, f"{name}-fine-L{depth}", fine, seeds=s["seeds"])
+    records = annotate(s, arch, records)
+    return records, annotate(s, arch, coarse) + records
+
+
+def annotate(settings: Mapping[str, Any], arch: Arch, records: list[Record]) -> list[Record]:
+    """Copies of ``records`` with each run's ``effective_depth`` (L = m + K, laws Sec. 3.4)
+    and, under a negative control's ``lr_depth_exponent`` e, its LR read as lr / L^e."""
     eff = {d: effective_depth(arch, d) for d in arch["depths"]}
-    exponent = float(s.get("lr_depth_exponent", 0.0))
-    for r in window:
-        r["effective_depth"] = eff[int(r["depth"])]
-        if exponent:  # the control's LR multiplier: this run is the wrong rule's at lr / L^e
-            r["lr"] = float(r["lr"]) / eff[int(r["depth"])] ** exponent
-    return records, window
+    exponent = float(settings.get("lr_depth_exponent", 0.0))
+    out = []
+    for r in records:
+        L = eff[int(r["depth"])]
+        # the control's LR multiplier: this run is the wrong rule's at lr / L^e
+        out.append({**r, "effective_depth": L,
+                    **({"lr": float(r["lr"]) / L ** exponent} if exponent else {})})
+    return out
+
+
+def fine_grids(coarse: list[Record], refine: Mapping[str, float]) -> dict[int, list[float]]:
+    """Per depth, the fine stage's LRs around the coarse stage's optimum (:func:`_fine_lrs`)."""
+    return {o.depth: _fine_lrs(o.grid_lr, refine)
+            for o in optimal_lrs(coarse, "running", axis="depth")}
 
 
 def _fine_lrs(center_lr: float, refine: Mapping[str, float]) -> list[float]:
@@ -110,19 +129,24 @@ def _fine_lrs(center_lr: float, refine: Mapping[str, float]) -> list[float]:
     return [10 ** (center + i * refine["step"]) for i in range(-k, k + 1)]
 
 
-def _run_laws_study(ctx: ClaimContext, name: str, arch: Arch, seeds: int) -> list[Record]:
-    """One study (spec written from the settings, run or resumed), its planned records."""
+def _run_laws_study(ctx: ClaimContext, name: str, arch: Arch, seeds: int,
+                    first_seed: int = 0) -> list[Record]:
+    """One study (spec written from the settings, run or resumed) on seeds ``ctx.seed +
+    first_seed`` onwards, its planned records; their stored run time is added to the claim's
+    ``spent_seconds`` (the budget's meter)."""
     s = ctx.settings
     control = s.get("recipe")
     data = {**s.get("data", {}), **arch.get("data", {})}
     if ctx.data_dir is not None and arch["dataset"].startswith("cifar"):
         data["dir"] = str(Path(ctx.data_dir).resolve())
     tables = study_tables(name, arch, seeds=seeds, epochs=s.get("epochs"), steps=s.get("steps"),
-                          data=data, first_seed=ctx.seed, device=ctx.device,
+                          data=data, first_seed=ctx.seed + first_seed, device=ctx.device,
                           recipe=sweep_recipe(s, arch),
                           final_eval=s.get("final_eval", "train+test"))
-    return run_claim_study(ctx, name if control is None else f"{name}-{control}", tables,
-                           retry_failed=False, fail_on_failed=False)
+    records = run_claim_study(ctx, name if control is None else f"{name}-{control}", tables,
+                              retry_failed=False, fail_on_failed=False)
+    ctx.spent_seconds += sum(float(r.get("seconds") or 0.0) for r in records)
+    return records
 
 
 def sweep_recipe(settings: Mapping[str, Any], arch: Arch) -> str:

@@ -1,0 +1,373 @@
+"""A sequential, budgeted design for the seeds of a laws sweep (laws Sec. 4.1 protocol, the
+fit of Eq. 9): seeds go where they decide the part, and stop once it is decided.
+
+The fine stage of the two-stage grid (:func:`~depthscale.claims.laws.sweeps.sweep_stages`)
+runs in rounds, ``arch["seed_rounds"] = [n1, n2, ...]`` (the seeds a chosen depth has after
+each round):
+
+1. the coarse grid on one seed locates each depth's optimum; round 1 runs the fine grid
+   around it at every depth on seeds 0..n1-1 (the two-stage grid's own studies);
+2. after each round the law is fitted (:func:`~depthscale.claims.laws.law.fit_law`) and the
+   part's finding read (:func:`~depthscale.claims.laws.gates.alpha_finding`). No further
+   round starts when the part is decided (supports or contradicts); when seeds cannot decide
+   it (no finite slope, or an interval that straddles no edge of the band and a bootstrap
+   that is not degenerate: fewer than 3 depths locate eta*, or alpha still moves with
+   training length); when the rounds are spent; or when the budget would be;
+3. otherwise round k brings the chosen depths to n_k seeds. **Depths**: read the WLS slope's
+   variance the OLS way, Var(alpha) = sum_j (x_j - xbar)^2 SEM_j^2 / S_xx^2 with x_j =
+   log10 L_j over the fitted depths, so depth j carries the share c_j = (x_j - xbar)^2 SEM_j^2
+   / sum_i c_i; where the interval straddles a band edge, the chosen depths are the fewest,
+   largest shares first, that carry :data:`COVER` of it. Where the bootstrap is degenerate
+   (more than ``gates.DEGENERATE_MAX`` of its resamples have a zero SEM at some depth, e.g.
+   repeat one seed, which n seeds do with chance n^(1-n): 1/9 at 3 seeds, 1/64 at 4), also
+   every fitted depth with the fewest seeds. **LRs**: at a chosen depth,
+   the fine-grid LRs still in play: those whose seed-mean loss is within the seed noise (the
+   flatness gate's seed spread there) of the best one, and every seed's best so far, widened
+   to the contiguous span between them plus one grid neighbour on each side, so that a new
+   seed's argmin stays interior. A new seed trains all of them, since the fit reads
+   per-(depth, seed) optima over the fine grid.
+
+**Budget** (``ctx.budget_seconds``): a round starts only when the claim's spent time plus the
+round's estimate fits in it. Both are read from the runs as stored: spent = the run time of
+the studies the claim has read (``ctx.spent_seconds``) / workers; the estimate = per depth
+the mean stored s/run of its fine runs x the runs the round adds there / workers. The rounds
+are thus a deterministic function of the finished runs: a killed claim, rerun, trains only
+what is missing and reaches the same decisions. The coarse stage and round 1 always run.
+
+:class:`Design` says per depth the seeds run, per part decided or not and why the rounds
+stopped, and for an undecided part what would decide it: about N more seeds at the chosen
+depths (at every fitted depth where those alone cannot), the fewest under which (same
+variance reading) the interval's half-width toward the band edge it straddles falls below
+alpha's distance to that edge and the bootstrap is no longer degenerate (its measured
+fraction scaled as the expected one, :func:`degenerate_fraction`), and their CPU time at the
+measured s/run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from depthscale.claims.laws import sweeps
+from depthscale.claims.laws.gates import DEGENERATE_MAX, alpha_finding
+from depthscale.claims.laws.law import LawResult, fit_law
+from depthscale.claims.laws.settings import LAW_BAND, Arch
+from depthscale.claims.laws.sweeps import Record
+from depthscale.claims.registry import ClaimContext
+from depthscale.errors import ConfigError
+from depthscale.stats.sweeps import criterion_value, seed_summary
+
+__all__ = [
+    "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "degenerate_fraction",
+    "lrs_in_play", "more_seeds", "seed_rounds", "sequential_stages", "variance_shares",
+]
+
+#: the share of the slope's variance the chosen depths carry
+COVER = 2 / 3
+#: the most more seeds a depth the "what would decide" estimate looks for
+MAX_MORE = 64
+
+
+@dataclass(frozen=True)
+class DepthRow:
+    """One depth of a sequential sweep: grid and effective depth, seeds and runs on its fine
+    grid, the LRs its last round ran, its share of the slope's variance (NaN: not in the fit)
+    and the mean stored seconds per run of its fine runs."""
+
+    depth: int
+    effective_depth: int
+    seeds: int
+    runs: int
+    lrs: int
+    share: float
+    seconds_per_run: float
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a sequential sweep decided: rounds run, the part's finding, why no further round
+    ran, each depth's row, and for an undecided part
+    ``more_seeds`` more seeds at the effective depths ``more_depths`` (None where seeds
+    cannot decide it, or none up to :data:`MAX_MORE` would: then ``more_depths`` is empty, or
+    names every fitted depth), costing ``more_cpu_seconds``."""
+
+    name: str
+    rounds: tuple[int, ...]
+    rounds_run: int
+    finding: str
+    stopped: str
+    depths: tuple[DepthRow, ...]
+    more_seeds: int | None = None
+    more_depths: tuple[int, ...] = ()
+    more_cpu_seconds: float = math.nan
+
+    @property
+    def decided(self) -> bool:
+        return self.finding != "undecided"
+
+    @property
+    def key(self) -> str:
+        """The part's name in measured values (the study name without ``laws-``)."""
+        return self.name.removeprefix("laws-")
+
+    def evidence(self) -> str:
+        """Per depth the seeds run (and its share of the slope's variance), the finding, why
+        the rounds stopped and, undecided, what would decide it."""
+        seeds = ", ".join(f"L={r.effective_depth}: {r.seeds}"
+                          + (f" (variance share {r.share:.2f})" if math.isfinite(r.share) else "")
+                          for r in self.depths)
+        said = (f"{self.key}: sequential seeds {list(self.rounds)}: {self.finding} after "
+                f"{self.rounds_run} round(s), {self.stopped}; seeds per depth {seeds}")
+        if self.decided or not self.more_depths:
+            return said
+        at = ", ".join(map(str, self.more_depths))
+        if self.more_seeds is None:
+            return (f"{said}; more than {MAX_MORE} more seeds a depth at L = {at} would be "
+                    "needed (alpha sits near the band's edge)")
+        rate = statistics.fmean(r.seconds_per_run for r in self.depths
+                                if r.effective_depth in self.more_depths)
+        return (f"{said}; about {self.more_seeds} more seeds at L = {at} would decide it: "
+                f"estimated {self.more_cpu_seconds / 60:.2g} CPU-min at the {rate:.2g} s/run "
+                "measured here")
+
+    def measured(self) -> dict[str, float | None]:
+        k = self.key
+        out: dict[str, float | None] = {
+            f"seq_rounds_{k}": float(self.rounds_run), f"seq_decided_{k}": float(self.decided),
+            f"seq_runs_{k}": float(sum(r.runs for r in self.depths)),
+        }
+        out |= {f"seq_seeds_{k}_L{r.effective_depth}": float(r.seeds) for r in self.depths}
+        if not self.decided and self.more_seeds is not None:
+            out[f"seq_more_seeds_{k}"] = float(self.more_seeds)
+            out[f"seq_more_cpu_min_{k}"] = self.more_cpu_seconds / 60
+        return out
+
+
+def seed_rounds(arch: Arch) -> tuple[int, ...]:
+    """The architecture's ``seed_rounds``: increasing whole numbers, the first >= 2 (a seed
+    spread needs two seeds)."""
+    rounds = arch.get("seed_rounds")
+    if not isinstance(rounds, list | tuple):
+        raise ConfigError(f"seed_rounds must be a list of seed counts, got {rounds!r}")
+    ok = (bool(rounds)
+          and all(isinstance(n, int) and not isinstance(n, bool) for n in rounds)
+          and rounds[0] >= 2 and all(a < b for a, b in itertools.pairwise(rounds)))
+    if not ok:
+        raise ConfigError(f"seed_rounds must be increasing whole numbers from >= 2, got "
+                          f"{rounds!r}")
+    return tuple(rounds)
+
+
+def variance_shares(law: LawResult) -> dict[int, tuple[float, int]]:
+    """Per fitted effective depth (not gated, not left out on the grid's edge): its share
+    c_j / sum c of the slope's variance, c_j = (x_j - xbar)^2 SEM_j^2 with x = log10 L, and
+    its seeds in the fit. Empty where fewer than 3 depths have a finite SEM."""
+    kept = [o for o in law.optima if o not in law.excluded and o.depth not in law.gated]
+    rows = [s for s in seed_summary(kept) if math.isfinite(s.sem)]
+    if len(rows) < 3:
+        return {}
+    x = [math.log10(s.depth) for s in rows]
+    xbar = statistics.fmean(x)
+    c = [(xj - xbar) ** 2 * s.sem ** 2 for xj, s in zip(x, rows, strict=True)]
+    total = math.fsum(c)
+    if total <= 0:
+        return {}
+    return {s.depth: (cj / total, s.n_seeds) for s, cj in zip(rows, c, strict=True)}
+
+
+def _straddled_edge(law: LawResult) -> float | None:
+    """The band edge inside the slope's interval nearest alpha (None: it straddles none, or
+    there is no finite slope)."""
+    low, high = law.interval
+    alpha = law.fit.slope
+    if not all(map(math.isfinite, (low, high, alpha))):
+        return None
+    inside = [e for e in LAW_BAND if low <= e <= high]
+    return min(inside, key=lambda e: abs(e - alpha)) if inside else None
+
+
+def degenerate_fraction(seeds: Mapping[int, int]) -> float:
+    """The expected fraction of seed-bootstrap resamples that repeat one seed at some depth,
+    with ``seeds`` optima per depth: 1 - prod_j (1 - n_j^(1 - n_j)) (n^(1-n): the chance that
+    n draws with replacement from n seeds are all one seed)."""
+    return 1.0 - math.prod(1.0 - n ** (1 - n) for n in seeds.values() if n > 1)
+
+
+def _degenerate(law: LawResult) -> bool:
+    """Whether the law is undecided for a degenerate bootstrap (gates.alpha_finding)."""
+    return math.isfinite(law.boot_degenerate) and law.boot_degenerate > DEGENERATE_MAX
+
+
+def choose_depths(law: LawResult) -> tuple[int, ...]:
+    """The effective depths the next round adds seeds at (module docstring):
+    where the interval straddles a band edge, the fewest, largest variance share first
+    (ties: shallower first), that carry :data:`COVER` of the slope's variance; where the
+    bootstrap is degenerate, also every depth with the fewest seeds. None where neither holds
+    (seeds cannot decide)."""
+    shares = variance_shares(law)
+    order = sorted(shares, key=lambda d: (-shares[d][0], d))
+    chosen: list[int] = []
+    if _straddled_edge(law) is not None:
+        carried = 0.0
+        for depth in order:
+            chosen.append(depth)
+            carried += shares[depth][0]
+            if carried >= COVER - 1e-12:
+                break
+    if _degenerate(law) and shares:
+        fewest = min(n for _, n in shares.values())
+        chosen += [d for d in order if shares[d][1] == fewest and d not in chosen]
+    return tuple(sorted(chosen))
+
+
+def more_seeds(law: LawResult, depths: Sequence[int]) -> int | None:
+    """About how many more seeds at each of ``depths`` decide the part: the fewest n (up to
+    :data:`MAX_MORE`) with, where the interval straddles a band edge e, sum_j c_j n_j /
+    (n_j + [j chosen] n) <= ((e - alpha) / h)^2, h the interval's half-width toward e (the
+    variance reading of :func:`variance_shares`, shares summing to 1), and where the
+    bootstrap is degenerate, its measured fraction scaled by the ratio of
+    :func:`degenerate_fraction` after to before <= ``gates.DEGENERATE_MAX``. None where none
+    does, or where neither holds."""
+    edge = _straddled_edge(law)
+    shares = variance_shares(law)
+    if (edge is None and not _degenerate(law)) or not shares:
+        return None
+    need = 1.0
+    if edge is not None:
+        low, high = law.interval
+        alpha = law.fit.slope
+        half = high - alpha if edge > alpha else alpha - low
+        need = ((edge - alpha) / half) ** 2 if half > 0 else 0.0
+    now = degenerate_fraction({d: k for d, (_, k) in shares.items()})
+    for n in range(1, MAX_MORE + 1):
+        seeds = {d: k + n if d in depths else k for d, (_, k) in shares.items()}
+        left = math.fsum(c * shares[d][1] / seeds[d] for d, (c, _) in shares.items())
+        cured = (not _degenerate(law)
+                 or law.boot_degenerate * degenerate_fraction(seeds) / now <= DEGENERATE_MAX)
+        if (edge is None or left < need) and cured:
+            return n
+    return None
+
+
+def lrs_in_play(runs: Sequence[Record], grid: Sequence[float], spread: float) -> list[float]:
+    """The fine-grid LRs a new seed at this depth trains (module docstring): the seed-mean
+    loss within ``spread`` of the best, and each seed's best LR, spanned contiguously plus one
+    grid neighbour each side. ``runs``: the depth's fine runs (criterion "running"); a LR at
+    which a seed diverged has no finite mean. NaN spread: every LR is in play."""
+    by_lr: dict[float, list[float]] = {}
+    per_seed: dict[int, dict[float, float]] = {}
+    for r in runs:
+        loss = criterion_value(r, "running")
+        by_lr.setdefault(float(r["lr"]), []).append(loss)
+        per_seed.setdefault(int(r["seed"]), {})[float(r["lr"])] = loss
+    means = {lr: statistics.fmean(v) for lr, v in by_lr.items() if all(map(math.isfinite, v))}
+    if not means or not math.isfinite(spread):
+        return list(grid)
+    best = min(means.values())
+    keep = {lr for lr, m in means.items() if m <= best + spread}
+    for losses in per_seed.values():
+        finite = {lr: v for lr, v in losses.items() if math.isfinite(v)}
+        if finite:
+            keep.add(min(finite, key=lambda lr: finite[lr]))
+    index = [i for i, lr in enumerate(grid) if lr in keep]
+    return list(grid[max(min(index) - 1, 0): max(index) + 2])
+
+
+def _fine_arch(arch: Arch, depth: int, lrs: list[float]) -> Arch:
+    return {**arch, "depths": [depth], "lrs": lrs}
+
+
+def _seconds_per_run(runs: Sequence[Record]) -> float:
+    """The mean stored run time of the runs that took any (NaN: none)."""
+    took = [float(r["seconds"]) for r in runs if float(r.get("seconds") or 0.0) > 0]
+    return statistics.fmean(took) if took else math.nan
+
+
+def _in_play(law: LawResult, runs: Mapping[int, Sequence[Record]],
+             grids: Mapping[int, list[float]], grid_depth: Mapping[int, int],
+             depths: Sequence[int]) -> dict[int, list[float]]:
+    """Per grid depth of the effective ``depths``, its fine-grid LRs in play
+    (:func:`lrs_in_play`, the seed spread of the law's grid signal there)."""
+    spread = {g.depth: g.seed_spread for g in law.signals}
+    return {grid_depth[L]: lrs_in_play(runs[grid_depth[L]], grids[grid_depth[L]],
+                                       spread.get(L, math.nan)) for L in depths}
+
+
+def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
+                      ) -> tuple[list[Record], list[Record]]:
+    """The coarse stage's and the fine rounds' records of one architecture (module docstring),
+    not yet annotated (:func:`~depthscale.claims.laws.sweeps.annotate`); the :class:`Design`
+    is left in ``ctx.designs[name]`` as ``{"evidence": text, "measured": values}``."""
+    rounds = seed_rounds(arch)
+    s = ctx.settings
+    coarse = sweeps._run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
+    grids = sweeps.fine_grids(coarse, s["refine"])
+    eff = {d: sweeps.effective_depth(arch, d) for d in grids}
+    grid_depth = {L: d for d, L in eff.items()}
+    runs = {d: sweeps._run_laws_study(ctx, f"{name}-fine-L{d}", _fine_arch(arch, d, lrs),
+                                      seeds=rounds[0]) for d, lrs in grids.items()}
+    seeds = dict.fromkeys(grids, rounds[0])
+    ran = {d: len(lrs) for d, lrs in grids.items()}
+    chance = sweeps.chance_loss(ctx, arch)
+    done, plan = 1, dict[int, list[float]]()
+    while True:
+        fine = [r for d in grids for r in runs[d]]
+        law = fit_law(sweeps.annotate(s, arch, fine), blocks=sweeps.has_blocks(arch),
+                      chance=chance, window=sweeps.annotate(s, arch, coarse + fine))
+        finding, _ = alpha_finding(name, law)
+        plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law))
+                if finding == "undecided" else {})
+        if finding != "undecided":
+            stopped = "decided"
+        elif not plan:
+            stopped = "more seeds cannot decide it (see the grid's evidence)"
+        elif done == len(rounds):
+            stopped = "all rounds run"
+        else:
+            cost = math.fsum((rounds[done] - seeds[d]) * len(lrs) * _per_run(runs, d)
+                             for d, lrs in plan.items()) / ctx.workers
+            spent = ctx.spent_seconds / ctx.workers
+            budget = ctx.budget_seconds
+            if budget is not None and spent + cost > budget:
+                stopped = (f"budget: {spent:.0f} s spent + {cost:.0f} s for round {done + 1} "
+                           f"> {budget:.0f} s")
+            else:
+                for d, lrs in plan.items():
+                    runs[d] = runs[d] + sweeps._run_laws_study(
+                        ctx, f"{name}-fine-L{d}-round{done + 1}", _fine_arch(arch, d, lrs),
+                        seeds=rounds[done] - seeds[d], first_seed=seeds[d])
+                    seeds[d], ran[d] = rounds[done], len(lrs)
+                done += 1
+                continue
+        break
+    shares = variance_shares(law)
+    rows = tuple(DepthRow(d, eff[d], seeds[d], len(runs[d]), ran[d],
+                          shares.get(eff[d], (math.nan, 0))[0], _per_run(runs, d))
+                 for d in grids)
+    design = Design(name, rounds, done, finding, stopped, rows)
+    if plan:  # undecided, and seeds would decide it: how many, where, at what cost
+        depths = tuple(eff[d] for d in plan)
+        n = more_seeds(law, depths)
+        if n is None:  # the chosen depths alone cannot: every fitted depth
+            depths = tuple(sorted(shares))
+            plan = _in_play(law, runs, grids, grid_depth, depths)
+            n = more_seeds(law, depths)
+        cpu = math.fsum(len(lrs) * _per_run(runs, d) for d, lrs in plan.items())
+        design = dataclasses.replace(design, more_seeds=n, more_depths=depths,
+                                     more_cpu_seconds=math.nan if n is None else n * cpu)
+    ctx.designs[name] = {"evidence": design.evidence(), "measured": design.measured()}
+    return coarse, [r for d in grids for r in runs[d]]
+
+
+def _per_run(runs: Mapping[int, Sequence[Record]], depth: int) -> float:
+    """Seconds per run at ``depth`` (its fine runs'), else over every fine run, else 0."""
+    here = _seconds_per_run(runs[depth])
+    if math.isfinite(here):
+        return here
+    anywhere = _seconds_per_run([r for rs in runs.values() for r in rs])
+    return anywhere if math.isfinite(anywhere) else 0.0
+
