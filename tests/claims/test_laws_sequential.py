@@ -18,10 +18,9 @@ import pytest
 
 from depthscale.claims import CLAIMS, ClaimContext, ClaimOutcome, reproduce
 from depthscale.claims.laws import sequential, sweeps
-from depthscale.claims.laws.law import LawResult, fit_law
+from depthscale.claims.laws.law import LawResult, SlopeChange, fit_law
 from depthscale.claims.laws.sequential import (
     choose_depths,
-    degenerate_fraction,
     lrs_in_play,
     more_seeds,
     seed_rounds,
@@ -84,20 +83,24 @@ def test_more_seeds_is_the_fewest_that_clear_the_straddled_edge() -> None:
     assert more_seeds(wide, (1, 10, 100)) == 49
 
 
-def test_a_degenerate_bootstrap_takes_seeds_where_depths_have_fewest() -> None:
-    # n seeds repeat one seed in n^(1-n) of the resamples: 1/2 at 2, 1/9 at 3, 1/625 at 5
-    assert degenerate_fraction({1: 3, 2: 3, 4: 3, 8: 3}) == pytest.approx(1 - (8 / 9) ** 4)
-    assert degenerate_fraction({1: 2, 2: 3, 3: 5}) == pytest.approx(
-        1 - 0.5 * (8 / 9) * (1 - 1 / 625))
-    # 2, 3, 3 seeds: 1 - 0.5 (8/9)^2 = 0.605 expected; L=1 at 4 seeds brings it to 0.222
-    logs = {1: [0.0, 0.2], 10: [-1.5, -1.4, -1.45], 100: [-3.0, -2.6, -2.8]}
-    inside = dataclasses.replace(_law(logs, (-1.8, -1.2)), boot_degenerate=0.6)
-    assert degenerate_fraction({1: 2, 10: 3, 100: 3}) == pytest.approx(0.6049, abs=1e-4)
-    assert choose_depths(inside) == (1,)
-    assert more_seeds(inside, (1,)) == 1  # 3, 3, 3 seeds: 1 - (8/9)^3 = 0.30 <= 0.5
-    # straddling too: the variance's depth joins the degenerate one
-    both = dataclasses.replace(_law(logs, (-2.0, -1.2)), boot_degenerate=0.6)
-    assert choose_depths(both) == (1, 100)
+def test_an_untold_change_of_alpha_takes_seeds_at_every_depth() -> None:
+    """Inside the band, but alpha's change from half the run length is 0 [-0.5, +0.5] over 3
+    seeds: the runs cannot tell whether alpha has stopped moving, and that change is read from
+    every depth's paired seeds, so every fitted depth gets seeds; the half-width shrinks as
+    sqrt(3 / (3 + n)) and must fall to the margin 0.3: 0.5 sqrt(3 / 8.33) = 0.3 -> n = 6."""
+    untold = dataclasses.replace(_law(LOGS, (-1.8, -1.2)),
+                                 change=SlopeChange(8, 0.0, -0.5, 0.5, 3, 3))
+    assert choose_depths(untold) == (1, 10, 100)
+    assert more_seeds(untold, (1, 10, 100)) == 6
+    # still moving (past the margin, away from 0) or shown stopped: seeds do not decide
+    for low, high in ((0.35, 0.6), (-0.2, 0.25)):
+        told = dataclasses.replace(untold, change=SlopeChange(8, (low + high) / 2, low, high,
+                                                              3, 3))
+        assert choose_depths(told) == () and more_seeds(told, (1, 10, 100)) is None
+    # not measurable yet (too few depths with paired seeds): every depth, count unknown
+    unknown = dataclasses.replace(untold, change=SlopeChange(8, math.nan, math.nan, math.nan,
+                                                             1, 2))
+    assert choose_depths(unknown) == (1, 10, 100) and more_seeds(unknown, (1,)) is None
 
 
 def test_lrs_in_play_are_the_near_best_span_plus_a_neighbour_each_side() -> None:
@@ -186,7 +189,7 @@ def _round1_law(ctx: ClaimContext, calls: list[dict[str, Any]], sd: Mapping[int,
 SHARP = dict.fromkeys([1, 2, 4, 8], 0.02)  # seeds agree: the law is decided on 3 seeds
 NOISY = {1: 0.25, 2: 0.05, 4: 0.05, 8: 0.3}  # the ends scatter: the interval straddles -1.9
 #: the draws of e (salt): with 0 two of the sharp law's seeds at L=2 agree to 2e-4 (a
-#: degenerate bootstrap, on purpose); with 6 the noisy law's 3 seeds are not degenerate
+#: bootstrap with many repeats, on purpose); 6 gives the noisy law's scatter
 
 
 def test_rounds_stop_as_soon_as_the_part_is_decided(monkeypatch: pytest.MonkeyPatch,
@@ -202,21 +205,18 @@ def test_rounds_stop_as_soon_as_the_part_is_decided(monkeypatch: pytest.MonkeyPa
         f"seq_seeds_s_L{d}": 4 for d in (1, 2, 4, 8)}
 
 
-def test_a_degenerate_bootstrap_takes_one_more_round_at_every_depth(
+def test_three_seeds_decide_a_sharp_law_in_one_round(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
-    """3 seeds at 4 depths of the sharp law: the seeds agree to about 1e-3 at L=2, so more
-    than half of the bootstrap's resamples have a zero SEM there (undecided however sharp the
-    law); every depth has the fewest seeds, so all take the round's seeds (at their LRs in
-    play), and then the part is decided."""
+    """3 seeds at 4 depths of the sharp law, two of them agreeing to about 2e-4 at L=2: the
+    bootstrap fits every resample with the sample's weights, so resamples that repeat one seed
+    there no longer pin the slope, and the part is decided after round 1 (it used to take a
+    second round at every depth)."""
     ctx, calls = _synthetic(monkeypatch, tmp_path, SHARP, 0, rounds=(3, 5, 8))
     law = _round1_law(ctx, calls, SHARP, 0)
-    assert law.boot_degenerate > 0.5 and choose_depths(law) == (1, 2, 4, 8)
-    later = [c for c in calls if "round" in c["folder"]]
-    assert [c["folder"] for c in later] == [f"laws-s-fine-L{d}-round2" for d in (1, 2, 4, 8)]
-    assert all(c["seeds"] == [3, 4] and len(c["lrs"]) < 7 for c in later)
-    design = ctx.designs["laws-s"]
-    assert "supports after 2 round(s), decided" in design["evidence"]
+    assert law.boot_repeats > 0.3
+    assert not [c for c in calls if "round" in c["folder"]]
+    assert "supports after 1 round(s), decided" in ctx.designs["laws-s"]["evidence"]
 
 
 def test_seeds_are_added_only_at_the_chosen_depths_and_lrs(monkeypatch: pytest.MonkeyPatch,

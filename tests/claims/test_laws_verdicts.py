@@ -6,6 +6,7 @@ path of laws-table1; the transfer errors and their seed bootstrap."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -59,7 +60,9 @@ def test_still_moving_makes_supports_and_contradictions_undecided() -> None:
     assert finding == "undecided" and "still changes with training length" in evidence
     assert "alpha changes by -0.3 [-0.45, -0.15] from 16 to 32 steps" in evidence
     # a contradiction moving away from the band: undecided too
-    assert alpha_finding("cnn1d", _law_result(-0.8, change=(0.05, 0.25)))[0] == "undecided"
+    assert alpha_finding("cnn1d", _law_result(-0.8, change=(0.2, 0.5)))[0] == "undecided"
+    # a change that excludes 0 but stays within the margin counts as stopped (equivalence)
+    assert alpha_finding("cnn1d", _law_result(-0.8, change=(0.05, 0.25)))[0] == "contradicts"
     # shown stopped (interval inside +-0.3): the band applies, both ways, and the evidence
     # says so
     finding, evidence = alpha_finding("cnn1d", _law_result(-0.8, change=(-0.2, 0.1)))
@@ -75,32 +78,58 @@ def test_a_change_the_seeds_cannot_bound_leaves_the_band_unread() -> None:
     assert finding == "undecided" and "cannot tell whether alpha has stopped moving" in evidence
     unknown = _law_result(-0.2, change=(math.nan, math.nan))
     finding, evidence = alpha_finding("vit", unknown)
-    assert finding == "undecided" and "needs 2" in evidence
+    assert finding == "undecided" and "needs 3" in evidence
     # an interval across the band edge is undecided before the change is read, and says it
     finding, evidence = alpha_finding("vit", _law_result(-0.95, change=(-0.1, 0.1)))
     assert finding == "undecided" and "within +-" not in evidence
 
 
-def test_slope_change_is_paired_by_seed_over_common_interior_depths() -> None:
-    """Per seed, OLS slopes at both lengths over the depths interior at both; seed 0 moves by
-    exactly -1 (slope -0.5 -> -1.5), seed 1 by -0.8, seed 2 has an edge optimum at one of 4
-    depths (3 left: kept) and moves by -0.9; a seed with only 2 common depths is left out."""
-    def opt(d: int, s: int, slope: float, edge: bool = False) -> Optimum:
-        lr = 0.1 * d**slope
-        return Optimum(d, s, lr, lr, edge, "running")
+def test_slope_change_is_the_fits_linear_reading_of_paired_depth_changes() -> None:
+    """The change of the WLS slope with the run length's weights, sum_j c_j d_j, from the
+    per-depth mean paired changes d_j, with a Welch-Satterthwaite t-interval; by hand on 4
+    depths x 3 seeds. An edge optimum drops that (depth, seed) pair only; a depth left with
+    one pair drops out; fewer than 3 depths: NaN."""
+    from scipy import stats
+
+    def opt(d: int, s: int, log_lr: float, edge: bool = False) -> Optimum:
+        return Optimum(d, s, 10**log_lr, 10**log_lr, edge, "running")
     depths = (2, 4, 8, 16)
-    half = [opt(d, s, -0.5) for d in depths for s in range(4)]
-    full = ([opt(d, 0, -1.5) for d in depths] + [opt(d, 1, -1.3) for d in depths]
-            + [opt(d, 2, -1.4, edge=d == 16) for d in depths]
-            + [opt(d, 3, -1.0, edge=d > 4) for d in depths])
+    x = np.log10(depths)
+    noise = {0: (0.02, -0.01, 0.0), 1: (-0.03, 0.0, 0.02), 2: (0.0, 0.01, -0.02),
+             3: (0.01, 0.02, -0.01)}
+    full = [opt(d, s, -1 - 1.5 * x[j] + noise[j][s]) for j, d in enumerate(depths)
+            for s in range(3)]
+    move = {0: (0.0, 0.1, 0.05), 1: (0.1, 0.2, 0.0), 2: (0.3, 0.2, 0.25),
+            3: (0.5, 0.3, 0.4)}
+    half = [opt(d, s, -1 - 1.5 * x[j] + noise[j][s] + move[j][s]) for j, d in
+            enumerate(depths) for s in range(3)]
     c = slope_change(full, half, 4)
-    assert c.n_seeds == 3 and c.steps == 4
-    assert c.mean == pytest.approx(-0.9, abs=1e-9)
-    sd = float(np.std([-1.0, -0.8, -0.9], ddof=1))
-    half_width = 4.302652729911275 * sd / math.sqrt(3)  # t(0.975, 2)
-    assert (c.low, c.high) == pytest.approx((-0.9 - half_width, -0.9 + half_width))
-    one = slope_change(full[:4], half, 4)
-    assert one.n_seeds == 1 and math.isnan(one.low)
+    logs = np.array([[-1 - 1.5 * x[j] + noise[j][s] for s in range(3)] for j in range(4)])
+    w = 1 / (logs.std(axis=1, ddof=1) / math.sqrt(3)) ** 2
+    dx = x - (w * x).sum() / w.sum()
+    cj = w * dx / (w * dx**2).sum()
+    d = -np.array([move[j] for j in range(4)])  # full minus half
+    mean = float((cj * d.mean(axis=1)).sum())
+    parts = cj**2 * d.var(axis=1, ddof=1) / 3
+    dof = parts.sum() ** 2 / (parts**2 / 2).sum()
+    half_width = stats.t.ppf(0.975, dof) * math.sqrt(parts.sum())
+    assert (c.mean, c.low, c.high) == pytest.approx((mean, mean - half_width, mean + half_width))
+    assert c.n_seeds == 3 and c.n_depths == 4 and c.steps == 4
+    assert c.high < 0  # eta* fell further at the deep end between the two lengths
+    # edge optima: L=16 keeps one pair (dropped), L=8 two (kept): 3 depths
+    edged = [dataclasses.replace(o, on_edge=(o.depth == 16 and o.seed > 0)
+                                 or (o.depth == 8 and o.seed == 2)) for o in full]
+    assert slope_change(edged, half, 4).n_depths == 3
+    # one seed per depth (the smoke sweeps): the noise is read across depths instead, the
+    # OLS slope of the changes and its regression interval (m - 2 = 2 degrees of freedom)
+    one = [o for o in full if o.seed == 0]
+    single = slope_change(one, half, 4)
+    fit = stats.linregress(x, d[:, 0])
+    t = stats.t.ppf(0.975, 2)
+    assert (single.mean, single.low, single.high) == pytest.approx(
+        (fit.slope, fit.slope - t * fit.stderr, fit.slope + t * fit.stderr))
+    assert single.n_depths == 4 and single.n_seeds == 1
+    assert math.isnan(slope_change([o for o in one if o.depth > 2][:2], half, 4).low)
 
 
 def test_stable_from_is_the_shortest_length_from_which_alpha_stays_in_its_interval() -> None:

@@ -17,8 +17,9 @@ an edge is undecided. The gates that make a part undecided instead (each with it
   shown to have stopped moving there: the seed-paired change of alpha from n/2 to n (the same
   runs read at n/2, constant-LR SGD: the first s steps are an s-step run;
   :func:`~depthscale.claims.laws.law.slope_change`) has a 95% interval inside
-  +-:data:`MOVING_MARGIN`. An interval that excludes 0 says alpha still moves; one that
-  straddles 0 but reaches past the margin cannot tell. Either way the part is undecided, for a
+  +-:data:`MOVING_MARGIN` (an equivalence test: a change within it, even one that excludes
+  0, counts as stopped). Past the margin, an interval that excludes 0 says alpha still
+  moves; one that straddles 0 cannot tell. Either way the part is undecided, for a
   support as for a contradiction. alpha at n/8, n/4, n/2 is reported, and the shortest of
   those lengths from which every refit lies in the interval at n ("stable from").
 
@@ -108,30 +109,32 @@ def _change_said(law: LawResult) -> str:
     if c is None or not (math.isfinite(c.low) and math.isfinite(c.high)):
         return ""
     return (f"alpha changes by {c.mean:+.3g} [{c.low:+.3g}, {c.high:+.3g}] from {c.steps} to "
-            f"{law.steps} steps (seed-paired over {c.n_seeds} seeds)")
+            f"{law.steps} steps (paired over {c.n_seeds} seeds at {c.n_depths} depths)")
 
 
 def moving_evidence(key: str, law: LawResult) -> str:
     """'' where alpha is shown to have stopped moving at the run length (the seed-paired
     change from half of it has a 95% interval inside +-:data:`MOVING_MARGIN`), else why the
-    band cannot apply there: alpha still moves (the interval excludes 0), or the runs cannot
-    tell (too few seeds with a slope at both lengths, or an interval past the margin). ''
+    band cannot apply there: alpha still moves (an interval past the margin that excludes 0),
+    or the runs cannot tell (too few depths with paired optima, or an interval past the margin
+    that straddles 0). ''
     too where no length is refitted (``law.change`` None)."""
     c = law.change
     if c is None:
         return ""
     if not (math.isfinite(c.low) and math.isfinite(c.high)):
-        return (f"{key}: {c.n_seeds} seed(s) have a slope at both {c.steps} and {law.steps} "
-                "steps (3+ interior optima at each); the change of alpha needs 2, so the runs "
+        return (f"{key}: {c.n_depths} depth(s) have 2+ seeds with an interior optimum at both "
+                f"{c.steps} and {law.steps} steps; the change of alpha needs 3, so the runs "
                 "cannot tell whether it still moves; more seeds would")
     said = _change_said(law)
+    if c.low >= -MOVING_MARGIN and c.high <= MOVING_MARGIN:
+        return ""
     if c.low > 0 or c.high < 0:
-        return (f"{key}: {said}: the exponent still changes with training length, so the band "
-                "cannot apply at this length; train longer (quick -> medium)")
-    if c.low < -MOVING_MARGIN or c.high > MOVING_MARGIN:
-        return (f"{key}: {said}, reaching past +-{MOVING_MARGIN}: the runs cannot tell whether "
-                "alpha has stopped moving; more seeds would")
-    return ""
+        return (f"{key}: {said}, not within +-{MOVING_MARGIN}: the exponent still changes with "
+                "training length, so the band cannot apply at this length; train longer "
+                "(quick -> medium)")
+    return (f"{key}: {said}, reaching past +-{MOVING_MARGIN}: the runs cannot tell whether "
+            "alpha has stopped moving; more seeds would")
 
 
 def _lengths(law: LawResult) -> str:

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from depthscale.claims.laws.settings import Arch
 from depthscale.claims.laws.sweeps import Record, chance_loss, has_blocks, sweep_stages
 from depthscale.claims.registry import ClaimContext
-from depthscale.stats.fits import LawFit, mean_ci
+from depthscale.stats.fits import LawFit
 from depthscale.stats.sweeps import (
     GridSignal,
     LrLaw,
@@ -43,39 +44,73 @@ FRACTIONS = (8, 4, 2)
 
 @dataclass(frozen=True)
 class SlopeChange:
-    """alpha at the run length minus alpha at ``steps`` (half of it), seed by seed
-    (:func:`slope_change`): the mean of the per-seed changes and its Student-t 95% interval
-    over ``n_seeds`` seeds (NaN with fewer than 2)."""
+    """alpha at the run length minus alpha at ``steps`` (half of it), paired by seed
+    (:func:`slope_change`): the estimate and its Student-t 95% interval (NaN where fewer than
+    3 depths have 2 seeds with an interior optimum at both lengths), over ``n_seeds`` seeds
+    and ``n_depths`` depths."""
 
     steps: int
     mean: float
     low: float
     high: float
     n_seeds: int
+    n_depths: int = 0
 
 
-def slope_change(full: Sequence[Optimum], half: Sequence[Optimum], steps: int) -> SlopeChange:
-    """How alpha moves between ``steps`` and the run length, with an interval over seeds:
-    each seed is a replicate of the whole sweep, so per seed the ordinary least-squares slope
-    of log10 eta* on log10 L is taken at both lengths over the same depths (those where the
-    seed's optimum is interior at both; at least 3), and the per-seed differences get a
-    t-interval (:func:`depthscale.stats.fits.mean_ci`). Paired, since the two lengths share
-    their runs: the noise common to both cancels."""
+def slope_change(full: Sequence[Optimum], half: Sequence[Optimum], steps: int,
+                 min_sem: float = 1e-3) -> SlopeChange:
+    """How alpha moves between ``steps`` and the run length, with an interval over seeds. The
+    WLS slope is linear in the depths' mean log10 eta*, sum_j c_j m_j with c_j = w_j (x_j -
+    xbar) / sum_i w_i (x_i - xbar)^2 (x = log10 L, w = 1/SEM^2 of the run length's optima,
+    floored at ``min_sem`` as the fit is), so with those weights the change of alpha is
+    sum_j c_j d_j, d_j the mean over seeds of log10 eta*(n) - log10 eta*(n/2) at depth j:
+    paired, since the two lengths share their runs. Its variance sum_j c_j^2 s_j^2 / k_j
+    (s_j the SD of the paired differences over k_j seeds) gives a t-interval with
+    Welch-Satterthwaite degrees of freedom. A depth enters with at least 2 seeds whose optimum
+    is interior at both lengths. Where fewer than 3 depths have that (one seed per depth, as
+    the smoke sweeps run), the noise is read from the depths instead: the OLS slope of d_j on
+    x_j over the depths with one such seed or more (the main fit's weights are equal there
+    too), with its regression t-interval (m - 2 degrees of freedom, m >= 3 depths)."""
     at_half = {(o.seed, o.depth): math.log10(o.lr) for o in half if not o.on_edge}
-    per_seed: dict[int | None, list[tuple[float, float, float]]] = {}
+    pairs: dict[int, list[tuple[float, float]]] = {}
+    seeds = set()
     for o in full:
         if not o.on_edge and (o.seed, o.depth) in at_half:
-            per_seed.setdefault(o.seed, []).append(
-                (math.log10(o.depth), math.log10(o.lr), at_half[(o.seed, o.depth)]))
-    changes = []
-    for points in per_seed.values():
-        if len({x for x, _, _ in points}) >= 3:
-            x, y_full, y_half = (np.array(v) for v in zip(*points, strict=True))
-            changes.append(float(np.polyfit(x, y_full, 1)[0] - np.polyfit(x, y_half, 1)[0]))
-    if len(changes) < 2:
-        return SlopeChange(steps, math.nan, math.nan, math.nan, len(changes))
-    mean, low, high = mean_ci(changes)
-    return SlopeChange(steps, mean, low, high, len(changes))
+            pairs.setdefault(o.depth, []).append((math.log10(o.lr), at_half[(o.seed, o.depth)]))
+            seeds.add(o.seed)
+    used = {d: np.array(v) for d, v in sorted(pairs.items()) if len(v) >= 2}
+    if len(used) < 3:
+        return _change_across_depths(pairs, steps, len(seeds))
+    x = np.log10(np.array(list(used), dtype=float))
+    k = np.array([len(v) for v in used.values()], dtype=float)
+    sem = np.array([v[:, 0].std(ddof=1) for v in used.values()]) / np.sqrt(k)
+    w = 1.0 / np.maximum(sem, min_sem) ** 2
+    dx = x - (w * x).sum() / w.sum()
+    c = w * dx / (w * dx**2).sum()
+    diffs = [v[:, 0] - v[:, 1] for v in used.values()]
+    mean = float(sum(cj * d.mean() for cj, d in zip(c, diffs, strict=True)))
+    parts = np.array([cj**2 * d.var(ddof=1) / len(d) for cj, d in zip(c, diffs, strict=True)])
+    var = float(parts.sum())
+    if var <= 0.0:
+        return SlopeChange(steps, mean, mean, mean, len(seeds), len(used))
+    dof = var**2 / float((parts**2 / (k - 1)).sum())
+    half_width = float(stats.t.ppf(0.975, dof)) * math.sqrt(var)
+    return SlopeChange(steps, mean, mean - half_width, mean + half_width, len(seeds), len(used))
+
+
+def _change_across_depths(pairs: dict[int, list[tuple[float, float]]], steps: int,
+                          n_seeds: int) -> SlopeChange:
+    """:func:`slope_change` read across depths: the OLS slope of each depth's mean change of
+    log10 eta* on log10 L, with the regression t-interval (NaN below 3 depths)."""
+    m = len(pairs)
+    if m < 3:
+        return SlopeChange(steps, math.nan, math.nan, math.nan, n_seeds, m)
+    x = np.log10(np.array(sorted(pairs), dtype=float))
+    d = np.array([np.mean([a - b for a, b in pairs[k]]) for k in sorted(pairs)])
+    fit = stats.linregress(x, d)
+    half_width = float(stats.t.ppf(0.975, m - 2)) * float(fit.stderr)
+    slope = float(fit.slope)
+    return SlopeChange(steps, slope, slope - half_width, slope + half_width, n_seeds, m)
 
 
 @dataclass(frozen=True)

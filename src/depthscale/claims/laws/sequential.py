@@ -10,17 +10,17 @@ each round):
 2. after each round the law is fitted (:func:`~depthscale.claims.laws.law.fit_law`) and the
    part's finding read (:func:`~depthscale.claims.laws.gates.alpha_finding`). No further
    round starts when the part is decided (supports or contradicts); when seeds cannot decide
-   it (no finite slope, or an interval that straddles no edge of the band and a bootstrap
-   that is not degenerate: fewer than 3 depths locate eta*, or alpha still moves with
-   training length); when the rounds are spent; or when the budget would be;
+   it (no finite slope, or an interval that straddles no edge of the band while alpha's change
+   from half the run length is bounded: fewer than 3 depths locate eta*, or alpha still
+   moves with training length); when the rounds are spent; or when the budget would be;
 3. otherwise round k brings the chosen depths to n_k seeds. **Depths**: read the WLS slope's
    variance the OLS way, Var(alpha) = sum_j (x_j - xbar)^2 SEM_j^2 / S_xx^2 with x_j =
    log10 L_j over the fitted depths, so depth j carries the share c_j = (x_j - xbar)^2 SEM_j^2
    / sum_i c_i; where the interval straddles a band edge, the chosen depths are the fewest,
-   largest shares first, that carry :data:`COVER` of it. Where the bootstrap is degenerate
-   (more than ``gates.DEGENERATE_MAX`` of its resamples have a zero SEM at some depth, e.g.
-   repeat one seed, which n seeds do with chance n^(1-n): 1/9 at 3 seeds, 1/64 at 4), also
-   every fitted depth with the fewest seeds. **LRs**: at a chosen depth,
+   largest shares first, that carry :data:`COVER` of it. Where the band is decided but the
+   seed-paired change of alpha from half the run length cannot yet tell whether alpha has
+   stopped moving (:func:`~depthscale.claims.laws.gates.moving_evidence`), every fitted depth,
+   as that change is read from each depth's paired seeds. **LRs**: at a chosen depth,
    the fine-grid LRs still in play: those whose seed-mean loss is within the seed noise (the
    flatness gate's seed spread there) of the best one, and every seed's best so far, widened
    to the contiguous span between them plus one grid neighbour on each side, so that a new
@@ -38,9 +38,8 @@ what is missing and reaches the same decisions. The coarse stage and round 1 alw
 stopped, and for an undecided part what would decide it: about N more seeds at the chosen
 depths (at every fitted depth where those alone cannot), the fewest under which (same
 variance reading) the interval's half-width toward the band edge it straddles falls below
-alpha's distance to that edge and the bootstrap is no longer degenerate (its measured
-fraction scaled as the expected one, :func:`degenerate_fraction`), and their CPU time at the
-measured s/run.
+alpha's distance to that edge, or the change's interval (its half-width shrinking as
+1/sqrt(seeds)) fits inside the margin, and their CPU time at the measured s/run.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from depthscale.claims.laws import sweeps
-from depthscale.claims.laws.gates import DEGENERATE_MAX, alpha_finding
+from depthscale.claims.laws.gates import MOVING_MARGIN, alpha_finding
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.settings import LAW_BAND, Arch
 from depthscale.claims.laws.sweeps import Record
@@ -62,8 +61,8 @@ from depthscale.errors import ConfigError
 from depthscale.stats.sweeps import criterion_value, seed_summary
 
 __all__ = [
-    "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "degenerate_fraction",
-    "lrs_in_play", "more_seeds", "seed_rounds", "sequential_stages", "variance_shares",
+    "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "lrs_in_play", "more_seeds",
+    "seed_rounds", "sequential_stages", "variance_shares",
 ]
 
 #: the share of the slope's variance the chosen depths carry
@@ -190,65 +189,68 @@ def _straddled_edge(law: LawResult) -> float | None:
     return min(inside, key=lambda e: abs(e - alpha)) if inside else None
 
 
-def degenerate_fraction(seeds: Mapping[int, int]) -> float:
-    """The expected fraction of seed-bootstrap resamples that repeat one seed at some depth,
-    with ``seeds`` optima per depth: 1 - prod_j (1 - n_j^(1 - n_j)) (n^(1-n): the chance that
-    n draws with replacement from n seeds are all one seed)."""
-    return 1.0 - math.prod(1.0 - n ** (1 - n) for n in seeds.values() if n > 1)
-
-
-def _degenerate(law: LawResult) -> bool:
-    """Whether the law is undecided for a degenerate bootstrap (gates.alpha_finding)."""
-    return math.isfinite(law.boot_degenerate) and law.boot_degenerate > DEGENERATE_MAX
+def _change_untold(law: LawResult) -> bool:
+    """Whether more seeds could tell if alpha has stopped moving: the change from half the run
+    length is not measurable yet, or its interval straddles 0 and reaches past the margin
+    (gates.moving_evidence)."""
+    c = law.change
+    if c is None:
+        return False
+    if not (math.isfinite(c.low) and math.isfinite(c.high)):
+        return True
+    within = c.low >= -MOVING_MARGIN and c.high <= MOVING_MARGIN
+    return not within and c.low <= 0 <= c.high
 
 
 def choose_depths(law: LawResult) -> tuple[int, ...]:
-    """The effective depths the next round adds seeds at (module docstring):
-    where the interval straddles a band edge, the fewest, largest variance share first
-    (ties: shallower first), that carry :data:`COVER` of the slope's variance; where the
-    bootstrap is degenerate, also every depth with the fewest seeds. None where neither holds
-    (seeds cannot decide)."""
+    """The effective depths the next round adds seeds at (module docstring): where the
+    interval straddles a band edge, the fewest, largest variance share first (ties: shallower
+    first), that carry :data:`COVER` of the slope's variance; where the change of alpha from
+    half the run length cannot yet tell, every fitted depth. None where neither holds (seeds
+    cannot decide)."""
     shares = variance_shares(law)
     order = sorted(shares, key=lambda d: (-shares[d][0], d))
-    chosen: list[int] = []
     if _straddled_edge(law) is not None:
+        chosen: list[int] = []
         carried = 0.0
         for depth in order:
             chosen.append(depth)
             carried += shares[depth][0]
             if carried >= COVER - 1e-12:
                 break
-    if _degenerate(law) and shares:
-        fewest = min(n for _, n in shares.values())
-        chosen += [d for d in order if shares[d][1] == fewest and d not in chosen]
-    return tuple(sorted(chosen))
+        return tuple(sorted(chosen))
+    if _change_untold(law):
+        return tuple(sorted(shares))
+    return ()
 
 
 def more_seeds(law: LawResult, depths: Sequence[int]) -> int | None:
     """About how many more seeds at each of ``depths`` decide the part: the fewest n (up to
     :data:`MAX_MORE`) with, where the interval straddles a band edge e, sum_j c_j n_j /
     (n_j + [j chosen] n) <= ((e - alpha) / h)^2, h the interval's half-width toward e (the
-    variance reading of :func:`variance_shares`, shares summing to 1), and where the
-    bootstrap is degenerate, its measured fraction scaled by the ratio of
-    :func:`degenerate_fraction` after to before <= ``gates.DEGENERATE_MAX``. None where none
-    does, or where neither holds."""
+    variance reading of :func:`variance_shares`, shares summing to 1); where the change of
+    alpha cannot yet tell, |change| + h_c sqrt(k / (k + n)) <= the margin, h_c its interval's
+    half-width over k seeds. None where none does, or where neither holds."""
     edge = _straddled_edge(law)
     shares = variance_shares(law)
-    if (edge is None and not _degenerate(law)) or not shares:
+    if not shares:
         return None
-    need = 1.0
-    if edge is not None:
-        low, high = law.interval
-        alpha = law.fit.slope
-        half = high - alpha if edge > alpha else alpha - low
-        need = ((edge - alpha) / half) ** 2 if half > 0 else 0.0
-    now = degenerate_fraction({d: k for d, (_, k) in shares.items()})
+    if edge is None:
+        c = law.change
+        if not _change_untold(law) or c is None or not math.isfinite(c.low):
+            return None
+        half, k = (c.high - c.low) / 2, max(c.n_seeds, 1)
+        room = MOVING_MARGIN - abs(c.mean)
+        return next((n for n in range(1, MAX_MORE + 1)
+                     if room > 0 and half * math.sqrt(k / (k + n)) <= room), None)
+    low, high = law.interval
+    alpha = law.fit.slope
+    half = high - alpha if edge > alpha else alpha - low
+    need = ((edge - alpha) / half) ** 2 if half > 0 else 0.0
     for n in range(1, MAX_MORE + 1):
         seeds = {d: k + n if d in depths else k for d, (_, k) in shares.items()}
         left = math.fsum(c * shares[d][1] / seeds[d] for d, (c, _) in shares.items())
-        cured = (not _degenerate(law)
-                 or law.boot_degenerate * degenerate_fraction(seeds) / now <= DEGENERATE_MAX)
-        if (edge is None or left < need) and cured:
+        if left < need:
             return n
     return None
 

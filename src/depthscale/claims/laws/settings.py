@@ -123,9 +123,9 @@ _PROBES = {"probe_seeds": 16, "batch": 128}
 
 #: laws-table1's medium seeds for cnn1d (claims/laws/sequential.py): the fine grid on 4 seeds at
 #: every depth, then rounds to 6 and 8 seeds only at the depths and LRs that decide, while the
-#: part is undecided. Not 3 first: at 7 depths the seed bootstrap would repeat one seed at some
-#: depth in 1 - (8/9)^7 = 56% of resamples (> gates.DEGENERATE_MAX), and round 2 would have to
-#: go to every depth to cure it; at 4 seeds that is 1 - (63/64)^7 = 10%. A medium cnn1d run
+#: part is undecided. Not 3 first: the change of alpha from half the run length (the
+#: still-moving gate) is a t-interval over seeds, t(0.975, 2) = 4.3 at 3 seeds against 3.2 at
+#: 4, so 3 seeds would rarely bound it within +-0.3. A medium cnn1d run
 #: took 2.3 s at L = 2, 6 s at 6, 14 s at 16 (one thread, this 2-core machine): about 47 s per
 #: (seed, LR) over the 7 depths, so coarse + round 1 cost about 43 CPU-min (5 seeds: 51)
 SEED_ROUNDS = [4, 6, 8]

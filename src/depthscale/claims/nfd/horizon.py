@@ -8,9 +8,7 @@ scale adds the T x L grid of Fig. 2c-d. The runs are the study
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from depthscale.claims.common import metric, run_claim_study
 from depthscale.claims.nfd.figures import draw_fig2
