@@ -11,6 +11,7 @@ from scipy import stats
 
 from depthscale.errors import ConfigError
 from depthscale.stats.sweeps import (
+    RANGE_OF_3,
     Optimum,
     bootstrap_slope,
     bootstrap_slope_ci,
@@ -217,9 +218,12 @@ def test_grid_signal_separates_a_resolved_optimum_from_a_flat_grid() -> None:
                     "running_loss": None})
     clear, flat = grid_signals(records)
     assert (clear.depth, flat.depth) == (4, 16)
-    assert clear.loss_range == pytest.approx(1.6) and clear.seed_spread == pytest.approx(0.04)
+    # seeds at 0, +0.02, -0.02: SD 0.02, so the spread is 1.6926 x 0.02 (3 seeds' expected
+    # range; their actual range is 0.04)
+    assert clear.loss_range == pytest.approx(1.6)
+    assert clear.seed_spread == pytest.approx(RANGE_OF_3 * 0.02)
     assert not clear.flat and clear.n_lrs == 17
-    # the diverged LR is left out of the range; the 0.01 bump is below the 0.04 spread
+    # the diverged LR is left out of the range; the 0.01 bump is below the 0.034 spread
     assert flat.loss_range == pytest.approx(0.01) and flat.flat and flat.n_lrs == 16
     (single,) = grid_signals([r for r in records if r["seed"] == 0 and r["depth"] == 16])
     assert math.isnan(single.seed_spread) and not single.flat
@@ -233,9 +237,10 @@ def test_grid_signal_says_whether_the_best_lr_learned_beyond_chance() -> None:
                 for s, d in enumerate((0.0, seed_shift, -seed_shift)) for lr in LRS]
 
     (learned,) = grid_signals(rows(1.5, 0.05))
-    assert learned.best_loss == pytest.approx(1.5) and learned.seed_spread == pytest.approx(0.1)
-    assert learned.learned(chance=2.302585)  # 0.80 below chance, spread 0.1
-    # best loss 2.25: 0.05 below chance, within a 0.1 seed spread: not learned, though the grid
+    assert learned.best_loss == pytest.approx(1.5)
+    assert learned.seed_spread == pytest.approx(RANGE_OF_3 * 0.05)  # SD 0.05
+    assert learned.learned(chance=2.302585)  # 0.80 below chance, spread 0.085
+    # best loss 2.25: 0.05 below chance, within a 0.085 seed spread: not learned, though the grid
     # is far from flat (the large LRs blow the loss up)
     (chance_level,) = grid_signals(rows(2.25, 0.05))
     assert not chance_level.flat and not chance_level.learned(chance=2.302585)
