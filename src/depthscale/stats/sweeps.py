@@ -405,8 +405,8 @@ class GridSignal:
     over those LRs of the seed noise, read as the expected max - min of 3 seeds,
     :data:`RANGE_OF_3` x the SD across seeds (a range itself grows with the seeds drawn: 2.06
     SD at 4, 2.85 at 8, so a sweep that adds seeds would gate itself); ``flat``: the range does
-    not exceed the seed spread, so the argmin is noise. NaN spread (one seed) is never called flat. ``best_loss``:
-    the lowest seed-mean criterion over the grid."""
+    not exceed the seed spread, so the argmin is noise. NaN spread (one seed) is never called
+    flat. ``best_loss``: the lowest seed-mean criterion over the grid."""
 
     depth: int
     loss_range: float

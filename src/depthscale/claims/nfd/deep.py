@@ -124,7 +124,15 @@ def judge_deep(m: DeepMeasure) -> Judgement:
     bands: dict[str, Band] = {"train_loss_nfd_minus_depth_mup": (None, 0.0),
                               "test_loss_nfd_minus_depth_mup": (None, 0.0),
                               "test_acc_nfd_minus_depth_mup": (0.0, None)}
-    return Judgement(measured, bands, findings_verdict(findings))
+    n = len(_per_seed(m.rows, "depth_mup", "train_loss"))
+    measured["seeds"] = float(n)
+    note = (f"{n} seeds, seed-paired {level:.2%} intervals (Bonferroni over {m.looks} seed "
+            "round(s)): " + "; ".join(
+                f"{k} {measured[k]:+.3g} [{measured[f'{k}_ci_low']:+.3g}, "
+                f"{measured[f'{k}_ci_high']:+.3g}]" for k in findings
+                if measured[k] is not None and measured[f"{k}_ci_low"] is not None
+                and measured[f"{k}_ci_high"] is not None))
+    return Judgement(measured, bands, findings_verdict(findings), note)
 
 
 def decide_deep(ctx: ClaimContext) -> tuple[DeepMeasure, Judgement]:
