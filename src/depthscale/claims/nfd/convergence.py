@@ -193,9 +193,9 @@ def measure_thm1(ctx: ClaimContext) -> Thm1Measure:
                                dim=s["dim"], eta_c=s["eta_c"], T=s["T"], stream_seed=ctx.seed)
     ctx.progress(1)
     rows = _thm1_rows(s, solver, width_series, depth_series)
-    rows += [{"sweep": "depth", "comparison": sr.label, "depth": L,
+    rows += [{"sweep": "depth", "comparison": key, "depth": L,
               "width": "inf" if key.startswith("solver") else s["width_at"], "rms_error": v,
-              "noise": z} for key, sr in (*at_largest.items(), ("learned", learned))
+              "noise": z} for key, sr in (*at_largest.items(), ("learned_backward", learned))
              for v, z in zip(sr.values, sr.noise, strict=True)]
     return Thm1Measure(rows, ref, nets, depths, width_series, depth_series, solver, at_largest,
                        learned)
