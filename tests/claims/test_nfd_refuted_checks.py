@@ -112,13 +112,15 @@ def test_thm1_contrast_states_its_margin_over_the_three_times_noise_rule():
     margin, _ = _reached_strength(dec)
     assert margin == pytest.approx(1.5)
     seen, evidence = _thm1_contrast(dec)
-    assert seen and "6.00x its noise at L = 4" in evidence and "2.00x the threshold" in evidence
+    assert seen and "3x-noise rule met: 6.00x its noise at L = 4" in evidence
+    assert "2.00x the threshold" in evidence
     assert "2.00x at L = 64" in evidence and "1.50x under it" in evidence
     assert "MARGINAL" not in evidence  # 1.5 is not below MARGINAL = 1.5
     tight = dataclasses.replace(dec, values=(0.036, 0.02))  # 3.6x: 1.2x the threshold
     seen, evidence = _thm1_contrast(tight)
     assert seen and "MARGINAL: the contrast rests on the 3x-noise rule alone, 1.20x" in evidence
     assert MARGINAL == 1.5
+    assert _reached_strength(dataclasses.replace(dec, values=(0.06, 0.0)))[0] == 2.0
 
 
 # ---- the claims, under a wrong backward and a weakened solver --------------------------------
@@ -207,7 +209,7 @@ def test_thm1_refuted_sees_the_decoupled_backward_and_needs_agreeing_routes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     right = _run("nfd-thm1", tmp_path, "right")
     assert right.verdict == "REFUTED", right.reason
-    assert "3x-noise rule: " in right.reason
+    assert "3x-noise rule met: " in right.reason
     assert right.reason.count("routes agree in value at L = 32") == 2
     with monkeypatch.context() as mp:
         _feedback_alignment(mp)

@@ -9,6 +9,7 @@ standard network follows (``"full"``) (:func:`~depthscale.claims.nfd.series.nfd_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -230,10 +231,10 @@ def _reached_strength(dec: SizeSeries) -> tuple[float, str]:
     noise) / 3 at the smallest depth and 3 / (value / noise) at the largest, with its text."""
     (v0, z0), (v1, z1) = (dec.values[0], dec.noise[0]), (dec.values[-1], dec.noise[-1])
     r0, r1 = v0 / z0, v1 / z1
-    margin = min(r0 / 3, 3 / r1)
-    return margin, (f"{r0:.2f}x its noise at L = {dec.sizes[0]} (must exceed 3x: "
-                    f"{r0 / 3:.2f}x the threshold), {r1:.2f}x at L = {dec.sizes[-1]} (must be "
-                    f"<= 3x: {3 / r1:.2f}x under it)")
+    under = 3 / r1 if r1 > 0 else math.inf
+    return min(r0 / 3, under), (
+        f"{r0:.2f}x its noise at L = {dec.sizes[0]} (must exceed 3x: {r0 / 3:.2f}x the "
+        f"threshold), {r1:.2f}x at L = {dec.sizes[-1]} (must be <= 3x: {under:.2f}x under it)")
 
 
 def _thm1_contrast(dec: SizeSeries) -> tuple[bool, str]:
@@ -247,7 +248,7 @@ def _thm1_contrast(dec: SizeSeries) -> tuple[bool, str]:
     strength = ""
     if dec.values and np.isfinite(dec.noise).all() and min(dec.noise) > 0:
         margin, ratios = _reached_strength(dec)
-        strength = f"; 3x-noise rule: {ratios}"
+        strength = f"; 3x-noise rule {'met' if reached else 'not met'}: {ratios}"
         if reached and dec_route.finding != "supports" and margin < MARGINAL:
             strength += (f"; MARGINAL: the contrast rests on the 3x-noise rule alone, "
                          f"{margin:.2f}x from its threshold (< {MARGINAL}x)")
