@@ -347,7 +347,7 @@ def learned_backward_check(series: SizeSeries) -> Check:
     seen = math.isfinite(noise) and value > 3 * noise
     ratio = value / noise if noise > 0 else math.inf if value > 0 else 0.0
     return seen, (f"the decoupled backward's learned part W - W_0 must show: {series.label} at "
-                  f"L = {series.sizes[0]}: {value:.3g} (noise {noise:.2g}, {ratio:.1f}x; seen "
+                  f"L = {series.sizes[0]}: {value:.3g} (noise {noise:.2g}, {ratio:.1f}x, seen "
                   f"iff > 3x): {'seen' if seen else 'NOT seen'}"), (
         "the decoupled nets may be feedback alignment (W~ = W~_0): the check may not see the "
         "decoupled backward's rule")
