@@ -9,6 +9,7 @@ the series helpers are :mod:`depthscale.claims.nfd.series`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,15 +17,20 @@ import numpy as np
 from depthscale.claims.nfd.figures import draw_cor1
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.series import (
+    Check,
     SizeSeries,
     finite_measured,
     finite_outputs,
     gate_on_noise,
+    learned_backward,
+    learned_backward_check,
     nfd_outputs,
+    require_for_refuted,
     series_measured,
     series_route,
     size_series,
     solver_T,
+    value_agreement,
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import ClaimOutcome, Route, routes_verdict
@@ -42,39 +48,50 @@ _COR1_BASELINES = (("vanilla_dnn", "mlp", "mup", "vanilla DNN"),
 @dataclass(frozen=True)
 class Cor1Measure:
     """nfd-cor1's gaps against depth: the finite depth-muP ``arms`` (keys of ``_COR1_ARMS``,
-    plus ``one_layer_wide`` where set), the ``baselines`` that must not align, and the solver's
-    ``limit`` gaps ("full" and "eq15" against Def. 1); ``rows`` the per-step outputs and every
-    series' values."""
+    plus ``one_layer_wide`` where set), the ``baselines`` that must not align, the solver's
+    ``limit`` gaps ("full" and "eq15" against Def. 1), the finite route's falling gap
+    (``finite_contrast``, :func:`_cor1_finite_contrast`) and the decoupled backward's learned
+    part at the largest depth (``learned``, :func:`learned_backward`); ``rows`` the per-step
+    outputs and every series' values."""
 
     rows: Rows
     arms: dict[str, SizeSeries]
     baselines: dict[str, SizeSeries]
     limit: dict[str, SizeSeries]
+    finite_contrast: SizeSeries
+    learned: SizeSeries
+
+
+#: the second net of a finite pair at depth L: (backward, horizon T)
+Other = Callable[[int], tuple[str, float]]
 
 
 def _cor1_gap(ctx: ClaimContext, label: str, model: str, recipe: str, width: int,
-              depths: list[int], rows: Rows) -> SizeSeries:
+              depths: list[int], rows: Rows, other: Other | None = None) -> SizeSeries:
     """Relative standard-vs-decoupled gap of ``model`` at each depth, over the network pairs:
     RMS over steps of the pair-mean ``f_std - f_dec``, over the RMS of the pair-mean ``f_std``
     (with antithetic pairs that is the learned part: the initial outputs cancel). Depths from
-    the first where a run diverges on are left out (the muP baselines at depth)."""
+    the first where a run diverges on are left out (the muP baselines at depth). ``other``
+    replaces the decoupled net by another (backward, horizon) at each depth."""
     s = ctx.settings
+    second = other or (lambda L: ("decoupled", s["T"]))
     diffs, signal, kept = [], [], []
     for L in depths:
-        runs = {b: finite_outputs(model, recipe, width=width, depth=L, backward=b,
-                                  pairs=s["pairs"], seed=ctx.seed, steps=s["steps"],
-                                  dim=s["dim"], eta_c=s["eta_c"], T=s["T"],
-                                  stream_seed=ctx.seed) for b in ("standard", "decoupled")}
+        runs = {key: finite_outputs(model, recipe, width=width, depth=L, backward=b,
+                                    pairs=s["pairs"], seed=ctx.seed, steps=s["steps"],
+                                    dim=s["dim"], eta_c=s["eta_c"], T=T, stream_seed=ctx.seed)
+                for key, (b, T) in (("standard", ("standard", s["T"])), ("other", second(L)))}
         ctx.progress(1)
         if not all(np.isfinite(r).all() for r in runs.values()):
             break
         kept.append(L)
-        diffs.append((runs["standard"] - runs["decoupled"]).mean(axis=1))
+        diffs.append((runs["standard"] - runs["other"]).mean(axis=1))
         signal.append(runs["standard"].mean(axis=1))
-        for k in range(s["steps"]):
-            rows.append({"arm": label, "width": width, "depth": L, "step": k,
-                         "standard_mean": float(runs["standard"][:, :, k].mean()),
-                         "decoupled_mean": float(runs["decoupled"][:, :, k].mean())})
+        b, T = second(L)
+        rows += [{"arm": label, "width": width, "depth": L, "step": k,
+                  "standard_mean": float(runs["standard"][:, :, k].mean()),
+                  "other": f"{b}, T = {T:g}", "other_mean": float(runs["other"][:, :, k].mean())}
+                 for k in range(s["steps"])]
     shape = (s["pairs"], 0, s["steps"])
     d = np.stack(diffs, axis=1) if diffs else np.zeros(shape)
     sig = np.stack(signal, axis=1) if signal else np.zeros(shape)
@@ -100,6 +117,18 @@ def _cor1_finite(ctx: ClaimContext, recipe: str,
                            s["baseline_depths"], rows)
             for key, model, brecipe, label in _COR1_BASELINES}
     return arms, base
+
+
+def _cor1_finite_contrast(ctx: ClaimContext, recipe: str, rows: Rows) -> SizeSeries:
+    """The finite route's own positive contrast, a gap known to fall, measured by its code
+    path (:func:`_cor1_gap`, one-layer blocks, same width, depths and pairs): standard nets at
+    horizon T against the same nets (seeds, weights, stream) at T (1 + 1/L), i.e. a branch
+    multiplier sqrt(T/(L n)) (nfd Eq. 1) larger by sqrt(1 + 1/L). The outputs are smooth in
+    T, so the gap is (T/L) |df/dT| / |f| + O(1/L^2): slope -1 in L."""
+    s = ctx.settings
+    return _cor1_gap(ctx, "standard nets, horizon T vs T (1 + 1/L)", "resnet1", recipe,
+                     s["width"], s["depths"], rows,
+                     other=lambda L: ("standard", s["T"] * (1 + 1 / L)))
 
 
 def _cor1_limit(ctx: ClaimContext, recipe: str) -> dict[str, SizeSeries]:
@@ -137,23 +166,31 @@ def measure_cor1(ctx: ClaimContext) -> Cor1Measure:
 
     Gap at depth L: RMS over steps of the mean over ``pairs`` antithetic network pairs of
     ``f_std - f_dec``, divided by the RMS of the mean ``f_std`` (the learned output); its
-    log-log slope in L with a 95% seed-jackknife CI (:func:`size_series`)."""
+    log-log slope in L with a 95% seed-jackknife CI (:func:`size_series`). Also the finite
+    route's falling contrast (:func:`_cor1_finite_contrast`) and, at the one-layer arm's
+    largest depth, decoupled vs feedback-alignment nets (:func:`learned_backward`)."""
     s = ctx.settings
     recipe = s.get("recipe", "depth-mup")
     wide = s.get("wide_depths", []) if s.get("wide_width") else []
-    ctx.set_total(len(s["depths"]) + len(s.get("depths_two_layer", s["depths"])) + len(wide)
-                  + len(_COR1_BASELINES) * len(s["baseline_depths"])
-                  + 3 * len(s["depths"]) * s["limit_seeds"])
+    ctx.set_total(2 * len(s["depths"]) + len(s.get("depths_two_layer", s["depths"]))
+                  + len(wide) + len(_COR1_BASELINES) * len(s["baseline_depths"])
+                  + 3 * len(s["depths"]) * s["limit_seeds"] + 1)
     rows: Rows = []
     arms, base = _cor1_finite(ctx, recipe, rows)
+    falls = _cor1_finite_contrast(ctx, recipe, rows)
+    learned = learned_backward("resnet1", recipe, width=s["width"],
+                               depth=(arms["one_layer"].sizes or s["depths"])[-1],
+                               pairs=s["pairs"], seed=ctx.seed, steps=s["steps"], dim=s["dim"],
+                               eta_c=s["eta_c"], T=s["T"], stream_seed=ctx.seed)
+    ctx.progress(1)
     limit = _cor1_limit(ctx, recipe)
     for sr in limit.values():
         rows += [{"arm": sr.label, "width": "inf", "depth": L, "relative_gap": v, "noise": z}
                  for L, v, z in zip(sr.sizes, sr.values, sr.noise, strict=True)]
-    for sr in (*arms.values(), *base.values()):
+    for sr in (*arms.values(), *base.values(), falls, learned):
         rows += [{"arm": sr.label, "depth": L, "relative_gap": v, "noise": z}
                  for L, v, z in zip(sr.sizes, sr.values, sr.noise, strict=True)]
-    return Cor1Measure(rows, arms, base, limit)
+    return Cor1Measure(rows, arms, base, limit, falls, learned)
 
 
 def _cor1_contrast(m: Cor1Measure) -> tuple[bool, str]:
@@ -169,6 +206,21 @@ def _cor1_contrast(m: Cor1Measure) -> tuple[bool, str]:
         + f"; the solver's Eq. 15 terms must fall: {positive.finding} ({positive.evidence})")
 
 
+def _cor1_checks(m: Cor1Measure) -> list[Check]:
+    """What a REFUTED also needs (:func:`require_for_refuted`): the finite route sees a gap
+    that falls (:func:`_cor1_finite_contrast` reads "falls"), the run sees the decoupled
+    backward's learned part (:func:`learned_backward_check`), and the two routes agree in
+    value (:func:`value_agreement`: one-layer finite nets, which the solver simulates)."""
+    falls = series_route("finite contrast", m.finite_contrast)
+    seen = falls.finding == "supports"
+    return [
+        (seen, f"the finite route must see a gap that falls: {'seen' if seen else 'NOT seen'} "
+               f"({falls.evidence})", "the finite route may be blind"),
+        learned_backward_check(m.learned),
+        value_agreement(m.arms["one_layer"], m.limit["full"]),
+    ]
+
+
 def judge_cor1(m: Cor1Measure) -> Judgement:
     """Band, fixed before running: "falls" iff slope <= -0.3 (App. G's rate is -1). Two
     routes (:func:`series_route`): (a) finite nets, one-layer and two-layer blocks (its
@@ -177,7 +229,7 @@ def judge_cor1(m: Cor1Measure) -> Judgement:
     (vanilla DNN, muP-ResNet) is seen not to fall, and the solver's printed Eq. 15 terms
     ("eq15" vs "none", which fall like 1/L) are seen to fall, so the check sees both a gap
     that falls and one that does not. INCONCLUSIVE where the finite gap is within its noise
-    (:func:`gate_on_noise`)."""
+    (:func:`gate_on_noise`). A REFUTED further needs :func:`_cor1_checks`, else FAIL."""
     found = {key: series_route(key, m.arms[key]) for key, _m, _l in _COR1_ARMS}
     findings = {r.finding for r in found.values()}
     finite = Route("finite nets, standard vs decoupled",
@@ -190,11 +242,15 @@ def judge_cor1(m: Cor1Measure) -> Judgement:
                        contrast_evidence=contrast_evidence),
         [(finite, m.arms[key]) for key, _m, _l in _COR1_ARMS], contrast_seen=contrast,
         decide="more pairs or larger widths resolve it (--scale medium)")
+    decision = require_for_refuted(decision, _cor1_checks(m))
     measured = finite_measured({
         **{k: v for key, sr in m.arms.items() for k, v in series_measured(key, sr).items()},
         **{k: v for key, sr in m.baselines.items() for k, v in series_measured(key, sr).items()},
         **{k: v for key, sr in m.limit.items()
            for k, v in series_measured(f"solver_{key}", sr).items()},
+        **series_measured("finite_contrast", m.finite_contrast),
+        "learned_backward_gap": m.learned.values[0],
+        "learned_backward_noise": m.learned.noise[0],
     })
     return Judgement(measured, decision=decision)
 

@@ -37,15 +37,22 @@ __all__ = [
     "finite_measured",
     "finite_outputs",
     "finite_run",
+    "learned_backward",
+    "learned_backward_check",
     "limit_gia_gap",
     "nfd_outputs",
     "nfd_run",
+    "require_for_refuted",
     "series_measured",
     "series_route",
     "size_series",
     "solver_T",
+    "value_agreement",
     "within_noise",
 ]
+
+#: A check a REFUTED verdict rests on: (passed, evidence with its numbers, why it fails).
+Check = tuple[bool, str, str]
 
 #: A gap or error "falls with depth" when its log-log slope in L is at most this (nfd App. G
 #: proves O(1/L), slope -1; -0.3 leaves a wide margin). Fixed before any run, never widened.
@@ -161,7 +168,8 @@ class SizeSeries:
     independent replicates (network pairs, particle seeds): ``values`` pooled over all of them,
     ``noise`` the standard error of the pooled mean difference (RMS over steps; NaN for
     per-network RMS errors, which are themselves fluctuations, or one replicate), ``slope`` the
-    log-log slope of ``values`` and ``ci`` its 95% seed-jackknife interval."""
+    log-log slope of ``values`` and ``ci`` its 95% seed-jackknife interval; ``value_ci`` the
+    95% seed-jackknife interval of each value (NaN with one replicate)."""
 
     label: str
     sizes: tuple[int, ...]
@@ -170,6 +178,7 @@ class SizeSeries:
     slope: float
     ci: tuple[float, float]
     replicates: int
+    value_ci: tuple[tuple[float, float], ...] = ()
 
 
 def _loglog_or_nan(sizes: Sequence[int], values: np.ndarray) -> float:
@@ -204,7 +213,7 @@ def size_series(label: str, sizes: Sequence[int], diffs: np.ndarray, *,
     least-squares log-log slope over all sizes (:func:`~depthscale.stats.fits.loglog_slope`); its CI
     is the leave-one-replicate-out jackknife, ``slope +- t_{0.975, R-1} SE_jack``, the small-R
     interval for a statistic pooled over replicates (a bootstrap of 3-4 replicates has too few
-    distinct resamples).
+    distinct resamples); each value's CI is the same jackknife of that value.
     """
     d, sc = _checked(sizes, diffs, scale, stat)
     R = d.shape[0]
@@ -224,14 +233,22 @@ def size_series(label: str, sizes: Sequence[int], diffs: np.ndarray, *,
             noise = noise / np.sqrt((sc.mean(axis=0) ** 2).mean(axis=1))
     slope = _loglog_or_nan(sizes, pooled)
     ci = (math.nan, math.nan)
-    if R >= 2 and math.isfinite(slope):
-        jack = np.array([_loglog_or_nan(sizes, values(np.delete(everyone, i))) for i in range(R)])
-        if np.isfinite(jack).all():
-            se = math.sqrt((R - 1) / R * float(((jack - jack.mean()) ** 2).sum()))
-            half = float(stats.t.ppf(0.975, R - 1)) * se
+    value_ci = [(math.nan, math.nan)] * len(sizes)
+    if R >= 2:
+        t975 = float(stats.t.ppf(0.975, R - 1))
+
+        def jack_half(jack: np.ndarray) -> np.ndarray:  # (R, ...) leave-one-out estimates
+            return t975 * np.sqrt((R - 1) / R * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
+
+        leave_one_out = [np.delete(everyone, i) for i in range(R)]
+        vhalf = jack_half(np.array([values(idx) for idx in leave_one_out]))
+        value_ci = [(float(v - h), float(v + h)) for v, h in zip(pooled, vhalf, strict=True)]
+        jack = np.array([_loglog_or_nan(sizes, values(idx)) for idx in leave_one_out])
+        if math.isfinite(slope) and np.isfinite(jack).all():
+            half = float(jack_half(jack))
             ci = (slope - half, slope + half)
     return SizeSeries(label, tuple(int(x) for x in sizes), tuple(float(v) for v in pooled),
-                      tuple(float(v) for v in noise), float(slope), ci, R)
+                      tuple(float(v) for v in noise), float(slope), ci, R, tuple(value_ci))
 
 
 def within_noise(series: SizeSeries, at: int = -1) -> bool:
@@ -288,12 +305,77 @@ def series_route(name: str, series: SizeSeries, band: float = GAP_BAND) -> Route
                              "; the gap is within 3x its noise"))
 
 
+def value_agreement(a: SizeSeries, b: SizeSeries) -> Check:
+    """Whether two routes measuring one gap agree in value, not only in finding: at their
+    largest common size their 95% seed-jackknife intervals (:func:`size_series`) overlap. No
+    common size or an interval that could not be measured counts as disagreeing."""
+    common = sorted(set(a.sizes) & set(b.sizes))
+    why = "routes disagree in value, our code is suspected first"
+    if not (common and a.value_ci and b.value_ci):
+        return False, f"routes' values: no common size with intervals ({a.label}, {b.label})", why
+    L = common[-1]
+    (va, (la, ha)), (vb, (lb, hb)) = ((s.values[s.sizes.index(L)], s.value_ci[s.sizes.index(L)])
+                                      for s in (a, b))
+    ok = bool(np.isfinite([la, ha, lb, hb]).all() and la <= hb and lb <= ha)
+    ratio = va / vb if vb else math.nan
+    return ok, (f"routes {'agree' if ok else 'disagree'} in value at L = {L} (95% seed-jackknife "
+                f"intervals must overlap): {a.label} {va:.3g} [{la:.3g}, {ha:.3g}], {b.label} "
+                f"{vb:.3g} [{lb:.3g}, {hb:.3g}], ratio {ratio:.2f}"), why
+
+
+def learned_backward(model: str, recipe: str, *, width: int, depth: int, pairs: int, seed: int,
+                     steps: int, dim: int, eta_c: float, T: float = 1.0,
+                     stream_seed: int = 0) -> SizeSeries:
+    """Decoupled nets (``W~ = W~_0 + (W - W_0)``, nfd Cor. 1) against feedback-alignment nets
+    (``W~ = W~_0``) of the same seeds at ``depth``: the pair-mean gap over the standard nets'
+    learned output (:func:`size_series`, one size). Same forward weights, ``W~_0`` and stream,
+    so the gap is the decoupled backward's learned part ``W - W_0`` alone; it is exactly zero
+    if the decoupled backward is feedback alignment."""
+    runs = {b: finite_outputs(model, recipe, width=width, depth=depth, backward=b, pairs=pairs,
+                              seed=seed, steps=steps, dim=dim, eta_c=eta_c, T=T,
+                              stream_seed=stream_seed)
+            for b in ("standard", "decoupled", "feedback-alignment")}
+    gap = (runs["decoupled"] - runs["feedback-alignment"]).mean(axis=1)[:, None]
+    return size_series(f"decoupled vs feedback-alignment nets (n = {width})", [depth], gap,
+                       scale=runs["standard"].mean(axis=1)[:, None])
+
+
+def learned_backward_check(series: SizeSeries) -> Check:
+    """Seen iff the :func:`learned_backward` gap is above three times its noise: the run sees
+    the rule that makes a decoupled net Cor. 1's and not feedback alignment."""
+    value, noise = series.values[0], series.noise[0]
+    seen = math.isfinite(noise) and value > 3 * noise
+    ratio = value / noise if noise > 0 else math.inf if value > 0 else 0.0
+    return seen, (f"the decoupled backward's learned part W - W_0 must show: {series.label} at "
+                  f"L = {series.sizes[0]}: {value:.3g} (noise {noise:.2g}, {ratio:.1f}x, seen "
+                  f"iff > 3x): {'seen' if seen else 'NOT seen'}"), (
+        "the decoupled nets may be feedback alignment (W~ = W~_0): the check may not see the "
+        "decoupled backward's rule")
+
+
+def require_for_refuted(decision: Decision, checks: Sequence[Check]) -> Decision:
+    """``decision`` with each check's evidence appended; a REFUTED becomes FAIL, with the
+    reason of every check that did not pass: a refutation stands only on a check that is
+    shown to see what it measures."""
+    verdict, evidence = decision
+    failed = list(dict.fromkeys(why for ok, _, why in checks if not ok))
+    if verdict == "REFUTED" and failed:
+        verdict = "FAIL"
+    else:
+        failed = []
+    return verdict, "; ".join(p for p in (evidence, *(ev for _, ev, _ in checks), *failed) if p)
+
+
 def series_measured(key: str, s: SizeSeries) -> dict[str, float]:
-    """A series' slope, CI ends and its value at the largest size, for ``measured``."""
+    """A series' slope, CI ends and its value (with its CI) at the largest size, for
+    ``measured``."""
     out = {f"{key}_slope": s.slope, f"{key}_slope_ci_low": s.ci[0],
            f"{key}_slope_ci_high": s.ci[1]}
     if s.values:
         out[f"{key}_at_{s.sizes[-1]}"] = s.values[-1]
+    if s.value_ci:
+        at = f"{key}_at_{s.sizes[-1]}"
+        out[f"{at}_ci_low"], out[f"{at}_ci_high"] = s.value_ci[-1]
     return out
 
 
