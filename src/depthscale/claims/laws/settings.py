@@ -121,7 +121,9 @@ WRONG_LR_RULE = Control("an extra LR multiplier L^(3/2) on every layer (the dept
 #: the AM-muP route of laws-table1 (probes at init, as laws-ammup's): init seeds and batch
 _PROBES = {"probe_seeds": 16, "batch": 128}
 
-#: laws-table1's medium seeds for cnn1d (claims/laws/sequential.py): the fine grid on 4 seeds at
+#: laws-table1's medium seeds for every architecture (claims/laws/sequential.py; the
+#: architectures run in turn, so a --budget spent on cnn1d leaves the others their round 1
+#: only): the fine grid on 4 seeds at
 #: every depth, then rounds to 6 and 8 seeds only at the depths and LRs that decide, while the
 #: part is undecided. Not 3 first: the change of alpha from half the run length (the
 #: still-moving gate) is a t-interval over seeds, t(0.975, 2) = 4.3 at 3 seeds against 3.2 at
@@ -129,7 +131,7 @@ _PROBES = {"probe_seeds": 16, "batch": 128}
 #: took 2.3 s at L = 2, 6 s at 6, 14 s at 16 (one thread, this 2-core machine): about 47 s per
 #: (seed, LR) over the 7 depths, so coarse + round 1 cost about 43 CPU-min (5 seeds: 51)
 SEED_ROUNDS = [4, 6, 8]
-_TABLE1_MEDIUM = {**ARCHS_MEDIUM, "cnn1d": {**ARCHS_MEDIUM["cnn1d"], "seed_rounds": SEED_ROUNDS}}
+_TABLE1_MEDIUM = {k: {**arch, "seed_rounds": SEED_ROUNDS} for k, arch in ARCHS_MEDIUM.items()}
 
 TABLE1 = Scales(
     quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET, **_PROBES},
