@@ -338,6 +338,17 @@ def test_transfer_leaves_out_a_depth_that_learned_nothing_alone() -> None:
     verdict, said = judge_transfer([arch], "vit").decision
     assert med_r == pytest.approx(0.0, abs=1e-9) and low > 0
     assert verdict == "FAIL" and "over L=4, 6, 10" in said and "L=14" in said
+    # the same errors where the exponent is not shown to have stopped moving (the quick ViT:
+    # +0.22 [-0.31, +0.76] from 8 to 16 steps): the rule transfers that law, so the transfer is
+    # not judged at this length; the contradiction's numbers stay in the evidence
+    untold = dataclasses.replace(arch, law=dataclasses.replace(
+        law, change=SlopeChange(8, 0.22, -0.31, 0.76, 3, 4)))
+    verdict, said = judge_transfer([untold], "vit").decision
+    assert verdict == "INCONCLUSIVE" and "not judged at this length" in said
+    assert f"95% seed-bootstrap interval [{low:+.3g}, {high:+.3g}]" in said
+    settled = dataclasses.replace(arch, law=dataclasses.replace(
+        law, change=SlopeChange(8, 0.02, -0.1, 0.14, 3, 4)))
+    assert judge_transfer([settled], "vit").decision[0] == "FAIL"
 
 
 def test_transfer_errors_by_hand() -> None:

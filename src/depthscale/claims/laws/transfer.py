@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.gates import flat_evidence
+from depthscale.claims.laws.gates import flat_evidence, moving_evidence
 from depthscale.claims.laws.law import LawResult, table1_law
 from depthscale.claims.laws.outcome import Measurement, finish
 from depthscale.claims.laws.sweeps import effective_depth
@@ -157,17 +157,23 @@ def transfer_measurement(arches: Sequence[ArchTransfer]) -> Measurement:
 def transfer_finding(a: ArchTransfer) -> tuple[str, str]:
     """One architecture's finding: the interval of scaled - raw error against <= -0.01
     decades, over the target depths that locate eta*; undecided where the source depth or
-    every target cannot, or the rows are too few for a median."""
+    every target cannot, or where the sweep's exponent is not shown to have stopped moving
+    with training length (:func:`~depthscale.claims.laws.gates.moving_evidence`, the gate
+    of laws-table1's band: the rule transfers the same law, so it is judged where that law
+    has settled; the errors are still reported)."""
     gated = flat_evidence(a.key, a.law)
     if not a.rows:
         return "undecided", (f"{a.key}: the source L={a.source} or every target has no located "
                              f"eta*" + (f" ({gated})" if gated else ""))
     low, high = a.interval
     diff = a.median_scaled - a.median_raw
-    return (interval_finding(low, high, _GAIN_BAND),
-            f"{a.key}: scaled - raw median error {diff:+.3g} decades over L="
+    said = (f"{a.key}: scaled - raw median error {diff:+.3g} decades over L="
             f"{', '.join(str(r.effective_depth) for r in a.rows)}, 95% seed-bootstrap interval "
             f"[{low:+.3g}, {high:+.3g}], against <= -0.01" + (f"; {gated}" if gated else ""))
+    moving = moving_evidence(a.key, a.law)
+    if moving:
+        return "undecided", f"{said}; not judged at this length: {moving}"
+    return interval_finding(low, high, _GAIN_BAND), said
 
 
 def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement:
