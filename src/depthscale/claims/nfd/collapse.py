@@ -266,9 +266,13 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
     measured = slope_readouts_measured(m.slopes, s["depths"])
     findings = slope_findings_at_matched_loss(m.slopes, _BANDS)
     last = m.slopes.readouts[-1]
-    note = "matched loss: " + "; ".join(
+
+    def step(v: float | None) -> str:
+        return "none" if v is None else f"{v:.0f}"
+
+    note = f"matched loss (the target of step {last}): " + "; ".join(
         f"{tag} target {measured[f'loss_target_{tag}_step{last}']:.3g}, seed-mean steps "
-        + ", ".join(f"L={L}: {measured[f'matched_step_{tag}_L{L}']}" for L in s["depths"])
+        + ", ".join(f"L={L}: {step(measured[f'matched_step_{tag}_L{L}'])}" for L in s["depths"])
         for tag, _ in m.arms if measured[f"loss_target_{tag}_step{last}"] is not None)
     return Judgement(measured, dict(_BANDS), findings_verdict(findings), note)
 
