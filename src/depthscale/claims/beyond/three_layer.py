@@ -166,7 +166,7 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
             "steps": 300, "seeds": 3, "probe_batch": 256},
     full={**FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
           "steps": 300, "seeds": 3, "probe_batch": 512},
-    smoke={**SMOKE_DATA, "width": 64, "depths": [2, 16], "eta_c": 0.1, "steps": 60, "seeds": 3,
+    smoke={**SMOKE_DATA, "width": 64, "depths": [2, 16], "eta_c": 0.1, "steps": 60, "seeds": 4,
            "probe_batch": 16},
     control=Control(
         "the fix arm trained under plain depth-muP (fix_recipe 'depth-mup': no sqrt(L) on any "
