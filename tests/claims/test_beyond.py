@@ -15,8 +15,19 @@ import torch.nn.functional as F
 
 from depthscale.claims import CLAIMS, PLANNED, ClaimContext
 from depthscale.claims.beyond import adam_tables, joint_widths, transformer_tables
+from depthscale.claims.beyond.readouts import (
+    record_steps,
+    slope_readouts,
+    slope_readouts_measured,
+)
 from depthscale.claims.beyond.spreads import bootstrap_spreads, spreads
-from depthscale.claims.beyond.three_layer import MIDDLE_LAYERS
+from depthscale.claims.beyond.three_layer import (
+    KEYS,
+    MIDDLE_LAYERS,
+    ThreeLayerMeasures,
+    judge_three_layer,
+    three_arms,
+)
 from depthscale.claims.nfd import transfer_tables
 from depthscale.errors import ConfigError
 from depthscale.models import build
@@ -108,6 +119,53 @@ def test_first_step_internal_updates_follow_the_derivation(
         ys = [statistics.fmean(u[key] for u in per_seed) for per_seed in ups]
         slope = loglog_slope(depths, ys).slope
         assert low <= slope <= high, (key, slope)
+
+
+def _three_layer_measures(exponents: dict[str, dict[str, float]],
+                          early: float = 0.0) -> ThreeLayerMeasures:
+    """Rows of three seeds where depth 8 trains twice as fast as depth 2 and every
+    update of arm ``tag``, key ``k`` is (seed-jittered) L^exponents[tag][k] x the loss drop
+    (so the slope is the exponent at matched loss; at fixed steps depth 8 has dropped twice
+    as far); ``early`` is added to the exponent before step 10."""
+    steps, depths, seeds = record_steps(30), [2, 8], [0, 1, 2]
+    arms = three_arms({})
+    rows = [{"arm": tag, "depth": L, "seed": seed, "step": k,
+             "running_loss_last10": 3.0 - drop,
+             **{f"{key}_update": L ** (exponents[tag][key] + 0.05 * (seed - 1)
+                                       + (early if k < 10 else 0.0)) * drop
+                for key in KEYS}}
+            for tag, _, _ in arms for L in depths for seed in seeds for k in steps
+            for drop in [(2 if L == 8 else 1) * k / 16]]
+    slopes = slope_readouts(rows, [tag for tag, _, _ in arms], KEYS, depths, seeds, 30)
+    return ThreeLayerMeasures(arms, slopes, rows, slope_readouts_measured(slopes, depths))
+
+
+DERIVED = {"depth_mup": {"layer1": -0.5, "layer2": -0.5, "stream": 0.0},
+           "eq8": {"layer1": 0.0, "layer2": -0.5, "stream": 0.0},
+           "fix": {"layer1": 0.0, "layer2": 0.0, "stream": 0.0}}
+
+
+def test_three_layer_judges_seed_intervals_at_matched_loss() -> None:
+    s = {"steps": 30}
+    m = _three_layer_measures(DERIVED)
+    # seeds give exponents b - 0.05, b, b + 0.05: interval b +- t(2) 0.05 / sqrt(3)
+    half = 4.302652729749464 * 0.05 / math.sqrt(3)
+    assert m.measured["layer2_slope_depth_mup"] == pytest.approx(-0.5)
+    assert m.measured["layer2_slope_depth_mup_ci_high"] == pytest.approx(-0.5 + half)
+    assert m.measured["matched_step_fix_L8"] == 15.0  # 3 - 2k/16 <= 3 - 30/16 from k = 15
+    assert m.measured["layer2_slope_depth_mup_step30"] == pytest.approx(
+        -0.5 + 0.5)  # read at a fixed step: 2 = 4^0.5
+    j = judge_three_layer(m, s)
+    assert j.decision == ("PASS", ""), j.decision
+    assert "layer2 -0.5 [" in j.note
+    # the fix arm's layer 2 collapsing too: its interval lies below the flat band
+    wrong = judge_three_layer(_three_layer_measures(
+        {**DERIVED, "fix": {**DERIVED["fix"], "layer2": -0.5}}), s)
+    assert wrong.decision[0] == "FAIL" and "layer2_slope_fix: contradicts" in wrong.decision[1]
+    # a slope that is flat only late in the run: undecided between the two loss targets
+    moving = judge_three_layer(_three_layer_measures(DERIVED, early=0.5), s)
+    assert moving.decision[0] == "INCONCLUSIVE"
+    assert "moves with the loss level" in moving.decision[1]
 
 
 # ---- beyond-adam ------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
 """Own-update readouts during training for beyond-3layer and beyond-transformer (nfd Fig. 5
 row 1, as nfd-collapse): a training hook reading a per-block update probe
-(:mod:`depthscale.probes.block_updates`, nfd Eq. 27, 33-34) at a few steps, the log-log slope
-of its block mean against depth at each readout step, and the finding of a banded slope."""
+(:mod:`depthscale.probes.block_updates`, nfd Eq. 27, 33-34) at chosen steps.
+
+beyond-3layer judges its slopes by nfd-collapse's rule (re-exported here from
+:mod:`depthscale.claims.nfd.collapse`): per seed at matched training loss, a t-interval over
+seeds, the finding kept only if two loss targets agree. beyond-transformer still reads the
+seed-mean slope at fixed steps as a point (:func:`readout_slopes`, :func:`slope_findings`)."""
 
 from __future__ import annotations
 
@@ -14,21 +18,25 @@ import torch
 from torch import nn
 
 from depthscale.claims.common import mean_finite
+from depthscale.claims.nfd.collapse import (
+    SlopeReadouts,
+    readout_steps,
+    record_steps,
+    slope_findings_at_matched_loss,
+    slope_readouts,
+    slope_readouts_measured,
+)
 from depthscale.claims.verdicts import Band, finite_or_none, interval_finding
 from depthscale.probes import UpdateProbe
 from depthscale.stats.fits import loglog_slope
 from depthscale.train.loop import Hook
 
-__all__ = ["layer_readout", "readout_slope", "readout_slopes", "readout_steps",
-           "slope_findings", "slopes_measured"]
+__all__ = ["SlopeReadouts", "layer_readout", "readout_slope", "readout_slopes", "readout_steps",
+           "record_steps", "slope_findings", "slope_findings_at_matched_loss", "slope_readouts",
+           "slope_readouts_measured", "slopes_measured"]
 
 #: per slope name ``<key>_slope_<tag>``: the slope at each readout step
 Slopes = dict[str, dict[int, float]]
-
-
-def readout_steps(steps: int) -> list[int]:
-    """The readout steps of a run of ``steps`` steps: a third, two thirds and the end."""
-    return sorted({max(1, steps // 3), max(1, 2 * steps // 3), steps})
 
 
 def layer_readout(rows: list[dict[str, Any]], base: dict[str, Any], steps: set[int],

@@ -15,8 +15,11 @@ leaves layer 2 collapsed: that arm is reported.
 
 Verdict (bands of nfd-collapse, fixed before running): under depth-muP layers 1, 2 in
 [-0.65, -0.35] and the stream in [-0.15, 0.15]; with the fix all three in [-0.15, 0.15].
-Slopes are also read at a third and two thirds of the run; one whose band verdict changes
-with the readout step is undecided (INCONCLUSIVE), as in nfd-collapse.
+Each slope is read by nfd-collapse's rule (:mod:`depthscale.claims.nfd.collapse`): per seed
+at matched training loss (each depth at the first recorded step whose running loss reaches
+the largest over depths of the last step's running loss), its 95% t-interval over seeds
+against the band, undecided where the target of a third of the run gives another finding;
+the slopes at fixed steps are reported.
 
 Settings -> :func:`measure_three_layer` -> :func:`judge_three_layer` ->
 :func:`~depthscale.claims.beyond.figures.draw_three_layer`.
@@ -33,12 +36,12 @@ import torch
 from depthscale import data as ds_data
 from depthscale.claims.beyond.figures import draw_three_layer
 from depthscale.claims.beyond.readouts import (
-    Slopes,
+    SlopeReadouts,
     layer_readout,
-    readout_slopes,
-    readout_steps,
-    slope_findings,
-    slopes_measured,
+    record_steps,
+    slope_findings_at_matched_loss,
+    slope_readouts,
+    slope_readouts_measured,
 )
 from depthscale.claims.beyond.shared import (
     COLLAPSE,
@@ -85,62 +88,71 @@ def three_arms(s: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 @dataclass(frozen=True)
 class ThreeLayerMeasures:
-    """What beyond-3layer measured: the arms (:func:`three_arms`), each update slope at each
-    readout step, the CSV rows (one per arm, depth and readout step) and ``measured``."""
+    """What beyond-3layer measured: the arms (:func:`three_arms`), each update slope over
+    seeds at fixed steps and at matched loss, the CSV rows (one per arm, depth, seed and
+    recorded step) and ``measured``."""
 
     arms: list[tuple[str, str, str]]
-    slopes: Slopes
+    slopes: SlopeReadouts
     rows: list[dict[str, Any]]
     measured: dict[str, float | None]
 
 
 def _train_arm(ctx: ClaimContext, data: ds_data.Dataset, probe: torch.Tensor,
-               readouts: Sequence[int], arm: tuple[str, str, str], L: int,
+               recorded: Sequence[int], arm: tuple[str, str, str], L: int, seed: int,
                rows: list[dict[str, Any]]) -> None:
     """Train one arm at depth ``L`` for ``steps`` SGD steps, appending its readout rows."""
-    s, seed = ctx.settings, ctx.seed
+    s = ctx.settings
     tag, recipe, middle = arm
     net, plan = build("resnet3", recipe, input_shape=data.sample_shape, n_out=data.n_out,
                       width=s["width"], depth=L, seed=seed)
     if middle != "hidden":  # the same draws (b = 1 either way), the middle's LR rule
         plan.apply(net, roles={MIDDLE_LAYERS: middle}, seed=seed)
     hook = layer_readout(rows, {"arm": tag, "recipe": recipe, "middle_role": middle,
-                                "depth": L, "seed": seed}, set(readouts), snapshot(net), probe,
+                                "depth": L, "seed": seed}, set(recorded), snapshot(net), probe,
                          block_updates)
     res = train(net, plan, data, TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed,
                                              device=ctx.device), hooks=[hook])
     for r in rows:
-        if (r["arm"], r["depth"]) == (tag, L):
+        if (r["arm"], r["depth"], r["seed"]) == (tag, L, seed):
             r["status"] = res.status
     ctx.progress(1)
 
 
 def measure_three_layer(ctx: ClaimContext) -> ThreeLayerMeasures:
-    """Per arm and depth, ``steps`` SGD steps at ``eta_c``; the block-mean own updates
-    (:func:`~depthscale.probes.block_updates`) read at a third, two thirds and the end of the
-    run, and their log-log slopes against depth at each readout step."""
+    """Per arm, depth and seed, ``steps`` SGD steps at ``eta_c``; the block-mean own updates
+    (:func:`~depthscale.probes.block_updates`) and the running loss at every recorded step
+    (:func:`~depthscale.claims.beyond.readouts.record_steps`), and their log-log slopes
+    against depth over seeds at fixed steps and at matched loss."""
     s = ctx.settings
     data = claim_dataset(ctx)
     probe = data.x_train[: s["probe_batch"]]
-    readouts = readout_steps(s["steps"])
+    recorded = record_steps(s["steps"])
     arms = three_arms(s)
-    ctx.set_total(len(arms) * len(s["depths"]))
+    seeds = list(range(ctx.seed, ctx.seed + s["seeds"]))
+    ctx.set_total(len(arms) * len(s["depths"]) * len(seeds))
     rows: list[dict[str, Any]] = []
     for arm in arms:
         for L in s["depths"]:
-            _train_arm(ctx, data, probe, readouts, arm, L, rows)
-    slopes = readout_slopes(rows, [tag for tag, _, _ in arms], KEYS, s["depths"], readouts)
-    return ThreeLayerMeasures(arms, slopes, rows, slopes_measured(slopes))
+            for seed in seeds:
+                _train_arm(ctx, data, probe, recorded, arm, L, seed, rows)
+    slopes = slope_readouts(rows, [tag for tag, _, _ in arms], KEYS, s["depths"], seeds,
+                            s["steps"])
+    return ThreeLayerMeasures(arms, slopes, rows, slope_readouts_measured(slopes, s["depths"]))
 
 
 def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
-    """The banded slopes (:data:`BANDS`), each judged only if its finding is the same at every
-    readout step (:func:`~depthscale.claims.beyond.readouts.slope_findings`), as one verdict
-    (:func:`~depthscale.claims.verdicts.findings_verdict`); Eq. 8 as written is reported."""
-    eq8 = ", ".join(f"{k} {m.measured[f'{k}_slope_eq8']}" for k in KEYS)
-    note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at step {s['steps']}: slopes {eq8} "
+    """The banded slopes (:data:`BANDS`), each its seed interval at matched loss, undecided
+    where the two loss targets disagree
+    (:func:`~depthscale.claims.beyond.readouts.slope_findings_at_matched_loss`), as one
+    verdict (:func:`~depthscale.claims.verdicts.findings_verdict`); Eq. 8 as written is
+    reported."""
+    last = m.slopes.readouts[-1]
+    eq8 = ", ".join(f"{k} {m.slopes.matched[f'{k}_slope_eq8'][last].text}" for k in KEYS)
+    note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at matched loss: slopes {eq8} "
             "(derived: layer 1 flat, layer 2 ~ -0.5)")
-    return Judgement(dict(BANDS), findings_verdict(slope_findings(m.slopes, BANDS)), note)
+    findings = slope_findings_at_matched_loss(m.slopes, BANDS)
+    return Judgement(dict(BANDS), findings_verdict(findings), note)
 
 
 @claim(
@@ -149,12 +161,12 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
     "updates collapse ~ L^(-1/2) (the stream's stays O(1)); sqrt(L) on the LRs of the first "
     "two layers makes all three flat",
     quick={**QUICK_DATA, "width": 128, "depths": [4, 8, 16, 32], "eta_c": 0.1,
-           "steps": 100, "probe_batch": 256},
+           "steps": 100, "seeds": 3, "probe_batch": 256},
     medium={**QUICK_DATA, "width": 256, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
-            "steps": 300, "probe_batch": 256},
+            "steps": 300, "seeds": 3, "probe_batch": 256},
     full={**FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
-          "steps": 300, "probe_batch": 512},
-    smoke={**SMOKE_DATA, "width": 16, "depths": [2, 6], "eta_c": 0.1, "steps": 3,
+          "steps": 300, "seeds": 3, "probe_batch": 512},
+    smoke={**SMOKE_DATA, "width": 64, "depths": [2, 16], "eta_c": 0.1, "steps": 60, "seeds": 4,
            "probe_batch": 16},
     control=Control(
         "the fix arm trained under plain depth-muP (fix_recipe 'depth-mup': no sqrt(L) on any "
@@ -163,6 +175,7 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
         {"fix_recipe": "depth-mup"}, contrast=False),
     headline=dict(
         metric="layer2_slope_depth_mup",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
         label="log-log slope in L of the second internal layer's update (depth-muP)",
         paper="open question; in two-layer blocks the first layer collapses like L^(-1/2)",
         ref="nfd Sec. 5, Eq. 7-8",

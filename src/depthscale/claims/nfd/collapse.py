@@ -5,12 +5,24 @@ block-averaged internal update |x - x~|/sqrt(n) (Eq. 27) falls like L^(-1/2) whi
 residual-stream update (Eq. 33-34) stays flat; the Eq. 8 LR (eta_1 = eta_c n sqrt(L),
 nfd-depth) removes the collapse. The updates are read by
 :func:`~depthscale.probes.two_layer_update_hook`.
+
+The readout (shared with beyond-3layer through :mod:`depthscale.claims.beyond.readouts`):
+updates and the running loss (mean of the last 10 training losses) are recorded every
+``steps // 30`` steps (:func:`record_steps`). Deeper Eq. 8 nets train faster, so a slope read
+at a fixed step mixes depth scaling with training progress; the verdict reads each slope at
+*matched training loss* (:func:`matched_steps`): per arm and seed the target is the largest
+over depths of the running loss at the last step (every depth reaches it), and each depth is
+read at the first recorded step whose running loss is at or below it. One log-log slope per
+seed, then its 95% t-interval over seeds (:func:`slope_ci`) against the band. The same is
+done for the target of a third of the run; a slope whose finding differs between the two
+targets depends on the loss level it is matched at, so it is undecided (INCONCLUSIVE). The
+slopes at fixed steps (a third, two thirds, the end) are reported as diagnostics.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,138 +45,263 @@ from depthscale.claims.verdicts import (
 )
 from depthscale.models import build
 from depthscale.probes import snapshot, two_layer_update_hook
-from depthscale.stats.fits import loglog_slope
+from depthscale.stats.fits import loglog_slope, mean_ci
 from depthscale.train import TrainConfig, train
 
-__all__ = ["CollapseMeasure", "judge_collapse", "measure_collapse", "nfd_collapse"]
+__all__ = ["CollapseMeasure", "SlopeCI", "SlopeReadouts", "judge_collapse", "matched_steps",
+           "measure_collapse", "nfd_collapse", "readout_steps", "record_steps", "slope_ci",
+           "slope_findings_at_matched_loss", "slope_readouts", "slope_readouts_measured"]
 
 #: the slopes' bands, fixed before running: collapse ~ L^(-1/2) under depth-muP, flat else
 _BANDS: dict[str, Band] = {
     "internal_slope_depth_mup": (-0.65, -0.35), "internal_slope_nfd_depth": (-0.15, 0.15),
     "stream_slope_depth_mup": (-0.15, 0.15), "stream_slope_nfd_depth": (-0.15, 0.15)}
+#: updates are recorded every ``steps // RECORDS`` steps
+RECORDS = 30
+
+
+# ---- the readout rule (shared with beyond-3layer) ------------------------------------------
+def readout_steps(steps: int) -> list[int]:
+    """The fixed readout steps of a run of ``steps`` steps: a third, two thirds and the end
+    (each also names a matched-loss target: the losses reached there)."""
+    return sorted({max(1, steps // 3), max(1, 2 * steps // 3), steps})
+
+
+def record_steps(steps: int) -> list[int]:
+    """The steps at which updates and the running loss are recorded: every
+    ``max(1, steps // RECORDS)`` steps, and the fixed readouts (:func:`readout_steps`)."""
+    every = max(1, steps // RECORDS)
+    return sorted(set(range(every, steps + 1, every)) | set(readout_steps(steps)))
+
+
+def _run_rows(rows: Sequence[Mapping[str, Any]], tag: str, L: int,
+              seed: int) -> dict[int, Mapping[str, Any]]:
+    """One run's recorded rows (arm ``tag``, depth ``L``, ``seed``) by step."""
+    return {r["step"]: r for r in rows
+            if r["arm"] == tag and r["depth"] == L and r["seed"] == seed}
+
+
+def matched_steps(rows: Sequence[Mapping[str, Any]], tag: str, seed: int,
+                  depths: Sequence[int], at: int) -> tuple[float, dict[int, int | None]]:
+    """The matched-loss readout of arm ``tag``, ``seed``: the target, the largest over
+    ``depths`` of the running loss (``running_loss_last10``) at step ``at`` (NaN if a depth
+    has none there: it diverged), and per depth the first recorded step whose running loss is
+    <= the target (None if none: never for a finite target, as each depth's loss at ``at``
+    is at most the target)."""
+    runs = {L: _run_rows(rows, tag, L, seed) for L in depths}
+    at_loss = [run[at]["running_loss_last10"] if at in run else math.nan
+               for run in runs.values()]
+    target = max(at_loss) if all(math.isfinite(v) for v in at_loss) else math.nan
+    found: dict[int, int | None] = {}
+    for L, run in runs.items():
+        reached = [k for k in sorted(run) if run[k]["running_loss_last10"] <= target]
+        found[L] = reached[0] if reached else None
+    return target, found
+
+
+def _seed_slope(rows: Sequence[Mapping[str, Any]], tag: str, key: str, seed: int,
+                at: Mapping[int, int | None]) -> float:
+    """Log-log slope vs depth of one seed's ``<key>_update``, depth ``L`` read at step
+    ``at[L]``; NaN unless every depth has a finite positive value."""
+    ys = []
+    for L, k in at.items():
+        run = _run_rows(rows, tag, L, seed)
+        ys.append(float(run[k][f"{key}_update"]) if k is not None and k in run else math.nan)
+    ok = all(math.isfinite(v) and v > 0 for v in ys)
+    return loglog_slope(list(at), ys).slope if ok else math.nan
 
 
 @dataclass(frozen=True)
+class SlopeCI:
+    """A log-log slope over seeds: one slope per seed, their mean and its 95% Student-t
+    interval (:func:`~depthscale.stats.fits.mean_ci`); NaN interval below two seeds (no
+    noise estimate) or where a seed has no slope."""
+
+    per_seed: tuple[float, ...]
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def text(self) -> str:
+        return (f"{self.mean:.3g} [{self.low:.3g}, {self.high:.3g}] "
+                f"({len(self.per_seed)} seeds)")
+
+
+def slope_ci(per_seed: Sequence[float]) -> SlopeCI:
+    """:class:`SlopeCI` of per-seed slopes."""
+    mean, low, high = mean_ci(per_seed) if len(per_seed) >= 2 else (math.nan,) * 3
+    if len(per_seed) == 1:
+        mean = per_seed[0]
+    return SlopeCI(tuple(per_seed), mean, low, high)
+
+
+@dataclass(frozen=True)
+class SlopeReadouts:
+    """Every slope ``<key>_slope_<tag>`` over seeds at each fixed step k (``fixed[name][k]``)
+    and at the matched-loss readout of each fixed step's target (``matched[name][k]``), with
+    the matched readouts themselves (``targets[tag][k]``: per seed (seed, target, step by
+    depth), :func:`matched_steps`)."""
+
+    readouts: list[int]
+    fixed: dict[str, dict[int, SlopeCI]]
+    matched: dict[str, dict[int, SlopeCI]]
+    targets: dict[str, dict[int, list[tuple[int, float, dict[int, int | None]]]]]
+
+
+def slope_readouts(rows: Sequence[Mapping[str, Any]], tags: Sequence[str],
+                   keys: Sequence[str], depths: Sequence[int], seeds: Sequence[int],
+                   steps: int) -> SlopeReadouts:
+    """Per arm and key the per-seed slopes vs ``depths`` and their intervals, at each fixed
+    readout step of a ``steps``-step run and at matched loss (the module docstring's rule)."""
+    readouts = readout_steps(steps)
+    targets = {tag: {k: [(seed, *matched_steps(rows, tag, seed, depths, k)) for seed in seeds]
+                     for k in readouts} for tag in tags}
+    fixed: dict[str, dict[int, SlopeCI]] = {}
+    matched: dict[str, dict[int, SlopeCI]] = {}
+    for tag in tags:
+        for key in keys:
+            name = f"{key}_slope_{tag}"
+            fixed[name] = {k: slope_ci([_seed_slope(rows, tag, key, seed, dict.fromkeys(
+                depths, k)) for seed in seeds]) for k in readouts}
+            matched[name] = {k: slope_ci([_seed_slope(rows, tag, key, seed, at)
+                                          for seed, _, at in targets[tag][k]])
+                             for k in readouts}
+    return SlopeReadouts(readouts, fixed, matched, targets)
+
+
+def slope_readouts_measured(r: SlopeReadouts, depths: Sequence[int]) -> dict[str, float | None]:
+    """``measured``: each slope at matched loss of the last step's target under its name
+    (``_ci_low``, ``_ci_high`` its interval), at the other targets as ``<name>_matched<k>``,
+    at fixed steps as ``<name>_step<k>``; per arm the seed-mean targets
+    (``loss_target_<tag>_step<k>``) and the last target's seed-mean step per depth
+    (``matched_step_<tag>_L<L>``)."""
+    out: dict[str, float | None] = {}
+    last = r.readouts[-1]
+    for name in r.matched:
+        for label, by_step in (("matched", r.matched[name]), ("step", r.fixed[name])):
+            for k, ci in by_step.items():
+                stem = name if (label, k) == ("matched", last) else f"{name}_{label}{k}"
+                out |= {stem: finite_or_none(ci.mean), f"{stem}_ci_low": finite_or_none(ci.low),
+                        f"{stem}_ci_high": finite_or_none(ci.high)}
+    for tag, targets in r.targets.items():
+        for k, per_seed in targets.items():
+            out[f"loss_target_{tag}_step{k}"] = finite_or_none(
+                mean_finite([target for _, target, _ in per_seed]))
+        for L in depths:
+            found = [at[L] for _, _, at in targets[last]]
+            out[f"matched_step_{tag}_L{L}"] = (None if None in found else finite_or_none(
+                mean_finite([float(k) for k in found if k is not None])))
+    return out
+
+
+def slope_findings_at_matched_loss(r: SlopeReadouts,
+                                   bands: Mapping[str, Band]) -> dict[str, tuple[str, str]]:
+    """Each banded slope's finding: its seed interval at the matched-loss readout of the last
+    step's target against the band (:func:`~depthscale.claims.verdicts.interval_finding`),
+    kept only if the target of the first readout (a third of the run) gives the same
+    finding, else undecided: the slope then depends on the loss level it is matched at."""
+    first, last = r.readouts[0], r.readouts[-1]
+    findings: dict[str, tuple[str, str]] = {}
+    for name, band in bands.items():
+        ci = r.matched[name]
+        said = {k: interval_finding(ci[k].low, ci[k].high, band) for k in (first, last)}
+        text = (f"at matched loss (targets of steps {last}, {first}): {ci[last].text}, "
+                f"{ci[first].text}; band {list(band)}; at fixed steps "
+                + ", ".join(f"{k}: {c.text}" for k, c in r.fixed[name].items()))
+        findings[name] = ((said[last], text) if said[first] == said[last] else
+                          ("undecided", f"the finding moves with the loss level the slope is "
+                           f"matched at ({said[last]} at the last step's target, "
+                           f"{said[first]} at step {first}'s): {text}"))
+    return findings
+
+
+# ---- the claim --------------------------------------------------------------------------------
+@dataclass(frozen=True)
 class CollapseMeasure:
-    """nfd-collapse's readouts (``rows``: one per arm, depth, seed and readout step), the
-    steps they were read at, the two arms, and the log-log slope against depth of each
-    update per readout step (``slopes["<internal|stream>_slope_<arm>"][step]``)."""
+    """nfd-collapse's readouts (``rows``: one per arm, depth, seed and recorded step), the
+    two arms, the seeds, and the slopes against depth over seeds (:func:`slope_readouts`)."""
 
     rows: Rows
-    readouts: list[int]
     arms: tuple[tuple[str, str], tuple[str, str]]
-    slopes: dict[str, dict[int, float]]
-
-
-def _updates_by_depth(s: Mapping[str, Any], rows: Rows, tag: str, key: str,
-                      step: int) -> list[float]:
-    """The seed-mean ``<key>_update`` of arm ``tag`` at each depth, read at ``step``."""
-    return [mean_finite([r[f"{key}_update"] for r in rows
-                         if r["arm"] == tag and r["depth"] == L and r["step"] == step])
-            for L in s["depths"]]
-
-
-def _slope_at(s: Mapping[str, Any], rows: Rows, tag: str, key: str, step: int) -> float:
-    ys = _updates_by_depth(s, rows, tag, key, step)
-    ok = all(math.isfinite(v) and v > 0 for v in ys)
-    return loglog_slope(s["depths"], ys).slope if ok else math.nan
+    seeds: list[int]
+    slopes: SlopeReadouts
 
 
 def measure_collapse(ctx: ClaimContext) -> CollapseMeasure:
-    """After ``steps`` SGD steps, and at a third and two thirds of the run, the block-averaged
-    internal and residual-stream updates of each arm at each depth on ``probe_batch`` inputs,
-    with the running loss; their slopes against depth per readout step."""
+    """Per arm, depth and seed ``steps`` SGD steps; the block-averaged internal and
+    residual-stream updates on ``probe_batch`` inputs and the running loss at every recorded
+    step (:func:`record_steps`); the slopes against depth over seeds (:func:`slope_readouts`)."""
     s = ctx.settings
     data = claim_dataset(ctx)
     probe = data.x_train[: s["probe_batch"]]
-    readouts = sorted({max(1, s["steps"] // 3), max(1, 2 * s["steps"] // 3), s["steps"]})
-    ctx.set_total(2 * len(s["depths"]) * s["seeds"])
-    rows: Rows = []
+    recorded = set(record_steps(s["steps"]))
+    seeds = list(range(ctx.seed, ctx.seed + s["seeds"]))
     arms = corrected_arms(s)
+    ctx.set_total(len(arms) * len(s["depths"]) * len(seeds))
+    rows: Rows = []
     for tag, recipe in arms:
         for L in s["depths"]:
-            for seed in range(ctx.seed, ctx.seed + s["seeds"]):
+            for seed in seeds:
                 net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
                                   n_out=data.n_out, width=s["width"], depth=L, seed=seed)
                 hook = two_layer_update_hook(
                     rows, {"arm": tag, "recipe": recipe, "depth": L, "seed": seed},
-                    set(readouts), snapshot(net), probe)
+                    recorded, snapshot(net), probe)
                 cfg = TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed, device=ctx.device)
                 res = train(net, plan, data, cfg, hooks=[hook])
                 for r in rows:
                     if (r["arm"], r["depth"], r["seed"]) == (tag, L, seed):
                         r["status"] = res.status
                 ctx.progress(1)
-    slopes = {f"{key}_slope_{tag}": {k: _slope_at(s, rows, tag, key, k) for k in readouts}
-              for tag, _recipe in arms for key in ("internal", "stream")}
-    return CollapseMeasure(rows, readouts, arms, slopes)
-
-
-def _moving_slope(s: Mapping[str, Any], m: CollapseMeasure, tag: str, name: str,
-                  text: str) -> tuple[str, str]:
-    """The finding of a slope whose band verdict changes with the step it is read at: it
-    tracks training progress, not a depth scaling, so it is undecided, with the losses."""
-    L_last, L_first = s["depths"][-1], s["depths"][0]
-    loss = {k: mean_finite([r["running_loss_last10"] for r in m.rows
-                            if r["arm"] == tag and r["step"] == k and r["depth"] == L_last])
-            for k in m.readouts}
-    first = mean_finite([r["running_loss_last10"] for r in m.rows
-                         if r["arm"] == tag and r["step"] == s["steps"] and r["depth"] == L_first])
-    return ("undecided",
-            f"the slope moves with the step it is read at ({text}; band "
-            f"{list(_BANDS[name])}): it tracks training progress (loss at L = "
-            f"{L_last}: " + ", ".join(f"{v:.3g}" for v in loss.values())
-            + f"; at L = {L_first}, step {s['steps']}: {first:.3g}); a wider "
-            "net or a readout at matched loss would decide it")
+    slopes = slope_readouts(rows, [tag for tag, _ in arms], ("internal", "stream"),
+                            s["depths"], seeds, s["steps"])
+    return CollapseMeasure(rows, arms, seeds, slopes)
 
 
 def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
-    """Each slope (read at the last step) against its band; a slope whose band verdict
-    changes with the step it is read at is undecided (INCONCLUSIVE): the quantity then tracks
-    how far training has got (deeper Eq. 8 nets train faster), not a depth scaling
-    (:func:`_moving_slope`)."""
-    measured: dict[str, float | None] = {}
-    findings: dict[str, tuple[str, str]] = {}
-    for tag, _recipe in m.arms:
-        for key in ("internal", "stream"):
-            name = f"{key}_slope_{tag}"
-            by_step = m.slopes[name]
-            measured[name] = finite_or_none(by_step[s["steps"]])
-            for k, v in by_step.items():
-                if k != s["steps"]:
-                    measured[f"{name}_step{k}"] = finite_or_none(v)
-            said = {k: interval_finding(v, v, _BANDS[name]) for k, v in by_step.items()}
-            text = ", ".join(f"step {k}: {v:.3g}" for k, v in by_step.items())
-            if len(set(said.values())) > 1:
-                findings[name] = _moving_slope(s, m, tag, name, text)
-            else:
-                findings[name] = (said[s["steps"]], f"slope {text} against band "
-                                  f"{list(_BANDS[name])}")
-    return Judgement(measured, dict(_BANDS), findings_verdict(findings))
+    """Each slope's seed interval at matched loss against its band, undecided where the
+    finding moves between the two loss targets (:func:`slope_findings_at_matched_loss`); the
+    fixed-step slopes and the targets are reported."""
+    measured = slope_readouts_measured(m.slopes, s["depths"])
+    findings = slope_findings_at_matched_loss(m.slopes, _BANDS)
+    last = m.slopes.readouts[-1]
+
+    def step(v: float | None) -> str:
+        return "none" if v is None else f"{v:.0f}"
+
+    note = f"matched loss (the target of step {last}): " + "; ".join(
+        f"{tag} target {measured[f'loss_target_{tag}_step{last}']:.3g}, seed-mean steps "
+        + ", ".join(f"L={L}: {step(measured[f'matched_step_{tag}_L{L}'])}" for L in s["depths"])
+        for tag, _ in m.arms if measured[f"loss_target_{tag}_step{last}"] is not None)
+    return Judgement(measured, dict(_BANDS), findings_verdict(findings), note)
 
 
 @claim(
     "nfd-collapse", "nfd",
     "Two-layer blocks: first-layer update ~ L^(-1/2) under depth-muP; Eq. 8 removes it",
     quick={**QUICK_DATA, "width": 128, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
-           "steps": 300, "seeds": 1, "probe_batch": 256},
-    # twice the width: does the Eq. 8 stream update's fall at depth 64 survive a wider net?
+           "steps": 300, "seeds": 3, "probe_batch": 256},
+    # twice the width, 4 seeds: does the Eq. 8 stream update's fall at depth 64 survive?
+    # (measured on the 2-core CPU machine: 557 s CPU, 9.3 CPU-min; quick 170 s)
     medium={**QUICK_DATA, "width": 256, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
-            "steps": 300, "seeds": 1, "probe_batch": 256},
+            "steps": 300, "seeds": 4, "probe_batch": 256},
     full={**FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
           "steps": 300, "seeds": 3, "probe_batch": 512},
     smoke={**SMOKE_DATA,
-           "width": 16, "depths": [2, 4], "eta_c": 0.1, "steps": 3, "seeds": 1,
+           "width": 64, "depths": [2, 16], "eta_c": 0.1, "steps": 60, "seeds": 3,
            "probe_batch": 16},
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
         "eta_1 missing): its first-layer update collapses like L^(-1/2) too, so the "
         "'no longer vanishes' band [-0.15, 0.15] must fail. No contrast at smoke: a run short "
-        "and shallow enough for seconds does not show the slopes (width 64, depths 4-16, 50 "
-        "steps: Eq. 8 slope +0.28); checked at quick scale instead",
+        "and shallow enough for seconds does not decide the slopes (smoke, 3 seeds: the "
+        "depth-muP first-layer slope -0.42 [-0.51, -0.33] straddles its band's edge, so the "
+        "correct run is INCONCLUSIVE); checked at quick scale too",
         {"corrected_recipe": "depth-mup"}, contrast=False),
     headline=dict(
         metric="internal_slope_depth_mup",
+        ci=("{metric}_ci_low", "{metric}_ci_high"),
         label="log-log slope in L of the first-layer feature update (depth-muP)",
         paper="-1/2: ||x^(k) - x~^(k)||/sqrt(n) ~ O(1/sqrt(L))",
         ref="Eq. 7, Fig. 5 row 1",
@@ -177,7 +314,7 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
 def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 1: the internal (Eq. 27) and residual-stream (Eq. 33-34) updates against
     depth under depth-muP and nfd-depth (Eq. 8) (:func:`measure_collapse`), judged on their
-    slopes (:func:`judge_collapse`)."""
+    slopes over seeds at matched loss (:func:`judge_collapse`)."""
     m = measure_collapse(ctx)
     return conclude(ctx, "nfd-collapse", judge_collapse(ctx.settings, m), m.rows,
                     draw_collapse(ctx.settings, m))
