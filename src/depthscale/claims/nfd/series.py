@@ -238,7 +238,8 @@ def size_series(label: str, sizes: Sequence[int], diffs: np.ndarray, *,
         t975 = float(stats.t.ppf(0.975, R - 1))
 
         def jack_half(jack: np.ndarray) -> np.ndarray:  # (R, ...) leave-one-out estimates
-            return t975 * np.sqrt((R - 1) / R * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
+            spread = np.asarray(((jack - jack.mean(axis=0)) ** 2).sum(axis=0), dtype=float)
+            return np.asarray(t975 * np.sqrt((R - 1) / R * spread), dtype=float)
 
         leave_one_out = [np.delete(everyone, i) for i in range(R)]
         vhalf = jack_half(np.array([values(idx) for idx in leave_one_out]))
