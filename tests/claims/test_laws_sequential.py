@@ -394,9 +394,10 @@ def test_the_budget_reaches_the_claim_and_its_design_the_record(
     assert seen == [2700.0, 60.0]
 
 
-def test_laws_table1_medium_runs_cnn1d_in_seed_rounds() -> None:
+def test_laws_table1_medium_runs_every_architecture_in_seed_rounds() -> None:
     medium = CLAIMS["laws-table1"].settings["medium"]
-    assert medium["archs"]["cnn1d"]["seed_rounds"] == [4, 6, 8]
-    assert all("seed_rounds" not in a for k, a in medium["archs"].items() if k != "cnn1d")
+    assert {k: a["seed_rounds"] for k, a in medium["archs"].items()} == {
+        k: [4, 6, 8] for k in ("cnn1d", "convresnet1d", "cnn2d", "vit")}
     assert "seed_rounds" not in CLAIMS["laws-transfer"].settings["medium"]["archs"]["cnn1d"]
-    sequential.seed_rounds(medium["archs"]["cnn1d"])  # valid
+    for arch in medium["archs"].values():
+        sequential.seed_rounds(arch)  # valid

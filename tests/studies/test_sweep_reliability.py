@@ -46,8 +46,9 @@ seed = [0, 1]
 lr = [0.05, 1e4]   # 1e4 diverges
 """
 
-# 16 runs of ~0.15 s each: long enough to be killed in the middle
-KILL = TINY.replace("n_train = 128", "n_train = 512").replace("steps = 8", "steps = 200") \
+# 16 runs of ~0.7 s each: long enough to be killed in the middle on a loaded machine (at 200
+# steps, 0.15 s a run, a sweep under load finished all 16 before its SIGINT arrived)
+KILL = TINY.replace("n_train = 128", "n_train = 512").replace("steps = 8", "steps = 1000") \
     .replace("width = [8]", "width = [32]").replace("lr = [0.05, 1e4]   # 1e4 diverges",
                                                     "lr = [0.001, 0.002, 0.005, 0.01]")
 
