@@ -77,10 +77,19 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=timeout, check=False)
 
 
+def _default_sigint() -> None:
+    """In the child before exec: Ctrl-C as a terminal gives it (default action, not blocked).
+    A child inherits an ignored or blocked SIGINT, and Python then never raises
+    KeyboardInterrupt; in the whole suite an earlier test left the pytest process so (its
+    sweep then finished all 16 runs through the signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _popen(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "depthscale.cli", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
 
 
 def _wait_for_rows(proc: subprocess.Popen[str], directory: Path, n: int) -> None:
