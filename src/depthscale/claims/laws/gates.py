@@ -40,8 +40,8 @@ from depthscale.claims.laws.settings import LAW_BAND
 from depthscale.claims.verdicts import Decision, interval_finding
 
 __all__ = [
-    "MOVING_MARGIN", "PART_CODES", "Part", "alpha_finding", "edge_evidence", "flat_evidence",
-    "law_decision", "law_parts", "moving_evidence", "parts_verdict", "stable_from",
+    "MOVING_MARGIN", "PART_CODES", "Part", "alpha_finding", "change_state", "edge_evidence",
+    "flat_evidence", "law_decision", "law_parts", "moving_evidence", "parts_verdict", "stable_from",
 ]
 
 #: the largest change of alpha from half the run length to all of it (either sign) that
@@ -112,24 +112,35 @@ def _change_said(law: LawResult) -> str:
             f"{law.steps} steps (paired over {c.n_seeds} seeds at {c.n_depths} depths)")
 
 
-def moving_evidence(key: str, law: LawResult) -> str:
-    """'' where alpha is shown to have stopped moving at the run length (the seed-paired
-    change from half of it has a 95% interval inside +-:data:`MOVING_MARGIN`), else why the
-    band cannot apply there: alpha still moves (an interval past the margin that excludes 0),
-    or the runs cannot tell (too few depths with paired optima, or an interval past the margin
-    that straddles 0). ''
-    too where no length is refitted (``law.change`` None)."""
+def change_state(law: LawResult) -> str | None:
+    """How alpha's seed-paired change from half the run length reads against
+    :data:`MOVING_MARGIN`: "stopped" (95% interval inside the margin), "moving" (past it and
+    excluding 0), "untold" (past it and straddling 0, or not measurable: more seeds would
+    tell); None where no length is refitted (``law.change`` None)."""
     c = law.change
     if c is None:
+        return None
+    if not (math.isfinite(c.low) and math.isfinite(c.high)):
+        return "untold"
+    if c.low >= -MOVING_MARGIN and c.high <= MOVING_MARGIN:
+        return "stopped"
+    return "moving" if c.low > 0 or c.high < 0 else "untold"
+
+
+def moving_evidence(key: str, law: LawResult) -> str:
+    """'' where alpha is shown to have stopped moving at the run length, or no length is
+    refitted (:func:`change_state`), else why the band cannot apply there: alpha still moves,
+    or the runs cannot tell (too few depths with paired optima, or an interval past the
+    margin that straddles 0)."""
+    state, c = change_state(law), law.change
+    if state in (None, "stopped") or c is None:
         return ""
     if not (math.isfinite(c.low) and math.isfinite(c.high)):
         return (f"{key}: {c.n_depths} depth(s) have 2+ seeds with an interior optimum at both "
                 f"{c.steps} and {law.steps} steps; the change of alpha needs 3, so the runs "
                 "cannot tell whether it still moves; more seeds would")
     said = _change_said(law)
-    if c.low >= -MOVING_MARGIN and c.high <= MOVING_MARGIN:
-        return ""
-    if c.low > 0 or c.high < 0:
+    if state == "moving":
         return (f"{key}: {said}, not within +-{MOVING_MARGIN}: the exponent still changes with "
                 "training length, so the band cannot apply at this length; train longer "
                 "(quick -> medium)")

@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from depthscale.claims.laws import sweeps
-from depthscale.claims.laws.gates import MOVING_MARGIN, alpha_finding
+from depthscale.claims.laws.gates import MOVING_MARGIN, alpha_finding, change_state
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.settings import LAW_BAND, Arch
 from depthscale.claims.laws.sweeps import Record
@@ -189,19 +189,6 @@ def _straddled_edge(law: LawResult) -> float | None:
     return min(inside, key=lambda e: abs(e - alpha)) if inside else None
 
 
-def _change_untold(law: LawResult) -> bool:
-    """Whether more seeds could tell if alpha has stopped moving: the change from half the run
-    length is not measurable yet, or its interval straddles 0 and reaches past the margin
-    (gates.moving_evidence)."""
-    c = law.change
-    if c is None:
-        return False
-    if not (math.isfinite(c.low) and math.isfinite(c.high)):
-        return True
-    within = c.low >= -MOVING_MARGIN and c.high <= MOVING_MARGIN
-    return not within and c.low <= 0 <= c.high
-
-
 def choose_depths(law: LawResult) -> tuple[int, ...]:
     """The effective depths the next round adds seeds at (module docstring): where the
     interval straddles a band edge, the fewest, largest variance share first (ties: shallower
@@ -219,7 +206,7 @@ def choose_depths(law: LawResult) -> tuple[int, ...]:
             if carried >= COVER - 1e-12:
                 break
         return tuple(sorted(chosen))
-    if _change_untold(law):
+    if change_state(law) == "untold":
         return tuple(sorted(shares))
     return ()
 
@@ -237,7 +224,7 @@ def more_seeds(law: LawResult, depths: Sequence[int]) -> int | None:
         return None
     if edge is None:
         c = law.change
-        if not _change_untold(law) or c is None or not math.isfinite(c.low):
+        if change_state(law) != "untold" or c is None or not math.isfinite(c.low):
             return None
         half, k = (c.high - c.low) / 2, max(c.n_seeds, 1)
         room = MOVING_MARGIN - abs(c.mean)
