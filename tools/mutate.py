@@ -137,6 +137,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/param/test_recipes.py::test_mean_ode_rules_are_chizat_eq24_25",
          "tests/limits/test_limits_mean_ode.py::"
          "test_finite_resnet_one_gd_step_matches_eq_25_computed_by_hand")),
+    Mutation(
+        "laws-raw-weights", "stats/sweeps.py",
+        "moderated = (PRIOR_DOF * prior + d * var) / (PRIOR_DOF + d)",
+        "moderated = var",
+        "laws Sec. 4.1 weights 1/SEM^2 from each depth's raw 2-3-seed variance, not moderated",
+        ("tests/stats/test_sweeps.py::test_moderated_sems_by_hand",
+         "tests/claims/test_laws_verdicts.py::"
+         "test_laws_widths_quick_part_is_undecided_on_both_arms_of_the_perturbation_check")),
+    Mutation(
+        "laws-parts-at-95", "claims/laws/gates.py",
+        "flo, fhi = law.family_interval(parts)",
+        "flo, fhi = law.interval",
+        "a laws claim's 'any part contradicts' read at 95% per part, not 1 - 0.05/parts",
+        ("tests/claims/test_laws_verdicts.py::"
+         "test_a_contradiction_is_read_family_wise_over_the_claims_parts",)),
 )
 
 

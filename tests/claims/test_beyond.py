@@ -335,6 +335,10 @@ def test_transformer_control_makes_the_arms_identical(tmp_path: Path) -> None:
     assert m["spread_nfd_minus_depth_mup_ci_low"] == m["spread_nfd_minus_depth_mup_ci_high"] == 0.0
     for key in ("qkv", "fc1", "attn_stream", "mlp_stream"):
         assert m[f"{key}_slope_nfd_depth"] == m[f"{key}_slope_depth_mup"], key
+        # each slope is read per seed (2 at smoke) with a t-interval, not as a seed-mean point
+        low, high = m[f"{key}_slope_depth_mup_ci_low"], m[f"{key}_slope_depth_mup_ci_high"]
+        assert low is not None and high is not None and low < m[f"{key}_slope_depth_mup"] < high
+    assert "qkv_slope_depth_mup: " in out.reason and "(2 seeds)" in out.reason
     assert "spread_nfd_minus_depth_mup: contradicts" in out.reason
     rows = (tmp_path / "beyond-transformer.csv").read_text().splitlines()
     assert rows[0].startswith("part,") and len(rows) > 1

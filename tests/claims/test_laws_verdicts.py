@@ -21,12 +21,18 @@ from depthscale.claims.laws import (
     transfer_errors,
     transfer_interval,
 )
-from depthscale.claims.laws.gates import MOVING_MARGIN, Part, parts_verdict, stable_from
-from depthscale.claims.laws.law import SlopeChange, slope_change
+from depthscale.claims.laws.gates import (
+    MOVING_MARGIN,
+    Part,
+    band_finding,
+    parts_verdict,
+    stable_from,
+)
+from depthscale.claims.laws.law import SlopeChange, probe_law, slope_change
 from depthscale.claims.laws.table1 import contrast_seen, table1_parts
 from depthscale.claims.laws.transfer import ArchTransfer, judge_transfer, located_depths
-from depthscale.stats.fits import LawFit
-from depthscale.stats.sweeps import GridSignal, Optimum
+from depthscale.stats.fits import LawFit, weighted_loglog_fit
+from depthscale.stats.sweeps import GridSignal, Optimum, moderated_sems
 
 CHANCE = math.log(10)
 
@@ -52,6 +58,66 @@ def test_alpha_interval_inside_outside_or_across_the_band() -> None:
     assert alpha_finding("a", _law_result(-1.5))[0] == "supports"
     assert alpha_finding("a", _law_result(-0.5))[0] == "contradicts"
     assert alpha_finding("a", _law_result(-0.95))[0] == "undecided"  # [-1.05, -0.85]
+
+
+def test_a_contradiction_is_read_family_wise_over_the_claims_parts() -> None:
+    """A claim FAILs when any one of its m parts contradicts, so a part's contradiction is read
+    on the interval at 1 - 0.05/m: the t half-width scaled by t(1 - 0.025/m, n - 2) /
+    t(0.975, n - 2), the bootstrap's by the normal quantiles' ratio. Slope -0.7 with t
+    half-width 0.15 on 4 depths (2 degrees of freedom), bootstrap -/+ 0.1: at 95% [-0.85,
+    -0.55] lies above the band (contradicts); over 9 parts the t half-width is 0.15 x 13.36 /
+    4.303 = 0.466, [-1.166, -0.234], across -1.0: undecided (laws-widths' 3 widths x 3
+    epochs). A support stays read at 95%."""
+    from scipy import stats
+
+    law = LawResult([], [], LawFit(-0.7, 0.0, (-0.85, -0.55), 0.9, 4), (-0.8, -0.6), [])
+    assert law.family_interval(1) == law.interval == (-0.85, -0.55)
+    ratio = stats.t.ppf(1 - 0.025 / 9, 2) / stats.t.ppf(0.975, 2)
+    assert ratio == pytest.approx(3.105, abs=1e-3)
+    assert law.family_interval(9) == pytest.approx((-0.7 - 0.15 * ratio, -0.7 + 0.15 * ratio))
+    assert band_finding(law, 1) == ("contradicts", "")
+    finding, said = band_finding(law, 9)
+    assert finding == "undecided"
+    assert "at 99.4% (9 parts, Bonferroni) [-1.17, -0.234], across an edge" in said
+    far = LawResult([], [], LawFit(-0.3, 0.0, (-0.45, -0.15), 0.9, 4), (-0.4, -0.2), [])
+    assert band_finding(far, 9)[0] == "contradicts"
+    inside = LawResult([], [], LawFit(-1.5, 0.0, (-1.85, -1.15), 0.9, 4), (-1.6, -1.4), [])
+    assert band_finding(inside, 9) == ("supports", "")
+    # law_parts reads each part against the number of parts: 9 copies of the law above
+    parts = {f"w{i}": law for i in range(9)}
+    assert law_decision(parts)[0] == "INCONCLUSIVE"
+    assert law_decision({"w0": law})[0] == "FAIL"
+
+
+#: laws-widths at quick, w32 epoch 3: log10 eta* per (depth, seed) from the same stored runs
+#: refitted on both arms of the perturbation check (one thread; 1e-7 init jitter, two threads)
+W32_EPOCH3 = {
+    "plain": {4: (-0.898, -0.917), 6: (-1.075, -0.989), 10: (-1.113, -1.359),
+              14: (-1.212, -1.315)},
+    "jittered": {4: (-0.899, -0.912), 6: (-0.99, -0.941), 10: (-1.162, -1.323),
+                 14: (-1.238, -1.356)},
+}
+
+
+def test_laws_widths_quick_part_is_undecided_on_both_arms_of_the_perturbation_check() -> None:
+    """The part that flipped laws-widths between FAIL and INCONCLUSIVE. At 95% the plain arm's
+    interval lies above the band and the jittered arm's crosses -1.0: a verdict decided by
+    rounding. Read family-wise over the claim's 9 parts, both are undecided. Raw 1/SEM^2
+    weights (each depth's own 2 seeds) made the plain interval narrower still, [-0.819,
+    -0.527] against the moderated [-0.914, -0.433]: L = 4's seeds agree to 0.019 there."""
+    def law(logs: dict[int, tuple[float, float]]) -> LawResult:
+        return probe_law([Optimum(d, s, 10**v, 10**v, False, "last-epoch")
+                          for d, pair in logs.items() for s, v in enumerate(pair)], seed=0)
+    plain, jittered = law(W32_EPOCH3["plain"]), law(W32_EPOCH3["jittered"])
+    assert plain.fit.slope_ci == pytest.approx((-0.914, -0.433), abs=1e-3)
+    assert jittered.fit.slope_ci == pytest.approx((-1.327, -0.167), abs=1e-3)
+    assert band_finding(plain, 1)[0] == "contradicts"
+    assert band_finding(jittered, 1)[0] == "undecided"
+    assert band_finding(plain, 9)[0] == band_finding(jittered, 9)[0] == "undecided"
+    logs = W32_EPOCH3["plain"]
+    raw = weighted_loglog_fit(list(logs), [float(np.mean(v)) for v in logs.values()],
+                              [float(np.std(v, ddof=1)) / math.sqrt(2) for v in logs.values()])
+    assert raw.slope_ci == pytest.approx((-0.819, -0.527), abs=1e-3)
 
 
 def test_still_moving_makes_supports_and_contradictions_undecided() -> None:
@@ -105,7 +171,7 @@ def test_slope_change_is_the_fits_linear_reading_of_paired_depth_changes() -> No
             enumerate(depths) for s in range(3)]
     c = slope_change(full, half, 4)
     logs = np.array([[-1 - 1.5 * x[j] + noise[j][s] for s in range(3)] for j in range(4)])
-    w = 1 / (logs.std(axis=1, ddof=1) / math.sqrt(3)) ** 2
+    w = 1 / moderated_sems(list(logs.std(axis=1, ddof=1)), [3] * 4) ** 2
     dx = x - (w * x).sum() / w.sum()
     cj = w * dx / (w * dx**2).sum()
     d = -np.array([move[j] for j in range(4)])  # full minus half

@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 from depthscale.claims import CLAIMS, ClaimContext
+from depthscale.claims.common import claim_dataset
 from depthscale.claims.nfd.collapse import (
     SlopeCI,
     SlopeReadouts,
     judge_collapse,
     matched_steps,
     measure_collapse,
+    output_step,
     readout_steps,
     record_steps,
     slope_ci,
@@ -24,6 +26,7 @@ from depthscale.claims.nfd.collapse import (
     slope_readouts,
     slope_readouts_measured,
 )
+from depthscale.stats.fits import loglog_slope
 
 #: the 97.5% quantile of Student's t with 2 degrees of freedom
 T2 = 4.302652729749464
@@ -141,3 +144,12 @@ def test_measure_records_every_seed_and_step_and_the_judge_reads_matched_loss(
     assert j.decision is not None
     said = m.slopes.matched["internal_slope_nfd_depth"][6].text
     assert said in j.decision[1] or j.decision[0] == "PASS"
+    # the one-step output diagnostic: per seed the log-log slope of output_step over depths
+    data = claim_dataset(ctx)
+    probe = data.x_train[: s["probe_batch"]]
+    steps = [output_step(ctx, data, probe, "nfd-depth", L, 6) for L in (2, 4)]
+    assert min(steps) > 0
+    out = m.output_slopes["nfd_depth"]
+    assert out.per_seed[1] == pytest.approx(loglog_slope([2, 4], steps).slope, rel=1e-9)
+    assert j.measured["output_step_slope_nfd_depth"] == pytest.approx(out.mean)
+    assert "output's change in one SGD step" in j.note

@@ -33,6 +33,50 @@ def test_block_updates_on_two_layer_blocks_are_the_nfd_probe() -> None:
     assert all(v > 0 for v in ours["layer1"])
 
 
+def test_two_layer_updates_by_the_layers_own_forward_calls() -> None:
+    """A second route to nfd Eq. 27 and Eq. 33-34 on an Eq. 8 net after 5 SGD steps: hooks
+    catch each block's inner and outer layer inputs and outputs in a plain forward pass, and
+    the frozen-weight baselines are those layers' own forward calls with their initial weight
+    (torch.func.functional_call), so neither the multipliers nor the trace are reused:
+    internal = |x - inner(h; W_1^(0))| / sqrt(n), stream = |outer(phi(x); W_2) - outer(phi(x);
+    W_2^(0))| / (tau sqrt(n)) with tau = 1/L."""
+    n, L = 16, 4
+    model, plan = build("resnet2", "nfd-depth", input_shape=(20,), n_out=10, width=n, depth=L,
+                        seed=1)
+    init = snapshot(model)
+    opt = plan.optimizer(model, "sgd", 0.2)
+    for _ in range(5):
+        opt.zero_grad()
+        F.cross_entropy(model(X), Y).backward()
+        opt.step()
+    seen: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]] = {}
+    handles = []
+    for l, branch in enumerate(model.branches):
+        for name in ("inner", "outer"):
+            def keep(_m: torch.nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor,
+                     key: tuple[int, str] = (l, name)) -> None:
+                seen[key] = (args[0].detach(), out.detach())
+            handles.append(branch[name].register_forward_hook(keep))
+    with torch.no_grad():
+        model(X)
+    for h in handles:
+        h.remove()
+    internal, stream = [], []
+    with torch.no_grad():
+        for l, branch in enumerate(model.branches):
+            (h_prev, x), (phi_x, out) = seen[(l, "inner")], seen[(l, "outer")]
+            x0 = torch.func.functional_call(branch["inner"], {
+                "weight": init[f"branches.{l}.inner.weight"]}, (h_prev,))
+            out0 = torch.func.functional_call(branch["outer"], {
+                "weight": init[f"branches.{l}.outer.weight"]}, (phi_x,))
+            internal.append(float((x - x0).norm(dim=-1).mean()) / math.sqrt(n))
+            stream.append(float((out - out0).norm(dim=-1).mean()) * L / math.sqrt(n))
+    ours = two_layer_updates(model, init, X)
+    assert ours["internal"] == pytest.approx(internal, rel=1e-5)
+    assert ours["stream"] == pytest.approx(stream, rel=1e-5)
+    assert min(internal) > 0 and min(stream) > 0
+
+
 def test_block_updates_see_only_the_layer_whose_weights_moved() -> None:
     model, _ = build("resnet3", "depth-mup", input_shape=(20,), n_out=10, width=8, depth=2)
     init = snapshot(model)

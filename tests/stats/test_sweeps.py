@@ -11,6 +11,8 @@ from scipy import stats
 
 from depthscale.errors import ConfigError
 from depthscale.stats.sweeps import (
+    MIN_VAR,
+    PRIOR_DOF,
     RANGE_OF_3,
     Optimum,
     bootstrap_slope,
@@ -19,6 +21,7 @@ from depthscale.stats.sweeps import (
     edge_excluded,
     grid_signals,
     lr_spread,
+    moderated_sems,
     optima_power_law,
     optimal_lrs,
     prefix_mean,
@@ -304,8 +307,9 @@ def test_bootstrap_counts_resamples_that_repeat_one_seed() -> None:
 
 def test_bootstrap_fits_every_resample_with_the_samples_weights() -> None:
     """With the sample's weights w_j held fixed the slope is linear in the resampled means,
-    sum_j c_j m_j with c_j = w_j (x_j - xbar) / sum w (x - xbar)^2, so its bootstrap SD is
-    sqrt(sum_j c_j^2 s_j^2 / k) (s_j^2 the size's variance with ddof 0): the percentile
+    sum_j c_j m_j with c_j = w_j (x_j - xbar) / sum w (x - xbar)^2 (w the moderated 1/SEM^2
+    of :func:`moderated_sems`), so its bootstrap SD is sqrt(sum_j c_j^2 s_j^2 / k) (s_j^2 the
+    size's variance with ddof 0): the percentile
     interval is slope -/+ 1.96 of it, whichever resamples repeat a seed. (Weighting each
     resample by its own SEM pinned the slope to any size whose resample repeated one seed,
     and the interval then moved with how many sizes there were.)"""
@@ -315,15 +319,38 @@ def test_bootstrap_fits_every_resample_with_the_samples_weights() -> None:
     optima = _optima({d: list(10 ** v) for d, v in logs.items()})
     boot = bootstrap_slope(optima, n_boot=40000, seed=2)
     x = np.log10(depths)
-    sem = np.array([logs[d].std(ddof=1) / math.sqrt(k) for d in depths])
+    sem = moderated_sems([logs[d].std(ddof=1) for d in depths], [k] * len(depths))
     w = 1 / sem**2
     c = w * (x - (w * x).sum() / w.sum())
     c /= (c * (x - (w * x).sum() / w.sum())).sum()
     slope = float((c * np.array([logs[d].mean() for d in depths])).sum())
     sd = math.sqrt(sum(cj**2 * logs[d].var() / k for cj, d in zip(c, depths, strict=True)))
-    assert boot.low == pytest.approx(slope - 1.96 * sd, abs=0.04 * sd)
-    assert boot.high == pytest.approx(slope + 1.96 * sd, abs=0.04 * sd)
+    # a resampled mean of 3 seeds takes 10 values, so the percentiles sit within 0.1 SD of
+    # +-1.96 SD (0.03-0.09 measured at 3-8 seeds); a resample pinned by its own SEM = 0 at one
+    # size moved them by whole SDs
+    assert boot.low == pytest.approx(slope - 1.96 * sd, abs=0.1 * sd)
+    assert boot.high == pytest.approx(slope + 1.96 * sd, abs=0.1 * sd)
     assert boot.repeats > 0.5  # most resamples repeat a seed somewhere, harmlessly
+
+
+def test_moderated_sems_by_hand() -> None:
+    """SDs 0.01, 0.1, 0.2 over 2, 3, 4 seeds: the prior is the geometric mean of the variances,
+    (1e-4 * 1e-2 * 4e-2)^(1/3) = 3.42e-3, and each variance is averaged with it at PRIOR_DOF = 2
+    degrees of freedom against its own k - 1; SEM = sqrt(that / k). The size whose 2 seeds
+    agree by chance (SD 0.01) gets SEM 0.0340, not 0.0071: weight 865 instead of 2e4."""
+    assert PRIOR_DOF == 2.0
+    prior = (1e-4 * 1e-2 * 4e-2) ** (1 / 3)
+    want = [math.sqrt((2 * prior + d * s**2) / (2 + d) / k)
+            for s, k, d in ((0.01, 2, 1), (0.1, 3, 2), (0.2, 4, 3))]
+    got = moderated_sems([0.01, 0.1, 0.2], [2, 3, 4])
+    assert list(got) == pytest.approx(want, rel=1e-12)
+    assert got[0] == pytest.approx(0.0340, abs=1e-4)
+    # seeds that agree exactly are floored at MIN_VAR before the prior is taken
+    same = moderated_sems([0.0, 0.1, 0.1], [3, 3, 3])
+    prior0 = math.exp((math.log(MIN_VAR) + 2 * math.log(0.01)) / 3)
+    assert same[0] == pytest.approx(math.sqrt((2 * prior0 + 2 * MIN_VAR) / 4 / 3), rel=1e-12)
+    # one seed at some size: no variance there, the fit weighs sizes equally (all NaN)
+    assert np.isnan(moderated_sems([0.1, math.nan, 0.1], [3, 1, 3])).all()
 
 
 def test_edge_optima_are_left_out_of_the_fit_never_weighted_1e6() -> None:

@@ -198,8 +198,8 @@ def _fit_group(ax: Any, g: Any, spread: float, summaries: list[Any], optima: lis
     if fit is None:
         print(f"{name}no power-law fit (needs >= 3 sizes, has {len(part)})")
     else:
-        weights = ("equal weights: one optimum per size" if any(math.isnan(s.sem)
-                   for s in part) else "weights 1/SEM^2")
+        weights = ("equal weights: one optimum per size" if any(math.isnan(s.sem) for s in part)
+                   else "weights 1/SEM^2, each size's seed variance moderated toward the others'")
         print(f"{name}log10 eta* = {fit.intercept:+.3f} + ({fit.slope:+.3f}) log10 {axis}; "
               f"slope 95% CI [{fmt(fit.slope_ci[0])}, {fmt(fit.slope_ci[1])}], R^2 "
               f"{fit.r2:.3f} (weighted least squares, {weights})")

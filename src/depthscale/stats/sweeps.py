@@ -7,8 +7,9 @@ run rows (a study's records: settings and outcome as one flat mapping, :class:`R
 * :func:`seed_summary`: mean and 95% CI of log10 eta* across seeds, per depth.
 * :func:`lr_spread`: max - min of log10 eta* across sizes (nfd Fig. 5 row 2: transfer).
 * :func:`wls_power_law`: weighted least squares of log10 eta* = beta0 + alpha log10 L with
-  weights 1/variance, the slope's 95% CI and R^2 (laws Sec. 4.1; the fit
-  itself is :mod:`depthscale.stats.fits`).
+  weights 1/SEM^2 (:func:`fit_sems`: each size's seed variance moderated toward the pooled
+  one), the slope's 95% CI and R^2 (laws Sec. 4.1; the fit itself is
+  :mod:`depthscale.stats.fits`).
 * :func:`bootstrap_slope_ci`: the same slope's 95% interval when seeds are resampled.
 * :func:`lr_power_law`: the above in one call, optimum per size -> power law with CIs
   (:class:`LrLaw`), what the laws claims and ``depthscale fit`` read (:func:`optima_power_law`
@@ -42,8 +43,10 @@ from depthscale.stats.fits import LawFit, log_minimum, weighted_loglog_fit
 __all__ = [
     "AGGREGATES",
     "CRITERIA",
+    "MIN_VAR",
     "NO_FIT",
     "OUTCOME_PREFIXES",
+    "PRIOR_DOF",
     "RANGE_OF_3",
     "AxisScan",
     "BootstrapSlope",
@@ -56,9 +59,11 @@ __all__ = [
     "bootstrap_slope_ci",
     "criterion_value",
     "edge_excluded",
+    "fit_sems",
     "grid_signals",
     "lr_power_law",
     "lr_spread",
+    "moderated_sems",
     "optima_power_law",
     "optimal_lrs",
     "prefix_mean",
@@ -348,7 +353,8 @@ def bootstrap_slope(
     """95% percentile interval of the weighted power-law slope (:func:`wls_power_law`) under a
     seed bootstrap: at every size the per-seed optima are resampled with replacement, the seed
     means recomputed and the fit redone (``n_boot`` times, generator ``seed``) with the
-    sample's weights 1/SEM^2 (the t-fit's, floored at ``min_sem``), held fixed: a resample's
+    sample's weights 1/SEM^2 (the t-fit's, :func:`moderated_sems` floored at ``min_sem``; equal
+    where a size has one seed), held fixed: a resample's
     own SEM is 0 wherever it repeats one seed, and weighting by it would pin the slope to that
     size (a falsely narrow interval that moved with which seeds repeat). It sits beside the
     t-interval of the same fit; with one seed per size the resamples do not vary, the interval
@@ -372,10 +378,11 @@ def bootstrap_slope(
         k = len(logs)
         idx = rng.integers(0, k, size=(n_boot, k))
         means[:, j] = logs[idx].mean(axis=1)
-        sem = float(logs.std(ddof=1) / math.sqrt(k)) if k > 1 else 1.0
-        w[j] = 1.0 / max(sem, min_sem) ** 2
         if k > 1:
             repeats |= (idx == idx[:, :1]).all(axis=1)
+    sems = moderated_sems([float(np.std(by_size[s], ddof=1)) if len(by_size[s]) > 1 else math.nan
+                           for s in sizes], [len(by_size[s]) for s in sizes])
+    w[:] = 1.0 if np.isnan(sems).any() else 1.0 / np.maximum(sems, min_sem) ** 2
     # closed-form weighted least-squares slope, one per resample, the sample's weights
     xbar = float((w * x).sum() / w.sum())
     dx = x - xbar
@@ -393,6 +400,14 @@ def bootstrap_slope_ci(
     boot = bootstrap_slope(optima, n_boot=n_boot, seed=seed, min_sem=min_sem)
     return boot.low, boot.high
 
+
+#: the strength of the prior in :func:`moderated_sems`, in degrees of freedom: that of 3 seeds,
+#: enough that a variance from 2-3 seeds cannot come out near 0, little enough that a size
+#: whose seeds disagree by orders of magnitude keeps its low weight
+PRIOR_DOF = 2.0
+#: the floor of a size's variance of log10 eta* in :func:`moderated_sems` (an SD of 1e-3
+#: decades, the fit's ``min_sem``: seeds that agree to the grid point)
+MIN_VAR = 1e-6
 
 #: the expected range (max - min) of 3 draws of a normal variable, in SDs (d2(3))
 RANGE_OF_3 = 1.6926
@@ -462,13 +477,42 @@ def lr_spread(summaries: Sequence[SeedSummary]) -> dict[Any, float]:
     return {g: float(np.ptp(v)) for g, v in by_group.items()}
 
 
+def moderated_sems(sds: Sequence[float], counts: Sequence[int]) -> np.ndarray:
+    """The SEM of each size's mean log10 eta* that the fit weights by: the size's variance
+    over its k_j seeds moderated toward a prior one (empirical Bayes, as limma moderates
+    per-gene variances), s~_j^2 = (d0 s0^2 + d_j s_j^2) / (d0 + d_j) with d_j = k_j - 1,
+    SEM_j = s~_j / sqrt(k_j). The prior s0^2 is the geometric mean of the sizes' variances
+    (each floored at :data:`MIN_VAR`), pooled in log scale so that one size whose seeds
+    disagree by orders of magnitude neither sets it nor loses its low weight; its strength is
+    :data:`PRIOR_DOF` degrees of freedom. A variance read from 2-3 seeds has 1-2 degrees of
+    freedom and comes out near 0 by chance; raw 1/SEM^2 weights then let that one size pin the
+    slope and its interval, and float rounding picks the size (laws Sec. 4.1's weights, read
+    with every size's seeds). NaN everywhere where a size has a single seed (no variance: the
+    fit weighs the sizes equally)."""
+    s, k = np.asarray(sds, dtype=float), np.asarray(counts, dtype=float)
+    if s.size == 0 or np.isnan(s).any() or (k < 2).any():
+        return np.full(s.shape, math.nan)
+    var = np.maximum(s**2, MIN_VAR)
+    prior = float(np.exp(np.log(var).mean()))
+    d = k - 1.0
+    moderated = (PRIOR_DOF * prior + d * var) / (PRIOR_DOF + d)
+    return np.asarray(np.sqrt(moderated / k), dtype=float)
+
+
+def fit_sems(summaries: Sequence[SeedSummary]) -> np.ndarray:
+    """:func:`moderated_sems` of seed summaries (their SEM x sqrt(k) is each size's SD)."""
+    return moderated_sems([s.sem * math.sqrt(s.n_seeds) for s in summaries],
+                          [s.n_seeds for s in summaries])
+
+
 def wls_power_law(summaries: Sequence[SeedSummary], min_sem: float = 1e-3) -> LawFit:
-    """log10 eta* ~ alpha log10 L across sizes, weights 1/SEM^2 of the seed means (laws Sec.
-    4.1; :func:`depthscale.stats.fits.weighted_loglog_fit`)."""
+    """log10 eta* ~ alpha log10 L across sizes, weights 1/SEM^2 of the seed means with each
+    size's seed variance moderated toward the pooled one (:func:`fit_sems`; laws Sec. 4.1;
+    :func:`depthscale.stats.fits.weighted_loglog_fit`)."""
     if len(summaries) < 3:
         raise ConfigError(f"a slope with a CI needs >= 3 depths, got {len(summaries)}")
     return weighted_loglog_fit([s.depth for s in summaries], [s.mean_log10_lr for s in summaries],
-                               [s.sem for s in summaries], min_sem=min_sem)
+                               list(fit_sems(summaries)), min_sem=min_sem)
 
 
 @dataclass(frozen=True)

@@ -84,13 +84,17 @@ def draw_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Figure:
 
 def _collapse_panels(axes: Sequence[Axes], m: TransformerMeasures,
                      s: Mapping[str, Any]) -> None:
-    """beyond-transformer's row 1: own updates at the last step against L, per layer group."""
+    """beyond-transformer's row 1: own updates at matched loss against L (each seed's depth at
+    its matched step of the last step's target, seed mean), per layer group."""
     depths = [2 * D for D in s["collapse_blocks"]]
-    last = [r for r in m.rows if r["part"] == "collapse" and r["step"] == s["steps"]]
+    target = m.slopes.readouts[-1]
+    collapse = [r for r in m.rows if r["part"] == "collapse"]
 
     def curve(tag: str, key: str) -> list[float]:
-        return [mean_finite([r[f"{key}_update"] for r in last
-                             if r["arm"] == tag and r["depth"] == L]) for L in depths]
+        at = {seed: steps for seed, _, steps in m.slopes.targets[tag][target]}
+        return [mean_finite([r[f"{key}_update"] for r in collapse
+                             if r["arm"] == tag and r["depth"] == L
+                             and r["step"] == at[r["seed"]][L]]) for L in depths]
 
     panels = (("qkv", ("qkv",)), ("fc1", ("fc1",)), ("streams", ("attn_stream", "mlp_stream")),
               ("q, k, v", ("q", "k", "v")))
@@ -99,7 +103,7 @@ def _collapse_panels(axes: Sequence[Axes], m: TransformerMeasures,
             loglog_fit_panel(ax, depths, curve(tag, key),
                              label=f"{key}, {ARM_LABELS[tag].format(recipe)}")
         ax.set_xlabel("depth L = 2 x blocks")
-        ax.set_title(f"{title} own update (step {s['steps']})", fontsize=8)
+        ax.set_title(f"{title} own update (matched loss)", fontsize=8)
         ax.legend(fontsize=5)
 
 

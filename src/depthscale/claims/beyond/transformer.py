@@ -9,10 +9,12 @@ on token data: quick and medium an order-2 markov chain (the next token depends 
 one before the last, so attention is needed, not only the MLP; its exact entropy rate is
 the loss floor; vocab 16 keeps the runs in budget), full the pytext bytes (real text).
 
-(a) Collapse (nfd Fig. 5 row 1): ``steps`` SGD steps at ``eta_c`` per depth and arm; per
-layer the block-mean own update (:func:`~depthscale.probes.transformer_updates`) vs L,
-log-log slope, read at a third, two thirds and the end of the run
-(:mod:`~depthscale.claims.beyond.readouts`, as beyond-3layer).
+(a) Collapse (nfd Fig. 5 row 1): ``steps`` SGD steps at ``eta_c`` per depth, arm and
+collapse seed; per layer the block-mean own update
+(:func:`~depthscale.probes.transformer_updates`) vs L, one log-log slope per seed read at
+matched training loss and its 95% t-interval over seeds, the finding kept only if two loss
+targets agree (nfd-collapse's rule, :mod:`~depthscale.claims.beyond.readouts`, as
+beyond-3layer; at least 2 seeds give an interval, 3 one narrow enough to decide).
 Bands of nfd-collapse, fixed before running: depth-muP qkv and fc1 in [-0.65, -0.35],
 both streams in [-0.15, 0.15]; Eq. 8 all four in [-0.15, 0.15]. q, k, v are reported,
 not judged. (b) Transfer (nfd Fig. 5 row 2): the study :func:`transformer_tables`;
@@ -39,12 +41,12 @@ import torch
 from depthscale import data as ds_data
 from depthscale.claims.beyond.figures import draw_transformer
 from depthscale.claims.beyond.readouts import (
-    Slopes,
+    SlopeReadouts,
     layer_readout,
-    readout_slopes,
-    readout_steps,
-    slope_findings,
-    slopes_measured,
+    record_steps,
+    slope_findings_at_matched_loss,
+    slope_readouts,
+    slope_readouts_measured,
 )
 from depthscale.claims.beyond.shared import COLLAPSE, FLAT
 from depthscale.claims.beyond.spreads import SpreadEstimate, spread_estimate, spread_measured
@@ -94,13 +96,14 @@ def transformer_bands(tags: Sequence[str]) -> dict[str, Band]:
 
 @dataclass(frozen=True)
 class TransformerMeasures:
-    """What beyond-transformer measured: the two arms ``(tag, recipe)``, each update slope at
-    each readout step, the eta_c* spread estimate, the sweeps whose eta_c grid's loss range is
-    within its seed spread (``flat``), the token data's name and ``meta``, the CSV rows (the
-    collapse part, then the transfer part) and ``measured``."""
+    """What beyond-transformer measured: the two arms ``(tag, recipe)``, each update slope
+    over seeds at matched loss and at fixed steps, the eta_c* spread estimate, the sweeps
+    whose eta_c grid's loss range is within its seed spread (``flat``), the token data's name
+    and ``meta``, the CSV rows (the collapse part, then the transfer part) and
+    ``measured``."""
 
     arms: tuple[tuple[str, str], ...]
-    slopes: Slopes
+    slopes: SlopeReadouts
     spread: SpreadEstimate
     flat: list[GridSignal]
     data_name: str
@@ -115,9 +118,10 @@ def _token_data(ctx: ClaimContext) -> ds_data.Dataset:
     return ds_data.load(s["dataset"], data_dir=ctx.data_dir, seed=ctx.seed, **s["data"])
 
 
-def _collapse_run(ctx: ClaimContext, data: ds_data.Dataset, readouts: Sequence[int],
+def _collapse_run(ctx: ClaimContext, data: ds_data.Dataset, recorded: Sequence[int],
                   arm: tuple[str, str], D: int, seed: int, rows: list[dict[str, Any]]) -> None:
-    """Train one arm's GPT of ``D`` blocks for ``steps`` SGD steps, appending its readouts."""
+    """Train one arm's GPT of ``D`` blocks for ``steps`` SGD steps, appending its updates and
+    running loss at the ``recorded`` steps."""
     s = ctx.settings
     tag, recipe = arm
     net, plan = build("gpt", recipe, input_shape=data.sample_shape, n_out=data.n_out,
@@ -125,7 +129,7 @@ def _collapse_run(ctx: ClaimContext, data: ds_data.Dataset, readouts: Sequence[i
     base = {"part": "collapse", "arm": tag, "recipe": recipe, "blocks": D,
             "depth": cast(GPT, net).plan_depth, "seed": seed}
     probe: torch.Tensor = data.x_train[: s["probe_batch"]]
-    hook = layer_readout(rows, base, set(readouts), snapshot(net), probe, transformer_updates)
+    hook = layer_readout(rows, base, set(recorded), snapshot(net), probe, transformer_updates)
     res = train(net, plan, data, TrainConfig(
         lr=s["eta_c"], steps=s["steps"], batch_size=s["batch"], seed=seed, device=ctx.device),
         hooks=[hook])
@@ -136,7 +140,7 @@ def _collapse_run(ctx: ClaimContext, data: ds_data.Dataset, readouts: Sequence[i
 
 
 def _collapse_rows(ctx: ClaimContext, data: ds_data.Dataset, arms: Sequence[tuple[str, str]],
-                   readouts: Sequence[int]) -> list[dict[str, Any]]:
+                   recorded: Sequence[int]) -> list[dict[str, Any]]:
     """The collapse part's readout rows: per arm, ``collapse_blocks`` and seed one run."""
     s = ctx.settings
     seeds = range(ctx.seed, ctx.seed + s["collapse_seeds"])
@@ -145,7 +149,7 @@ def _collapse_rows(ctx: ClaimContext, data: ds_data.Dataset, arms: Sequence[tupl
     for arm in arms:
         for D in s["collapse_blocks"]:
             for seed in seeds:
-                _collapse_run(ctx, data, readouts, arm, D, seed, rows)
+                _collapse_run(ctx, data, recorded, arm, D, seed, rows)
     return rows
 
 
@@ -164,20 +168,22 @@ def _transfer_rows(records: Sequence[Mapping[str, Any]],
 def measure_transformer(ctx: ClaimContext) -> TransformerMeasures:
     """The transfer study (:func:`transformer_tables`) and its eta_c* spread
     (:func:`~depthscale.claims.beyond.spreads.spread_estimate`); the collapse runs, their own
-    updates (:func:`~depthscale.probes.transformer_updates`) read at a third, two thirds and
-    the end, and the log-log slopes against L = 2 D at each readout step."""
+    updates (:func:`~depthscale.probes.transformer_updates`) and running loss recorded every
+    ``steps // 30`` steps, and the log-log slopes against L = 2 D per seed, at matched loss and
+    at fixed steps (:func:`~depthscale.claims.beyond.readouts.slope_readouts`)."""
     s = ctx.settings
     arms = corrected_arms(s)
     data = _token_data(ctx)  # bad data options fail here, before any run
     records = run_claim_study(ctx, "beyond-transformer", transformer_tables(
         s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
-    readouts = readout_steps(s["steps"])
-    rows = _collapse_rows(ctx, data, arms, readouts)
-    slopes = readout_slopes(rows, [tag for tag, _ in arms], TRANSFORMER_UPDATE_KEYS,
-                            [2 * D for D in s["collapse_blocks"]], readouts)
+    rows = _collapse_rows(ctx, data, arms, record_steps(s["steps"]))
+    depths = [2 * D for D in s["collapse_blocks"]]
+    seeds = list(range(ctx.seed, ctx.seed + s["collapse_seeds"]))
+    slopes = slope_readouts(rows, [tag for tag, _ in arms], TRANSFORMER_UPDATE_KEYS, depths,
+                            seeds, s["steps"])
     spread = spread_estimate(records, arms, s["transfer_blocks"], n_boot=s["n_boot"],
                              seed=ctx.seed)
-    measured = slopes_measured(slopes) | spread_measured("spread_", spread)
+    measured = slope_readouts_measured(slopes, depths) | spread_measured("spread_", spread)
     for o in optimal_lrs(records, "last-epoch", "depth", group="recipe", aggregate="loss"):
         measured[f"eta_star_{o.group}_D{o.depth}"] = o.lr
     flat = [g for g in grid_signals(records, "last-epoch", "depth", group="recipe") if g.flat]
@@ -210,12 +216,12 @@ def _slope_text(measured: Mapping[str, float | None], tag: str) -> str:
 
 
 def judge_transformer(m: TransformerMeasures, s: Mapping[str, Any]) -> Judgement:
-    """The banded slopes (:func:`transformer_bands`, each judged only if its finding is the
-    same at every readout step) and the spread difference (claimed < 0), as one verdict
-    (:func:`~depthscale.claims.verdicts.findings_verdict`; one route, so a contradiction is a
-    FAIL); the q, k, v slopes and the data's loss floor are reported."""
+    """The banded slopes (:func:`transformer_bands`, each on its seed interval at matched
+    loss, judged only if two loss targets agree) and the spread difference (claimed < 0), as
+    one verdict (:func:`~depthscale.claims.verdicts.findings_verdict`; one route, so a
+    contradiction is a FAIL); the q, k, v slopes and the data's loss floor are reported."""
     bands = transformer_bands([tag for tag, _ in m.arms])
-    findings = slope_findings(m.slopes, bands)
+    findings = slope_findings_at_matched_loss(m.slopes, bands)
     findings["spread_nfd_minus_depth_mup"] = _spread_finding(m, s)
     floor = m.data_meta.get("entropy_rate_nats")
     note = "; ".join(n for n in (
@@ -239,10 +245,10 @@ GPT_QUICK = {"dataset": "markov",
     "stream's O(1); Eq. 8 (x sqrt(L) on qkv and fc1) makes them flat and narrows the spread "
     "of the optimal eta_c across depths",
     quick={**GPT_QUICK, "width": 64, "collapse_blocks": [2, 4, 8, 16], "eta_c": 0.1,
-           "steps": 100, "probe_batch": 64, "collapse_seeds": 1, "transfer_blocks": [1, 2, 4],
+           "steps": 100, "probe_batch": 64, "collapse_seeds": 3, "transfer_blocks": [1, 2, 4],
            "eta_cs": [0.2, 0.4, 0.8, 1.6, 3.2], "epochs": 3, "seeds": 2, "n_boot": 1000},
     medium={**GPT_QUICK, "width": 128, "collapse_blocks": [2, 4, 8, 16, 32], "eta_c": 0.1,
-            "steps": 300, "probe_batch": 128, "collapse_seeds": 2,
+            "steps": 300, "probe_batch": 128, "collapse_seeds": 3,
             "transfer_blocks": [1, 2, 4, 8], "eta_cs": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4],
             "epochs": 5, "seeds": 4, "n_boot": 2000},
     full={"dataset": "pytext", "data": {"context": 64, "n_train": 16384, "n_test": 1024},
@@ -255,7 +261,7 @@ GPT_QUICK = {"dataset": "markov",
            "data": {"vocab": 8, "order": 1, "context": 8, "n_train": 64, "n_test": 16},
            "model": {"heads": 2, "mlp_ratio": 2, "bias": False}, "batch": 16, "width": 16,
            "collapse_blocks": [1, 2], "eta_c": 0.1, "steps": 3, "probe_batch": 8,
-           "collapse_seeds": 1, "transfer_blocks": [1, 2], "eta_cs": [0.1, 1.0], "epochs": 1,
+           "collapse_seeds": 2, "transfer_blocks": [1, 2], "eta_cs": [0.1, 1.0], "epochs": 1,
            "seeds": 2, "n_boot": 50},
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.gates import flat_evidence
+from depthscale.claims.laws.gates import band_finding, flat_evidence
 from depthscale.claims.laws.law import LawResult, probe_law, table1_law
 from depthscale.claims.laws.outcome import Measurement, finish
 from depthscale.claims.laws.settings import LAW_BAND, Arch
@@ -115,13 +115,15 @@ def _probe_arch(ctx: ClaimContext, arch: Arch) -> tuple[LawResult, list[list[flo
     return probe_law(probes, seed=ctx.seed), etas_by_depth
 
 
-def ammup_finding(law: LawResult, probe_seeds: int) -> tuple[str, str]:
+def ammup_finding(law: LawResult, probe_seeds: int, parts: int = 1) -> tuple[str, str]:
     """The AM-muP route's finding on the law band: the probe slope's interval (t and seed
-    bootstrap over init seeds) inside, outside or across it."""
+    bootstrap over init seeds) inside, outside or across it, a contradiction read family-wise
+    over the claim's ``parts`` (:func:`~depthscale.claims.laws.gates.band_finding`)."""
     low, high = law.interval
-    return (interval_finding(low, high, LAW_BAND),
-            f"AM-muP alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] over "
-            f"{probe_seeds} init seeds, against band {list(LAW_BAND)}")
+    finding, family = band_finding(law, parts)
+    return (finding, f"AM-muP alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] over "
+                     f"{probe_seeds} init seeds, against band {list(LAW_BAND)}"
+                     + (f", {family}" if family else ""))
 
 
 def _measure_arch(ctx: ClaimContext, key: str, arch: Arch) -> ArchAmmup:
@@ -161,15 +163,16 @@ def ammup_measurement(arches: Sequence[ArchAmmup]) -> Measurement:
 
 
 def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
-    """The AM-muP slope's interval in the law band, and its difference from the grid slope
-    within +-0.5 (undecided where the grid sweep cannot locate eta*)."""
+    """The AM-muP slope's interval in the law band (a contradiction read family-wise over the
+    architectures), and its difference from the grid slope within +-0.5 (undecided where the
+    grid sweep cannot locate eta*)."""
     bands: dict[str, Band] = {}
     findings: dict[str, tuple[str, str]] = {}
     for a in arches:
         (am_lo, am_hi), (gr_lo, gr_hi) = a.probe.interval, a.grid.interval
         pred, grid = a.probe.fit.slope, a.grid.fit.slope
         bands |= {f"alpha_ammup_{a.key}": LAW_BAND, f"alpha_difference_{a.key}": _AGREEMENT}
-        findings[f"alpha_ammup_{a.key}"] = ammup_finding(a.probe, probe_seeds)
+        findings[f"alpha_ammup_{a.key}"] = ammup_finding(a.probe, probe_seeds, len(arches))
         flat = flat_evidence(a.key, a.grid)
         no_grid = not math.isfinite(grid)
         findings[f"alpha_difference_{a.key}"] = (

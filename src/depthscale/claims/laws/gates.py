@@ -40,8 +40,9 @@ from depthscale.claims.laws.settings import LAW_BAND
 from depthscale.claims.verdicts import Decision, interval_finding
 
 __all__ = [
-    "MOVING_MARGIN", "PART_CODES", "Part", "alpha_finding", "change_state", "edge_evidence",
-    "flat_evidence", "law_decision", "law_parts", "moving_evidence", "parts_verdict", "stable_from",
+    "MOVING_MARGIN", "PART_CODES", "Part", "alpha_finding", "band_finding", "change_state",
+    "edge_evidence", "flat_evidence", "law_decision", "law_parts", "moving_evidence",
+    "parts_verdict", "stable_from",
 ]
 
 #: the largest change of alpha from half the run length to all of it (either sign) that
@@ -158,20 +159,39 @@ def _lengths(law: LawResult) -> str:
             + (f" (within the interval from {since} steps)" if since is not None else ""))
 
 
-def alpha_finding(key: str, law: LawResult) -> tuple[str, str]:
-    """The law band read on the slope's interval over the depths that locate eta*; undecided
-    where fewer than 3 such depths have an interior optimum, or alpha is not shown to have
-    stopped moving with training length (:func:`moving_evidence`). Depths left out are named
-    in the evidence."""
+def band_finding(law: LawResult, parts: int = 1) -> tuple[str, str]:
+    """The law band read on a slope's intervals: "supports" when the 95% interval lies inside
+    it (a claim PASSes only if every part supports, so each part at 95% keeps the claim's
+    error at 5%); "contradicts" only when the family-wise interval of ``parts`` parts
+    (:meth:`~depthscale.claims.laws.law.LawResult.family_interval`, Bonferroni: the claim
+    FAILs if any one part contradicts, so each is read at 1 - 0.05/parts) lies wholly outside;
+    else "undecided". The second item says how a contradiction at 95% was read ('' if none)."""
+    low, high = law.interval
+    finding = interval_finding(low, high, LAW_BAND)
+    if finding != "contradicts" or parts <= 1:
+        return finding, ""
+    flo, fhi = law.family_interval(parts)
+    finding = interval_finding(flo, fhi, LAW_BAND)
+    level = 100 * (1 - 0.05 / parts)
+    return finding, (f"outside the band at 95%; at {level:.3g}% ({parts} parts, Bonferroni) "
+                     f"[{flo:.3g}, {fhi:.3g}]" + ("" if finding == "contradicts"
+                                                 else ", across an edge: undecided"))
+
+
+def alpha_finding(key: str, law: LawResult, parts: int = 1) -> tuple[str, str]:
+    """The law band read on the slope's interval over the depths that locate eta*
+    (:func:`band_finding`, ``parts``: the claim's parts); undecided where fewer than 3 such
+    depths have an interior optimum, or alpha is not shown to have stopped moving with
+    training length (:func:`moving_evidence`). Depths left out are named in the evidence."""
     low, high = law.interval
     left_out = "; ".join(e for e in (flat_evidence(key, law), edge_evidence(key, law)) if e)
     if not math.isfinite(law.fit.slope):
         return "undecided", ((left_out or f"{key}: no slope") + ": fewer than 3 depths left "
                              "to fit" + _LONGER)
+    finding, family = band_finding(law, parts)
     evidence = (f"alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] (t and seed "
-                f"bootstrap) against band {list(LAW_BAND)}" + (f"; {left_out}" if left_out
-                                                               else "") + _lengths(law))
-    finding = interval_finding(low, high, LAW_BAND)
+                f"bootstrap) against band {list(LAW_BAND)}" + (f", {family}" if family else "")
+                + (f"; {left_out}" if left_out else "") + _lengths(law))
     change = _change_said(law)
     if finding == "undecided":
         return finding, evidence + (f"; {change}" if change else "")
@@ -246,12 +266,13 @@ def parts_verdict(parts: Mapping[str, Part], *, contrast: tuple[bool, str] | Non
 
 def law_parts(results: Mapping[str, LawResult], r2_min: float | None = None,
               ammup: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Part]:
-    """Each study's part: its alpha finding (and R^2 >= ``r2_min`` when given: a contradiction
+    """Each study's part: its alpha finding (contradictions read family-wise over the
+    studies, :func:`band_finding`; and R^2 >= ``r2_min`` when given: a contradiction
     where R^2 misses it, undecided where eta* cannot be located, the R^2 of noise saying
     nothing), and the AM-muP route's finding where given."""
     parts = {}
     for k, law in results.items():
-        finding, evidence = alpha_finding(k, law)
+        finding, evidence = alpha_finding(k, law, len(results))
         if r2_min is not None:
             ok = math.isfinite(law.fit.r2) and law.fit.r2 >= r2_min
             said = f"R^2 {law.fit.r2:.3g} against >= {r2_min}"

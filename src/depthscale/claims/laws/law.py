@@ -27,6 +27,7 @@ from depthscale.stats.sweeps import (
     LrLaw,
     Optimum,
     grid_signals,
+    moderated_sems,
     optima_power_law,
     optimal_lrs,
     records_at_step,
@@ -62,9 +63,9 @@ def slope_change(full: Sequence[Optimum], half: Sequence[Optimum], steps: int,
     """How alpha moves between ``steps`` and the run length, with an interval over seeds. The
     WLS slope is linear in the depths' mean log10 eta*, sum_j c_j m_j with c_j = w_j (x_j -
     xbar) / sum_i w_i (x_i - xbar)^2 (x = log10 L, w = 1/SEM^2 of the run length's optima,
-    floored at ``min_sem`` as the fit is), so with those weights the change of alpha is
-    sum_j c_j d_j, d_j the mean over seeds of log10 eta*(n) - log10 eta*(n/2) at depth j:
-    paired, since the two lengths share their runs. Its variance sum_j c_j^2 s_j^2 / k_j
+    moderated and floored at ``min_sem`` as the fit's are), so with those weights the change
+    of alpha is sum_j c_j d_j, d_j the mean over seeds of log10 eta*(n) - log10 eta*(n/2) at
+    depth j: paired, since the two lengths share their runs. Its variance sum_j c_j^2 s_j^2 / k_j
     (s_j the SD of the paired differences over k_j seeds) gives a t-interval with
     Welch-Satterthwaite degrees of freedom. A depth enters with at least 2 seeds whose optimum
     is interior at both lengths. Where fewer than 3 depths have that (one seed per depth, as
@@ -83,7 +84,7 @@ def slope_change(full: Sequence[Optimum], half: Sequence[Optimum], steps: int,
         return _change_across_depths(pairs, steps, len(seeds))
     x = np.log10(np.array(list(used), dtype=float))
     k = np.array([len(v) for v in used.values()], dtype=float)
-    sem = np.array([v[:, 0].std(ddof=1) for v in used.values()]) / np.sqrt(k)
+    sem = moderated_sems([float(v[:, 0].std(ddof=1)) for v in used.values()], list(k))
     w = 1.0 / np.maximum(sem, min_sem) ** 2
     dx = x - (w * x).sum() / w.sum()
     c = w * dx / (w * dx**2).sum()
@@ -136,6 +137,23 @@ class LawResult(LrLaw):
         """The hull of the t-interval and the bootstrap interval: what the verdict reads."""
         lows = [v for v in (self.fit.slope_ci[0], self.boot_ci[0]) if math.isfinite(v)]
         highs = [v for v in (self.fit.slope_ci[1], self.boot_ci[1]) if math.isfinite(v)]
+        return (min(lows) if lows else math.nan, max(highs) if highs else math.nan)
+
+    def family_interval(self, parts: int) -> tuple[float, float]:
+        """:attr:`interval` at the level 1 - 0.05/``parts`` (Bonferroni over a claim's parts,
+        which FAILs if any one contradicts the band): the t-interval's half-widths scaled by
+        t(1 - 0.025/parts)/t(0.975) on its n - 2 degrees of freedom, the bootstrap's by the
+        normal quantiles' ratio (its percentiles at 95% are what is stored)."""
+        if parts <= 1:
+            return self.interval
+        slope, (tlo, thi), (blo, bhi) = self.fit.slope, self.fit.slope_ci, self.boot_ci
+        dof = max(self.fit.n_points - 2, 1)
+        t_ratio = float(stats.t.ppf(1 - 0.025 / parts, dof) / stats.t.ppf(0.975, dof))
+        z_ratio = float(stats.norm.ppf(1 - 0.025 / parts) / stats.norm.ppf(0.975))
+        lows = [slope - r * (slope - lo) for lo, r in ((tlo, t_ratio), (blo, z_ratio))
+                if math.isfinite(lo)]
+        highs = [slope + r * (hi - slope) for hi, r in ((thi, t_ratio), (bhi, z_ratio))
+                 if math.isfinite(hi)]
         return (min(lows) if lows else math.nan, max(highs) if highs else math.nan)
 
     @property

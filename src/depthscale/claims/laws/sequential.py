@@ -307,7 +307,7 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
         fine = [r for d in grids for r in runs[d]]
         law = fit_law(sweeps.annotate(s, arch, fine), blocks=sweeps.has_blocks(arch),
                       chance=chance, window=sweeps.annotate(s, arch, coarse + fine))
-        finding, _ = alpha_finding(name, law)
+        finding, _ = alpha_finding(name, law, len(s.get("archs") or {}))
         plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law))
                 if finding == "undecided" else {})
         if finding != "undecided":

@@ -39,7 +39,7 @@ def table1_parts(results: Mapping[str, LawResult],
     """One part per architecture: the grid route's alpha finding and the AM-muP route's."""
     from depthscale.claims.laws.ammup import ammup_finding
 
-    return law_parts(results, ammup={k: ammup_finding(law, probe_seeds)
+    return law_parts(results, ammup={k: ammup_finding(law, probe_seeds, len(probes))
                                      for k, law in probes.items()})
 
 

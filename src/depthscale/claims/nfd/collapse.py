@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from depthscale.claims.common import claim_dataset, mean_finite
 from depthscale.claims.nfd.figures import draw_collapse
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
@@ -43,14 +45,16 @@ from depthscale.claims.verdicts import (
     finite_or_none,
     interval_finding,
 )
+from depthscale.data import Dataset
 from depthscale.models import build
 from depthscale.probes import snapshot, two_layer_update_hook
 from depthscale.stats.fits import loglog_slope, mean_ci
 from depthscale.train import TrainConfig, train
 
 __all__ = ["CollapseMeasure", "SlopeCI", "SlopeReadouts", "judge_collapse", "matched_steps",
-           "measure_collapse", "nfd_collapse", "readout_steps", "record_steps", "slope_ci",
-           "slope_findings_at_matched_loss", "slope_readouts", "slope_readouts_measured"]
+           "measure_collapse", "nfd_collapse", "output_slopes", "output_step", "readout_steps",
+           "record_steps", "slope_ci", "slope_findings_at_matched_loss", "slope_readouts",
+           "slope_readouts_measured"]
 
 #: the slopes' bands, fixed before running: collapse ~ L^(-1/2) under depth-muP, flat else
 _BANDS: dict[str, Band] = {
@@ -226,6 +230,39 @@ class CollapseMeasure:
     arms: tuple[tuple[str, str], tuple[str, str]]
     seeds: list[int]
     slopes: SlopeReadouts
+    #: per arm, the log-log slope vs depth of the net's output change in its first SGD step
+    #: (:func:`output_step`), per seed with its interval: a diagnostic, not judged
+    output_slopes: dict[str, SlopeCI]
+
+
+def output_step(ctx: ClaimContext, data: Dataset, probe: torch.Tensor, recipe: str, L: int,
+                seed: int) -> float:
+    """How far one SGD step at eta_c moves the whole net's output on ``probe``: the mean over
+    inputs of |f_1(x) - f_0(x)|, the step drawn as the claim's runs draw their first. Under
+    depth-muP each block's contribution to it is O(1/L) and it is flat in L; Eq. 8 moves each
+    block's x_l by O(1) (nfd App. H.1), and those gradient-aligned changes add over the L
+    branches, so it grows with L: why deeper Eq. 8 nets train faster."""
+    s = ctx.settings
+    net, plan = build("resnet2", recipe, input_shape=data.sample_shape, n_out=data.n_out,
+                      width=s["width"], depth=L, seed=seed)
+    on = probe.to(ctx.device)
+    with torch.no_grad():
+        before = net.to(ctx.device)(on).clone()
+    train(net, plan, data, TrainConfig(lr=s["eta_c"], steps=1, seed=seed, device=ctx.device))
+    with torch.no_grad():
+        return float((net(on) - before).norm(dim=-1).mean())
+
+
+def output_slopes(ctx: ClaimContext, data: Dataset, probe: torch.Tensor,
+                  arms: Sequence[tuple[str, str]], seeds: Sequence[int]) -> dict[str, SlopeCI]:
+    """Per arm the per-seed log-log slope of :func:`output_step` against depth, over seeds."""
+    depths = ctx.settings["depths"]
+    out = {}
+    for tag, recipe in arms:
+        per_seed = [loglog_slope(depths, [output_step(ctx, data, probe, recipe, L, seed)
+                                          for L in depths]).slope for seed in seeds]
+        out[tag] = slope_ci(per_seed)
+    return out
 
 
 def measure_collapse(ctx: ClaimContext) -> CollapseMeasure:
@@ -256,14 +293,19 @@ def measure_collapse(ctx: ClaimContext) -> CollapseMeasure:
                 ctx.progress(1)
     slopes = slope_readouts(rows, [tag for tag, _ in arms], ("internal", "stream"),
                             s["depths"], seeds, s["steps"])
-    return CollapseMeasure(rows, arms, seeds, slopes)
+    return CollapseMeasure(rows, arms, seeds, slopes,
+                           output_slopes(ctx, data, probe, arms, seeds))
 
 
 def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
     """Each slope's seed interval at matched loss against its band, undecided where the
     finding moves between the two loss targets (:func:`slope_findings_at_matched_loss`); the
-    fixed-step slopes and the targets are reported."""
+    fixed-step slopes, the targets and the one-step output slopes are reported."""
     measured = slope_readouts_measured(m.slopes, s["depths"])
+    for tag, ci in m.output_slopes.items():
+        measured |= {f"output_step_slope_{tag}": finite_or_none(ci.mean),
+                     f"output_step_slope_{tag}_ci_low": finite_or_none(ci.low),
+                     f"output_step_slope_{tag}_ci_high": finite_or_none(ci.high)}
     findings = slope_findings_at_matched_loss(m.slopes, _BANDS)
     last = m.slopes.readouts[-1]
 
@@ -274,6 +316,9 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
         f"{tag} target {measured[f'loss_target_{tag}_step{last}']:.3g}, seed-mean steps "
         + ", ".join(f"L={L}: {step(measured[f'matched_step_{tag}_L{L}'])}" for L in s["depths"])
         for tag, _ in m.arms if measured[f"loss_target_{tag}_step{last}"] is not None)
+    note += ("; the output's change in one SGD step vs L (not judged; flat under depth-muP, "
+             "growing under Eq. 8, whose deeper nets then train faster): " + ", ".join(
+                 f"{tag} {ci.text}" for tag, ci in m.output_slopes.items()))
     return Judgement(measured, dict(_BANDS), findings_verdict(findings), note)
 
 
