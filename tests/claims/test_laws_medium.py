@@ -56,3 +56,20 @@ def test_the_whole_window_holds_both_stages(tmp_path: Path) -> None:
     moved, _ = sweep_stages(wrong, "laws-w", arch)
     for a, b in zip(records, moved, strict=True):
         assert b["lr"] == pytest.approx(a["lr"] / a["effective_depth"] ** 1.5)
+
+
+def test_an_architectures_own_steps_override_the_scales(tmp_path: Path) -> None:
+    """The medium cnn1d trains 1000 steps while the scale says 256 (its alpha still moves at
+    256): an architecture's ``steps`` sets its runs' length, the scale's the others'."""
+    arch = {**CLAIMS["laws-table1"].settings["smoke"]["archs"]["cnn1d"], "depths": [1],
+            "lr_logspace": [-2, 0, 2]}
+    settings = {"seeds": 1, "steps": 2, "data": {"n_train": 128, "n_test": 32}}
+    ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                       settings=settings)
+    own = sweep(ctx, "laws-own", {**arch, "steps": 5})
+    scale = sweep(ctx, "laws-scale", arch)
+    assert {r["curve_steps"][-1] for r in own} == {5}
+    assert {r["curve_steps"][-1] for r in scale} == {2}
+    medium = CLAIMS["laws-table1"].settings["medium"]
+    assert medium["steps"] == 256 and medium["archs"]["cnn1d"]["steps"] == 1000
+    assert "steps" not in medium["archs"]["vit"]

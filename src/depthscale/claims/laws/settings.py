@@ -20,7 +20,8 @@ __all__ = [
 ]
 
 #: one architecture of a sweep: model, dataset, input shape, width, depths, LR grid (``lrs`` or
-#: ``lr_logspace``) and optionally model ``options``, ``data``, ``recipe``, ``optimizer``
+#: ``lr_logspace``) and optionally model ``options``, ``data``, ``recipe``, ``optimizer``,
+#: ``steps`` (its run length, over the scale's)
 Arch = dict[str, Any]
 
 #: the law band on alpha (laws Table 1: -3/2 within the spread the paper reports)
@@ -89,8 +90,12 @@ _QUICK_BUDGET = {"seeds": 3, "epochs": 1, "data": {}, "final_eval": "test"}
 #: every seed), deeper nets than quick; about 30 CPU minutes for the four sweeps on 2 cores
 _REFINE = {"half_width": 0.5, "step": 0.1}
 _MEDIUM_BUDGET = {"steps": 256, "seeds": 5, "refine": _REFINE, "data": {}}
+#: cnn1d trains 1000 steps (its own ``steps``, over the scale's 256): its alpha moves with the
+#: run length across the band (-1.52 at 125 steps, -1.63 at 250, -2.05 at 500, -1.99 at 1000;
+#: issue 25), so only a run long enough for alpha to stop moving between n/2 and n can decide it
 ARCHS_MEDIUM: dict[str, Arch] = {
-    "cnn1d": {**CNN1D, "depths": [2, 3, 4, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 11]},
+    "cnn1d": {**CNN1D, "depths": [2, 3, 4, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 11],
+              "steps": 1000},
     "convresnet1d": {**CONVRESNET1D, "data": {}, "depths": [1, 2, 4, 8, 16, 32],
                      "lr_logspace": [-3, 0.5, 11]},
     "cnn2d": {**ARCHS_QUICK["cnn2d"], "lr_logspace": [-3, 0.5, 11]},
@@ -127,9 +132,9 @@ _PROBES = {"probe_seeds": 16, "batch": 128}
 #: every depth, then rounds to 6 and 8 seeds only at the depths and LRs that decide, while the
 #: part is undecided. Not 3 first: the change of alpha from half the run length (the
 #: still-moving gate) is a t-interval over seeds, t(0.975, 2) = 4.3 at 3 seeds against 3.2 at
-#: 4, so 3 seeds would rarely bound it within +-0.3. A medium cnn1d run
-#: took 2.3 s at L = 2, 6 s at 6, 14 s at 16 (one thread, this 2-core machine): about 47 s per
-#: (seed, LR) over the 7 depths, so coarse + round 1 cost about 43 CPU-min (5 seeds: 51)
+#: 4, so 3 seeds would rarely bound it within +-0.3. The medium cnn1d at 1000 steps: coarse +
+#: round 1 (77 + 308 runs) stored 132 CPU-min (one thread a run, the 2-core machine loaded
+#: with 3-4 processes; medians 9 s a run at L = 2, 22 s at 6, 40-48 s at 16)
 SEED_ROUNDS = [4, 6, 8]
 _TABLE1_MEDIUM = {k: {**arch, "seed_rounds": SEED_ROUNDS} for k, arch in ARCHS_MEDIUM.items()}
 

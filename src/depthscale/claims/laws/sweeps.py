@@ -132,14 +132,16 @@ def _fine_lrs(center_lr: float, refine: Mapping[str, float]) -> list[float]:
 def _run_laws_study(ctx: ClaimContext, name: str, arch: Arch, seeds: int,
                     first_seed: int = 0) -> list[Record]:
     """One study (spec written from the settings, run or resumed) on seeds ``ctx.seed +
-    first_seed`` onwards, its planned records; their stored run time is added to the claim's
+    first_seed`` onwards, trained for the architecture's ``steps`` where it sets them (else the
+    scale's), its planned records; their stored run time is added to the claim's
     ``spent_seconds`` (the budget's meter)."""
     s = ctx.settings
     control = s.get("recipe")
     data = {**s.get("data", {}), **arch.get("data", {})}
     if ctx.data_dir is not None and arch["dataset"].startswith("cifar"):
         data["dir"] = str(Path(ctx.data_dir).resolve())
-    tables = study_tables(name, arch, seeds=seeds, epochs=s.get("epochs"), steps=s.get("steps"),
+    tables = study_tables(name, arch, seeds=seeds, epochs=s.get("epochs"),
+                          steps=arch.get("steps", s.get("steps")),
                           data=data, first_seed=ctx.seed + first_seed, device=ctx.device,
                           recipe=sweep_recipe(s, arch),
                           final_eval=s.get("final_eval", "train+test"))
