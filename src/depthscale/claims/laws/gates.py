@@ -4,7 +4,9 @@ or variants), through :mod:`depthscale.claims.verdicts`.
 
 A slope's verdict rests on its interval, not its point: the hull of the fit's t-interval and a
 seed-bootstrap interval inside the band supports the law, wholly outside contradicts it, across
-an edge is undecided. The gates that make a part undecided instead (each with its numbers):
+an edge is undecided. A claim FAILs when any one of its m parts contradicts, so a contradiction
+is read on the interval at 1 - 0.05/m (Bonferroni, :func:`band_finding`), a support at 95%
+(PASS needs every part). The gates that make a part undecided instead (each with its numbers):
 
 * **edge**: optima on the LR grid's edge are left out of the fit (eta* may lie beyond the grid;
   :func:`depthscale.stats.sweeps.edge_excluded`), their count is reported;
