@@ -371,7 +371,6 @@ def bootstrap_slope(
     x = np.log10(np.asarray(sizes, dtype=float))
     rng = np.random.default_rng(seed)
     means = np.empty((n_boot, len(sizes)))
-    w = np.empty(len(sizes))
     repeats = np.zeros(n_boot, dtype=bool)
     for j, size in enumerate(sizes):
         logs = np.asarray(by_size[size])
@@ -382,7 +381,7 @@ def bootstrap_slope(
             repeats |= (idx == idx[:, :1]).all(axis=1)
     sems = moderated_sems([float(np.std(by_size[s], ddof=1)) if len(by_size[s]) > 1 else math.nan
                            for s in sizes], [len(by_size[s]) for s in sizes])
-    w[:] = 1.0 if np.isnan(sems).any() else 1.0 / np.maximum(sems, min_sem) ** 2
+    w = np.ones(len(sizes)) if np.isnan(sems).any() else 1.0 / np.maximum(sems, min_sem) ** 2
     # closed-form weighted least-squares slope, one per resample, the sample's weights
     xbar = float((w * x).sum() / w.sum())
     dx = x - xbar

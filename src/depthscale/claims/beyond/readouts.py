@@ -16,7 +16,6 @@ from torch import nn
 
 from depthscale.claims.nfd.collapse import (
     SlopeReadouts,
-    readout_steps,
     record_steps,
     slope_findings_at_matched_loss,
     slope_readouts,
@@ -25,8 +24,8 @@ from depthscale.claims.nfd.collapse import (
 from depthscale.probes import UpdateProbe
 from depthscale.train.loop import Hook
 
-__all__ = ["SlopeReadouts", "layer_readout", "readout_steps", "record_steps",
-           "slope_findings_at_matched_loss", "slope_readouts", "slope_readouts_measured"]
+__all__ = ["SlopeReadouts", "layer_readout", "record_steps", "slope_findings_at_matched_loss",
+           "slope_readouts", "slope_readouts_measured"]
 
 
 def layer_readout(rows: list[dict[str, Any]], base: dict[str, Any], steps: set[int],
