@@ -152,6 +152,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a laws claim's 'any part contradicts' read at 95% per part, not 1 - 0.05/parts",
         ("tests/claims/test_laws_verdicts.py::"
          "test_a_contradiction_is_read_family_wise_over_the_claims_parts",)),
+    Mutation(
+        "laws-design-scatter-ignored", "claims/laws/sequential.py",
+        "if (1 - floor) * left + floor < need:",
+        "if left < need:",
+        "the sequential design promises that seeds decide a part whose depths scatter about "
+        "the line beyond their seed noise (which seeds leave)",
+        ("tests/claims/test_laws_sequential.py::"
+         "test_lack_of_fit_is_the_scatter_beyond_seed_noise",)),
 )
 
 

@@ -83,6 +83,49 @@ def test_more_seeds_is_the_fewest_that_clear_the_straddled_edge() -> None:
     assert more_seeds(wide, (1, 10, 100)) == 49
 
 
+def test_a_contradiction_is_chased_on_the_family_wise_interval() -> None:
+    """alpha -2.0 with a 95% interval [-2.08, -1.92] lies outside the band, but a claim of 4
+    parts reads a contradiction at 98.75%: on 1 degree of freedom (3 depths) the t quantile
+    grows 50.92 / 12.71 = 4.01 times, [-2.32, -1.68], across -1.9. Before, the design read the
+    95% interval, chose no depth and said seeds could not decide it."""
+    law = _law(LOGS, (-2.08, -1.92), slope=-2.0)
+    assert sequential.deciding_interval(law, 1) == (-2.08, -1.92)
+    low, high = sequential.deciding_interval(law, 4)
+    assert (low, high) == pytest.approx((-2.0 - 0.08 * 4.0068, -2.0 + 0.08 * 4.0068), abs=1e-3)
+    assert choose_depths(law, 1) == () and more_seeds(law, (100,), 1) is None
+    assert choose_depths(law, 4) == (100,)
+    # (0.1 / 0.32)^2 = 0.0975 of the variance may stay: L = 100 alone keeps 0.2 (L = 1's
+    # share); every depth needs 2 / (2 + n) < 0.0975, n = 19
+    assert more_seeds(law, (100,), 4) is None and more_seeds(law, (1, 10, 100), 4) == 19
+
+
+# 4 depths (x = 0..3), 2 seeds each 0.02 apart (SEM 0.01), the means off a line by +-0.1
+SCATTERED = {1: [0.09, 0.11], 10: [-1.61, -1.59], 100: [-2.91, -2.89], 1000: [-4.59, -4.61]}
+
+
+def test_lack_of_fit_is_the_scatter_beyond_seed_noise() -> None:
+    """tau^2 by the method of moments on the OLS line through the depth means: sum r^2 minus
+    sum (1 - h) SEM^2, over n - 2; here computed again with numpy's polyfit."""
+    law = _law(SCATTERED, (-2.0, -1.2))
+    x = np.log10(list(SCATTERED))
+    y = np.array([np.mean(v) for v in SCATTERED.values()])
+    resid = y - np.polyval(np.polyfit(x, y, 1), x)
+    lever = 1 / 4 + (x - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum()
+    expected = (resid @ resid - (1 - lever).sum() * 0.01 ** 2) / 2
+    assert sequential.lack_of_fit(law) == pytest.approx(expected, rel=1e-9)
+    # residuals +0.04, -0.12, +0.12, -0.04: (0.032 - 2 x 0.01^2) / 2 = 0.0159, 0.126 decades
+    assert expected == pytest.approx(0.0159, abs=1e-9)
+    assert sequential.lack_of_fit(_law(LOGS, (-2.0, -1.2))) == 0.0  # 3 depths: no dof left
+    # seeds shrink SEM 0.01 only: the scatter is 99.4% of the slope's variance, so no number
+    # of seeds clears the edge (the interval must shrink to (0.4 / 0.8)^2 = 25% of itself)
+    assert sequential._floor_share(law) == pytest.approx(0.994, abs=1e-3)
+    assert more_seeds(law, (1, 10, 100, 1000)) is None
+    design = sequential.Design("laws-x", (4,), 1, "undecided", "all rounds run", (),
+                               more_depths=(1, 1000), scatter=math.sqrt(expected),
+                               scatter_share=0.994)
+    assert "scatter about the line by 0.13 decades" in design.evidence()
+
+
 def test_an_untold_change_of_alpha_takes_seeds_at_every_depth() -> None:
     """Inside the band, but alpha's change from half the run length is 0 [-0.5, +0.5] over 3
     seeds: the runs cannot tell whether alpha has stopped moving, and that change is read from

@@ -382,6 +382,30 @@ def test_process_pool_gives_the_same_results(
         assert len({r.worker for r in store.records()}) == 2  # really two processes
 
 
+def test_a_pool_whose_workers_cannot_start_records_nothing_and_says_why(
+    tiny: tuple[Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A script that starts a pooled study at module level (no ``__main__`` guard): every
+    spawned worker imports it again and dies on the study's lock. Before, the lost runs were
+    stored as failed, so a fixed rerun skipped them; now the driver raises WorkerError, names
+    the guard, and the store holds no run."""
+    spec, _, outcomes = tiny
+    out = tmp_path / "study"
+    script = tmp_path / "unguarded.py"
+    script.write_text("from depthscale.studies.sweep import run_study\n"
+                      f"run_study({str(spec)!r}, {str(out)!r}, workers=2, retries=0, wait=0)\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("depthscale.studies.executors.WorkerError") and "__main__" in last
+    with open_store(out, readonly=True) as store:
+        assert store.summary().failed == 0 and not list(store.records())
+    result = run_study(spec, out)  # a fixed rerun trains every run
+    assert result.ran == 8 and _outcomes(out) == outcomes
+
+
 def test_ray_backend_gives_the_same_results_and_retries_lost_workers(
     tiny: tuple[Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:

@@ -14,7 +14,10 @@ together when it finishes. All three executors run units the same way (Ray as on
 * :class:`InProcessExecutor`: one run after another in the driver.
 * :class:`PoolExecutor`: ``concurrent.futures.ProcessPoolExecutor`` with the spawn context;
   a crashed worker (killed, out of memory) breaks the pool, which is rebuilt and the runs that
-  had not finished are resubmitted, up to ``retries`` times.
+  had not finished are resubmitted, up to ``retries`` times. Runs still lost then are recorded
+  as failed, unless no run ever finished: then the workers cannot run at all (a script
+  without a ``__main__`` guard, a worker that cannot import its task), :class:`WorkerError`
+  is raised and nothing is recorded, so a fixed rerun trains those runs.
 * :class:`RayExecutor`: ``ray.remote(max_retries=retries)`` tasks; Ray reruns the tasks of lost
   workers and nodes. Ray is imported only here, when asked for.
 """
@@ -32,7 +35,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
-from depthscale.errors import ConfigError
+from depthscale.errors import ConfigError, DepthscaleError
 from depthscale.studies.records import RunRecord, versions
 from depthscale.studies.runner import run_group, run_one
 from depthscale.studies.spec import RunSpec, run_id
@@ -43,6 +46,7 @@ __all__ = [
     "InProcessExecutor",
     "PoolExecutor",
     "RayExecutor",
+    "WorkerError",
     "make_executor",
     "run_group_payload",
     "run_payload",
@@ -51,6 +55,10 @@ __all__ = [
 #: ``local`` runs in-process (one worker) or in a process pool (more); ``ray`` on Ray.
 BACKENDS = ("local", "ray")
 _RAY_HINT = "pip install 'depthscale[ray]' (or pip install 'ray>=2.9')"
+
+
+class WorkerError(DepthscaleError):
+    """The pool's worker processes died before any of them finished a run."""
 
 
 #: Runs trained together: one run, or runs that differ only in ``lr`` (a batched group).
@@ -153,7 +161,7 @@ class PoolExecutor:
         """Yields each unit's records as its worker finishes it; a unit whose worker died is
         resubmitted whole."""
         todo = [tuple(u) for u in units if len(u)]
-        attempts = 0
+        attempts, finished = 0, False
         while todo:
             pool = ProcessPoolExecutor(max_workers=min(self.workers, len(todo)),
                                        mp_context=multiprocessing.get_context("spawn"),
@@ -172,6 +180,7 @@ class PoolExecutor:
                             broken = exc
                             continue
                         todo.remove(futures[fut])
+                        finished = True
                         yield from (result if isinstance(result, list) else [result])
                     if broken is not None:
                         break
@@ -180,6 +189,13 @@ class PoolExecutor:
             if broken is None:
                 return
             attempts += 1
+            if attempts > self.retries and not finished:
+                raise WorkerError(
+                    f"every worker process died before finishing a single run ({broken}; "
+                    f"{self.retries + 1} pools tried); no run was recorded. A script that "
+                    "starts a study with workers > 1 must run it under `if __name__ == "
+                    "'__main__':`, since each spawned worker imports the script again; else "
+                    "rerun with --workers 1 to see the error a run raises")
             if attempts > self.retries:
                 for unit in todo:
                     for spec in unit:

@@ -37,9 +37,11 @@ what is missing and reaches the same decisions. The coarse stage and round 1 alw
 :class:`Design` says per depth the seeds run, per part decided or not and why the rounds
 stopped, and for an undecided part what would decide it: about N more seeds at the chosen
 depths (at every fitted depth where those alone cannot), the fewest under which (same
-variance reading) the interval's half-width toward the band edge it straddles falls below
-alpha's distance to that edge, or the change's interval (its half-width shrinking as
-1/sqrt(seeds)) fits inside the margin, and their CPU time at the measured s/run.
+variance reading, plus the depths' scatter about the line beyond their seed noise, which
+seeds leave: :func:`lack_of_fit`) the deciding interval's half-width toward the band edge it
+straddles falls below alpha's distance to that edge, or the change's interval (its
+half-width shrinking as 1/sqrt(seeds)) fits inside the margin, and their CPU time at the
+measured s/run.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from depthscale.claims.laws import sweeps
 from depthscale.claims.laws.gates import MOVING_MARGIN, alpha_finding, change_state
 from depthscale.claims.laws.law import LawResult, fit_law
@@ -58,11 +62,12 @@ from depthscale.claims.laws.settings import LAW_BAND, Arch
 from depthscale.claims.laws.sweeps import Record
 from depthscale.claims.registry import ClaimContext
 from depthscale.errors import ConfigError
-from depthscale.stats.sweeps import criterion_value, seed_summary
+from depthscale.stats.sweeps import SeedSummary, criterion_value, seed_summary
 
 __all__ = [
-    "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "lrs_in_play", "more_seeds",
-    "seed_rounds", "sequential_stages", "variance_shares",
+    "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "deciding_interval",
+    "lack_of_fit", "lrs_in_play", "more_seeds", "seed_rounds", "sequential_stages",
+    "variance_shares",
 ]
 
 #: the share of the slope's variance the chosen depths carry
@@ -103,6 +108,10 @@ class Design:
     more_seeds: int | None = None
     more_depths: tuple[int, ...] = ()
     more_cpu_seconds: float = math.nan
+    #: the depths' scatter about the line beyond seed noise (sqrt of :func:`lack_of_fit`,
+    #: decades) and the share of the slope's variance it carries, which seeds leave
+    scatter: float = 0.0
+    scatter_share: float = 0.0
 
     @property
     def decided(self) -> bool:
@@ -125,8 +134,12 @@ class Design:
             return said
         at = ", ".join(map(str, self.more_depths))
         if self.more_seeds is None:
-            return (f"{said}; more than {MAX_MORE} more seeds a depth at L = {at} would be "
-                    "needed (alpha sits near the band's edge)")
+            why = ("alpha sits near the band's edge" if self.scatter <= 0 else
+                   f"the depths scatter about the line by {self.scatter:.2g} decades beyond "
+                   f"their seed noise, {self.scatter_share:.0%} of the slope's variance, "
+                   "which seeds leave: more depths would narrow it")
+            return f"{said}; more than {MAX_MORE} more seeds a depth at L = {at} would be " \
+                   f"needed ({why})"
         rate = statistics.fmean(r.seconds_per_run for r in self.depths
                                 if r.effective_depth in self.more_depths)
         return (f"{said}; about {self.more_seeds} more seeds at L = {at} would decide it: "
@@ -143,6 +156,7 @@ class Design:
         if not self.decided and self.more_seeds is not None:
             out[f"seq_more_seeds_{k}"] = float(self.more_seeds)
             out[f"seq_more_cpu_min_{k}"] = self.more_cpu_seconds / 60
+        out[f"seq_scatter_{k}"] = self.scatter
         return out
 
 
@@ -161,12 +175,18 @@ def seed_rounds(arch: Arch) -> tuple[int, ...]:
     return tuple(rounds)
 
 
+def _fitted_rows(law: LawResult) -> list[SeedSummary]:
+    """The seed summaries of the fitted depths (not gated, optima on the grid's edge left
+    out) that have a finite SEM."""
+    kept = [o for o in law.optima if o not in law.excluded and o.depth not in law.gated]
+    return [s for s in seed_summary(kept) if math.isfinite(s.sem)]
+
+
 def variance_shares(law: LawResult) -> dict[int, tuple[float, int]]:
     """Per fitted effective depth (not gated, not left out on the grid's edge): its share
     c_j / sum c of the slope's variance, c_j = (x_j - xbar)^2 SEM_j^2 with x = log10 L, and
     its seeds in the fit. Empty where fewer than 3 depths have a finite SEM."""
-    kept = [o for o in law.optima if o not in law.excluded and o.depth not in law.gated]
-    rows = [s for s in seed_summary(kept) if math.isfinite(s.sem)]
+    rows = _fitted_rows(law)
     if len(rows) < 3:
         return {}
     x = [math.log10(s.depth) for s in rows]
@@ -178,10 +198,37 @@ def variance_shares(law: LawResult) -> dict[int, tuple[float, int]]:
     return {s.depth: (cj / total, s.n_seeds) for s, cj in zip(rows, c, strict=True)}
 
 
-def _straddled_edge(law: LawResult) -> float | None:
-    """The band edge inside the slope's interval nearest alpha (None: it straddles none, or
+def lack_of_fit(law: LawResult) -> float:
+    """tau^2: the variance of the fitted depths' seed means about a straight line in log-log
+    beyond their seed noise, which more seeds do not shrink (method of moments on the OLS
+    line through the means: E sum r_j^2 = sum (1 - h_j)(SEM_j^2 + tau^2), h_j the leverages,
+    sum (1 - h_j) = n - 2; floored at 0). 0 below 4 depths (no degree of freedom to read it)."""
+    rows = _fitted_rows(law)
+    if len(rows) < 4:
+        return 0.0
+    x = np.log10([s.depth for s in rows])
+    y = np.array([s.mean_log10_lr for s in rows])
+    sem2 = np.array([s.sem for s in rows]) ** 2
+    xc = x - x.mean()
+    slope = float(xc @ (y - y.mean()) / (xc @ xc))
+    resid = y - y.mean() - slope * xc
+    free = 1.0 - (1.0 / len(rows) + xc ** 2 / (xc @ xc))
+    return max(0.0, float(resid @ resid - free @ sem2) / float(free.sum()))
+
+
+def deciding_interval(law: LawResult, parts: int = 1) -> tuple[float, float]:
+    """The interval that decides the part (gates.band_finding): the 95% one while alpha lies
+    inside the band (supports needs it inside), the family-wise one at 1 - 0.05/``parts``
+    while alpha lies outside (contradicts needs that one wholly outside)."""
+    low, high = LAW_BAND
+    alpha = law.fit.slope
+    return law.interval if low <= alpha <= high else law.family_interval(parts)
+
+
+def _straddled_edge(law: LawResult, parts: int = 1) -> float | None:
+    """The band edge inside the deciding interval nearest alpha (None: it straddles none, or
     there is no finite slope)."""
-    low, high = law.interval
+    low, high = deciding_interval(law, parts)
     alpha = law.fit.slope
     if not all(map(math.isfinite, (low, high, alpha))):
         return None
@@ -189,15 +236,16 @@ def _straddled_edge(law: LawResult) -> float | None:
     return min(inside, key=lambda e: abs(e - alpha)) if inside else None
 
 
-def choose_depths(law: LawResult) -> tuple[int, ...]:
+def choose_depths(law: LawResult, parts: int = 1) -> tuple[int, ...]:
     """The effective depths the next round adds seeds at (module docstring): where the
-    interval straddles a band edge, the fewest, largest variance share first (ties: shallower
+    deciding interval (:func:`deciding_interval`, ``parts``: the claim's) straddles a band
+    edge, the fewest, largest variance share first (ties: shallower
     first), that carry :data:`COVER` of the slope's variance; where the change of alpha from
     half the run length cannot yet tell, every fitted depth. None where neither holds (seeds
     cannot decide)."""
     shares = variance_shares(law)
     order = sorted(shares, key=lambda d: (-shares[d][0], d))
-    if _straddled_edge(law) is not None:
+    if _straddled_edge(law, parts) is not None:
         chosen: list[int] = []
         carried = 0.0
         for depth in order:
@@ -211,14 +259,16 @@ def choose_depths(law: LawResult) -> tuple[int, ...]:
     return ()
 
 
-def more_seeds(law: LawResult, depths: Sequence[int]) -> int | None:
+def more_seeds(law: LawResult, depths: Sequence[int], parts: int = 1) -> int | None:
     """About how many more seeds at each of ``depths`` decide the part: the fewest n (up to
-    :data:`MAX_MORE`) with, where the interval straddles a band edge e, sum_j c_j n_j /
-    (n_j + [j chosen] n) <= ((e - alpha) / h)^2, h the interval's half-width toward e (the
-    variance reading of :func:`variance_shares`, shares summing to 1); where the change of
-    alpha cannot yet tell, |change| + h_c sqrt(k / (k + n)) <= the margin, h_c its interval's
-    half-width over k seeds. None where none does, or where neither holds."""
-    edge = _straddled_edge(law)
+    :data:`MAX_MORE`) with, where the deciding interval (:func:`deciding_interval`) straddles
+    a band edge e, V(n) / V(0) <= ((e - alpha) / h)^2, h its half-width toward e and
+    V(n) = sum_j (x_j - xbar)^2 (SEM_j^2 n_j / (n_j + [j chosen] n) + tau^2) (the variance
+    reading of :func:`variance_shares`, with the depths' scatter :func:`lack_of_fit` tau^2 that
+    seeds leave as it is); where the change of alpha cannot yet tell, |change| + h_c sqrt(k /
+    (k + n)) <= the margin, h_c its interval's half-width over k seeds. None where none does,
+    or where neither holds."""
+    edge = _straddled_edge(law, parts)
     shares = variance_shares(law)
     if not shares:
         return None
@@ -230,16 +280,31 @@ def more_seeds(law: LawResult, depths: Sequence[int]) -> int | None:
         room = MOVING_MARGIN - abs(c.mean)
         return next((n for n in range(1, MAX_MORE + 1)
                      if room > 0 and half * math.sqrt(k / (k + n)) <= room), None)
-    low, high = law.interval
+    low, high = deciding_interval(law, parts)
     alpha = law.fit.slope
     half = high - alpha if edge > alpha else alpha - low
     need = ((edge - alpha) / half) ** 2 if half > 0 else 0.0
+    floor = _floor_share(law)
     for n in range(1, MAX_MORE + 1):
         seeds = {d: k + n if d in depths else k for d, (_, k) in shares.items()}
         left = math.fsum(c * shares[d][1] / seeds[d] for d, (c, _) in shares.items())
-        if left < need:
+        if (1 - floor) * left + floor < need:
             return n
     return None
+
+
+def _floor_share(law: LawResult) -> float:
+    """The share of the slope's variance V(0) (:func:`more_seeds`) that the depths' scatter
+    tau^2 carries: sum (x_j - xbar)^2 tau^2 / V(0), which no number of seeds removes."""
+    rows = _fitted_rows(law)
+    tau2 = lack_of_fit(law)
+    if len(rows) < 3 or tau2 <= 0:
+        return 0.0
+    x = [math.log10(s.depth) for s in rows]
+    xbar = statistics.fmean(x)
+    sxx = math.fsum((xj - xbar) ** 2 for xj in x)
+    seeds = math.fsum((xj - xbar) ** 2 * s.sem ** 2 for xj, s in zip(x, rows, strict=True))
+    return sxx * tau2 / (seeds + sxx * tau2)
 
 
 def lrs_in_play(runs: Sequence[Record], grid: Sequence[float], spread: float) -> list[float]:
@@ -307,8 +372,9 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
         fine = [r for d in grids for r in runs[d]]
         law = fit_law(sweeps.annotate(s, arch, fine), blocks=sweeps.has_blocks(arch),
                       chance=chance, window=sweeps.annotate(s, arch, coarse + fine))
-        finding, _ = alpha_finding(name, law, len(s.get("archs") or {}))
-        plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law))
+        parts = len(s.get("archs") or {})
+        finding, _ = alpha_finding(name, law, parts)
+        plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law, parts))
                 if finding == "undecided" else {})
         if finding != "undecided":
             stopped = "decided"
@@ -340,14 +406,16 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     design = Design(name, rounds, done, finding, stopped, rows)
     if plan:  # undecided, and seeds would decide it: how many, where, at what cost
         depths = tuple(eff[d] for d in plan)
-        n = more_seeds(law, depths)
+        n = more_seeds(law, depths, parts)
         if n is None:  # the chosen depths alone cannot: every fitted depth
             depths = tuple(sorted(shares))
             plan = _in_play(law, runs, grids, grid_depth, depths)
-            n = more_seeds(law, depths)
+            n = more_seeds(law, depths, parts)
         cpu = math.fsum(len(lrs) * _per_run(runs, d) for d, lrs in plan.items())
         design = dataclasses.replace(design, more_seeds=n, more_depths=depths,
-                                     more_cpu_seconds=math.nan if n is None else n * cpu)
+                                     more_cpu_seconds=math.nan if n is None else n * cpu,
+                                     scatter=math.sqrt(lack_of_fit(law)),
+                                     scatter_share=_floor_share(law))
     ctx.designs[name] = {"evidence": design.evidence(), "measured": design.measured()}
     return coarse, [r for d in grids for r in runs[d]]
 
