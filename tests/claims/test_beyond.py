@@ -242,6 +242,50 @@ def test_joint_limit_refuses_an_unknown_contrast_path_before_work(tmp_path: Path
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_killed_joint_limit_resumes_from_its_stored_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's work is solver and finite-net outputs, not a study: each is kept as it
+    finishes (claims.common.stored_array), so a run killed after some of them trains only the
+    rest and measures exactly what an unbroken run does; a changed setting reads none."""
+    from depthscale.claims.beyond import joint_limit
+
+    c = CLAIMS["beyond-joint-limit"]
+
+    def ctx(out: Path, **over: object) -> ClaimContext:
+        return ClaimContext(scale="smoke", out_dir=out, device="cpu", data_dir=None, seed=0,
+                            settings={**c.settings["smoke"], **over})
+
+    real = joint_limit.finite_outputs
+    calls = {"n": 0, "kill_after": 10**9}
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if calls["n"] > calls["kill_after"]:
+            raise KeyboardInterrupt  # the kill
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(joint_limit, "finite_outputs", counted)
+    whole = c.run(ctx(tmp_path / "whole"))
+    nets = calls["n"]
+    smoke = c.settings["smoke"]
+    limits = 2 * len(smoke["limit_depths"]) * smoke["limit_seeds"]  # the sequential gap's
+    assert len(list((tmp_path / "whole" / joint_limit._STORE).iterdir())) == nets + 2 + limits
+    calls.update(n=0, kill_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        c.run(ctx(tmp_path / "resumed"))
+    stored = tmp_path / "resumed" / joint_limit._STORE
+    kept = sorted(p.name for p in stored.iterdir())
+    assert len(kept) == 4 and all(n.endswith(".npy") for n in kept)  # 2 references + 2 nets
+    calls.update(n=0, kill_after=10**9)
+    resumed = c.run(ctx(tmp_path / "resumed"))
+    assert calls["n"] == nets - 2  # the two finished nets are read, not retrained
+    assert resumed.verdict == whole.verdict and resumed.measured == whole.measured
+    monkeypatch.setattr(joint_limit, "nfd_outputs", None)  # a reference computed fails
+    with pytest.raises(TypeError):  # a changed setting reads none of the stored ones
+        c.run(ctx(tmp_path / "resumed", eta_c=0.1))
+
+
 def test_the_four_open_questions_are_claims_and_nothing_is_planned() -> None:
     for cid in ("beyond-adam", "beyond-3layer", "beyond-joint-limit", "beyond-transformer"):
         assert cid in CLAIMS and cid not in PLANNED

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import math
+import os
 import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from depthscale import data as ds_data
@@ -27,7 +31,7 @@ from depthscale.studies.spec_toml import study_toml
 from depthscale.studies.store import open_store
 from depthscale.studies.sweep import run_study
 
-__all__ = ["claim_dataset", "mean_finite", "metric", "run_claim_study"]
+__all__ = ["claim_dataset", "mean_finite", "metric", "run_claim_study", "stored_array"]
 
 
 def claim_dataset(ctx: ClaimContext) -> ds_data.Dataset:
@@ -73,6 +77,29 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
         raise RuntimeError(f"{len(failed)} run(s) of {folder_name} failed, first: "
                            f"{failed[0]['error']} (see 'depthscale status {folder}')")
     return records
+
+
+def stored_array(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
+                 compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """``compute()``, kept in ``OUT/<folder_name>/<hash>.npy`` so that a killed claim whose
+    work is not a study (solver and finite-net outputs) resumes where it stopped. The hash
+    covers ``key``, the claim's settings, seed, scale and device, so a changed setting (or
+    a negative control) never reads another's array. Each file is written whole (a temporary
+    name, then renamed): a kill leaves no half-written array."""
+    what = json.dumps({"key": key, "settings": ctx.settings, "seed": ctx.seed,
+                       "scale": ctx.scale, "device": ctx.device}, sort_keys=True, default=str)
+    folder = ctx.out_dir / folder_name
+    path = folder / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}.npy"
+    if path.exists():
+        stored: np.ndarray = np.load(path)
+        return stored
+    value = np.asarray(compute())
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.part")
+    with partial.open("wb") as fh:
+        np.save(fh, value)
+    partial.replace(path)
+    return value
 
 
 def metric(record: Mapping[str, Any], key: str) -> float:

@@ -24,6 +24,7 @@ Settings -> :func:`measure_joint_limit` -> :func:`judge_joint_limit` ->
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from depthscale.claims.beyond.figures import draw_joint_limit
+from depthscale.claims.common import stored_array
 from depthscale.claims.nfd import (
     SizeSeries,
     finite_measured,
@@ -101,6 +103,11 @@ class JointMeasures:
     measured: dict[str, float | None]
 
 
+#: the folder (``OUT/<this>/``) of the finished nets' and solver outputs: a killed claim
+#: resumes from them (claims.common.stored_array)
+_STORE = "beyond-joint-limit-outputs"
+
+
 @dataclass(frozen=True)
 class _JointRun:
     """The runs of one measurement: finite nets and NFD solver outputs on one teacher stream,
@@ -112,15 +119,20 @@ class _JointRun:
 
     def nets(self, L: int, n: int, backward: str) -> np.ndarray:
         s = self.ctx.settings
-        out = finite_outputs("resnet1", self.recipe, width=n, depth=L, backward=backward,
-                             pairs=s["pairs"], seed=self.ctx.seed, T=s["T"], **_stream(self.ctx))
+        out = stored_array(
+            self.ctx, _STORE, {"nets": [self.recipe, L, n, backward]},
+            lambda: finite_outputs("resnet1", self.recipe, width=n, depth=L, backward=backward,
+                                   pairs=s["pairs"], seed=self.ctx.seed, T=s["T"],
+                                   **_stream(self.ctx)))
         self.ctx.progress(1)
         return out
 
     def limit(self, L: int, coupling: str, seed: int) -> np.ndarray:
         s = self.ctx.settings
-        out = nfd_outputs(L, coupling, particles=s["particles"], seed=seed,
-                          T=solver_T(self.recipe, s["T"], L), **_stream(self.ctx))
+        out = stored_array(
+            self.ctx, _STORE, {"limit": [self.recipe, L, coupling, seed]},
+            lambda: nfd_outputs(L, coupling, particles=s["particles"], seed=seed,
+                                T=solver_T(self.recipe, s["T"], L), **_stream(self.ctx)))
         self.ctx.progress(1)
         return out
 
@@ -188,8 +200,12 @@ def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
     ctx.set_total(sum(len(p.depths) for p in paths.values())
                   + len(paths[s["contrast_path"]].depths) + 2
                   + 2 * len(s["limit_depths"]) * len(seeds))
-    ref = {c: nfd_outputs(s["ref_depth"], c, particles=s["particles"], seed=ctx.seed, T=s["T"],
-                          **_stream(ctx)) for c in ("none", "full")}
+    def reference(coupling: str) -> np.ndarray:
+        return nfd_outputs(s["ref_depth"], coupling, particles=s["particles"], seed=ctx.seed,
+                           T=s["T"], **_stream(ctx))
+
+    ref = {c: stored_array(ctx, _STORE, {"ref": [s["ref_depth"], c]},
+                           functools.partial(reference, c)) for c in ("none", "full")}
     ctx.progress(2)
     run = _JointRun(ctx, s.get("recipe", "depth-mup"), ref)
     std = {name: _path_series(run, name, p, "standard") for name, p in paths.items()}
