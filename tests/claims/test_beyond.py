@@ -286,6 +286,35 @@ def test_a_killed_joint_limit_resumes_from_its_stored_outputs(
         c.run(ctx(tmp_path / "resumed", eta_c=0.1))
 
 
+def test_a_rerun_transformer_claim_reads_its_finished_collapse_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collapse runs' readout rows are kept as each run finishes (stored_rows), so a
+    rerun (after a kill) trains none of them again and measures the same; another seed's
+    runs are its own."""
+    from depthscale.claims.beyond import transformer
+
+    c = CLAIMS["beyond-transformer"]
+
+    def ctx(seed: int = 0) -> ClaimContext:
+        return ClaimContext(scale="smoke", out_dir=tmp_path, device="cpu", data_dir=None,
+                            seed=seed, settings=c.settings["smoke"])
+
+    first = c.run(ctx())
+    kept = list((tmp_path / "beyond-transformer-collapse").iterdir())
+    s = c.settings["smoke"]
+    assert len(kept) == 2 * len(s["collapse_blocks"]) * s["collapse_seeds"]  # 2 arms
+
+    def no_training(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a finished collapse run was trained again")
+
+    monkeypatch.setattr(transformer, "train", no_training)
+    again = c.run(ctx())
+    assert again.verdict == first.verdict and again.measured == first.measured
+    with pytest.raises(AssertionError, match="trained again"):
+        c.run(ctx(seed=1))
+
+
 def test_the_four_open_questions_are_claims_and_nothing_is_planned() -> None:
     for cid in ("beyond-adam", "beyond-3layer", "beyond-joint-limit", "beyond-transformer"):
         assert cid in CLAIMS and cid not in PLANNED

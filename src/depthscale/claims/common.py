@@ -18,7 +18,8 @@ import math
 import os
 import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -31,7 +32,8 @@ from depthscale.studies.spec_toml import study_toml
 from depthscale.studies.store import open_store
 from depthscale.studies.sweep import run_study
 
-__all__ = ["claim_dataset", "mean_finite", "metric", "run_claim_study", "stored_array"]
+__all__ = ["claim_dataset", "mean_finite", "metric", "run_claim_study", "stored_array",
+           "stored_rows"]
 
 
 def claim_dataset(ctx: ClaimContext) -> ds_data.Dataset:
@@ -79,26 +81,53 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
     return records
 
 
-def stored_array(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
-                 compute: Callable[[], np.ndarray]) -> np.ndarray:
-    """``compute()``, kept in ``OUT/<folder_name>/<hash>.npy`` so that a killed claim whose
-    work is not a study (solver and finite-net outputs) resumes where it stopped. The hash
-    covers ``key``, the claim's settings, seed, scale and device, so a changed setting (or
-    a negative control) never reads another's array. Each file is written whole (a temporary
-    name, then renamed): a kill leaves no half-written array."""
+def _stored_path(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
+                 suffix: str) -> Path:
+    """``OUT/<folder_name>/<hash><suffix>``, the hash over ``key``, the claim's settings,
+    seed, scale and device (a changed setting or a negative control reads none of another's)."""
     what = json.dumps({"key": key, "settings": ctx.settings, "seed": ctx.seed,
                        "scale": ctx.scale, "device": ctx.device}, sort_keys=True, default=str)
-    folder = ctx.out_dir / folder_name
-    path = folder / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}.npy"
+    return ctx.out_dir / folder_name / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}{suffix}"
+
+
+def _write_whole(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write ``path`` under a temporary name, then rename it: a kill leaves no half file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+    with partial.open("wb") as fh:
+        write(fh)
+    partial.replace(path)
+
+
+def stored_array(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
+                 compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """``compute()``, kept in ``OUT/<folder_name>/`` (:func:`_stored_path`, ``.npy``) so that
+    a killed claim whose work is not a study (solver and finite-net outputs) resumes where it
+    stopped."""
+    path = _stored_path(ctx, folder_name, key, ".npy")
     if path.exists():
         stored: np.ndarray = np.load(path)
         return stored
     value = np.asarray(compute())
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.part")
-    with partial.open("wb") as fh:
-        np.save(fh, value)
-    partial.replace(path)
+    _write_whole(path, lambda fh: np.save(fh, value))
+    return value
+
+
+def stored_rows(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
+                compute: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """:func:`stored_array` for one training run's readout rows (flat JSON records: floats
+    round-trip exactly, NaN included)."""
+    path = _stored_path(ctx, folder_name, key, ".json")
+    if path.exists():
+        rows: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+        return rows
+    value = compute()
+    text = json.dumps(value).encode("utf-8")
+
+    def write(fh: BinaryIO) -> None:
+        fh.write(text)
+
+    _write_whole(path, write)
     return value
 
 

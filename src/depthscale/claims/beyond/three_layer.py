@@ -27,6 +27,7 @@ Settings -> :func:`measure_three_layer` -> :func:`judge_three_layer` ->
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,7 @@ from depthscale.claims.beyond.shared import (
     QUICK_DATA,
     SMOKE_DATA,
 )
-from depthscale.claims.common import claim_dataset
+from depthscale.claims.common import claim_dataset, stored_rows
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     Band,
@@ -99,24 +100,22 @@ class ThreeLayerMeasures:
 
 
 def _train_arm(ctx: ClaimContext, data: ds_data.Dataset, probe: torch.Tensor,
-               recorded: Sequence[int], arm: tuple[str, str, str], L: int, seed: int,
-               rows: list[dict[str, Any]]) -> None:
-    """Train one arm at depth ``L`` for ``steps`` SGD steps, appending its readout rows."""
+               recorded: Sequence[int], arm: tuple[str, str, str], L: int,
+               seed: int) -> list[dict[str, Any]]:
+    """Train one arm at depth ``L`` for ``steps`` SGD steps: its readout rows."""
     s = ctx.settings
     tag, recipe, middle = arm
     net, plan = build("resnet3", recipe, input_shape=data.sample_shape, n_out=data.n_out,
                       width=s["width"], depth=L, seed=seed)
     if middle != "hidden":  # the same draws (b = 1 either way), the middle's LR rule
         plan.apply(net, roles={MIDDLE_LAYERS: middle}, seed=seed)
+    rows: list[dict[str, Any]] = []
     hook = layer_readout(rows, {"arm": tag, "recipe": recipe, "middle_role": middle,
                                 "depth": L, "seed": seed}, set(recorded), snapshot(net), probe,
                          block_updates)
     res = train(net, plan, data, TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed,
                                              device=ctx.device), hooks=[hook])
-    for r in rows:
-        if (r["arm"], r["depth"], r["seed"]) == (tag, L, seed):
-            r["status"] = res.status
-    ctx.progress(1)
+    return [{**r, "status": res.status} for r in rows]
 
 
 def measure_three_layer(ctx: ClaimContext) -> ThreeLayerMeasures:
@@ -134,8 +133,11 @@ def measure_three_layer(ctx: ClaimContext) -> ThreeLayerMeasures:
     rows: list[dict[str, Any]] = []
     for arm in arms:
         for L in s["depths"]:
-            for seed in seeds:
-                _train_arm(ctx, data, probe, recorded, arm, L, seed, rows)
+            for seed in seeds:  # each run kept as it finishes: a killed claim resumes
+                rows += stored_rows(
+                    ctx, "beyond-3layer-runs", {"arm": arm, "depth": L, "seed": seed},
+                    functools.partial(_train_arm, ctx, data, probe, recorded, arm, L, seed))
+                ctx.progress(1)
     slopes = slope_readouts(rows, [tag for tag, _, _ in arms], KEYS, s["depths"], seeds,
                             s["steps"])
     return ThreeLayerMeasures(arms, slopes, rows, slope_readouts_measured(slopes, s["depths"]))

@@ -31,6 +31,7 @@ Settings -> :func:`measure_transformer` -> :func:`judge_transformer` ->
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,7 @@ from depthscale.claims.beyond.readouts import (
 )
 from depthscale.claims.beyond.shared import COLLAPSE, FLAT
 from depthscale.claims.beyond.spreads import SpreadEstimate, spread_estimate, spread_measured
-from depthscale.claims.common import run_claim_study
+from depthscale.claims.common import run_claim_study, stored_rows
 from depthscale.claims.nfd import corrected_arms, transfer_tables
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
@@ -119,9 +120,9 @@ def _token_data(ctx: ClaimContext) -> ds_data.Dataset:
 
 
 def _collapse_run(ctx: ClaimContext, data: ds_data.Dataset, recorded: Sequence[int],
-                  arm: tuple[str, str], D: int, seed: int, rows: list[dict[str, Any]]) -> None:
-    """Train one arm's GPT of ``D`` blocks for ``steps`` SGD steps, appending its updates and
-    running loss at the ``recorded`` steps."""
+                  arm: tuple[str, str], D: int, seed: int) -> list[dict[str, Any]]:
+    """Train one arm's GPT of ``D`` blocks for ``steps`` SGD steps: its updates and running
+    loss at the ``recorded`` steps, one row each."""
     s = ctx.settings
     tag, recipe = arm
     net, plan = build("gpt", recipe, input_shape=data.sample_shape, n_out=data.n_out,
@@ -129,19 +130,18 @@ def _collapse_run(ctx: ClaimContext, data: ds_data.Dataset, recorded: Sequence[i
     base = {"part": "collapse", "arm": tag, "recipe": recipe, "blocks": D,
             "depth": cast(GPT, net).plan_depth, "seed": seed}
     probe: torch.Tensor = data.x_train[: s["probe_batch"]]
+    rows: list[dict[str, Any]] = []
     hook = layer_readout(rows, base, set(recorded), snapshot(net), probe, transformer_updates)
     res = train(net, plan, data, TrainConfig(
         lr=s["eta_c"], steps=s["steps"], batch_size=s["batch"], seed=seed, device=ctx.device),
         hooks=[hook])
-    for r in rows:
-        if (r["arm"], r["blocks"], r["seed"]) == (tag, D, seed):
-            r["status"] = res.status
-    ctx.progress(1)
+    return [{**r, "status": res.status} for r in rows]
 
 
 def _collapse_rows(ctx: ClaimContext, data: ds_data.Dataset, arms: Sequence[tuple[str, str]],
                    recorded: Sequence[int]) -> list[dict[str, Any]]:
-    """The collapse part's readout rows: per arm, ``collapse_blocks`` and seed one run."""
+    """The collapse part's readout rows: per arm, ``collapse_blocks`` and seed one run, kept
+    as it finishes (a killed claim resumes: :func:`~depthscale.claims.common.stored_rows`)."""
     s = ctx.settings
     seeds = range(ctx.seed, ctx.seed + s["collapse_seeds"])
     ctx.set_total(len(arms) * len(s["collapse_blocks"]) * len(seeds))
@@ -149,7 +149,10 @@ def _collapse_rows(ctx: ClaimContext, data: ds_data.Dataset, arms: Sequence[tupl
     for arm in arms:
         for D in s["collapse_blocks"]:
             for seed in seeds:
-                _collapse_run(ctx, data, recorded, arm, D, seed, rows)
+                rows += stored_rows(
+                    ctx, "beyond-transformer-collapse", {"arm": arm, "blocks": D, "seed": seed},
+                    functools.partial(_collapse_run, ctx, data, recorded, arm, D, seed))
+                ctx.progress(1)
     return rows
 
 

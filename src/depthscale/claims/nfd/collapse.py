@@ -21,6 +21,7 @@ slopes at fixed steps (a third, two thirds, the end) are reported as diagnostics
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 
-from depthscale.claims.common import claim_dataset, mean_finite
+from depthscale.claims.common import claim_dataset, mean_finite, stored_rows
 from depthscale.claims.nfd.figures import draw_collapse
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import (
@@ -277,19 +278,23 @@ def measure_collapse(ctx: ClaimContext) -> CollapseMeasure:
     arms = corrected_arms(s)
     ctx.set_total(len(arms) * len(s["depths"]) * len(seeds))
     rows: Rows = []
+
+    def run(tag: str, recipe: str, L: int, seed: int) -> Rows:
+        net, plan = build("resnet2", recipe, input_shape=data.sample_shape, n_out=data.n_out,
+                          width=s["width"], depth=L, seed=seed)
+        out: Rows = []
+        hook = two_layer_update_hook(out, {"arm": tag, "recipe": recipe, "depth": L,
+                                           "seed": seed}, recorded, snapshot(net), probe)
+        cfg = TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed, device=ctx.device)
+        res = train(net, plan, data, cfg, hooks=[hook])
+        return [{**r, "status": res.status} for r in out]
+
     for tag, recipe in arms:
         for L in s["depths"]:
-            for seed in seeds:
-                net, plan = build("resnet2", recipe, input_shape=data.sample_shape,
-                                  n_out=data.n_out, width=s["width"], depth=L, seed=seed)
-                hook = two_layer_update_hook(
-                    rows, {"arm": tag, "recipe": recipe, "depth": L, "seed": seed},
-                    recorded, snapshot(net), probe)
-                cfg = TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed, device=ctx.device)
-                res = train(net, plan, data, cfg, hooks=[hook])
-                for r in rows:
-                    if (r["arm"], r["depth"], r["seed"]) == (tag, L, seed):
-                        r["status"] = res.status
+            for seed in seeds:  # each run kept as it finishes: a killed claim resumes
+                rows += stored_rows(ctx, "nfd-collapse-runs",
+                                    {"arm": [tag, recipe], "depth": L, "seed": seed},
+                                    functools.partial(run, tag, recipe, L, seed))
                 ctx.progress(1)
     slopes = slope_readouts(rows, [tag for tag, _ in arms], ("internal", "stream"),
                             s["depths"], seeds, s["steps"])
