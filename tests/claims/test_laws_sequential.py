@@ -119,11 +119,17 @@ def test_lack_of_fit_is_the_scatter_beyond_seed_noise() -> None:
     # seeds shrink SEM 0.01 only: the scatter is 99.4% of the slope's variance, so no number
     # of seeds clears the edge (the interval must shrink to (0.4 / 0.8)^2 = 25% of itself)
     assert sequential._floor_share(law) == pytest.approx(0.994, abs=1e-3)
-    assert more_seeds(law, (1, 10, 100, 1000)) is None
+    assert more_seeds(law, (1, 10, 100, 1000)) is None and sequential.scatter_blocks(law)
     design = sequential.Design("laws-x", (4,), 1, "undecided", "all rounds run", (),
                                more_depths=(1, 1000), scatter=math.sqrt(expected),
-                               scatter_share=0.994)
+                               scatter_share=0.994, scatter_blocks=True)
     assert "scatter about the line by 0.13 decades" in design.evidence()
+    # seed means within their noise of a line (residuals +-0.02, +-0.06 against SEM 0.1):
+    # no scatter, so it never blocks; seeds decide it
+    on_line = {1: [0.0, 0.2], 10: [-1.4, -1.6], 100: [-3.0, -2.8], 1000: [-4.4, -4.6]}
+    assert sequential.lack_of_fit(_law(on_line, (-2.0, -1.0))) == 0.0
+    assert not sequential.scatter_blocks(_law(on_line, (-2.0, -1.0)))
+    assert more_seeds(_law(on_line, (-2.0, -1.0)), (1, 10, 100, 1000)) is not None
 
 
 def test_an_untold_change_of_alpha_takes_seeds_at_every_depth() -> None:

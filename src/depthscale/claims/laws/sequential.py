@@ -66,8 +66,8 @@ from depthscale.stats.sweeps import SeedSummary, criterion_value, seed_summary
 
 __all__ = [
     "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "deciding_interval",
-    "lack_of_fit", "lrs_in_play", "more_seeds", "seed_rounds", "sequential_stages",
-    "variance_shares",
+    "lack_of_fit", "lrs_in_play", "more_seeds", "scatter_blocks", "seed_rounds",
+    "sequential_stages", "variance_shares",
 ]
 
 #: the share of the slope's variance the chosen depths carry
@@ -112,6 +112,8 @@ class Design:
     #: decades) and the share of the slope's variance it carries, which seeds leave
     scatter: float = 0.0
     scatter_share: float = 0.0
+    #: whether that scatter alone keeps the part undecided (:func:`scatter_blocks`)
+    scatter_blocks: bool = False
 
     @property
     def decided(self) -> bool:
@@ -134,7 +136,7 @@ class Design:
             return said
         at = ", ".join(map(str, self.more_depths))
         if self.more_seeds is None:
-            why = ("alpha sits near the band's edge" if self.scatter <= 0 else
+            why = ("alpha sits near the band's edge" if not self.scatter_blocks else
                    f"the depths scatter about the line by {self.scatter:.2g} decades beyond "
                    f"their seed noise, {self.scatter_share:.0%} of the slope's variance, "
                    "which seeds leave: more depths would narrow it")
@@ -280,10 +282,7 @@ def more_seeds(law: LawResult, depths: Sequence[int], parts: int = 1) -> int | N
         room = MOVING_MARGIN - abs(c.mean)
         return next((n for n in range(1, MAX_MORE + 1)
                      if room > 0 and half * math.sqrt(k / (k + n)) <= room), None)
-    low, high = deciding_interval(law, parts)
-    alpha = law.fit.slope
-    half = high - alpha if edge > alpha else alpha - low
-    need = ((edge - alpha) / half) ** 2 if half > 0 else 0.0
+    need = _variance_left(law, edge, parts)
     floor = _floor_share(law)
     for n in range(1, MAX_MORE + 1):
         seeds = {d: k + n if d in depths else k for d, (_, k) in shares.items()}
@@ -291,6 +290,22 @@ def more_seeds(law: LawResult, depths: Sequence[int], parts: int = 1) -> int | N
         if (1 - floor) * left + floor < need:
             return n
     return None
+
+
+def _variance_left(law: LawResult, edge: float, parts: int) -> float:
+    """The share of the slope's present variance that may remain for the deciding interval
+    to clear ``edge``: ((edge - alpha) / h)^2, h its half-width toward the edge."""
+    low, high = deciding_interval(law, parts)
+    alpha = law.fit.slope
+    half = high - alpha if edge > alpha else alpha - low
+    return ((edge - alpha) / half) ** 2 if half > 0 else 0.0
+
+
+def scatter_blocks(law: LawResult, parts: int = 1) -> bool:
+    """Whether the depths' scatter alone (:func:`lack_of_fit`) keeps the deciding interval
+    across its edge however many seeds are added: then more depths, not seeds, decide."""
+    edge = _straddled_edge(law, parts)
+    return edge is not None and _floor_share(law) >= _variance_left(law, edge, parts)
 
 
 def _floor_share(law: LawResult) -> float:
@@ -415,7 +430,8 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
         design = dataclasses.replace(design, more_seeds=n, more_depths=depths,
                                      more_cpu_seconds=math.nan if n is None else n * cpu,
                                      scatter=math.sqrt(lack_of_fit(law)),
-                                     scatter_share=_floor_share(law))
+                                     scatter_share=_floor_share(law),
+                                     scatter_blocks=scatter_blocks(law, parts))
     ctx.designs[name] = {"evidence": design.evidence(), "measured": design.measured()}
     return coarse, [r for d in grids for r in runs[d]]
 
