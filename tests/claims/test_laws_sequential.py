@@ -254,6 +254,29 @@ def test_rounds_stop_as_soon_as_the_part_is_decided(monkeypatch: pytest.MonkeyPa
         f"seq_seeds_s_L{d}": 4 for d in (1, 2, 4, 8)}
 
 
+def test_the_seeds_a_depth_reports_are_those_that_trained(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """A seed whose every run at a depth failed (an error, not a divergence) is not in the
+    fit there, and the design's seed count says so (it reported the rounds' plan before)."""
+    calls: list[dict[str, Any]] = []
+    study = _fake_study(SHARP, calls, 0)
+
+    def failing_seed_3(ctx: ClaimContext, folder: str, tables: Mapping[str, Any],
+                       **kw: Any) -> list[dict[str, Any]]:
+        out = study(ctx, folder, tables, **kw)
+        return [{**r, "status": "failed", "running_loss": math.nan}
+                if r["seed"] == 3 and r["depth"] == 1 and "fine" in folder else r for r in out]
+
+    monkeypatch.setattr(sweeps, "run_claim_study", failing_seed_3)
+    monkeypatch.setattr(sweeps, "chance_loss", lambda _ctx, _arch: math.nan)
+    ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                       settings={"steps": 8, "refine": {"half_width": 0.75, "step": 0.25},
+                                 "data": {}})
+    sweeps.sweep_stages(ctx, "laws-s", {**SMOKE_ARCH, "seed_rounds": [4, 6, 8]})
+    measured = ctx.designs["laws-s"]["measured"]
+    assert measured["seq_seeds_s_L1"] == 3 and measured["seq_seeds_s_L2"] == 4
+
+
 def test_three_seeds_decide_a_sharp_law_in_one_round(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:

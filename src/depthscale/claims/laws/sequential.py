@@ -78,8 +78,8 @@ MAX_MORE = 64
 
 @dataclass(frozen=True)
 class DepthRow:
-    """One depth of a sequential sweep: grid and effective depth, seeds and runs on its fine
-    grid, the LRs its last round ran, its share of the slope's variance (NaN: not in the fit)
+    """One depth of a sequential sweep: grid and effective depth, seeds trained (not failed)
+    and runs on its fine grid, the LRs its last round ran, its share of the slope's variance (NaN: not in the fit)
     and the mean stored seconds per run of its fine runs."""
 
     depth: int
@@ -415,7 +415,7 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
                 continue
         break
     shares = variance_shares(law)
-    rows = tuple(DepthRow(d, eff[d], seeds[d], len(runs[d]), ran[d],
+    rows = tuple(DepthRow(d, eff[d], _seeds_trained(runs[d]), len(runs[d]), ran[d],
                           shares.get(eff[d], (math.nan, 0))[0], _per_run(runs, d))
                  for d in grids)
     design = Design(name, rounds, done, finding, stopped, rows)
@@ -434,6 +434,12 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
                                      scatter_blocks=scatter_blocks(law, parts))
     ctx.designs[name] = {"evidence": design.evidence(), "measured": design.measured()}
     return coarse, [r for d in grids for r in runs[d]]
+
+
+def _seeds_trained(runs: Sequence[Record]) -> int:
+    """The seeds at one depth with a run that trained (done or diverged, not failed): what
+    the fit holds there, whatever the rounds planned."""
+    return len({int(r["seed"]) for r in runs if r.get("status") != "failed"})
 
 
 def _per_run(runs: Mapping[int, Sequence[Record]], depth: int) -> float:
