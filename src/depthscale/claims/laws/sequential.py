@@ -79,8 +79,8 @@ MAX_MORE = 64
 @dataclass(frozen=True)
 class DepthRow:
     """One depth of a sequential sweep: grid and effective depth, seeds trained (not failed)
-    and runs on its fine grid, the LRs its last round ran, its share of the slope's variance (NaN: not in the fit)
-    and the mean stored seconds per run of its fine runs."""
+    and runs on its fine grid, the LRs its last round ran, its share of the slope's variance
+    (NaN: not in the fit) and the mean stored seconds per run of its fine runs."""
 
     depth: int
     effective_depth: int
