@@ -84,9 +84,12 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
 def _stored_path(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
                  suffix: str) -> Path:
     """``OUT/<folder_name>/<hash><suffix>``, the hash over ``key``, the claim's settings,
-    seed, scale and device (a changed setting or a negative control reads none of another's)."""
+    seed, scale, device and data folder (a changed setting or a negative control reads none
+    of another's)."""
     what = json.dumps({"key": key, "settings": ctx.settings, "seed": ctx.seed,
-                       "scale": ctx.scale, "device": ctx.device}, sort_keys=True, default=str)
+                       "scale": ctx.scale, "device": ctx.device,
+                       "data_dir": None if ctx.data_dir is None else str(ctx.data_dir)},
+                      sort_keys=True, default=str)
     return ctx.out_dir / folder_name / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}{suffix}"
 
 
