@@ -15,11 +15,10 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,6 +26,7 @@ import torch
 from depthscale import data as ds_data
 from depthscale.claims.registry import ClaimContext
 from depthscale.errors import ConfigError
+from depthscale.io.atomic import atomic_write
 from depthscale.studies.spec import study_from_tables
 from depthscale.studies.spec_toml import study_toml
 from depthscale.studies.store import open_store
@@ -93,15 +93,6 @@ def _stored_path(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
     return ctx.out_dir / folder_name / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}{suffix}"
 
 
-def _write_whole(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Write ``path`` under a temporary name, then rename it: a kill leaves no half file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}.part")
-    with partial.open("wb") as fh:
-        write(fh)
-    partial.replace(path)
-
-
 def stored_array(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
                  compute: Callable[[], np.ndarray]) -> np.ndarray:
     """``compute()``, kept in ``OUT/<folder_name>/`` (:func:`_stored_path`, ``.npy``) so that
@@ -112,7 +103,8 @@ def stored_array(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
         stored: np.ndarray = np.load(path)
         return stored
     value = np.asarray(compute())
-    _write_whole(path, lambda fh: np.save(fh, value))
+    with atomic_write(path, "wb") as fh:  # a kill leaves no half-written file
+        np.save(fh, value)
     return value
 
 
@@ -125,12 +117,8 @@ def stored_rows(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
         rows: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
         return rows
     value = compute()
-    text = json.dumps(value).encode("utf-8")
-
-    def write(fh: BinaryIO) -> None:
-        fh.write(text)
-
-    _write_whole(path, write)
+    with atomic_write(path) as fh:
+        json.dump(value, fh)
     return value
 
 
