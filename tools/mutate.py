@@ -160,6 +160,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the line beyond their seed noise (which seeds leave)",
         ("tests/claims/test_laws_sequential.py::"
          "test_lack_of_fit_is_the_scatter_beyond_seed_noise",)),
+    Mutation(
+        "prop6-backward-gia", "limits/sde/coupling.py",
+        "out: np.ndarray = p * (float(z @ g) / math.sqrt(pp)) + fresh - p * (float(p @ fresh) "
+        "/ pp)",
+        "out: np.ndarray = fresh",
+        "nfd Prop. 6 coupling: W_l^T g_l drawn independent of W_l's forward product (the GIA "
+        "assumed, the correlation the coupling measures dropped)",
+        ("tests/limits/test_limits_sde.py::"
+         "test_transposed_product_given_the_forward_one_has_the_explicit_weights_law",)),
 )
 
 

@@ -58,6 +58,11 @@ def test_nfd_limit_claims_run_and_claims_json_validates(smoke_claims: None, tmp_
             assert fig6["measured"][f"min_eig_{part}_{key}"] > 0
         assert f"slope_{part}_vs_width_ci_low" in fig6["measured"]
     assert fig6["measured"]["min_eig_sigma_over_solver_floor"] > 1e6
+    # the limit's value per part: the parts split Theta's positions, so its min is theirs
+    lim = fig6["measured"]
+    assert lim["limit_min_eig_theta"] == min(lim["limit_min_eig_theta_inner"],
+                                             lim["limit_min_eig_theta_readout"])
+    assert lim["limit_min_eig_sigma"] > 0
 
 
 def _trend(values: list[list[float]], ratio: float = 10.0) -> eigenvalues.EigTrend:

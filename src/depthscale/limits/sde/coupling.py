@@ -174,22 +174,49 @@ def _weights(seq: np.random.SeedSequence, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _forward_trial(xv: np.ndarray, act: Activation, T: float, sde_step: np.ndarray,
-                   seqs: list[np.random.SeedSequence], m: ResNetMultipliers, n: int, L: int
-                   ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """The network's ``h_l`` and the coupled forward SDE particles ``h^sde_l``, ``l = 0..L``
-    (the coupling of :func:`coupled_finite_network`, weights from ``seqs[l]``)."""
+                   seqs: list[np.random.SeedSequence], m: ResNetMultipliers, n: int, L: int,
+                   explicit_weights: bool) -> tuple[list[np.ndarray], list[np.ndarray],
+                                                    list[np.ndarray]]:
+    """The network's ``h_l``, the coupled forward SDE particles ``h^sde_l`` (``l = 0..L``) and
+    each layer's normalised increment ``z_l = W_l phi(h_{l-1}) / |phi(h_{l-1})|`` (the coupling
+    of :func:`coupled_finite_network`). With ``explicit_weights`` ``W_l`` is drawn from
+    ``seqs[l]``; otherwise ``z_l`` is drawn directly from ``seqs[l]``: given ``h_{l-1}``,
+    ``W_l phi(h_{l-1})`` is ``N(0, |phi(h_{l-1})|^2 I)``, the same law."""
     h = resnet_input(_weights(seqs[0], (n, xv.shape[0])), xv, m)
     h_sde = h.copy()
-    hs, hs_sde = [h], [h_sde]
+    hs, hs_sde, zs = [h], [h_sde], []
     for layer in range(L):
         phi_h = act.phi(h)
-        delta = resnet_branch(_weights(seqs[layer + 1], (n, n)), phi_h, m)
+        norm = float(np.linalg.norm(phi_h))
+        if explicit_weights:
+            u = _weights(seqs[layer + 1], (n, n)) @ phi_h
+            delta = m.branch * u  # resnet_branch: a_branch W_l phi(h_{l-1})
+            z = u / norm if norm > 0 else np.zeros(n)
+        else:
+            z = _weights(seqs[layer + 1], (n,))
+            delta = m.branch * norm * z  # a_branch W_l phi(h_{l-1}) in law
         s_l = math.sqrt(T / L * float(np.mean(phi_h * phi_h)))
-        z = delta / s_l if s_l > 0 else np.zeros(n)
-        h, h_sde = h + delta, h_sde + sde_step[layer] * z
+        z_sde = delta / s_l if s_l > 0 else np.zeros(n)
+        h, h_sde = h + delta, h_sde + sde_step[layer] * z_sde
         hs.append(h)
         hs_sde.append(h_sde)
-    return hs, hs_sde
+        zs.append(z)
+    return hs, hs_sde, zs
+
+
+def _transposed_given_forward(p: np.ndarray, z: np.ndarray, g: np.ndarray,
+                              seq: np.random.SeedSequence) -> np.ndarray:
+    """A draw of ``W^T g`` given ``W p = |p| z`` and ``g``, for ``W`` with i.i.d. N(0, 1)
+    entries and ``g`` a function of ``W`` only through ``W p``: conditioning the Gaussian ``W``
+    on ``W p`` leaves ``W = |p| z p^T / |p|^2 + W' (I - p p^T / |p|^2)`` with ``W'`` i.i.d. and
+    independent of ``g``, so ``W^T g = p (z . g) / |p| + (I - p p^T / |p|^2) |g| z'`` with
+    ``z' ~ N(0, I)`` from ``seq``. O(n) time and memory instead of O(n^2)."""
+    pp = float(p @ p)
+    fresh = float(np.linalg.norm(g)) * _weights(seq, (p.shape[0],))
+    if pp == 0.0:
+        return fresh
+    out: np.ndarray = p * (float(z @ g) / math.sqrt(pp)) + fresh - p * (float(p @ fresh) / pp)
+    return out
 
 
 def coupled_finite_network_backward(
@@ -201,6 +228,7 @@ def coupled_finite_network_backward(
     seed: int = 0,
     *,
     trials: int = 1,
+    explicit_weights: bool = True,
 ) -> CouplingResult:
     """Mean-square distance between a finite network's backward states and the backward SDE
     (nfd Prop. 6), by synchronous coupling.
@@ -217,7 +245,11 @@ def coupled_finite_network_backward(
 
     ``mse[l]`` is the mean over coordinates and trials of ``(g_l - g^sde_l)^2``; ``times`` are
     ``t_l``. Weights are regenerated from per-layer seeds for the backward pass, so memory is
-    O(n^2), time O(L n^2) per trial.
+    O(n^2), time O(L n^2) per trial. ``explicit_weights=False`` draws the same joint law of the
+    forward and backward passes in O(L n) time and memory without forming any W_l: the forward
+    increment from its Gaussian law given ``h`` and ``W_l^T g_l`` from the Gaussian
+    conditioning of ``W_l`` on its forward product (:func:`_transposed_given_forward`), which
+    keeps the forward-backward correlation through the shared ``W_l`` that Prop. 6 is about.
     """
     xv, act, T, n, L, trials = _coupling_args(x, phi, T, width, depth, trials)
     q, theta = _backward_limit(xv, phi, act, T, L)
@@ -226,14 +258,16 @@ def coupled_finite_network_backward(
     mse = np.zeros((trials, L + 1))
     second = np.zeros(L + 1)
     for trial, trial_seq in enumerate(np.random.SeedSequence(seed).spawn(trials)):
-        seqs = trial_seq.spawn(L + 2)
-        hs, hs_sde = _forward_trial(xv, act, T, sde_step, seqs, m, n, L)
+        seqs = trial_seq.spawn(2 * L + 2)
+        hs, hs_sde, zs = _forward_trial(xv, act, T, sde_step, seqs, m, n, L, explicit_weights)
         g = _weights(seqs[L + 1], (n,))
         g_sde = g.copy()
         mse[trial, L] = 0.0
         second[L] += float(np.mean(g * g)) / trials
         for layer in range(L, 0, -1):
-            back = _weights(seqs[layer], (n, n)).T @ g
+            back = (_weights(seqs[layer], (n, n)).T @ g if explicit_weights else
+                    _transposed_given_forward(act.phi(hs[layer - 1]), zs[layer - 1], g,
+                                              seqs[L + 1 + layer]))
             norm = float(np.linalg.norm(g))
             z = back / norm if norm > 0 else np.zeros(n)
             g = g + resnet_branch_backward(back, act.dphi(hs[layer - 1]), m)
