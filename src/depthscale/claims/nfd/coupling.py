@@ -239,8 +239,7 @@ def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
     # large enough that the 1/n floor sits below the depth term: with explicit weights at
     # n = 4096 (medium until 2026-11-26) the error was flat in L, at the floor b/n = 7e-5.
     quick={**_COUPLING_QUICK, "phi": "tanh", "widths": [64, 128, 256, 512, 1024],
-           "depth_at": 16, "depths": [2, 4, 8, 16], "width_at": 2**18, "trials": 8,
-           "width_trials": 48},
+           "depth_at": 16, "depths": [2, 4, 8, 16], "width_at": 2**18, "trials": 8},
     medium={**_COUPLING_QUICK, "phi": "tanh", "widths": [64, 128, 256, 512, 1024, 2048],
             "depth_at": 16, "depths": [2, 4, 8, 16], "width_at": 2**20, "trials": 16},
     full={**_COUPLING_QUICK, "phi": "tanh", "widths": [64, 128, 256, 512, 1024, 2048],
