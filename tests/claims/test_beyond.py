@@ -233,6 +233,41 @@ def test_joint_paths_give_growing_widths() -> None:
         joint_widths(0.5, 1, [1, 2, 3])  # round(sqrt(2)) = round(sqrt(1)) + 0 = 1
 
 
+def test_joint_limit_without_its_contrast_fails_and_says_how_many_pairs_would_resolve_it(
+) -> None:
+    """The medium run's numbers (2026-11-26): standard nets do not converge to Def. 1 on two
+    paths, but the decoupled contrast's gap at L = 4 (0.037) is within 3x its noise (0.025,
+    16 pairs), so the check is not shown to see convergence: FAIL, not REFUTED, and the reason
+    names the pairs that would resolve it, 16 (3 x 0.0251 / 0.0374)^2 = 64.9 -> 65."""
+    from depthscale.claims.beyond.joint_limit import JointMeasures, JointPath, judge_joint_limit
+    from depthscale.claims.nfd import SizeSeries
+
+    def series(label: str, values: tuple[float, float], noise: tuple[float, float],
+               slope: float, ci: tuple[float, float]) -> SizeSeries:
+        return SizeSeries(label, (4, 64), values, noise, slope, ci, 16)
+
+    path = JointPath([4, 64], [128, 2048])
+    std = {name: {"def1": series(f"standard nets, {name} vs Def. 1", (0.039, 0.044),
+                                 (0.026, 0.0071), slope, ci)}
+           for name, slope, ci in (("n=L", 0.06, (-0.06, 0.19)),
+                                   ("n=sqrt(L)", 0.11, (0.03, 0.19)))}
+    dec = series("decoupled nets, n=L vs Def. 1", (0.0374, 0.0113), (0.0251, 0.0064), -0.46,
+                 (-0.90, -0.02))
+    seq = series("solver", (0.040, 0.055), (0.0003, 0.0007), 0.09, (0.08, 0.11))
+    m = JointMeasures({"n=L": path, "n=sqrt(L)": path}, "n=L", std, dec, seq, [], {})
+    decision = judge_joint_limit(m).decision
+    assert decision is not None
+    verdict, reason = decision
+    assert verdict == "FAIL" and "contrast: NOT seen" in reason
+    assert "at least 65 pairs would resolve it" in reason
+    # resolved at L = 4 and within noise at L = 64: the contrast is seen, the claim REFUTED
+    seen = replace(m, dec=series("decoupled", (0.0374, 0.0113), (0.01, 0.0064), -0.46,
+                                 (-0.90, -0.02)))
+    decision = judge_joint_limit(seen).decision
+    assert decision is not None and decision[0] == "REFUTED"
+    assert "pairs would resolve" not in decision[1]
+
+
 def test_joint_limit_refuses_an_unknown_contrast_path_before_work(tmp_path: Path) -> None:
     c = CLAIMS["beyond-joint-limit"]
     settings = {**c.settings["smoke"], "contrast_path": "n=L^3"}

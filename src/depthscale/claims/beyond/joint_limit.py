@@ -25,6 +25,7 @@ Settings -> :func:`measure_joint_limit` -> :func:`judge_joint_limit` ->
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -223,6 +224,18 @@ def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
     return JointMeasures(paths, s["contrast_path"], std, dec, sequential, rows, measured)
 
 
+def _contrast_pairs(dec: SizeSeries, seen: bool) -> str:
+    """Where the contrast is not seen because the decoupled nets' gap at the smallest size is
+    within 3x its noise: the pairs that would resolve it, the noise falling like
+    1/sqrt(pairs) (the pooled gap itself may shrink as its noise does: a lower bound)."""
+    if seen or not dec.values or not within_noise(dec, 0) or not dec.values[0] > 0:
+        return ""
+    need = math.ceil(dec.replicates * (3 * dec.noise[0] / dec.values[0]) ** 2)
+    return (f"; at L = {dec.sizes[0]} their gap {dec.values[0]:.2g} is within 3x its noise "
+            f"{dec.noise[0]:.2g} ({dec.replicates} pairs): at least {need} pairs would resolve "
+            "it (noise ~ 1/sqrt(pairs))")
+
+
 def judge_joint_limit(m: JointMeasures) -> Judgement:
     """Each path is a route (:func:`~depthscale.claims.nfd.series_route`, band: slope
     <= -0.3); the contrast, required before calling the hypothesis refuted, is the decoupled
@@ -237,7 +250,7 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
     contrast_evidence = (f"decoupled nets must converge to Def. 1 along {m.contrast_path}: "
                          f"{'yes' if contrast else 'no'} ({dec_route.evidence}"
                          + ("; within 3x its noise of Def. 1 at the largest size" if reached
-                            else "") + ")")
+                            else "") + _contrast_pairs(m.dec, contrast) + ")")
     decision = gate_on_noise(
         routes_verdict(routes, contrast_seen=contrast, contrast_evidence=contrast_evidence),
         [(route, m.std[name]["def1"]) for route, name in zip(routes, m.paths, strict=True)],
