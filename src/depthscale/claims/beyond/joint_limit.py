@@ -226,14 +226,20 @@ def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
 
 def _contrast_pairs(dec: SizeSeries, seen: bool) -> str:
     """Where the contrast is not seen because the decoupled nets' gap at the smallest size is
-    within 3x its noise: the pairs that would resolve it, the noise falling like
-    1/sqrt(pairs) (the pooled gap itself may shrink as its noise does: a lower bound)."""
-    if seen or not dec.values or not within_noise(dec, 0) or not dec.values[0] > 0:
+    within 3x its noise: the pairs k that would resolve it. The gap is an RMS over steps of a
+    pair mean, so its square carries the noise's: E[value^2] = gap^2 + noise^2, with
+    noise^2 ~ 1/pairs; resolved needs gap^2 > 8 noise_k^2, i.e.
+    k > 8 noise^2 pairs / (value^2 - noise^2)."""
+    if seen or not dec.values or not within_noise(dec, 0):
         return ""
-    need = math.ceil(dec.replicates * (3 * dec.noise[0] / dec.values[0]) ** 2)
-    return (f"; at L = {dec.sizes[0]} their gap {dec.values[0]:.2g} is within 3x its noise "
-            f"{dec.noise[0]:.2g} ({dec.replicates} pairs): at least {need} pairs would resolve "
-            "it (noise ~ 1/sqrt(pairs))")
+    value, noise, pairs = dec.values[0], dec.noise[0], dec.replicates
+    said = (f"; at L = {dec.sizes[0]} their gap {value:.2g} is within 3x its noise {noise:.2g} "
+            f"({pairs} pairs)")
+    if not value > noise:
+        return said + ", not resolved from 0 at all: this run cannot say how many pairs would"
+    need = math.ceil(8 * noise**2 * pairs / (value**2 - noise**2))
+    return said + (f": about {need} pairs would resolve it (the gap net of its noise, "
+                   f"{math.sqrt(value**2 - noise**2):.2g}, against noise ~ 1/sqrt(pairs))")
 
 
 def judge_joint_limit(m: JointMeasures) -> Judgement:
