@@ -1,6 +1,7 @@
-"""nfd-fig2's reading of the T sweep (nfd Fig. 2a), decided on seed-paired intervals: a
-moderate T improves on the smallest, the largest T is worse. No argmin of means decides it,
-so float rounding of another machine cannot flip the verdict (issue 25)."""
+"""nfd-fig2's reading of the T sweep (nfd Fig. 2a-b), decided on seed-paired intervals: a
+moderate T improves on the smallest, the largest T is worse, on the train loss and on the test
+loss. No argmin of means decides it, so float rounding of another machine cannot flip the
+verdict (issue 25)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ from depthscale.claims.nfd.training import seed_rounds
 TS = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
 
 
-def _measure(table: list[list[float]], looks: int = 1) -> Fig2Measure:
-    """A measure from per-T lists of per-seed losses (inf = diverged)."""
+def _measure(table: list[list[float]], looks: int = 1,
+             test: list[list[float]] | None = None) -> Fig2Measure:
+    """A measure from per-T lists of per-seed train losses (inf = diverged) and, if given,
+    test losses."""
     per_seed = [dict(enumerate(row)) for row in table]
     means = [float(np.mean([v for v in row if math.isfinite(v)])) for row in table]
     diverged = [sum(not math.isfinite(v) for v in row) / len(row) for row in table]
-    return Fig2Measure([], [5], TS[:len(table)], means, diverged, per_seed, looks=looks)
+    return Fig2Measure([], [5], TS[:len(table)], means, diverged, per_seed, looks=looks,
+                       test_per_seed=[dict(enumerate(row)) for row in test or []])
 
 
 def _issue_case(rng: np.random.Generator, n: int = 3) -> list[list[float]]:
@@ -68,7 +72,7 @@ def test_T_that_does_not_enter_the_net_fails() -> None:
     table = [[1.5, 1.6, 1.4]] * 7
     decision = judge_fig2(_measure(table)).decision
     assert decision is not None and decision[0] == "FAIL", decision
-    assert "a moderate T improves on the smallest: contradicts" in decision[1]
+    assert "a moderate T improves on the smallest (train loss): contradicts" in decision[1]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -85,7 +89,7 @@ def test_verdict_is_unchanged_by_float_rounding(seed: int) -> None:
 
 def test_paired_comparison_excludes_diverged_seeds_and_pairs_by_seed() -> None:
     m = _measure([[2.0, 3.0, math.inf], [1.0, 1.5, 1.0]])
-    c = compare(m, 0, 1, level=0.95)
+    c = compare(m.Ts, m.per_seed, 0, 1, level=0.95)
     assert c.seeds == 2 and c.mean == pytest.approx(1.25)
     # t(1) 97.5% quantile 12.706, sd of (1.0, 1.5) = 0.3536, n = 2
     assert c.high - c.mean == pytest.approx(12.7062 * 0.35355 / math.sqrt(2), rel=1e-4)
@@ -107,3 +111,37 @@ def test_looks_and_interior_Ts_widen_the_intervals() -> None:
     width_three = (three["improvement_ci_high"]  # type: ignore[operator]
                    - three["improvement_ci_low"])
     assert width_three > width_one
+
+
+def _clear_case() -> list[list[float]]:
+    """T = 4 clearly better than T = 0.5, T = 32 clearly worse than T = 16 (6 seeds)."""
+    table = [[1.8 + 0.01 * k for k in range(6)] for _ in range(5)]
+    table[3] = [1.2 + 0.01 * k for k in range(6)]
+    table.append([1.0 + 0.02 * k for k in range(6)])
+    table.append([2.0 + 0.03 * k for k in range(6)])
+    return table
+
+
+def test_the_test_loss_is_judged_too_and_every_half_on_both_must_hold() -> None:
+    """Fig. 2b: the same halves on the test loss. A clear train panel with a test loss that
+    no T changes (every paired difference 0) is a contradiction: FAIL; with the test loss as
+    clear as the train loss: PASS, with the test panel's numbers among the measured values."""
+    flat = [[1.5, 1.6, 1.4, 1.5, 1.6, 1.4]] * 7
+    decision = judge_fig2(_measure(_clear_case(), test=flat)).decision
+    assert decision is not None and decision[0] == "FAIL", decision
+    assert "a moderate T improves on the smallest (test loss): contradicts" in decision[1]
+    both = judge_fig2(_measure(_clear_case(), test=_clear_case()))
+    assert both.decision is not None and both.decision[0] == "PASS", both.decision
+    assert both.measured["test_largest_T_excess_ci_low"] > 0  # type: ignore[operator]
+    assert both.measured["test_best_T"] == 16.0
+    assert "x 2 loss(es)" in both.note
+
+
+def test_judging_the_test_loss_widens_every_interval() -> None:
+    """Bonferroni over the two losses: the train panel's interval is wider with a test panel
+    beside it (level 1 - 0.05/(5 x 1 x 2) against 1 - 0.05/5)."""
+    alone = judge_fig2(_measure(_clear_case())).measured
+    with_test = judge_fig2(_measure(_clear_case(), test=_clear_case())).measured
+    width = [m["improvement_ci_high"] - m["improvement_ci_low"]  # type: ignore[operator]
+             for m in (alone, with_test)]
+    assert width[1] > width[0]

@@ -1,14 +1,17 @@
 """nfd Fig. 2: the time horizon T of depth-muP (branch sqrt(T/(L n)), nfd Eq. 1).
 
-A moderate T improves the trained loss; a very large T destabilises training (Fig. 2a); full
-scale adds the T x L grid of Fig. 2c-d. The runs are the study
+A moderate T improves the trained loss; a very large T destabilises training and degrades
+performance. The paper evaluates "both training and test performance" (Fig. 2a-b), so both
+are judged: the final train loss (capacity) and the test loss (performance). Full scale adds
+the T x L grid of Fig. 2c-d. The runs are the study
 :func:`~depthscale.claims.nfd.training.fig2_tables`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from depthscale.claims.common import metric, run_claim_study
 from depthscale.claims.nfd.figures import draw_fig2
@@ -38,9 +41,11 @@ FAMILY_LEVEL = 0.95
 @dataclass(frozen=True)
 class Fig2Measure:
     """nfd-fig2's runs (``rows``: one per depth, T and seed) and, at the main depth, the T's
-    swept with the mean final train loss, the diverged fraction and each seed's loss per T
-    (``per_seed[i][seed]``; +inf where the run diverged); ``looks``: the seed rounds the
-    sequential design may take (their number enters the comparisons' level)."""
+    swept with the mean final train loss, the diverged fraction and each seed's train loss per
+    T (``per_seed[i][seed]``; +inf where the run diverged); ``looks``: the seed rounds the
+    sequential design may take (their number enters the comparisons' level); ``test_per_seed``
+    each seed's test loss per T, the second panel (Fig. 2b; none: only the train loss is
+    judged)."""
 
     rows: Rows
     depths: list[int]
@@ -49,6 +54,12 @@ class Fig2Measure:
     diverged: list[float]
     per_seed: list[dict[int, float]]
     looks: int = 1
+    test_per_seed: list[dict[int, float]] = field(default_factory=list)
+
+    def panels(self) -> list[tuple[str, list[dict[int, float]]]]:
+        """The losses judged, by name: the train loss, and the test loss where measured."""
+        return [("train loss", self.per_seed)] + (
+            [("test loss", self.test_per_seed)] if self.test_per_seed else [])
 
 
 @dataclass(frozen=True)
@@ -73,13 +84,14 @@ class Comparison:
                 f"[{self.low:+.3f}, {self.high:+.3f}] over {self.seeds} seeds")
 
 
-def compare(m: Fig2Measure, i: int, j: int, level: float) -> Comparison:
+def compare(Ts: Sequence[float], per_seed: Sequence[dict[int, float]], i: int, j: int,
+            level: float) -> Comparison:
     """loss(T_i) - loss(T_j), paired by seed over the seeds where both runs trained."""
-    seeds = sorted(set(m.per_seed[i]) & set(m.per_seed[j]))
-    diffs = [m.per_seed[i][sd] - m.per_seed[j][sd] for sd in seeds
-             if math.isfinite(m.per_seed[i][sd]) and math.isfinite(m.per_seed[j][sd])]
+    seeds = sorted(set(per_seed[i]) & set(per_seed[j]))
+    diffs = [per_seed[i][sd] - per_seed[j][sd] for sd in seeds
+             if math.isfinite(per_seed[i][sd]) and math.isfinite(per_seed[j][sd])]
     mean, low, high = mean_ci(diffs, level=level)
-    return Comparison(m.Ts[i], m.Ts[j], len(diffs), mean, low, high)
+    return Comparison(Ts[i], Ts[j], len(diffs), mean, low, high)
 
 
 def measure_fig2(ctx: ClaimContext, seeds: int | None = None) -> Fig2Measure:
@@ -98,14 +110,17 @@ def measure_fig2(ctx: ClaimContext, seeds: int | None = None) -> Fig2Measure:
                   key=lambda r: (depths.index(r["depth"]), r["T"], r["seed"]))
     main = next(sc for sc in scan_axis(records, "plan.T", "final", "depth")
                 if sc.depth == s["depth"])
-    per_seed: list[dict[int, float]] = [{} for _ in main.values]
+    panels: dict[str, list[dict[int, float]]] = {
+        key: [{} for _ in main.values] for key in ("train_loss", "test_loss")}
     for r in rows:
         if r["depth"] == s["depth"] and r["status"] in ("done", "diverged"):
-            loss = r["train_loss"]
-            per_seed[list(main.values).index(r["T"])][int(r["seed"])] = (
-                math.inf if r["status"] == "diverged" or loss is None else float(loss))
+            for key, per_seed in panels.items():
+                loss = r[key]
+                per_seed[list(main.values).index(r["T"])][int(r["seed"])] = (
+                    math.inf if r["status"] == "diverged" or loss is None else float(loss))
     return Fig2Measure(rows, depths, list(main.values), list(main.losses), list(main.diverged),
-                       per_seed, looks=len(seed_rounds(ctx.settings)))
+                       panels["train_loss"], looks=len(seed_rounds(ctx.settings)),
+                       test_per_seed=panels["test_loss"])
 
 
 def _strongest(comps: list[Comparison]) -> tuple[Comparison, set[str]]:
@@ -115,12 +130,13 @@ def _strongest(comps: list[Comparison]) -> tuple[Comparison, set[str]]:
     return best, {c.finding for c in comps}
 
 
-def _improves(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | None]:
+def _improves(m: Fig2Measure, per_seed: list[dict[int, float]],
+              level: float) -> tuple[str, str, Comparison | None]:
     """"A moderate T improves the loss": some interior T (no seed diverged) trains to a lower
     loss than the smallest T, on the seed-paired interval; contradicted when every interior T
     is worse or no better (interval at or below 0)."""
     stable = [i for i in range(1, len(m.Ts) - 1) if m.diverged[i] == 0]
-    comps = [compare(m, 0, i, level) for i in stable]
+    comps = [compare(m.Ts, per_seed, 0, i, level) for i in stable]
     if not comps:
         return "contradicts", "every interior T diverged on some seed", None
     best, findings = _strongest(comps)
@@ -129,7 +145,8 @@ def _improves(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | None
     return finding, best.text(), best
 
 
-def _destabilises(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | None]:
+def _destabilises(m: Fig2Measure, per_seed: list[dict[int, float]],
+                  level: float) -> tuple[str, str, Comparison | None]:
     """"A very large T destabilises": the largest T diverges on at least half the seeds while
     an interior T trains on all, or it trains to a higher loss than some interior T (seed-paired
     interval above 0); contradicted when it diverges on no seed and is no worse than every
@@ -138,7 +155,7 @@ def _destabilises(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | 
     stable = [i for i in range(1, last) if m.diverged[i] == 0]
     if m.diverged[last] >= 0.5 and stable:
         return "supports", f"T={m.Ts[last]:g} diverged on {m.diverged[last]:.0%} of seeds", None
-    comps = [compare(m, last, i, level) for i in stable]
+    comps = [compare(m.Ts, per_seed, last, i, level) for i in stable]
     if not comps:
         return "undecided", "no interior T trained on every seed", None
     best, findings = _strongest(comps)
@@ -148,37 +165,52 @@ def _destabilises(m: Fig2Measure, level: float) -> tuple[str, str, Comparison | 
     return finding, best.text(), best
 
 
+def _panel_mean(per_seed: dict[int, float]) -> float:
+    """The mean over the seeds that trained (nan where none did)."""
+    finite = [v for v in per_seed.values() if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
 def judge_fig2(m: Fig2Measure) -> Judgement:
-    """Both halves of nfd Fig. 2a decided on seed-paired intervals, never on an argmin of
-    means: a moderate T improves on the smallest (:func:`_improves`), the largest T is worse
-    (:func:`_destabilises`). The intervals' level is Bonferroni-corrected over the interior T's
-    and the seed rounds, so the family of comparisons holds at :data:`FAMILY_LEVEL`."""
+    """Both halves of nfd Fig. 2a-b decided on seed-paired intervals, never on an argmin of
+    means, on each judged loss (the train loss; the test loss where measured, Fig. 2b): a
+    moderate T improves on the smallest (:func:`_improves`), the largest T is worse
+    (:func:`_destabilises`). PASS needs every half on every loss. The intervals' level is
+    Bonferroni-corrected over the interior T's, the seed rounds and the losses, so the family
+    of comparisons holds at :data:`FAMILY_LEVEL`."""
     interior = max(1, len(m.Ts) - 2)
-    level = 1.0 - (1.0 - FAMILY_LEVEL) / (interior * m.looks)
-    improve, improve_text, ci = _improves(m, level)
-    worse, worse_text, wi = _destabilises(m, level)
-    finite = [i for i, v in enumerate(m.losses) if math.isfinite(v)]
-    best = min(finite, key=lambda i: m.losses[i]) if finite else len(m.Ts) - 1
-    measured = {
-        "best_T": float(m.Ts[best]),
+    panels = m.panels()
+    level = 1.0 - (1.0 - FAMILY_LEVEL) / (interior * m.looks * len(panels))
+    measured: dict[str, float | None] = {
         "seeds": float(min(len(d) for d in m.per_seed) if m.per_seed else 0),
-        "improvement_over_smallest_T": None if ci is None else finite_or_none(ci.mean),
-        "improvement_ci_low": None if ci is None else finite_or_none(ci.low),
-        "improvement_ci_high": None if ci is None else finite_or_none(ci.high),
-        "largest_T_excess_loss": None if wi is None else finite_or_none(wi.mean),
-        "largest_T_excess_ci_low": None if wi is None else finite_or_none(wi.low),
-        "largest_T_excess_ci_high": None if wi is None else finite_or_none(wi.high),
         "diverged_fraction_largest_T": m.diverged[-1],
     }
-    decision = findings_verdict({
-        "a moderate T improves on the smallest": (improve, improve_text),
-        "the largest T is worse": (worse, worse_text),
-    })
+    findings: dict[str, tuple[str, str]] = {}
+    notes = []
+    for name, per_seed in panels:
+        improve, improve_text, ci = _improves(m, per_seed, level)
+        worse, worse_text, wi = _destabilises(m, per_seed, level)
+        means = [_panel_mean(d) for d in per_seed]
+        finite = [i for i, v in enumerate(means) if math.isfinite(v)]
+        best = min(finite, key=lambda i: means[i]) if finite else len(m.Ts) - 1
+        tag = "" if name == "train loss" else "test_"  # the train loss keeps its keys
+        measured |= {
+            f"{tag}best_T": float(m.Ts[best]),
+            f"{tag}improvement_over_smallest_T": None if ci is None else finite_or_none(ci.mean),
+            f"{tag}improvement_ci_low": None if ci is None else finite_or_none(ci.low),
+            f"{tag}improvement_ci_high": None if ci is None else finite_or_none(ci.high),
+            f"{tag}largest_T_excess_loss": None if wi is None else finite_or_none(wi.mean),
+            f"{tag}largest_T_excess_ci_low": None if wi is None else finite_or_none(wi.low),
+            f"{tag}largest_T_excess_ci_high": None if wi is None else finite_or_none(wi.high),
+        }
+        findings[f"a moderate T improves on the smallest ({name})"] = (improve, improve_text)
+        findings[f"the largest T is worse ({name})"] = (worse, worse_text)
+        notes.append(f"{name}: best interior comparison {improve_text}; largest T {worse_text}; "
+                     "mean per T " + ", ".join(f"{T:g}: {v:.3f}"
+                                               for T, v in zip(m.Ts, means, strict=True)))
     note = (f"intervals at level {level:.4f} (Bonferroni over {interior} interior T's x "
-            f"{m.looks} seed round(s)); best interior comparison: {improve_text}; largest T: "
-            f"{worse_text}; mean loss per T: " + ", ".join(
-                f"{T:g}: {v:.3f}" for T, v in zip(m.Ts, m.losses, strict=True)))
-    return Judgement(measured, decision=decision, note=note)
+            f"{m.looks} seed round(s) x {len(panels)} loss(es)); " + "; ".join(notes))
+    return Judgement(measured, decision=findings_verdict(findings), note=note)
 
 
 def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
@@ -219,7 +251,8 @@ def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
         paper="T = 2 helps at depth 5; T = 32 is unstable and worse",
         ref="Prop. 5, Fig. 2a-b",
         criterion="a moderate T beats the smallest and the largest T is worse, each on a "
-                  "seed-paired interval (Bonferroni over T's and seed rounds)",
+                  "seed-paired interval, on the train and the test loss (Bonferroni over T's, "
+                  "seed rounds and the two losses)",
         statement="Moderate increases in T yield better performance, but excessively large values "
                   "introduce training instability that outweighs the theoretical capacity gains "
                   "(Fig. 2: at depth 5, moderate T (e.g., 2) improves performance, very large T "
