@@ -212,7 +212,7 @@ def judge_fig6(m: Fig6Measure) -> Judgement:
             m.limit_parts[tr.name], tr.means[-1], tr.widths[-1])
             if tr.name == "theta_readout" else decide))
     measured: dict[str, float | None] = {
-        "limit_min_eig_sigma": finite_or_none(float(m.limit_curves["sigma"].min())),
+        # Sigma's one part spans every position: its key is limit_min_eig_sigma
         "limit_min_eig_theta": finite_or_none(float(m.limit_curves["theta"].min())),
         **{f"limit_min_eig_{name}": finite_or_none(v) for name, v in m.limit_parts.items()},
     }

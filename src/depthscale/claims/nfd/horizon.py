@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from depthscale.claims.common import metric, run_claim_study
+from depthscale.claims.common import mean_finite, metric, run_claim_study
 from depthscale.claims.nfd.figures import draw_fig2
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import (
@@ -165,12 +165,6 @@ def _destabilises(m: Fig2Measure, per_seed: list[dict[int, float]],
     return finding, best.text(), best
 
 
-def _panel_mean(per_seed: dict[int, float]) -> float:
-    """The mean over the seeds that trained (nan where none did)."""
-    finite = [v for v in per_seed.values() if math.isfinite(v)]
-    return sum(finite) / len(finite) if finite else math.nan
-
-
 def judge_fig2(m: Fig2Measure) -> Judgement:
     """Both halves of nfd Fig. 2a-b decided on seed-paired intervals, never on an argmin of
     means, on each judged loss (the train loss; the test loss where measured, Fig. 2b): a
@@ -190,7 +184,7 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
     for name, per_seed in panels:
         improve, improve_text, ci = _improves(m, per_seed, level)
         worse, worse_text, wi = _destabilises(m, per_seed, level)
-        means = [_panel_mean(d) for d in per_seed]
+        means = [mean_finite(list(d.values())) for d in per_seed]
         finite = [i for i, v in enumerate(means) if math.isfinite(v)]
         best = min(finite, key=lambda i: means[i]) if finite else len(m.Ts) - 1
         tag = "" if name == "train loss" else "test_"  # the train loss keeps its keys
