@@ -169,6 +169,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "assumed, the correlation the coupling measures dropped)",
         ("tests/limits/test_limits_sde.py::"
          "test_transposed_product_given_the_forward_one_has_the_explicit_weights_law",)),
+    Mutation(
+        "joint-contrast-1x-noise", "claims/beyond/joint_limit.py",
+        "return math.isfinite(value) and math.isfinite(noise) and value > 3 * noise",
+        "return math.isfinite(value) and math.isfinite(noise) and value > noise",
+        "beyond-joint-limit's contrast: the decoupled nets' gap at the smallest size called "
+        "resolved at 1x its noise, not 3x (a noise-sized gap taken for convergence, and a "
+        "refutation granted on it)",
+        ("tests/claims/test_beyond.py::"
+         "test_joint_limit_without_its_contrast_fails_and_says_how_many_pairs_would_resolve_it",)),
 )
 
 

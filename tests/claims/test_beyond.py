@@ -9,6 +9,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -246,7 +247,8 @@ def test_joint_limit_without_its_contrast_fails_and_says_how_many_pairs_would_re
 
     def series(label: str, values: tuple[float, float], noise: tuple[float, float],
                slope: float, ci: tuple[float, float]) -> SizeSeries:
-        return SizeSeries(label, (4, 64), values, noise, slope, ci, 16)
+        value_ci = tuple((v - 2.2 * z, v + 2.2 * z) for v, z in zip(values, noise, strict=True))
+        return SizeSeries(label, (4, 64), values, noise, slope, ci, 16, value_ci)
 
     path = JointPath([4, 64], [128, 2048])
     std = {name: {"def1": series(f"standard nets, {name} vs Def. 1", (0.039, 0.044),
@@ -256,32 +258,99 @@ def test_joint_limit_without_its_contrast_fails_and_says_how_many_pairs_would_re
     dec = series("decoupled nets, n=L vs Def. 1", (0.0374, 0.0113), (0.0251, 0.0064), -0.46,
                  (-0.90, -0.02))
     seq = series("solver", (0.040, 0.055), (0.0003, 0.0007), 0.09, (0.08, 0.11))
-    m = JointMeasures({"n=L": path, "n=sqrt(L)": path}, "n=L", std, dec, seq, [], {})
+
+    def first(value: float, noise: float, pairs: int) -> SizeSeries:
+        return SizeSeries("decoupled at L = 4", (4,), (value,), (noise,), math.nan,
+                          (math.nan, math.nan), pairs)
+
+    learned = SizeSeries("decoupled vs feedback-alignment", (4,), (0.015,), (0.0014,),
+                         math.nan, (math.nan, math.nan), 16)
+    m = JointMeasures({"n=L": path, "n=sqrt(L)": path}, "n=L", std, dec,
+                      first(0.0374, 0.0251, 16), seq, learned, [], {})
     decision = judge_joint_limit(m).decision
     assert decision is not None
     verdict, reason = decision
     assert verdict == "FAIL" and "contrast: NOT seen" in reason
     assert "about 105 pairs would resolve it" in reason
     # a gap no larger than its noise is not resolved from 0: no number of pairs is promised
-    flat = replace(m, dec=series("decoupled", (0.02, 0.0113), (0.0251, 0.0064), -0.2,
-                                 (-0.90, 0.5)))
+    flat = replace(m, dec_first=first(0.02, 0.0251, 16))
     decision = judge_joint_limit(flat).decision
     assert decision is not None and "this run cannot say how many pairs" in decision[1]
-    # resolved at L = 4 and within noise at L = 64: the contrast is seen, the claim REFUTED
-    seen = replace(m, dec=series("decoupled", (0.0374, 0.0113), (0.01, 0.0064), -0.46,
-                                 (-0.90, -0.02)))
+    # resolved at L = 4 (more pairs there) and within noise at L = 64: the contrast is seen,
+    # the claim REFUTED, and the reason says over how many pairs
+    seen = replace(m, dec_first=first(0.0374, 0.01, 128))
     decision = judge_joint_limit(seen).decision
     assert decision is not None and decision[0] == "REFUTED"
-    assert "pairs would resolve" not in decision[1]
+    assert "pairs would resolve" not in decision[1] and "over 128 pairs" in decision[1]
+    assert decision[1].count("routes agree in value at L = 64") == 2
+    # nfd-thm1's bar: a decoupled backward whose learned part does not show (feedback
+    # alignment), or a path whose error is not the sequential gap's value, leaves FAIL
+    fa = replace(seen, learned=replace(learned, values=(0.002,)))
+    decision = judge_joint_limit(fa).decision
+    assert decision is not None and decision[0] == "FAIL" and "feedback alignment" in decision[1]
+    off = replace(seen, sequential=series("solver", (0.040, 0.09), (0.0003, 0.0007), 0.09,
+                                          (0.08, 0.11)))
+    decision = judge_joint_limit(off).decision
+    assert decision is not None and decision[0] == "FAIL" and "disagree in value" in decision[1]
+    # resolved at L = 4 but resolved from Def. 1 at L = 64 too: not reached, no contrast
+    far = replace(seen, dec=series("decoupled", (0.0374, 0.03), (0.0251, 0.0064), -0.1,
+                                   (-0.90, 0.5)))
+    decision = judge_joint_limit(far).decision
+    assert decision is not None and decision[0] == "FAIL"
 
 
-def test_joint_limit_refuses_an_unknown_contrast_path_before_work(tmp_path: Path) -> None:
+def test_the_joint_limit_contrast_adds_pairs_only_while_its_first_gap_is_unresolved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sequential design at the contrast's smallest size: blocks of ``pairs`` new network
+    seeds, doubled while the gap there is within 3x its noise, stopped at ``contrast_pairs``
+    or as soon as it is resolved; no other size gets them. Synthetic nets: output = Def. 1 +
+    gap + N(0, 1) per pair and step, so the noise at k pairs is 1/sqrt(k) and a gap of 0.4 is
+    resolved (0.4 > 3/sqrt(k)) first at k = 64."""
+    from depthscale.claims.beyond import joint_limit
+
+    steps, ref = 50, np.linspace(0.1, 0.6, 50)
+    seeds_asked: list[tuple[int, int, int]] = []
+
+    def fake_nets(model: str, recipe: str, *, width: int, depth: int, backward: str,
+                  pairs: int, seed: int, **_: object) -> np.ndarray:
+        seeds_asked.append((depth, seed, pairs))
+        rng = np.random.default_rng(seed * 1000 + depth)
+        noise = rng.standard_normal((pairs, 1, steps))
+        return np.broadcast_to(ref + 0.42 + noise, (pairs, 2, steps)).copy()
+
+    monkeypatch.setattr(joint_limit, "finite_outputs", fake_nets)
+    totals: list[int] = []
+    s = {"pairs": 8, "contrast_pairs": 128, "steps": steps, "dim": 2, "eta_c": 0.1, "T": 1.0}
+    ctx = ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=3,
+                       settings=s, set_total=totals.append)
+    run = joint_limit._JointRun(ctx, "depth-mup", {"none": ref, "full": ref})
+    path = joint_limit.JointPath([4, 16], [64, 256])
+    first = joint_limit._contrast_first(run, path, 10)
+    assert first.replicates == 64 and first.values[0] > 3 * first.noise[0]
+    # blocks 0 .. 7 of 8 new seeds each, all at L = 4: 8 -> 16 -> 32 -> 64 pairs
+    assert seeds_asked == [(4, 3 + 8 * b, 8) for b in range(8)]
+    assert totals == [11, 13, 17]
+    # no gap: the pairs grow to contrast_pairs and stop there, unresolved
+    monkeypatch.setattr(joint_limit, "finite_outputs",
+                        lambda *a, pairs, seed, **k: np.broadcast_to(
+                            ref + np.random.default_rng(seed).standard_normal((pairs, 1, steps)),
+                            (pairs, 2, steps)).copy())
+    ctx2 = replace(ctx, out_dir=tmp_path / "nogap")
+    none = joint_limit._contrast_first(joint_limit._JointRun(ctx2, "depth-mup", run.ref), path,
+                                       10)
+    assert none.replicates == 128 and none.values[0] <= 3 * none.noise[0]
+
+
+def test_joint_limit_refuses_a_bad_contrast_before_work(tmp_path: Path) -> None:
     c = CLAIMS["beyond-joint-limit"]
-    settings = {**c.settings["smoke"], "contrast_path": "n=L^3"}
-    with pytest.raises(ConfigError, match="contrast_path"):
-        c.run(ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
-                           settings=settings))
-    assert list(tmp_path.iterdir()) == []
+    for bad, says in (({"contrast_path": "n=L^3"}, "contrast_path"),
+                      ({"contrast_pairs": 2}, "contrast_pairs 2 is below pairs 4")):
+        settings = {**c.settings["smoke"], **bad}
+        with pytest.raises(ConfigError, match=says):
+            c.run(ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None,
+                               seed=0, settings=settings))
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_a_killed_joint_limit_resumes_from_its_stored_outputs(

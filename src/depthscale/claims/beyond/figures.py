@@ -124,13 +124,18 @@ def draw_transformer(m: TransformerMeasures, s: Mapping[str, Any]) -> Figure:
 
 def draw_joint_limit(m: JointMeasures) -> Figure:
     """beyond-joint-limit: the errors along every path against L (vs Def. 1, vs the coupled
-    limit, per net), with the decoupled nets and the sequential gap beside the first."""
+    limit, per net), with the decoupled nets (their smallest size with the contrast's pairs,
+    3x its noise as the bar) and the sequential gap beside the first."""
     fig, axes = new_figure(ncols=3)
     for group in m.std.values():
         for ax, key in zip(axes, ("def1", "full", "def1_rms"), strict=True):
             loglog_fit_panel(ax, group[key].sizes, group[key].values, label=group[key].label)
     if m.dec.sizes:
         loglog_fit_panel(axes[0], m.dec.sizes, m.dec.values, label=m.dec.label)
+        first = m.dec_first
+        axes[0].errorbar(first.sizes, first.values, yerr=[3 * z for z in first.noise],
+                         fmt="k*", capsize=3,
+                         label=f"{first.label}, {first.replicates} pairs (bar: 3x noise)")
     loglog_fit_panel(axes[0], m.sequential.sizes, m.sequential.values,
                      label=m.sequential.label)
     for ax, title in zip(axes, ("pair-mean error vs Def. 1", "pair-mean error vs coupled limit",

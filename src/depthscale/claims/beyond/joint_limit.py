@@ -15,7 +15,9 @@ nfd-thm1's, fixed before running; Prop. 2's 1/L + 1/n gives -1 on n = L and n = 
 judged: the question is the joint paths. The contrast, required before calling
 the hypothesis refuted: decoupled nets (whose limit Def. 1 is) converge to Def. 1 along
 ``contrast_path`` (slope within the band, or resolved from Def. 1 at the smallest size and
-within three times its noise of it at the largest). Reported too: standard nets against
+within three times its noise of it at the largest). The smallest size's gap is measured by a
+sequential design (:func:`_contrast_first`): pairs added there, up to ``contrast_pairs``,
+while it is within 3x its noise. Reported too: standard nets against
 the coupled limit ("full" at ``ref_depth``) along each path, and per-network RMS errors.
 
 Settings -> :func:`measure_joint_limit` -> :func:`judge_joint_limit` ->
@@ -39,11 +41,15 @@ from depthscale.claims.nfd import (
     finite_measured,
     finite_outputs,
     gate_on_noise,
+    learned_backward,
+    learned_backward_check,
     nfd_outputs,
+    require_for_refuted,
     series_measured,
     series_route,
     size_series,
     solver_T,
+    value_agreement,
     within_noise,
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
@@ -78,13 +84,17 @@ class JointPath:
 
 def joint_paths(s: Mapping[str, Any]) -> dict[str, JointPath]:
     """The settings' ``paths`` as points (:func:`joint_widths`); refuses a ``contrast_path``
-    that is not one of them, before any work."""
+    that is not one of them, or ``contrast_pairs`` below ``pairs``, before any work."""
     paths = {name: JointPath(list(p["depths"]), joint_widths(p["power"], p["scale"],
                                                               p["depths"]))
              for name, p in s["paths"].items()}
     if s["contrast_path"] not in paths:
         raise ConfigError(f"contrast_path {s['contrast_path']!r} is not one of the paths "
                           f"{', '.join(paths)}")
+    if s["contrast_pairs"] < s["pairs"]:
+        raise ConfigError(f"contrast_pairs {s['contrast_pairs']} is below pairs {s['pairs']}: "
+                          "the contrast's smallest size starts from the path's pairs; set "
+                          "contrast_pairs >= pairs")
     return paths
 
 
@@ -92,14 +102,19 @@ def joint_paths(s: Mapping[str, Any]) -> dict[str, JointPath]:
 class JointMeasures:
     """What beyond-joint-limit measured: the paths; per path the standard nets' series
     ``def1`` (pair-mean error vs Def. 1), ``full`` (vs the coupled limit) and ``def1_rms``
-    (per-net RMS error vs Def. 1); the decoupled nets along ``contrast_path`` vs Def. 1; the
-    solver's sequential gap ('full' vs Def. 1); the CSV rows and ``measured``."""
+    (per-net RMS error vs Def. 1); the decoupled nets along ``contrast_path`` vs Def. 1
+    (``pairs`` at every size) and ``dec_first``, their smallest size with the pairs of
+    :func:`_contrast_first`; the solver's sequential gap ('full' vs Def. 1); ``learned``, the
+    decoupled backward's learned part there (decoupled vs feedback-alignment nets,
+    :func:`~depthscale.claims.nfd.learned_backward`); the CSV rows and ``measured``."""
 
     paths: dict[str, JointPath]
     contrast_path: str
     std: dict[str, dict[str, SizeSeries]]
     dec: SizeSeries
+    dec_first: SizeSeries
     sequential: SizeSeries
+    learned: SizeSeries
     rows: list[dict[str, Any]]
     measured: dict[str, float | None]
 
@@ -118,13 +133,16 @@ class _JointRun:
     recipe: str
     ref: dict[str, np.ndarray]
 
-    def nets(self, L: int, n: int, backward: str) -> np.ndarray:
+    def nets(self, L: int, n: int, backward: str, block: int = 0) -> np.ndarray:
+        """``pairs`` antithetic pairs at (L, n); ``block`` b > 0 is the next ``pairs`` network
+        seeds (``seed + b pairs`` on), for the contrast's added pairs."""
         s = self.ctx.settings
+        key = [self.recipe, L, n, backward] + ([block] if block else [])
         out = stored_array(
-            self.ctx, _STORE, {"nets": [self.recipe, L, n, backward]},
+            self.ctx, _STORE, {"nets": key},
             lambda: finite_outputs("resnet1", self.recipe, width=n, depth=L, backward=backward,
-                                   pairs=s["pairs"], seed=self.ctx.seed, T=s["T"],
-                                   **_stream(self.ctx)))
+                                   pairs=s["pairs"], seed=self.ctx.seed + block * s["pairs"],
+                                   T=s["T"], **_stream(self.ctx)))
         self.ctx.progress(1)
         return out
 
@@ -170,13 +188,50 @@ def _path_series(run: _JointRun, name: str, path: JointPath,
     }
 
 
+def _contrast_first(run: _JointRun, path: JointPath, units: int) -> SizeSeries:
+    """The contrast's first half by a sequential design: the decoupled nets' gap to Def. 1 at
+    the contrast path's smallest size, the pairs doubled (blocks of ``pairs`` new network
+    seeds) while it is within 3x its noise, up to ``contrast_pairs``. Only this size gets
+    pairs: the question there is whether a gap exists at all; the largest size's "within 3x
+    its noise" keeps the path's ``pairs``, as every standard net does. ``units``: the progress
+    total so far (raised by the blocks added). Under no gap, value^2 / noise^2 is about a
+    chi^2 over the steps divided by their number, so 3x its noise is not crossed by chance at
+    any of the few looks."""
+    s = run.ctx.settings
+    L, n = path.depths[0], path.widths[0]
+    blocks = [run.nets(L, n, "decoupled")]
+
+    def series() -> SizeSeries:
+        means = np.concatenate(blocks, axis=0).mean(axis=1)  # (pairs, steps)
+        return size_series(f"decoupled nets vs Def. 1 at L = {L}", [L],
+                           means[:, None, :] - run.ref["none"])
+
+    first = series()
+    most = max(1, s["contrast_pairs"] // s["pairs"])
+    while within_noise(first, 0) and len(blocks) < most:
+        more = min(len(blocks), most - len(blocks))
+        units += more
+        run.ctx.set_total(units)
+        blocks += [run.nets(L, n, "decoupled", b)
+                   for b in range(len(blocks), len(blocks) + more)]
+        first = series()
+    return first
+
+
+def _resolved(series: SizeSeries, at: int) -> bool:
+    """Whether the gap at size index ``at`` is measured and above three times its noise."""
+    value, noise = series.values[at], series.noise[at]
+    return math.isfinite(value) and math.isfinite(noise) and value > 3 * noise
+
+
 def _joint_rows(paths: Mapping[str, JointPath], contrast_path: str,
                 std: Mapping[str, Mapping[str, SizeSeries]], dec: SizeSeries,
-                sequential: SizeSeries) -> list[dict[str, Any]]:
+                dec_first: SizeSeries, sequential: SizeSeries) -> list[dict[str, Any]]:
     """One CSV row per (path, nets, comparison, depth), then the sequential gap's."""
     rows: list[dict[str, Any]] = []
+    first = {f"def1, {dec_first.replicates} pairs": dec_first}
     for name, backward, group in (*((name, "standard", g) for name, g in std.items()),
-                                  (contrast_path, "decoupled", {"def1": dec})):
+                                  (contrast_path, "decoupled", {"def1": dec, **first})):
         width = dict(zip(paths[name].depths, paths[name].widths, strict=True))
         for key, sr in group.items():
             rows += [{"path": name, "nets": backward, "comparison": key, "depth": L,
@@ -198,9 +253,9 @@ def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
     s = ctx.settings
     paths = joint_paths(s)
     seeds = range(ctx.seed, ctx.seed + s["limit_seeds"])
-    ctx.set_total(sum(len(p.depths) for p in paths.values())
-                  + len(paths[s["contrast_path"]].depths) + 2
-                  + 2 * len(s["limit_depths"]) * len(seeds))
+    units = (sum(len(p.depths) for p in paths.values()) + len(paths[s["contrast_path"]].depths)
+             + 3 + 2 * len(s["limit_depths"]) * len(seeds))
+    ctx.set_total(units)
     def reference(coupling: str) -> np.ndarray:
         return nfd_outputs(s["ref_depth"], coupling, particles=s["particles"], seed=ctx.seed,
                            T=s["T"], **_stream(ctx))
@@ -211,6 +266,11 @@ def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
     run = _JointRun(ctx, s.get("recipe", "depth-mup"), ref)
     std = {name: _path_series(run, name, p, "standard") for name, p in paths.items()}
     dec = _path_series(run, s["contrast_path"], paths[s["contrast_path"]], "decoupled")["def1"]
+    dec_first = _contrast_first(run, paths[s["contrast_path"]], units)
+    first_L, first_n = paths[s["contrast_path"]].depths[0], paths[s["contrast_path"]].widths[0]
+    learned = learned_backward("resnet1", run.recipe, width=first_n, depth=first_L,
+                               pairs=s["pairs"], seed=ctx.seed, T=s["T"], **_stream(ctx))
+    ctx.progress(1)
     gaps = np.array([[run.limit(L, "full", r) - run.limit(L, "none", r)
                       for L in s["limit_depths"]] for r in seeds])
     sequential = size_series("solver (n = inf first): 'full' vs Def. 1", s["limit_depths"], gaps)
@@ -218,22 +278,28 @@ def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
         **{k: v for name, group in std.items() for key, sr in group.items()
            for k, v in series_measured(f"{name}_{key}", sr).items()},
         **series_measured(f"decoupled_{s['contrast_path']}_def1", dec),
+        f"decoupled_{s['contrast_path']}_def1_first": dec_first.values[0],
+        f"decoupled_{s['contrast_path']}_def1_first_noise": dec_first.noise[0],
+        f"decoupled_{s['contrast_path']}_def1_first_pairs": float(dec_first.replicates),
         **series_measured("sequential_full_vs_def1", sequential),
+        "learned_backward_gap": learned.values[0],
+        "learned_backward_noise": learned.noise[0],
     })
-    rows = _joint_rows(paths, s["contrast_path"], std, dec, sequential)
-    return JointMeasures(paths, s["contrast_path"], std, dec, sequential, rows, measured)
+    rows = _joint_rows(paths, s["contrast_path"], std, dec, dec_first, sequential)
+    return JointMeasures(paths, s["contrast_path"], std, dec, dec_first, sequential, learned,
+                         rows, measured)
 
 
-def _contrast_pairs(dec: SizeSeries, seen: bool) -> str:
-    """Where the contrast is not seen because the decoupled nets' gap at the smallest size is
-    within 3x its noise: the pairs k that would resolve it. The gap is an RMS over steps of a
-    pair mean, so its square carries the noise's: E[value^2] = gap^2 + noise^2, with
-    noise^2 ~ 1/pairs; resolved needs gap^2 > 8 noise_k^2, i.e.
-    k > 8 noise^2 pairs / (value^2 - noise^2)."""
-    if seen or not dec.values or not within_noise(dec, 0):
+def _contrast_pairs(first: SizeSeries, seen: bool) -> str:
+    """Where the contrast is not seen because the decoupled nets' gap at the smallest size
+    (``first``, after :func:`_contrast_first`) is within 3x its noise: the pairs k that would
+    resolve it. The gap is an RMS over steps of a pair mean, so its square carries the noise's:
+    E[value^2] = gap^2 + noise^2, with noise^2 ~ 1/pairs; resolved needs gap^2 > 8 noise_k^2,
+    i.e. k > 8 noise^2 pairs / (value^2 - noise^2)."""
+    if seen or not first.values or not within_noise(first, 0):
         return ""
-    value, noise, pairs = dec.values[0], dec.noise[0], dec.replicates
-    said = (f"; at L = {dec.sizes[0]} their gap {value:.2g} is within 3x its noise {noise:.2g} "
+    value, noise, pairs = first.values[0], first.noise[0], first.replicates
+    said = (f"; at L = {first.sizes[0]} their gap {value:.2g} is within 3x its noise {noise:.2g} "
             f"({pairs} pairs)")
     if not value > noise:
         return said + ", not resolved from 0 at all: this run cannot say how many pairs would"
@@ -246,21 +312,31 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
     """Each path is a route (:func:`~depthscale.claims.nfd.series_route`, band: slope
     <= -0.3); the contrast, required before calling the hypothesis refuted, is the decoupled
     nets converging to Def. 1 along ``contrast_path``; an undecided route within its noise is
-    INCONCLUSIVE (:func:`~depthscale.claims.nfd.gate_on_noise`). The sequential limit
-    is reported, not judged."""
+    INCONCLUSIVE (:func:`~depthscale.claims.nfd.gate_on_noise`). The sequential limit is
+    not a route (it is no joint path), but a REFUTED stands only where it agrees in value with
+    every path at their largest common depth (the nets' error to Def. 1 is the coupled limit's
+    gap, nfd-thm1's finding), and where the decoupled backward's learned part shows
+    (nfd-thm1's bar: :func:`~depthscale.claims.nfd.require_for_refuted`); FAIL otherwise."""
     routes = [series_route(f"path {name}", m.std[name]["def1"]) for name in m.paths]
     seq_route = series_route("sequential, n -> inf first (solver)", m.sequential)
     dec_route = series_route("decoupled nets vs Def. 1", m.dec)
-    reached = bool(m.dec.values) and not within_noise(m.dec, 0) and within_noise(m.dec)
+    first = m.dec_first
+    reached = bool(m.dec.values) and _resolved(first, 0) and within_noise(m.dec)
     contrast = dec_route.finding == "supports" or reached
-    contrast_evidence = (f"decoupled nets must converge to Def. 1 along {m.contrast_path}: "
-                         f"{'yes' if contrast else 'no'} ({dec_route.evidence}"
-                         + ("; within 3x its noise of Def. 1 at the largest size" if reached
-                            else "") + _contrast_pairs(m.dec, contrast) + ")")
+    contrast_evidence = (
+        f"decoupled nets must converge to Def. 1 along {m.contrast_path}: "
+        f"{'yes' if contrast else 'no'} ({dec_route.evidence}"
+        + (f"; resolved from Def. 1 at L = {first.sizes[0]}, {first.values[0]:.3g} against "
+           f"noise {first.noise[0]:.2g} over {first.replicates} pairs, and within 3x its noise "
+           "of it at the largest size" if reached else "")
+        + _contrast_pairs(first, contrast) + ")")
     decision = gate_on_noise(
         routes_verdict(routes, contrast_seen=contrast, contrast_evidence=contrast_evidence),
         [(route, m.std[name]["def1"]) for route, name in zip(routes, m.paths, strict=True)],
         contrast_seen=contrast, decide="more pairs or wider paths resolve it (--scale medium)")
+    decision = require_for_refuted(decision, [
+        learned_backward_check(m.learned),
+        *(value_agreement(m.std[name]["def1"], m.sequential) for name in m.paths)])
     note = f"reference, the sequential limit (not a joint path): {seq_route.evidence}"
     return Judgement({}, decision, note)
 
@@ -273,35 +349,36 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
            "paths": {"n=L": {"power": 1.0, "scale": 32, "depths": [4, 8, 16, 32]},
                      "n=L^2": {"power": 2.0, "scale": 2, "depths": [8, 12, 16, 24]},
                      "n=sqrt(L)": {"power": 0.5, "scale": 128, "depths": [4, 9, 16, 36]}},
-           "contrast_path": "n=L", "particles": 16384, "limit_seeds": 2,
+           "contrast_path": "n=L", "contrast_pairs": 128, "particles": 16384, "limit_seeds": 2,
            "limit_depths": [4, 8, 16, 32, 64], "ref_depth": 256},
     medium={"dim": 16, "steps": 8, "eta_c": 0.2, "T": 1.0, "pairs": 16,
             "paths": {"n=L": {"power": 1.0, "scale": 32, "depths": [4, 8, 16, 32, 64]},
                       "n=L^2": {"power": 2.0, "scale": 2, "depths": [8, 12, 16, 24, 32]},
                       "n=sqrt(L)": {"power": 0.5, "scale": 128,
                                     "depths": [4, 9, 16, 36, 64, 144]}},
-            "contrast_path": "n=L", "particles": 32768, "limit_seeds": 4,
+            "contrast_path": "n=L", "contrast_pairs": 256, "particles": 32768, "limit_seeds": 4,
             "limit_depths": [4, 8, 16, 32, 64, 128], "ref_depth": 512},
     full={"dim": 16, "steps": 16, "eta_c": 0.2, "T": 1.0, "pairs": 16,
           "paths": {"n=L": {"power": 1.0, "scale": 32, "depths": [4, 8, 16, 32, 64, 128]},
                     "n=L^2": {"power": 2.0, "scale": 2, "depths": [8, 12, 16, 24, 32, 48]},
                     "n=sqrt(L)": {"power": 0.5, "scale": 256,
                                   "depths": [4, 9, 16, 36, 64, 144, 256]}},
-          "contrast_path": "n=L", "particles": 131072, "limit_seeds": 6,
+          "contrast_path": "n=L", "contrast_pairs": 256, "particles": 131072, "limit_seeds": 6,
           "limit_depths": [4, 8, 16, 32, 64, 128, 256], "ref_depth": 512},
     smoke={"dim": 4, "steps": 3, "eta_c": 0.2, "T": 1.0, "pairs": 4,
            "paths": {"n=L": {"power": 1.0, "scale": 16, "depths": [1, 2, 4]},
                      "n=L^2": {"power": 2.0, "scale": 8, "depths": [1, 2, 3]},
                      "n=sqrt(L)": {"power": 0.5, "scale": 32, "depths": [1, 4, 9]}},
-           "contrast_path": "n=L", "particles": 512, "limit_seeds": 2,
+           "contrast_path": "n=L", "contrast_pairs": 16, "particles": 512, "limit_seeds": 2,
            "limit_depths": [1, 2, 4], "ref_depth": 8},
     control=Control(
         "finite nets and solver under recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch "
         "multiplier) against the same Def. 1 limit: their limit has horizon T L, so no error "
         "can fall along any path and the decoupled nets cannot converge to Def. 1 (no "
-        "contrast), at depths 1-6 where they still train, 8 pairs. No contrast at smoke: the "
+        "contrast), at depths 1-6 where they still train, 8 pairs, the solver's sequential "
+        "gap at depths 1-4 (at 64 its horizon T L diverges). No contrast at smoke: the "
         "correct run needs quick-scale widths and pairs",
-        {"recipe": "mup", "pairs": 8,
+        {"recipe": "mup", "pairs": 8, "limit_depths": [1, 2, 3, 4],
          "paths": {"n=L": {"power": 1.0, "scale": 16, "depths": [1, 2, 3, 4]},
                    "n=L^2": {"power": 2.0, "scale": 8, "depths": [1, 2, 3, 4]},
                    "n=sqrt(L)": {"power": 0.5, "scale": 32, "depths": [1, 2, 4, 6]}}},

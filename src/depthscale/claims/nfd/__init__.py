@@ -23,11 +23,15 @@ from depthscale.claims.nfd.series import (
     finite_measured,
     finite_outputs,
     gate_on_noise,
+    learned_backward,
+    learned_backward_check,
     nfd_outputs,
+    require_for_refuted,
     series_measured,
     series_route,
     size_series,
     solver_T,
+    value_agreement,
     within_noise,
 )
 from depthscale.claims.nfd.training import (
@@ -46,12 +50,16 @@ __all__ = [
     "finite_measured",
     "finite_outputs",
     "gate_on_noise",
+    "learned_backward",
+    "learned_backward_check",
     "nfd_outputs",
+    "require_for_refuted",
     "series_measured",
     "series_route",
     "size_series",
     "solver_T",
     "transfer_tables",
+    "value_agreement",
     "within_noise",
 ]
 
