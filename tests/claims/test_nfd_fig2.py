@@ -6,11 +6,21 @@ verdict (issue 25)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from depthscale.claims.nfd.horizon import Fig2Measure, compare, judge_fig2
+from depthscale.claims import CLAIMS, ClaimContext
+from depthscale.claims.nfd import horizon
+from depthscale.claims.nfd.horizon import (
+    Fig2Measure,
+    compare,
+    judge_fig2,
+    measure_fig2,
+    target_rounds,
+    undecided_Ts,
+)
 from depthscale.claims.nfd.training import seed_rounds
 
 TS = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
@@ -145,3 +155,75 @@ def test_judging_the_test_loss_widens_every_interval() -> None:
     width = [m["improvement_ci_high"] - m["improvement_ci_low"]  # type: ignore[operator]
              for m in (alone, with_test)]
     assert width[1] > width[0]
+
+
+def test_target_rounds_double_from_the_whole_grid_cap_to_the_target_cap() -> None:
+    assert target_rounds({"seeds": 3, "max_seeds": 24, "max_target_seeds": 96}) == [48, 96]
+    assert target_rounds({"seeds": 3, "max_seeds": 24, "max_target_seeds": 60}) == [48, 60]
+    assert target_rounds({"seeds": 3, "max_seeds": 24}) == []
+    assert target_rounds({"seeds": 3}) == []
+
+
+def test_undecided_Ts_are_those_of_the_undecided_comparison() -> None:
+    """A clear improvement (decided) and a largest T within its noise of T = 16 (undecided):
+    the targeted seeds go to T = 16 and 32 only; a decided case needs none."""
+    table = _clear_case()
+    table[6] = [1.0 + 0.3 * (-1) ** k for k in range(6)]  # T = 32 straddles T = 16's loss
+    assert undecided_Ts(_measure(table)) == [16.0, 32.0]
+    assert undecided_Ts(_measure(_clear_case())) == []
+
+
+def _fake_rounds(monkeypatch: pytest.MonkeyPatch, decide_at: int) -> list[object]:
+    """measure_fig2 replaced: the largest T is within noise of T = 16 until ``decide_at``
+    seeds at T = 16 and 32, then clearly worse; records each call's (seeds, targeted)."""
+    calls: list[object] = []
+
+    def fake(ctx: ClaimContext, seeds: int | None = None,
+             targeted: tuple[list[float], int] | None = None) -> Fig2Measure:
+        calls.append((seeds, None if targeted is None else (list(targeted[0]), targeted[1])))
+        n_top = targeted[1] if targeted else seeds or 0
+        table = _clear_case()
+        table[5] = [1.0 + 0.02 * k for k in range(n_top)]
+        table[6] = ([2.0 + 0.03 * k for k in range(n_top)] if n_top >= decide_at
+                    else [1.0 + 0.3 * (-1) ** k for k in range(n_top)])
+        looks = len(horizon.seed_rounds(ctx.settings)) + len(target_rounds(ctx.settings))
+        return _measure(table, looks=looks)
+
+    monkeypatch.setattr(horizon, "measure_fig2", fake)
+    return calls
+
+
+def test_the_targeted_rounds_run_only_after_the_whole_grid_and_stop_when_decided(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings = {"seeds": 3, "max_seeds": 6, "max_target_seeds": 24}
+    ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                       settings=settings)
+    calls = _fake_rounds(monkeypatch, decide_at=12)
+    m, judgement = horizon.decide_fig2(ctx)
+    assert calls == [(3, None), (6, None), (6, ([16.0, 32.0], 12))]
+    assert judgement.decision is not None and judgement.decision[0] == "PASS"
+    assert m.looks == 4  # 3, 6 on the grid, 12, 24 targeted: all enter the level
+    calls = _fake_rounds(monkeypatch, decide_at=10**6)  # never decided: up to the cap
+    m, judgement = horizon.decide_fig2(ctx)
+    assert calls[-2:] == [(6, ([16.0, 32.0], 12)), (6, ([16.0, 32.0], 24))]
+    assert judgement.decision is not None and judgement.decision[0] == "INCONCLUSIVE"
+
+
+def test_a_targeted_round_trains_only_the_listed_Ts_and_reuses_the_grid_runs(
+    tmp_path: Path
+) -> None:
+    """The whole grid at 2 seeds (3 T's at the smoke's 2 depths), then T = 0.5 and 8 at 4
+    seeds at the main depth, in one study folder: the runs both plans share are trained once
+    (3 x 2 x 2 + 2 x 2 = 16 runs, not 20), and the measure holds each T's own seeds."""
+    s = {**CLAIMS["nfd-fig2"].settings["smoke"], "seeds": 1, "max_seeds": 2,
+         "max_target_seeds": 4}
+    ctx = ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                       settings=s)
+    measure_fig2(ctx, 2)
+    m = measure_fig2(ctx, 2, targeted=([0.5, 8], 4))
+    assert [sorted(d) for d in m.per_seed] == [[0, 1, 2, 3], [0, 1], [0, 1, 2, 3]]
+    assert m.looks == 3
+    from depthscale.studies.store import open_store
+    with open_store(tmp_path / "nfd-fig2", readonly=True) as store:
+        assert len(store.records()) == 16

@@ -4,10 +4,12 @@ logic here, only what to plot and how to label it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from depthscale.claims.common import mean_finite
@@ -94,20 +96,39 @@ def draw_prop4_5(s: Settings, rows: Sequence[EigenRow]) -> Figure:
     return fig
 
 
+def _seed_points(ax: Axes, Ts: Sequence[float], per_seed: Sequence[dict[int, float]],
+                 below: float) -> None:
+    """Each seed's final loss per T (faint points) and, under each T, its seeds and diverged
+    runs (the sequential design gives the T's it targets more seeds)."""
+    for T, runs in zip(Ts, per_seed, strict=True):
+        finite = [v for v in runs.values() if math.isfinite(v)]
+        ax.scatter([T] * len(finite), finite, s=6, alpha=0.25, color="tab:gray")
+        gone = len(runs) - len(finite)
+        ax.annotate(f"{len(runs)}" + (f"\n{gone} div." if gone else ""), (T, below),
+                    fontsize=6, ha="center", va="top", annotation_clip=False,
+                    xycoords=("data", "axes fraction"), xytext=(0, -22),
+                    textcoords="offset points")
+
+
 def draw_fig2(s: Settings, m: Fig2Measure) -> Figure:
-    """nfd Fig. 2a (train loss against T at the main depth) and the test loss per depth."""
+    """nfd Fig. 2a (train loss against T at the main depth: the mean over seeds, each seed's
+    loss, seeds and diverged runs per T) and the test loss per depth."""
     fig, axes = figures.new_figure(ncols=2)
     ax = axes.flat[0]
+    _seed_points(ax, m.Ts, m.per_seed, 0.0)
     ax.semilogx(m.Ts, m.losses, "o-", base=2)
-    ax.set_xlabel("time horizon T")
-    ax.set_ylabel("final train loss (mean over seeds)")
+    ax.set_xlabel("time horizon T (under each: seeds, diverged runs)", labelpad=18)
+    ax.set_ylabel("final train loss (line: mean over seeds)")
     ax.set_title(f"nfd Fig. 2a: depth {s['depth']}, width {s['width']}")
     ax = axes.flat[1]
+    if m.test_per_seed:
+        _seed_points(ax, m.Ts, m.test_per_seed, 0.0)
     for L in m.depths:
         test = [mean_finite([r["test_loss"] for r in m.rows if r["depth"] == L and r["T"] == T])
                 for T in m.Ts]
         ax.semilogx(m.Ts, test, "o-", base=2, label=f"L = {L}")
-    ax.set_xlabel("time horizon T")
+    ax.set_xlabel("time horizon T" + (" (under each: seeds, diverged runs)" if m.test_per_seed
+                                       else ""), labelpad=18 if m.test_per_seed else 4)
     ax.set_ylabel("final test loss")
     ax.legend(fontsize=7)
     return fig

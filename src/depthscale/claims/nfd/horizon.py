@@ -10,8 +10,9 @@ the T x L grid of Fig. 2c-d. The runs are the study
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from depthscale.claims.common import mean_finite, metric, run_claim_study
 from depthscale.claims.nfd.figures import draw_fig2
@@ -31,7 +32,7 @@ from depthscale.stats.fits import mean_ci
 from depthscale.stats.sweeps import criterion_value, scan_axis
 
 __all__ = ["Comparison", "Fig2Measure", "compare", "decide_fig2", "judge_fig2", "measure_fig2",
-           "nfd_fig2"]
+           "nfd_fig2", "target_rounds", "undecided_Ts"]
 
 
 #: family-wise level of nfd-fig2's comparisons (Bonferroni over comparisons and seed rounds)
@@ -94,14 +95,33 @@ def compare(Ts: Sequence[float], per_seed: Sequence[dict[int, float]], i: int, j
     return Comparison(Ts[i], Ts[j], len(diffs), mean, low, high)
 
 
-def measure_fig2(ctx: ClaimContext, seeds: int | None = None) -> Fig2Measure:
+def target_rounds(s: Mapping[str, Any]) -> list[int]:
+    """The seed counts of the targeted rounds after the whole grid's (:func:`seed_rounds`):
+    ``max_seeds`` doubled up to ``max_target_seeds`` (none where that is not set), each run
+    only at the T's an undecided comparison rests on (:func:`undecided_Ts`)."""
+    rounds = [int(s.get("max_seeds", s["seeds"]))]
+    while rounds[-1] < int(s.get("max_target_seeds", rounds[0])):
+        rounds.append(min(2 * rounds[-1], int(s["max_target_seeds"])))
+    return rounds[1:]
+
+
+def measure_fig2(ctx: ClaimContext, seeds: int | None = None,
+                 targeted: tuple[Sequence[float], int] | None = None) -> Fig2Measure:
     """Depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for each T at
-    ``seeds`` seeds (the settings' ``seeds`` by default): final full-train-set loss per run,
-    per T the mean over seeds (diverged runs counted apart:
-    :func:`~depthscale.stats.sweeps.scan_axis`) and each seed's loss."""
+    ``seeds`` seeds (the settings' ``seeds`` by default), and with ``targeted`` (T's, n) the
+    T's listed at n seeds too (the same study folder: the runs both plans share are trained
+    once): final full-train-set loss per run, per T the mean over its seeds (diverged runs
+    counted apart: :func:`~depthscale.stats.sweeps.scan_axis`) and each seed's loss."""
     s = {**ctx.settings, "seeds": seeds or ctx.settings["seeds"]}
     records = run_claim_study(ctx, "nfd-fig2", fig2_tables(s, seed=ctx.seed, device=ctx.device,
                                                           data_dir=ctx.data_dir))
+    if targeted:
+        Ts, n = targeted
+        more = run_claim_study(ctx, "nfd-fig2", fig2_tables(
+            {**s, "Ts": [T for T in s["Ts"] if T in Ts], "seeds": n, "grid_depths": []},
+            seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
+        known = {r["run_id"] for r in records}
+        records += [r for r in more if r["run_id"] not in known]
     depths = fig2_depths(s)
     rows = sorted(({"depth": r["depth"], "T": r["plan.T"], "seed": r["seed"],
                     "status": r["status"], "train_loss": criterion_value(r, "final"),
@@ -119,7 +139,8 @@ def measure_fig2(ctx: ClaimContext, seeds: int | None = None) -> Fig2Measure:
                 per_seed[list(main.values).index(r["T"])][int(r["seed"])] = (
                     math.inf if r["status"] == "diverged" or loss is None else float(loss))
     return Fig2Measure(rows, depths, list(main.values), list(main.losses), list(main.diverged),
-                       panels["train_loss"], looks=len(seed_rounds(ctx.settings)),
+                       panels["train_loss"],
+                       looks=len(seed_rounds(ctx.settings)) + len(target_rounds(ctx.settings)),
                        test_per_seed=panels["test_loss"])
 
 
@@ -165,6 +186,29 @@ def _destabilises(m: Fig2Measure, per_seed: list[dict[int, float]],
     return finding, best.text(), best
 
 
+def _level(m: Fig2Measure) -> float:
+    """The comparisons' level: Bonferroni over the interior T's, the seed rounds (whole-grid
+    and targeted) and the judged losses, so the family holds at :data:`FAMILY_LEVEL`."""
+    interior = max(1, len(m.Ts) - 2)
+    return 1.0 - (1.0 - FAMILY_LEVEL) / (interior * m.looks * len(m.panels()))
+
+
+def undecided_Ts(m: Fig2Measure) -> list[float]:
+    """The T's of the comparisons that leave a half undecided: for each undecided finding on
+    each loss, the two T's of its strongest comparison (where more seeds can decide it). Empty
+    where an undecided finding rests on no comparison (more seeds of chosen T's cannot decide
+    it) or none is undecided."""
+    Ts: set[float] = set()
+    for _, per_seed in m.panels():
+        for finding, _, comp in (_improves(m, per_seed, _level(m)),
+                                 _destabilises(m, per_seed, _level(m))):
+            if finding == "undecided":
+                if comp is None:
+                    return []
+                Ts |= {comp.minus, comp.plus}
+    return sorted(Ts)
+
+
 def judge_fig2(m: Fig2Measure) -> Judgement:
     """Both halves of nfd Fig. 2a-b decided on seed-paired intervals, never on an argmin of
     means, on each judged loss (the train loss; the test loss where measured, Fig. 2b): a
@@ -174,9 +218,10 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
     of comparisons holds at :data:`FAMILY_LEVEL`."""
     interior = max(1, len(m.Ts) - 2)
     panels = m.panels()
-    level = 1.0 - (1.0 - FAMILY_LEVEL) / (interior * m.looks * len(panels))
+    level = _level(m)
     measured: dict[str, float | None] = {
         "seeds": float(min(len(d) for d in m.per_seed) if m.per_seed else 0),
+        "seeds_most": float(max(len(d) for d in m.per_seed) if m.per_seed else 0),
         "diverged_fraction_largest_T": m.diverged[-1],
     }
     findings: dict[str, tuple[str, str]] = {}
@@ -209,11 +254,28 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
 
 def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
     """Sequential design: judge at ``seeds`` seeds, and while undecided rerun with twice the
-    seeds (the study keeps the finished runs) up to ``max_seeds``."""
+    seeds (the study keeps the finished runs) up to ``max_seeds``; then, while still undecided,
+    the targeted rounds (:func:`target_rounds`): twice the seeds again, up to
+    ``max_target_seeds``, only at the T's the undecided comparisons rest on
+    (:func:`undecided_Ts`). Every round enters the level."""
+
+    def decided(j: Judgement) -> bool:
+        return j.decision is not None and j.decision[0] != "INCONCLUSIVE"
+
     for n in seed_rounds(ctx.settings):
         m = measure_fig2(ctx, n)
         judgement = judge_fig2(m)
-        if judgement.decision is not None and judgement.decision[0] != "INCONCLUSIVE":
+        if decided(judgement):
+            return m, judgement
+    Ts: list[float] = []
+    for n in target_rounds(ctx.settings):
+        Ts = sorted(set(Ts) | set(undecided_Ts(m)))
+        if not Ts:
+            break
+        m = measure_fig2(ctx, int(ctx.settings.get("max_seeds", ctx.settings["seeds"])),
+                         targeted=(Ts, n))
+        judgement = judge_fig2(m)
+        if decided(judgement):
             break
     return m, judgement
 
@@ -224,11 +286,13 @@ def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
            "eta_c": 0.1, "epochs": 10, "seeds": 3, "max_seeds": 12, "grid_depths": []},
     # quick leaves the largest T undecided (T = 32 diverges on 2 of 12 seeds and is otherwise
     # no worse than T = 8): the full scale's 30 epochs, where instability has time to show,
-    # and up to 24 seeds
+    # up to 24 seeds on every T, then up to 96 on the T's of an undecided comparison
     medium={**QUICK_DATA, "width": 128, "depth": 5, "Ts": [0.5, 1, 2, 4, 8, 16, 32],
-            "eta_c": 0.1, "epochs": 30, "seeds": 3, "max_seeds": 24, "grid_depths": []},
+            "eta_c": 0.1, "epochs": 30, "seeds": 3, "max_seeds": 24, "max_target_seeds": 96,
+            "grid_depths": []},
     full={**FULL_DATA, "width": 128, "depth": 5, "Ts": [0.5, 1, 2, 4, 8, 16, 32],
-          "eta_c": 0.1, "epochs": 30, "seeds": 3, "max_seeds": 24, "grid_depths": [5, 10, 20]},
+          "eta_c": 0.1, "epochs": 30, "seeds": 3, "max_seeds": 24, "max_target_seeds": 96,
+          "grid_depths": [5, 10, 20]},
     smoke={**SMOKE_DATA,
            "width": 16, "depth": 2, "Ts": [0.5, 2, 8], "eta_c": 0.1, "epochs": 0.2,
            "seeds": 1, "grid_depths": [3]},
