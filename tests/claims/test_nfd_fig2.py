@@ -6,6 +6,7 @@ verdict (issue 25)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -187,7 +188,8 @@ def _fake_rounds(monkeypatch: pytest.MonkeyPatch, decide_at: int) -> list[object
         table[6] = ([2.0 + 0.03 * k for k in range(n_top)] if n_top >= decide_at
                     else [1.0 + 0.3 * (-1) ** k for k in range(n_top)])
         looks = len(horizon.seed_rounds(ctx.settings)) + len(target_rounds(ctx.settings))
-        return _measure(table, looks=looks)
+        runs = 7 * (seeds or 0) + (2 * (n_top - (seeds or 0)) if targeted else 0)
+        return replace(_measure(table, looks=looks), rows=[{}] * runs, seconds=float(runs))
 
     monkeypatch.setattr(horizon, "measure_fig2", fake)
     return calls
@@ -208,6 +210,30 @@ def test_the_targeted_rounds_run_only_after_the_whole_grid_and_stop_when_decided
     m, judgement = horizon.decide_fig2(ctx)
     assert calls[-2:] == [(6, ([16.0, 32.0], 12)), (6, ([16.0, 32.0], 24))]
     assert judgement.decision is not None and judgement.decision[0] == "INCONCLUSIVE"
+    assert ctx.designs["nfd-fig2"]["evidence"] == (
+        "nfd-fig2 seed rounds: 3 seeds on every T -> 6 on every T -> 12 seeds at T = 16, 32 "
+        "-> 24 seeds at T = 16, 32 (every round run)")
+
+
+def test_a_targeted_round_starts_only_within_the_budget(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Runs of 1 s each: after 6 seeds on 7 T's and 12 at T = 16, 32 (54 s stored), the
+    round to 24 seeds there would add 24 runs: 54 + 24 > 60 s, so it does not start, and the
+    design says why; with 80 s it runs."""
+    settings = {"seeds": 3, "max_seeds": 6, "max_target_seeds": 24}
+    calls = _fake_rounds(monkeypatch, decide_at=10**6)
+    ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                       settings=settings, budget_seconds=60.0)
+    horizon.decide_fig2(ctx)
+    assert calls[-1] == (6, ([16.0, 32.0], 12))
+    assert ctx.designs["nfd-fig2"]["evidence"].endswith(
+        "(budget: 54 s spent + 24 s for 24 seeds at T = 16, 32 > 60 s)")
+    assert ctx.designs["nfd-fig2"]["measured"] == {"fig2_rounds_run": 3.0,
+                                                    "fig2_rounds_planned": 4.0}
+    calls = _fake_rounds(monkeypatch, decide_at=10**6)
+    horizon.decide_fig2(replace(ctx, budget_seconds=80.0, designs={}))
+    assert calls[-1] == (6, ([16.0, 32.0], 24))
 
 
 def test_a_targeted_round_trains_only_the_listed_Ts_and_reuses_the_grid_runs(

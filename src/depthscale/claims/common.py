@@ -32,8 +32,8 @@ from depthscale.studies.spec_toml import study_toml
 from depthscale.studies.store import open_store
 from depthscale.studies.sweep import run_study
 
-__all__ = ["claim_dataset", "mean_finite", "metric", "run_claim_study", "stored_array",
-           "stored_rows"]
+__all__ = ["budget_stop", "claim_dataset", "mean_finite", "metric", "run_claim_study",
+           "stored_array", "stored_rows"]
 
 
 def claim_dataset(ctx: ClaimContext) -> ds_data.Dataset:
@@ -120,6 +120,17 @@ def stored_rows(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
     with atomic_write(path) as fh:
         json.dump(value, fh)
     return value
+
+
+def budget_stop(ctx: ClaimContext, spent: float, cost: float, what: str) -> str:
+    """Why a sequential design's next round (``what``) must not start: the claim's stored run
+    time so far plus the round's estimated cost, each over the workers, exceed its budget
+    (``reproduce --budget``, ``ctx.budget_seconds``); "" where it fits or there is none."""
+    budget = ctx.budget_seconds
+    spent, cost = spent / ctx.workers, cost / ctx.workers
+    if budget is None or spent + cost <= budget:
+        return ""
+    return f"budget: {spent:.0f} s spent + {cost:.0f} s for {what} > {budget:.0f} s"
 
 
 def metric(record: Mapping[str, Any], key: str) -> float:

@@ -66,7 +66,8 @@ class ClaimContext:
     #: processes a claim's sweeps may use (``depthscale reproduce --workers``)
     workers: int = 1
     #: the claim's time budget in seconds (``depthscale reproduce --budget``; None: none); only
-    #: sweeps with a sequential design read it (claims/laws/sequential.py)
+    #: sequential designs read it (claims/laws/sequential.py, nfd-fig2's seed rounds), through
+    #: claims.common.budget_stop
     budget_seconds: float | None = None
     #: the budget's meter: run time of the studies this claim's sweeps have read so far, as
     #: stored with their runs (so a resumed claim meters what its runs cost, not the rerun)

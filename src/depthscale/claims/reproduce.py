@@ -14,8 +14,9 @@ and reports the verdict per seed; seeds that disagree make the claim UNSTABLE. `
 runs each claim's negative control instead (in ``OUT/control/``, ids ``<claim>/control``): a
 deliberately wrong setting under which a check that can fail comes out FAIL.
 ``budget_seconds`` gives each claim a time budget (``ClaimContext.budget_seconds``), which the
-laws sweeps with a sequential design read (claims/laws/sequential.py); what those designs
-decided joins the claim's measured values and reason.
+sequential designs read (the laws sweeps, claims/laws/sequential.py; nfd-fig2's seed rounds,
+claims/nfd/horizon.py); what those designs decided joins the claim's measured values and
+reason.
 """
 
 from __future__ import annotations

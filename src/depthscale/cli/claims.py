@@ -99,9 +99,10 @@ def register(sub: Any) -> None:
     r.add_argument("--workers", type=positive_int, default=1,
                    help="processes for the claims' LR sweeps (results do not depend on it)")
     r.add_argument("--budget", type=duration, default=None,
-                   help="each claim's time budget (90s, 45m, 1.5h): the laws sweeps with a "
-                   "sequential design start no further round of seeds that would exceed it "
-                   "(measured s/run x runs in the round); other claims ignore it")
+                   help="each claim's time budget (90s, 45m, 1.5h): the sequential designs "
+                   "(the laws sweeps, nfd-fig2's seed rounds) start no further round of seeds "
+                   "that would exceed it (measured s/run x runs in the round); other claims "
+                   "ignore it")
     r.add_argument("--rerun", action="store_true",
                    help="run every chosen claim again, even those claims.json in --out already "
                    "holds from the same scale, seed and version (by default a rerun into the "

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from depthscale.claims.common import budget_stop
 from depthscale.claims.laws import sweeps
 from depthscale.claims.laws.gates import MOVING_MARGIN, alpha_finding, change_state
 from depthscale.claims.laws.law import LawResult, fit_law
@@ -399,13 +400,9 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
             stopped = "all rounds run"
         else:
             cost = math.fsum((rounds[done] - seeds[d]) * len(lrs) * _per_run(runs, d)
-                             for d, lrs in plan.items()) / ctx.workers
-            spent = ctx.spent_seconds / ctx.workers
-            budget = ctx.budget_seconds
-            if budget is not None and spent + cost > budget:
-                stopped = (f"budget: {spent:.0f} s spent + {cost:.0f} s for round {done + 1} "
-                           f"> {budget:.0f} s")
-            else:
+                             for d, lrs in plan.items())
+            stopped = budget_stop(ctx, ctx.spent_seconds, cost, f"round {done + 1}")
+            if not stopped:
                 for d, lrs in plan.items():
                     runs[d] = runs[d] + sweeps._run_laws_study(
                         ctx, f"{name}-fine-L{d}-round{done + 1}", _fine_arch(arch, d, lrs),

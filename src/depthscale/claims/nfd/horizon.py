@@ -9,12 +9,13 @@ the T x L grid of Fig. 2c-d. The runs are the study
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from depthscale.claims.common import mean_finite, metric, run_claim_study
+from depthscale.claims.common import budget_stop, mean_finite, metric, run_claim_study
 from depthscale.claims.nfd.figures import draw_fig2
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import (
@@ -46,7 +47,7 @@ class Fig2Measure:
     T (``per_seed[i][seed]``; +inf where the run diverged); ``looks``: the seed rounds the
     sequential design may take (their number enters the comparisons' level); ``test_per_seed``
     each seed's test loss per T, the second panel (Fig. 2b; none: only the train loss is
-    judged)."""
+    judged); ``seconds``: the run time of the runs read, as stored (the budget's meter)."""
 
     rows: Rows
     depths: list[int]
@@ -56,6 +57,7 @@ class Fig2Measure:
     per_seed: list[dict[int, float]]
     looks: int = 1
     test_per_seed: list[dict[int, float]] = field(default_factory=list)
+    seconds: float = 0.0
 
     def panels(self) -> list[tuple[str, list[dict[int, float]]]]:
         """The losses judged, by name: the train loss, and the test loss where measured."""
@@ -141,7 +143,8 @@ def measure_fig2(ctx: ClaimContext, seeds: int | None = None,
     return Fig2Measure(rows, depths, list(main.values), list(main.losses), list(main.diverged),
                        panels["train_loss"],
                        looks=len(seed_rounds(ctx.settings)) + len(target_rounds(ctx.settings)),
-                       test_per_seed=panels["test_loss"])
+                       test_per_seed=panels["test_loss"],
+                       seconds=math.fsum(float(r.get("seconds") or 0.0) for r in records))
 
 
 def _strongest(comps: list[Comparison]) -> tuple[Comparison, set[str]]:
@@ -252,31 +255,59 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
     return Judgement(measured, decision=findings_verdict(findings), note=note)
 
 
+def _decided(j: Judgement) -> bool:
+    return j.decision is not None and j.decision[0] != "INCONCLUSIVE"
+
+
+def _over_budget(ctx: ClaimContext, m: Fig2Measure, runs: int, what: str) -> str:
+    """:func:`~depthscale.claims.common.budget_stop` for a round adding ``runs`` runs at the
+    mean stored run time of those read so far."""
+    return budget_stop(ctx, m.seconds, runs * m.seconds / max(1, len(m.rows)), what)
+
+
 def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
     """Sequential design: judge at ``seeds`` seeds, and while undecided rerun with twice the
     seeds (the study keeps the finished runs) up to ``max_seeds``; then, while still undecided,
     the targeted rounds (:func:`target_rounds`): twice the seeds again, up to
     ``max_target_seeds``, only at the T's the undecided comparisons rest on
-    (:func:`undecided_Ts`). Every round enters the level."""
-
-    def decided(j: Judgement) -> bool:
-        return j.decision is not None and j.decision[0] != "INCONCLUSIVE"
-
-    for n in seed_rounds(ctx.settings):
+    (:func:`undecided_Ts`). Every round enters the level. A round starts only within the
+    claim's budget (``reproduce --budget``); the rounds taken and why they stopped are
+    reported (``ctx.designs``)."""
+    grid, targets = seed_rounds(ctx.settings), target_rounds(ctx.settings)
+    m = measure_fig2(ctx, grid[0])
+    judgement, taken, stopped = judge_fig2(m), [f"{grid[0]} seeds on every T"], ""
+    for prev, n in itertools.pairwise(grid):
+        if _decided(judgement):
+            break
+        stopped = _over_budget(ctx, m, (n - prev) * len(m.Ts) * len(m.depths),
+                               f"{n} seeds on every T")
+        if stopped:
+            break
         m = measure_fig2(ctx, n)
         judgement = judge_fig2(m)
-        if decided(judgement):
-            return m, judgement
+        taken.append(f"{n} on every T")
     Ts: list[float] = []
-    for n in target_rounds(ctx.settings):
+    for n in targets:
+        if _decided(judgement) or stopped:
+            break
         Ts = sorted(set(Ts) | set(undecided_Ts(m)))
         if not Ts:
+            stopped = "no comparison that more seeds at chosen T's could decide"
             break
-        m = measure_fig2(ctx, int(ctx.settings.get("max_seeds", ctx.settings["seeds"])),
-                         targeted=(Ts, n))
+        have = {T: len(d) for T, d in zip(m.Ts, m.per_seed, strict=True)}
+        at = f"{n} seeds at T = " + ", ".join(f"{T:g}" for T in Ts)
+        stopped = _over_budget(ctx, m, sum(n - have[T] for T in Ts), at)
+        if stopped:
+            break
+        m = measure_fig2(ctx, grid[-1], targeted=(Ts, n))
         judgement = judge_fig2(m)
-        if decided(judgement):
-            break
+        taken.append(at)
+    why = "decided" if _decided(judgement) else stopped or "every round run"
+    ctx.designs["nfd-fig2"] = {
+        "evidence": f"nfd-fig2 seed rounds: {' -> '.join(taken)} ({why})",
+        "measured": {"fig2_rounds_run": float(len(taken)),
+                     "fig2_rounds_planned": float(len(grid) + len(targets))},
+    }
     return m, judgement
 
 
