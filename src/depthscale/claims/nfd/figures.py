@@ -96,15 +96,14 @@ def draw_prop4_5(s: Settings, rows: Sequence[EigenRow]) -> Figure:
     return fig
 
 
-def _seed_points(ax: Axes, Ts: Sequence[float], per_seed: Sequence[dict[int, float]],
-                 below: float) -> None:
+def _seed_points(ax: Axes, Ts: Sequence[float], per_seed: Sequence[dict[int, float]]) -> None:
     """Each seed's final loss per T (faint points) and, under each T, its seeds and diverged
     runs (the sequential design gives the T's it targets more seeds)."""
     for T, runs in zip(Ts, per_seed, strict=True):
         finite = [v for v in runs.values() if math.isfinite(v)]
         ax.scatter([T] * len(finite), finite, s=6, alpha=0.25, color="tab:gray")
         gone = len(runs) - len(finite)
-        ax.annotate(f"{len(runs)}" + (f"\n{gone} div." if gone else ""), (T, below),
+        ax.annotate(f"{len(runs)}" + (f"\n{gone} div." if gone else ""), (T, 0.0),
                     fontsize=6, ha="center", va="top", annotation_clip=False,
                     xycoords=("data", "axes fraction"), xytext=(0, -22),
                     textcoords="offset points")
@@ -115,14 +114,14 @@ def draw_fig2(s: Settings, m: Fig2Measure) -> Figure:
     loss, seeds and diverged runs per T) and the test loss per depth."""
     fig, axes = figures.new_figure(ncols=2)
     ax = axes.flat[0]
-    _seed_points(ax, m.Ts, m.per_seed, 0.0)
+    _seed_points(ax, m.Ts, m.per_seed)
     ax.semilogx(m.Ts, m.losses, "o-", base=2)
     ax.set_xlabel("time horizon T (under each: seeds, diverged runs)", labelpad=18)
     ax.set_ylabel("final train loss (line: mean over seeds)")
     ax.set_title(f"nfd Fig. 2a: depth {s['depth']}, width {s['width']}")
     ax = axes.flat[1]
     if m.test_per_seed:
-        _seed_points(ax, m.Ts, m.test_per_seed, 0.0)
+        _seed_points(ax, m.Ts, m.test_per_seed)
     for L in m.depths:
         test = [mean_finite([r["test_loss"] for r in m.rows if r["depth"] == L and r["T"] == T])
                 for T in m.Ts]
