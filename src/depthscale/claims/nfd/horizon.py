@@ -196,15 +196,25 @@ def _level(m: Fig2Measure) -> float:
     return 1.0 - (1.0 - FAMILY_LEVEL) / (interior * m.looks * len(m.panels()))
 
 
+Half = tuple[str, str, Comparison | None]
+
+
+def _halves(m: Fig2Measure) -> list[tuple[str, list[dict[int, float]], Half, Half]]:
+    """Per judged loss (name, per-seed losses): its two halves, :func:`_improves` and
+    :func:`_destabilises`, at the level of :func:`_level`."""
+    level = _level(m)
+    return [(name, per_seed, _improves(m, per_seed, level), _destabilises(m, per_seed, level))
+            for name, per_seed in m.panels()]
+
+
 def undecided_Ts(m: Fig2Measure) -> list[float]:
     """The T's of the comparisons that leave a half undecided: for each undecided finding on
     each loss, the two T's of its strongest comparison (where more seeds can decide it). Empty
     where an undecided finding rests on no comparison (more seeds of chosen T's cannot decide
     it) or none is undecided."""
     Ts: set[float] = set()
-    for _, per_seed in m.panels():
-        for finding, _, comp in (_improves(m, per_seed, _level(m)),
-                                 _destabilises(m, per_seed, _level(m))):
+    for _, _, *halves in _halves(m):
+        for finding, _, comp in halves:
             if finding == "undecided":
                 if comp is None:
                     return []
@@ -229,9 +239,7 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
     }
     findings: dict[str, tuple[str, str]] = {}
     notes = []
-    for name, per_seed in panels:
-        improve, improve_text, ci = _improves(m, per_seed, level)
-        worse, worse_text, wi = _destabilises(m, per_seed, level)
+    for name, per_seed, (improve, improve_text, ci), (worse, worse_text, wi) in _halves(m):
         means = [mean_finite(list(d.values())) for d in per_seed]
         finite = [i for i, v in enumerate(means) if math.isfinite(v)]
         best = min(finite, key=lambda i: means[i]) if finite else len(m.Ts) - 1
