@@ -247,3 +247,53 @@ def test_a_medium_run_after_a_quick_one_keeps_both_for_the_across_runs_table(
     # a resumed run appends nothing: the kept claim was not run again
     assert main(["reproduce", "nfd-prop1", "--out", str(tmp_path), "--scale", "medium"]) == 0
     assert len(read_history(tmp_path)) == 3
+
+
+def test_batch_lrs_reaches_the_claim_and_the_record_and_is_another_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[bool] = []
+
+    def runner(ctx: ClaimContext) -> ClaimOutcome:
+        seen.append(ctx.batch_lrs)
+        return ClaimOutcome("PASS", {"x": 1.0})
+
+    monkeypatch.setitem(CLAIMS, "nfd-deep", dataclasses.replace(CLAIMS["nfd-deep"], run=runner))
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path), "--batch-lrs"]) == 0
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path), "--batch-lrs"]) == 0
+    assert seen == [True]  # kept: same settings
+    (record,) = json.loads((tmp_path / "claims.json").read_text())
+    assert record["run"]["batch_lrs"] is True
+    # records may differ by float rounding with and without batching: another run
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path)]) == 0
+    assert seen == [True, False]
+    (record,) = json.loads((tmp_path / "claims.json").read_text())
+    assert record["run"]["batch_lrs"] is False
+
+
+def test_a_laws_claim_batched_by_lr_gives_the_one_by_one_values(tmp_path: Path) -> None:
+    """laws-table1 at smoke size (4 depths x 9 LRs, 32 steps) with its LR groups trained as
+    one batched run each: the same verdict and alpha to float rounding as the loop, and the
+    runs really were batched (every planned run is in a group)."""
+    from depthscale.claims.reproduce import reproduce as run_claims
+    from depthscale.studies.store import open_store
+
+    smoke = dataclasses.replace(CLAIMS["laws-table1"], settings={
+        **CLAIMS["laws-table1"].settings, "quick": CLAIMS["laws-table1"].settings["smoke"]})
+    records = {}
+    for batched in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(CLAIMS, "laws-table1", smoke)
+            (rec,), crashed = run_claims(["laws-table1"], scale="quick",
+                                         out_dir=tmp_path / str(batched), batch_lrs=batched)
+        assert crashed == []
+        records[batched] = rec
+    loop, batch = records[False], records[True]
+    assert batch["verdict"] == loop["verdict"]
+    for key, value in loop["measured"].items():
+        assert batch["measured"][key] == pytest.approx(value, rel=1e-3, abs=1e-4), key
+    (study,) = [p for p in (tmp_path / "True").iterdir() if (p / "study.toml").exists()]
+    with open_store(study, readonly=True) as store:
+        runs = [dict(r) for r in store.records(planned_only=True)]
+    assert runs and all(r["status"] in ("done", "diverged") for r in runs)
+    assert all("[batch of 9:" in r["worker"] for r in runs)  # each depth's 9 LRs, one group

@@ -29,3 +29,18 @@ def test_cuda_absent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match="CUDA is not available here; use --device cpu"):
         resolve_device("cuda")
+
+
+def test_cuda_runs_in_float32_not_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's default on Ampere and later runs cuDNN convolutions in TF32: resolving a CUDA
+    device switches TF32 off for convolutions and matrix products (restored after the test)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+        assert resolve_device("cuda") == torch.device("cuda")
+        assert torch.backends.cudnn.allow_tf32 is False
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved

@@ -70,8 +70,10 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
         ctx.set_total(total)
         yield ctx.progress
 
-    # ``reproduce --workers`` (ClaimContext.workers): a process pool; the runs are identical
-    run_study(study, folder, progress=progress, retry_failed=retry_failed, workers=ctx.workers)
+    # ``reproduce --workers`` (ClaimContext.workers): a process pool; the runs are identical.
+    # ``reproduce --batch-lrs``: LR groups trained as one batched run (equal to float rounding)
+    run_study(study, folder, progress=progress, retry_failed=retry_failed, workers=ctx.workers,
+              batch_lrs=ctx.batch_lrs)
     with open_store(folder, readonly=True) as store:
         records = [dict(r) for r in store.records(planned_only=True)]
     failed = [r for r in records if r["status"] == "failed"]

@@ -65,6 +65,9 @@ class ClaimContext:
     set_total: Callable[[int], None] = lambda _k: None
     #: processes a claim's sweeps may use (``depthscale reproduce --workers``)
     workers: int = 1
+    #: train the runs of a sweep that differ only in LR as one batched group
+    #: (``depthscale reproduce --batch-lrs``; :func:`~depthscale.studies.sweep.run_study`)
+    batch_lrs: bool = False
     #: the claim's time budget in seconds (``depthscale reproduce --budget``; None: none); only
     #: sequential designs read it (claims/laws/sequential.py, nfd-fig2's seed rounds), through
     #: claims.common.budget_stop

@@ -110,9 +110,11 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def run_info(device: str, workers: int, budget_seconds: float | None = None) -> dict[str, Any]:
+def run_info(device: str, workers: int, budget_seconds: float | None = None,
+             batch_lrs: bool = False) -> dict[str, Any]:
     """Where and with what a reproduce call runs: start time, CPU and GPU models, torch
-    threads, each claim's time budget (seconds, None: none), OS and the versions of
+    threads, each claim's time budget (seconds, None: none), whether LR groups trained
+    batched (``batch_lrs``), OS and the versions of
     depthscale, torch, numpy and Python (each record's ``run``, so the report shows the
     machine that computed it, not the reader's)."""
     import numpy
@@ -126,7 +128,7 @@ def run_info(device: str, workers: int, budget_seconds: float | None = None) -> 
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device, "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "gpu": gpu,
         "threads": torch.get_num_threads(), "workers": workers, "budget_seconds": budget_seconds,
-        "os": f"{platform.system()} {platform.release()}".strip(),
+        "batch_lrs": batch_lrs, "os": f"{platform.system()} {platform.release()}".strip(),
         "depthscale": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
         "python": platform.python_version(),
     }
@@ -221,6 +223,7 @@ class _Run:
     workers: int
     info: dict[str, Any]
     budget_seconds: float | None = None
+    batch_lrs: bool = False
 
 
 def _run_seeds(cid: str, run: _Run,
@@ -237,7 +240,7 @@ def _run_seeds(cid: str, run: _Run,
                            data_dir=run.data_dir, seed=base,
                            settings=CLAIMS[cid].settings_for(run.scale, control=run.control),
                            progress=advance, set_total=set_total, workers=run.workers,
-                           budget_seconds=run.budget_seconds)
+                           budget_seconds=run.budget_seconds, batch_lrs=run.batch_lrs)
         t0 = time.perf_counter()
         outcome = _with_designs(_run_claim(cid, ctx, crashed), ctx)
         per_seed.append((base, _record(cid, run.scale, base, time.perf_counter() - t0, outcome,
@@ -267,14 +270,15 @@ def _with_designs(outcome: ClaimOutcome, ctx: ClaimContext) -> ClaimOutcome:
 
 
 def _same_run(record: dict[str, Any], scale: str, seed: int, seeds: int,
-              budget_seconds: float | None = None) -> bool:
+              budget_seconds: float | None = None, batch_lrs: bool = False) -> bool:
     """Whether ``record`` (from claims.json) is this run's result already: same scale, base
-    seed, number of seeds, budget and depthscale version, and decided (not a SKIP, which may
-    be a crash or missing data that a rerun can fix)."""
+    seed, number of seeds, budget, LR batching and depthscale version, and decided (not a
+    SKIP, which may be a crash or missing data that a rerun can fix)."""
     return (record["verdict"] != "SKIP" and record["scale"] == scale
             and record.get("seed") == seed and len(record.get("seeds") or []) == (
                 seeds if seeds > 1 else 0)
             and (record.get("run") or {}).get("budget_seconds") == budget_seconds
+            and bool((record.get("run") or {}).get("batch_lrs")) == batch_lrs
             and record.get("version") == __version__)
 
 
@@ -316,6 +320,7 @@ def reproduce(
     rerun: bool = False,
     on_kept: Callable[[str], None] | None = None,
     budget_seconds: float | None = None,
+    batch_lrs: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
@@ -324,7 +329,10 @@ def reproduce(
     ``workers``: processes each claim's sweeps may use (the runs are the same either way).
     ``seeds``: base seeds per claim (UNSTABLE where their verdicts differ); ``control``: run
     the negative controls instead of the claims. ``budget_seconds``: each claim's time budget
-    (None: none; only sweeps with a sequential design read it).
+    (None: none; only sweeps with a sequential design read it). ``batch_lrs``: the sweeps
+    train each group of runs that differ only in LR as one batched run
+    (:func:`~depthscale.train.train_batched`: equal to one-by-one runs to float rounding; on a
+    GPU, where one small run leaves the device idle, a group costs about what one run does).
 
     Resuming: a claim whose result is already in ``out_dir/claims.json`` from the same scale,
     base seed, number of seeds, budget and depthscale version, and is not a SKIP, is kept as
@@ -337,12 +345,12 @@ def reproduce(
         results = {r["id"]: r for r in _existing(out_dir)}  # a bad claims.json stops us here
     crashed: list[str] = []
     run = _Run(scale, out_dir, out_dir / "control" if control else out_dir, device, data_dir,
-               seed, seeds, control, workers, run_info(device, workers, budget_seconds),
-               budget_seconds)
+               seed, seeds, control, workers,
+               run_info(device, workers, budget_seconds, batch_lrs), budget_seconds, batch_lrs)
     for cid in chosen:
         previous = results.get(f"{cid}/control" if control else cid)
         if not rerun and previous is not None and _same_run(previous, scale, seed, seeds,
-                                                            budget_seconds):
+                                                            budget_seconds, batch_lrs):
             if on_kept is not None:
                 on_kept(cid)
             continue

@@ -56,13 +56,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
         def on_kept(cid: str) -> None:
             console.print(f"{cid}: kept from {args.out / 'claims.json'} (same scale, seed, "
-                          "budget and version; --rerun to run it again)")
+                          "budget, LR batching and version; --rerun to run it again)")
 
         results, crashed = reproduce(args.claims, scale=args.scale, out_dir=args.out,
                                      device=args.device, data_dir=args.data_dir, seed=args.seed,
                                      seeds=args.seeds, control=args.control,
                                      workers=args.workers, on_claim=on_claim, rerun=args.rerun,
-                                     on_kept=on_kept, budget_seconds=args.budget)
+                                     on_kept=on_kept, budget_seconds=args.budget,
+                                     batch_lrs=args.batch_lrs)
     Console().print(console_table(results, details=args.details))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
@@ -103,6 +104,10 @@ def register(sub: Any) -> None:
                    "(the laws sweeps, nfd-fig2's seed rounds) start no further round of seeds "
                    "that would exceed it (measured s/run x runs in the round); other claims "
                    "ignore it")
+    r.add_argument("--batch-lrs", action="store_true",
+                   help="train each group of sweep runs that differ only in LR as one batched "
+                   "run (equal to one-by-one runs to float rounding): on a GPU a group costs "
+                   "about one run; on a CPU the gain is small (README, Performance)")
     r.add_argument("--rerun", action="store_true",
                    help="run every chosen claim again, even those claims.json in --out already "
                    "holds from the same scale, seed and version (by default a rerun into the "

@@ -90,17 +90,22 @@ _QUICK_BUDGET = {"seeds": 3, "epochs": 1, "data": {}, "final_eval": "test"}
 #: every seed), deeper nets than quick; about 30 CPU minutes for the four sweeps on 2 cores
 _REFINE = {"half_width": 0.5, "step": 0.1}
 _MEDIUM_BUDGET = {"steps": 256, "seeds": 5, "refine": _REFINE, "data": {}}
-#: cnn1d trains 1000 steps (its own ``steps``, over the scale's 256): its alpha moves with the
-#: run length across the band (-1.52 at 125 steps, -1.63 at 250, -2.05 at 500, -1.99 at 1000;
-#: issue 25), so only a run long enough for alpha to stop moving between n/2 and n can decide it
+#: Table 1's architectures train 1000 steps (their own ``steps``, over the scale's 256): cnn1d's
+#: alpha moves with the run length across the band (-1.52 at 125 steps, -1.63 at 250, -2.05 at
+#: 500, -1.99 at 1000; issue 25), so only a run long enough for alpha to stop moving between
+#: n/2 and n can decide it; at 256 steps the other three were left undecided by grids flat
+#: within seed noise at one depth, whose gate says longer training separates the LRs. On this
+#: 2-core CPU that is hours; on a GPU with ``reproduce --batch-lrs`` (a batched LR group costs
+#: about one run there) minutes (README)
+_MEDIUM_STEPS = 1000
 ARCHS_MEDIUM: dict[str, Arch] = {
     "cnn1d": {**CNN1D, "depths": [2, 3, 4, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 11],
-              "steps": 1000},
+              "steps": _MEDIUM_STEPS},
     "convresnet1d": {**CONVRESNET1D, "data": {}, "depths": [1, 2, 4, 8, 16, 32],
-                     "lr_logspace": [-3, 0.5, 11]},
-    "cnn2d": {**ARCHS_QUICK["cnn2d"], "lr_logspace": [-3, 0.5, 11]},
+                     "lr_logspace": [-3, 0.5, 11], "steps": _MEDIUM_STEPS},
+    "cnn2d": {**ARCHS_QUICK["cnn2d"], "lr_logspace": [-3, 0.5, 11], "steps": _MEDIUM_STEPS},
     "vit": {**VIT1D, "width": 64, "data": {}, "depths": [1, 2, 3, 4, 6, 8],
-            "lr_logspace": [-4, 0, 12]},
+            "lr_logspace": [-4, 0, 12], "steps": _MEDIUM_STEPS},
 }
 #: the smoke size (seconds): a width-8 cnn1d at 3 depths and 3 LRs on 256 signals
 _SMOKE_CNN1D: Arch = {**ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
