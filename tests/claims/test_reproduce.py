@@ -209,7 +209,31 @@ def test_cuda_asked_for_on_a_machine_without_it_is_one_line_before_any_work(
                  "--strict"]) == 2
     err = capsys.readouterr().err
     assert "CUDA is not available" in err and "Traceback" not in err
+    assert "--batch-lrs" not in err  # no hint about a GPU this machine lacks
     assert not out.exists()
+
+
+def test_a_gpu_run_without_batching_gets_a_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda _i: "a GPU")
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    calls: list[int] = []
+    monkeypatch.setitem(CLAIMS, "nfd-deep",
+                        dataclasses.replace(CLAIMS["nfd-deep"], run=_counting("PASS", calls)))
+    try:
+        assert main(["reproduce", "nfd-deep", "--out", str(tmp_path), "--device", "cuda"]) == 0
+        assert "--batch-lrs trains each LR group" in " ".join(capsys.readouterr().err.split())
+        assert main(["reproduce", "nfd-deep", "--out", str(tmp_path / "b"), "--device", "cuda",
+                     "--batch-lrs"]) == 0
+        assert "hint" not in capsys.readouterr().err
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+    assert len(calls) == 2
 
 
 def test_a_medium_run_after_a_quick_one_keeps_both_for_the_across_runs_table(

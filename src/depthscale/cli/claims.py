@@ -31,6 +31,7 @@ def duration(text: str) -> float:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
+    import torch
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -46,6 +47,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         return 0
     select_claims(args.claims)  # validate before any work
     console = Console(stderr=True)
+    if args.device.startswith("cuda") and not args.batch_lrs and torch.cuda.is_available():
+        console.print("hint: on a GPU one small sweep run leaves the device idle; --batch-lrs "
+                      "trains each LR group as one run (the laws sweeps: minutes, not hours)")
     with Progress(TextColumn("{task.description:<14}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                   console=console) as bar:
