@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -295,24 +296,28 @@ def test_batch_lrs_reaches_the_claim_and_the_record_and_is_another_run(
     assert record["run"]["batch_lrs"] is False
 
 
+def _loop_and_batched(cid: str, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``cid`` at its smoke settings, one by one and with ``batch_lrs``: the two records."""
+    smoke = dataclasses.replace(CLAIMS[cid], settings={**CLAIMS[cid].settings,
+                                                       "quick": CLAIMS[cid].settings["smoke"]})
+    records = {}
+    for batched in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(CLAIMS, cid, smoke)
+            (rec,), crashed = reproduce([cid], scale="quick", out_dir=out / str(batched),
+                                        batch_lrs=batched)
+        assert crashed == []
+        records[batched] = rec
+    return records[False], records[True]
+
+
 def test_a_laws_claim_batched_by_lr_gives_the_one_by_one_values(tmp_path: Path) -> None:
     """laws-table1 at smoke size (4 depths x 9 LRs, 32 steps) with its LR groups trained as
     one batched run each: the same verdict and alpha to float rounding as the loop, and the
     runs really were batched (every planned run is in a group)."""
-    from depthscale.claims.reproduce import reproduce as run_claims
     from depthscale.studies.store import open_store
 
-    smoke = dataclasses.replace(CLAIMS["laws-table1"], settings={
-        **CLAIMS["laws-table1"].settings, "quick": CLAIMS["laws-table1"].settings["smoke"]})
-    records = {}
-    for batched in (False, True):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setitem(CLAIMS, "laws-table1", smoke)
-            (rec,), crashed = run_claims(["laws-table1"], scale="quick",
-                                         out_dir=tmp_path / str(batched), batch_lrs=batched)
-        assert crashed == []
-        records[batched] = rec
-    loop, batch = records[False], records[True]
+    loop, batch = _loop_and_batched("laws-table1", tmp_path)
     assert batch["verdict"] == loop["verdict"]
     for key, value in loop["measured"].items():
         assert batch["measured"][key] == pytest.approx(value, rel=1e-3, abs=1e-4), key
@@ -321,3 +326,15 @@ def test_a_laws_claim_batched_by_lr_gives_the_one_by_one_values(tmp_path: Path) 
         runs = [dict(r) for r in store.records(planned_only=True)]
     assert runs and all(r["status"] in ("done", "diverged") for r in runs)
     assert all("[batch of 9:" in r["worker"] for r in runs)  # each depth's 9 LRs, one group
+
+
+@pytest.mark.parametrize("cid", ["nfd-transfer", "beyond-adam", "beyond-transformer"])
+def test_the_other_lr_sweeps_batched_give_the_one_by_one_values(cid: str, tmp_path: Path) -> None:
+    """The other claims with LR sweeps (two-layer-block MLP ResNets, Adam runs, which are not
+    batchable and run one by one, GPTs) at smoke size: same verdict and values with
+    ``batch_lrs`` as without (measured: equal within 1e-4 everywhere)."""
+    loop, batch = _loop_and_batched(cid, tmp_path)
+    assert batch["verdict"] == loop["verdict"]
+    assert batch["measured"].keys() == loop["measured"].keys()
+    for key, value in loop["measured"].items():
+        assert batch["measured"][key] == pytest.approx(value, rel=1e-3, abs=1e-4), key

@@ -335,8 +335,8 @@ def reproduce(
     GPU, where one small run leaves the device idle, a group costs about what one run does).
 
     Resuming: a claim whose result is already in ``out_dir/claims.json`` from the same scale,
-    base seed, number of seeds, budget and depthscale version, and is not a SKIP, is kept as
-    it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it anyway.
+    base seed, number of seeds, budget, LR batching and depthscale version, and is not a SKIP,
+    is kept as it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it anyway.
     """
     chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds)
     out_dir = check_output_dir(out_dir)
