@@ -1,5 +1,6 @@
 """nfd-transfer's seed statistics: the seed-bootstrap CI of the spreads, the noise a spread
-must exceed (Tukey's studentized range, the grid step) and the same-runs check of its control."""
+must exceed (Tukey's studentized range, the grid step), the same-runs check of its control, and
+the spread the one-step route predicts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthscale.claims.nfd.transfer import same_runs, spread_bootstrap, spread_noise
+from depthscale.claims.nfd.collapse import slope_ci
+from depthscale.claims.nfd.transfer import (
+    predicted_spread,
+    same_runs,
+    spread_bootstrap,
+    spread_noise,
+)
 from depthscale.stats.sweeps import Optimum
 
 ARMS = ("depth-mup", "nfd-depth")
@@ -71,3 +78,42 @@ def test_same_runs_needs_every_twin_equal():
     assert same_runs(same, ARMS)
     assert not same_runs([*same[:3], row("nfd-depth", 1.0, 1.2)], ARMS)
     assert not same_runs([row("depth-mup", 0.1, 1.5)], ARMS)  # no Eq. 8 runs at all
+
+
+def test_the_one_step_route_predicts_the_spread_of_an_equal_output_change():
+    """A one-step output change ~ L^s: an eta_c moving the output as far at every depth goes
+    like L^(-s), so over L = 3..18 its log10 spreads by |s| log10(6); the interval maps the
+    slope's, with 0 at its low end when the slope's interval holds 0."""
+    span = math.log10(6.0)
+    rising = slope_ci([0.20, 0.25, 0.30])  # mean 0.25, t-interval 0.25 +- 4.303 x 0.0289
+    half = stats.t.ppf(0.975, 2) * 0.05 / math.sqrt(3)
+    pred, low, high = predicted_spread(rising, [3, 6, 9, 18])
+    assert pred == pytest.approx(0.25 * span)
+    assert (low, high) == pytest.approx(((0.25 - half) * span, (0.25 + half) * span))
+    flat = slope_ci([-0.05, 0.0, 0.05])
+    pred, low, high = predicted_spread(flat, [3, 6, 9, 18])
+    assert pred == pytest.approx(0.0, abs=1e-12) and low == 0.0
+    assert high == pytest.approx(half * span)  # the same SD, 0.05, as above
+    falling = slope_ci([-0.3, -0.3, -0.3])  # a falling change predicts the same spread
+    assert predicted_spread(falling, [3, 18])[0] == pytest.approx(0.3 * span)
+
+
+def test_the_claim_reports_the_one_step_route_beside_the_sweeps(tmp_path):
+    """nfd-transfer at smoke size (depths 2, 3; one seed): the one-step slopes and the spread
+    they predict are measured values, the prediction |s| log10(3/2), and the note names them;
+    they do not enter the verdict."""
+    import dataclasses
+
+    from depthscale.claims import CLAIMS, reproduce
+
+    c = CLAIMS["nfd-transfer"]
+    smoke = dataclasses.replace(c, settings={**c.settings, "quick": c.settings["smoke"]})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(CLAIMS, "nfd-transfer", smoke)
+        (rec,), crashed = reproduce(["nfd-transfer"], scale="quick", out_dir=tmp_path)
+    assert crashed == []
+    m = rec["measured"]
+    for tag in ("depth_mup", "nfd_depth"):
+        assert m[f"predicted_spread_{tag}"] == pytest.approx(
+            abs(m[f"one_step_slope_{tag}"]) * math.log10(3 / 2))
+    assert "second route, not judged" in rec["reason"]

@@ -5,6 +5,13 @@ Per depth and seed, the eta_c minimising the last epoch's training loss (refined
 in log eta_c, :func:`~depthscale.stats.sweeps.optimal_lrs`); an arm's spread = max - min
 across depths of the seed-mean log10 eta_c*. The runs are the study
 :func:`~depthscale.claims.nfd.training.transfer_tables`.
+
+Reported beside it, not judged: the spread a second route predicts without any sweep. One SGD
+step's output change per arm against depth (:func:`~depthscale.claims.nfd.collapse.output_step`,
+at ``ONE_STEP_ETA_C``) has log-log slope s; an eta_c that moves the output as far at every
+depth scales like L^(-s), so the optima should spread by |s| log10(L_max / L_min)
+(:func:`predicted_spread`). Under depth-muP s is about 0 (flat to L = 1024); under Eq. 8 it
+grows towards 1/2 (the block-sum argument in ``output_step``).
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ from typing import Any, cast
 import numpy as np
 from scipy import stats
 
-from depthscale.claims.common import metric, run_claim_study
+from depthscale.claims.common import claim_dataset, metric, run_claim_study
+from depthscale.claims.nfd.collapse import SlopeCI, output_slopes
 from depthscale.claims.nfd.figures import draw_transfer
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import (
@@ -48,9 +56,25 @@ from depthscale.stats.sweeps import (
 )
 
 __all__ = [
-    "TransferMeasure", "judge_transfer", "measure_transfer", "nfd_transfer", "same_runs",
-    "spread_bootstrap", "spread_noise",
+    "ONE_STEP_ETA_C", "TransferMeasure", "judge_transfer", "measure_transfer", "nfd_transfer",
+    "predicted_spread", "same_runs", "spread_bootstrap", "spread_noise",
 ]
+
+#: the eta_c of the one-step route (Fig. 5 row 1's; one step's output change is linear in it
+#: there, so its slope against depth does not depend on the choice)
+ONE_STEP_ETA_C = 0.1
+#: inputs the one-step output change is averaged over
+_ONE_STEP_PROBE = 256
+
+
+def predicted_spread(slope: SlopeCI, depths: Sequence[int]) -> tuple[float, float, float]:
+    """The spread of log10 eta_c* across ``depths`` that a one-step output-change slope s
+    predicts, |s| log10(L_max / L_min), with the interval of |s| over the slope's 95% interval
+    (0 at its low end when the interval holds 0)."""
+    span = math.log10(max(depths) / min(depths))
+    lo, hi = slope.low, slope.high
+    low = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
+    return abs(slope.mean) * span, low * span, max(abs(lo), abs(hi)) * span
 
 
 def _seed_logs(optima: Sequence[Optimum], recipe: str, depth: int) -> dict[int, float]:
@@ -130,11 +154,13 @@ class TransferMeasure:
     noise: float
     same_runs: bool
     flat: list[GridSignal]
+    one_step: dict[str, SlopeCI]
 
 
 def measure_transfer(ctx: ClaimContext) -> TransferMeasure:
     """The study's runs and, per recipe, depth and seed, the eta_c minimising the last
-    epoch's training loss, with the spreads and their noise."""
+    epoch's training loss, with the spreads and their noise; per arm the slope of one SGD
+    step's output change against depth over the claim's seeds."""
     s = ctx.settings
     records = run_claim_study(ctx, "nfd-transfer", transfer_tables(
         s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
@@ -155,7 +181,17 @@ def measure_transfer(ctx: ClaimContext) -> TransferMeasure:
         rows, recipes, found, missing, mean_log, spread,
         spread_bootstrap(found, recipes, s["depths"], seed=ctx.seed),
         spread_noise(found, recipes, s["depths"], s["eta_cs"]), same_runs(rows, recipes),
-        [g for g in grid_signals(records, "last-epoch", "depth", group="recipe") if g.flat])
+        [g for g in grid_signals(records, "last-epoch", "depth", group="recipe") if g.flat],
+        _one_step(ctx))
+
+
+def _one_step(ctx: ClaimContext) -> dict[str, SlopeCI]:
+    """Per arm (tag) the slope of one SGD step's output change against the claim's depths, at
+    ``ONE_STEP_ETA_C``, over its seeds."""
+    data = claim_dataset(ctx)
+    seeds = range(ctx.seed, ctx.seed + ctx.settings["seeds"])
+    return output_slopes(ctx, data, data.x_train[:_ONE_STEP_PROBE], corrected_arms(ctx.settings),
+                         list(seeds), eta_c=ONE_STEP_ETA_C)
 
 
 def _transfer_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
@@ -207,8 +243,23 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
         **{f"eta_star_{tag}_L{L}": 10 ** m.mean_log[r, L] if (r, L) in m.mean_log else None
            for tag, r in corrected_arms(s) for L in s["depths"]},
     }
+    said = []
+    for (tag, _), r in zip(corrected_arms(s), m.recipes, strict=True):
+        ci = m.one_step[tag]
+        pred, low, high = predicted_spread(ci, s["depths"])
+        measured |= {f"one_step_slope_{tag}": finite_or_none(ci.mean),
+                     f"one_step_slope_{tag}_ci_low": finite_or_none(ci.low),
+                     f"one_step_slope_{tag}_ci_high": finite_or_none(ci.high),
+                     f"predicted_spread_{tag}": finite_or_none(pred),
+                     f"predicted_spread_{tag}_ci_low": finite_or_none(low),
+                     f"predicted_spread_{tag}_ci_high": finite_or_none(high)}
+        said.append(f"{tag}: one-step output change ~ L^{ci.mean:+.2f} [{ci.low:+.2f}, "
+                    f"{ci.high:+.2f}], predicted spread {pred:.3f} [{low:.3f}, {high:.3f}] "
+                    f"against the sweeps' {m.spread[r]:.3f}")
     edges = [f"{o.group} L={o.depth} seed {o.seed}" for o in m.optima if o.on_edge]
     note = "; ".join(n for n in (
+        "second route, not judged (an eta_c that moves the output as far in one SGD step at "
+        f"every depth, eta_c = {ONE_STEP_ETA_C:g}): " + "; ".join(said),
         edges and f"optimum on the grid edge for: {', '.join(edges)}",
         m.missing and f"every eta_c diverged (no optimum) for: {', '.join(m.missing)}") if n)
     return Judgement(measured, decision=_transfer_decision(s, m), note=note)
