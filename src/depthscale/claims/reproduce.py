@@ -336,7 +336,8 @@ def reproduce(
 
     Resuming: a claim whose result is already in ``out_dir/claims.json`` from the same scale,
     base seed, number of seeds, budget, LR batching and depthscale version, and is not a SKIP,
-    is kept as it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it anyway.
+    is kept as it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it
+    anyway.
     """
     chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds)
     out_dir = check_output_dir(out_dir)

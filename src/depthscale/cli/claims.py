@@ -114,7 +114,8 @@ def register(sub: Any) -> None:
                    "about one run; on a CPU the gain is small (README, Performance)")
     r.add_argument("--rerun", action="store_true",
                    help="run every chosen claim again, even those claims.json in --out already "
-                   "holds from the same scale, seed and version (by default a rerun into the "
+                   "holds from the same scale, seed, budget, LR batching and version (by default a "
+                   "rerun into the "
                    "same folder resumes: only what is missing runs)")
     r.add_argument("--strict", action="store_true",
                    help="exit 1 if a chosen claim is not PASS (with --control: not FAIL); a "
