@@ -10,12 +10,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthscale.claims.nfd.collapse import slope_ci
+from depthscale.claims.nfd.collapse import SlopeCI, slope_ci
 from depthscale.claims.nfd.transfer import (
+    TransferMeasure,
+    one_step_route,
     predicted_spread,
     same_runs,
     spread_bootstrap,
     spread_noise,
+    transfer_decision,
+    value_checks,
 )
 from depthscale.stats.sweeps import Optimum
 
@@ -100,8 +104,7 @@ def test_the_one_step_route_predicts_the_spread_of_an_equal_output_change():
 
 def test_the_claim_reports_the_one_step_route_beside_the_sweeps(tmp_path):
     """nfd-transfer at smoke size (depths 2, 3; one seed): the one-step slopes and the spread
-    they predict are measured values, the prediction |s| log10(3/2), and the note names them;
-    they do not enter the verdict."""
+    they predict are measured values, the prediction |s| log10(3/2), and the note names them."""
     import dataclasses
 
     from depthscale.claims import CLAIMS, reproduce
@@ -116,4 +119,69 @@ def test_the_claim_reports_the_one_step_route_beside_the_sweeps(tmp_path):
     for tag in ("depth_mup", "nfd_depth"):
         assert m[f"predicted_spread_{tag}"] == pytest.approx(
             abs(m[f"one_step_slope_{tag}"]) * math.log10(3 / 2))
-    assert "second route, not judged" in rec["reason"]
+    assert "one-step route (an eta_c that moves the output as far" in rec["reason"]
+
+
+def _measure(*, boot: dict, spread: dict, noise: float, one_step: dict,
+             same: bool = False) -> TransferMeasure:
+    """A TransferMeasure carrying only what the decision reads (depths 3-18, no flat grid)."""
+    return TransferMeasure(rows=[], recipes=ARMS, optima=[], missing=[], mean_log={},
+                           spread=spread, boot=boot, noise=noise, same_runs=same, flat=[],
+                           one_step=one_step)
+
+
+#: the medium run at 24 seeds (2026-11-26): swept and predicted spreads, noise, slopes
+_SETTINGS = {"depths": [3, 6, 9, 18], "seeds": 24}
+_SPREAD = {"depth-mup": 0.0197, "nfd-depth": 0.1559}
+_BOOT = {"depth-mup": (0.0087, 0.0562), "nfd-depth": (0.1197, 0.1909),
+         "difference": (0.0783, 0.1709)}
+_ONE_STEP = {"depth_mup": SlopeCI((), 0.0346, 0.0102, 0.0591),
+             "nfd_depth": SlopeCI((), 0.1641, 0.1377, 0.1906)}
+
+
+def test_two_routes_that_contradict_and_agree_in_value_refute():
+    """The medium numbers at 24 seeds: the swept spreads' difference +0.136 [+0.078, +0.171]
+    (above the noise 0.040) and the predicted one [+0.061, +0.140] both contradict "Eq. 8
+    narrows the spread", the sweeps resolve the Eq. 8 arm's spread above the noise, and each
+    arm's swept interval overlaps its predicted one: REFUTED."""
+    m = _measure(boot=_BOOT, spread=_SPREAD, noise=0.0403, one_step=_ONE_STEP)
+    route = one_step_route(_SETTINGS, m)
+    assert route.finding == "contradicts"
+    assert "[+0.061, +0.140]" in route.evidence
+    assert [ok for ok, _, _ in value_checks(_SETTINGS, m)] == [True, True]
+    verdict, evidence = transfer_decision(_SETTINGS, m)
+    assert verdict == "REFUTED", evidence
+    assert "contrast: seen" in evidence
+
+
+def test_routes_that_disagree_in_value_or_a_lone_route_do_not_refute():
+    """Predicted Eq. 8 spread far below the swept one (a one-step slope of 0.06): the routes
+    no longer agree in value, FAIL; the sweeps undecided (6 seeds' difference across 0, noise
+    above depth-muP's spread) and the one-step route contradicting: one route alone, FAIL."""
+    weak = {**_ONE_STEP, "nfd_depth": SlopeCI((), 0.10, 0.09, 0.11)}  # predicts [0.070, 0.086]
+    m = _measure(boot=_BOOT, spread=_SPREAD, noise=0.0403, one_step=weak)
+    assert [ok for ok, _, _ in value_checks(_SETTINGS, m)] == [True, False]
+    verdict, evidence = transfer_decision(_SETTINGS, m)
+    assert verdict == "FAIL" and "routes disagree in value" in evidence
+    six = _measure(boot={"depth-mup": (0.037, 0.151), "nfd-depth": (0.064, 0.211),
+                         "difference": (-0.058, 0.147)},
+                   spread={"depth-mup": 0.079, "nfd-depth": 0.123}, noise=0.094,
+                   one_step=_ONE_STEP)
+    verdict, evidence = transfer_decision(_SETTINGS, six)
+    assert verdict == "FAIL" and "only one route contradicts" in evidence
+
+
+def test_the_control_is_the_sweeps_fail_and_two_supporting_routes_pass():
+    """The negative control (both arms the same runs) FAILs on the sweeps alone, whatever the
+    one-step route says; a narrowing seen by both routes, with the depth-muP drift above the
+    noise, PASSes."""
+    same = _measure(boot=_BOOT, spread=_SPREAD, noise=0.0403, one_step=_ONE_STEP, same=True)
+    verdict, evidence = transfer_decision(_SETTINGS, same)
+    assert verdict == "FAIL" and "no correction acts" in evidence
+    narrowing = _measure(
+        boot={"depth-mup": (0.20, 0.30), "nfd-depth": (0.01, 0.05), "difference": (-0.27, -0.17)},
+        spread={"depth-mup": 0.25, "nfd-depth": 0.03}, noise=0.05,
+        one_step={"depth_mup": SlopeCI((), -0.3, -0.35, -0.25),
+                  "nfd_depth": SlopeCI((), 0.0, -0.03, 0.03)})
+    assert one_step_route(_SETTINGS, narrowing).finding == "supports"
+    assert transfer_decision(_SETTINGS, narrowing)[0] == "PASS"

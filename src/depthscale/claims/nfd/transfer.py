@@ -6,12 +6,15 @@ in log eta_c, :func:`~depthscale.stats.sweeps.optimal_lrs`); an arm's spread = m
 across depths of the seed-mean log10 eta_c*. The runs are the study
 :func:`~depthscale.claims.nfd.training.transfer_tables`.
 
-Reported beside it, not judged: the spread a second route predicts without any sweep. One SGD
-step's output change per arm against depth (:func:`~depthscale.claims.nfd.collapse.output_step`,
-at ``ONE_STEP_ETA_C``) has log-log slope s; an eta_c that moves the output as far at every
-depth scales like L^(-s), so the optima should spread by |s| log10(L_max / L_min)
-(:func:`predicted_spread`). Under depth-muP s is about 0 (flat to L = 1024); under Eq. 8 it
-grows towards 1/2 (the block-sum argument in ``output_step``).
+A second route predicts the spread without any sweep. One SGD step's output change per arm
+against depth (:func:`~depthscale.claims.nfd.collapse.output_step`, at ``ONE_STEP_ETA_C``) has
+log-log slope s; an eta_c that moves the output as far at every depth scales like L^(-s), so
+the optima should spread by |s| log10(L_max / L_min) (:func:`predicted_spread`). Under
+depth-muP s is about 0 (flat to L = 1024); under Eq. 8 it grows towards 1/2 (the block-sum
+argument in ``output_step``). The verdict joins the two routes (:func:`transfer_decision`).
+The route's premise, stated: the optimal LR of a net scales inversely with how far one step
+moves its function (the premise of laws Sec. 3.2's AM-muP too); where the premise fails the
+routes disagree and the verdict is FAIL, not REFUTED.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from depthscale.claims.common import claim_dataset, metric, run_claim_study
 from depthscale.claims.nfd.collapse import SlopeCI, output_slopes
 from depthscale.claims.nfd.figures import draw_transfer
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
+from depthscale.claims.nfd.series import Check, require_for_refuted
 from depthscale.claims.nfd.training import (
     FULL_DATA,
     QUICK_DATA,
@@ -39,9 +43,11 @@ from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Decision,
+    Route,
     findings_verdict,
     finite_or_none,
     noise_gate,
+    routes_verdict,
     sign_finding,
 )
 from depthscale.stats.fits import percentile_interval
@@ -57,7 +63,8 @@ from depthscale.stats.sweeps import (
 
 __all__ = [
     "ONE_STEP_ETA_C", "TransferMeasure", "judge_transfer", "measure_transfer", "nfd_transfer",
-    "predicted_spread", "same_runs", "spread_bootstrap", "spread_noise",
+    "one_step_route", "predicted_spread", "same_runs", "spread_bootstrap", "spread_noise",
+    "transfer_decision", "value_checks",
 ]
 
 #: the eta_c of the one-step route (Fig. 5 row 1's; one step's output change is linear in it
@@ -194,8 +201,8 @@ def _one_step(ctx: ClaimContext) -> dict[str, SlopeCI]:
                          list(seeds), eta_c=ONE_STEP_ETA_C)
 
 
-def _transfer_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
-    """The sign of the seed-bootstrap CI of (Eq. 8 spread - depth-muP spread)
+def _sweeps_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
+    """The LR sweeps' route: the sign of the seed-bootstrap CI of (Eq. 8 spread - depth-muP spread)
     (:func:`~depthscale.claims.verdicts.sign_finding`; contradicts where the arms are the same
     runs), INCONCLUSIVE when the depth-muP spread, the drift the correction must remove, is
     within its noise or an LR grid is flat within seed noise
@@ -226,10 +233,59 @@ def _transfer_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
     return decision
 
 
+def one_step_route(s: Mapping[str, Any], m: TransferMeasure) -> Route:
+    """The one-step route (:func:`predicted_spread` per arm): the interval of the predicted
+    spreads' difference, [Eq. 8 low - depth-muP high, Eq. 8 high - depth-muP low], against
+    the claim "< 0" (:func:`~depthscale.claims.verdicts.sign_finding`)."""
+    (t0, _), (t1, _) = corrected_arms(s)
+    p0, p1 = (predicted_spread(m.one_step[t], s["depths"]) for t in (t0, t1))
+    low, high = p1[1] - p0[2], p1[2] - p0[1]
+    return Route("one SGD step", sign_finding(low, high, -1),
+                 f"the spreads one step's output change predicts: Eq. 8 arm {p1[0]:.3f} "
+                 f"[{p1[1]:.3f}, {p1[2]:.3f}] - depth-muP {p0[0]:.3f} [{p0[1]:.3f}, "
+                 f"{p0[2]:.3f}]: [{low:+.3f}, {high:+.3f}]")
+
+
+def value_checks(s: Mapping[str, Any], m: TransferMeasure) -> list[Check]:
+    """Per arm, whether the two routes agree in value, not only in finding: the swept spread's
+    95% seed-bootstrap interval overlaps the spread one step predicts."""
+    out = []
+    for (tag, _), r in zip(corrected_arms(s), m.recipes, strict=True):
+        (lo_s, hi_s), (_, lo_p, hi_p) = m.boot[r], predicted_spread(m.one_step[tag], s["depths"])
+        ok = bool(np.isfinite([lo_s, hi_s, lo_p, hi_p]).all() and lo_s <= hi_p and lo_p <= hi_s)
+        out.append((ok, f"{tag}: routes {'agree' if ok else 'disagree'} in value (intervals "
+                        f"must overlap): swept spread [{lo_s:.3f}, {hi_s:.3f}], predicted "
+                        f"[{lo_p:.3f}, {hi_p:.3f}]",
+                    "routes disagree in value, our code is suspected first"))
+    return out
+
+
+def transfer_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
+    """Two routes to one question, does Eq. 8 narrow the spread of eta_c* across depths: the
+    LR sweeps (:func:`_sweeps_decision`) and one SGD step's output change
+    (:func:`one_step_route`), joined by :func:`~depthscale.claims.verdicts.routes_verdict`:
+    REFUTED needs both to contradict, the contrast (the sweeps resolve a spread above the
+    noise seeds alone give, in either arm: they could see a drift where one exists) and the
+    routes' agreement in value in both arms (:func:`value_checks`), else FAIL. The negative
+    control (the arms the same runs) is the sweeps' FAIL alone."""
+    sweeps = _sweeps_decision(s, m)
+    if m.same_runs:
+        return sweeps
+    finding = {"PASS": "supports", "FAIL": "contradicts"}.get(sweeps[0], "undecided")
+    r0, r1 = m.recipes
+    seen_in = [r for r in (r0, r1) if m.boot[r][0] > m.noise]
+    contrast = (f"the sweeps resolve a spread above the noise seeds alone give ({m.noise:.3f})"
+                + (f": {seen_in[0]} [{m.boot[seen_in[0]][0]:.3f}, {m.boot[seen_in[0]][1]:.3f}]"
+                   if seen_in else " in neither arm"))
+    decision = routes_verdict([Route("LR sweeps", finding, sweeps[1]), one_step_route(s, m)],
+                              contrast_seen=bool(seen_in), contrast_evidence=contrast)
+    return require_for_refuted(decision, value_checks(s, m))
+
+
 def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
-    """The decision of :func:`_transfer_decision`; the spreads, their CIs and the seed-mean
-    eta_c* per arm and depth as measured values; optima on a grid edge and cells without an
-    optimum in the note."""
+    """The decision of :func:`transfer_decision`; the spreads, their CIs, the seed-mean
+    eta_c* per arm and depth and the one-step route's slopes and predicted spreads as measured
+    values; optima on a grid edge and cells without an optimum in the note."""
     r0, r1 = m.recipes
     measured = {
         "spread_depth_mup": finite_or_none(m.spread[r0]),
@@ -258,11 +314,11 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
                     f"against the sweeps' {m.spread[r]:.3f}")
     edges = [f"{o.group} L={o.depth} seed {o.seed}" for o in m.optima if o.on_edge]
     note = "; ".join(n for n in (
-        "second route, not judged (an eta_c that moves the output as far in one SGD step at "
-        f"every depth, eta_c = {ONE_STEP_ETA_C:g}): " + "; ".join(said),
+        "one-step route (an eta_c that moves the output as far in one SGD step at every depth, "
+        f"eta_c = {ONE_STEP_ETA_C:g}): " + "; ".join(said),
         edges and f"optimum on the grid edge for: {', '.join(edges)}",
         m.missing and f"every eta_c diverged (no optimum) for: {', '.join(m.missing)}") if n)
-    return Judgement(measured, decision=_transfer_decision(s, m), note=note)
+    return Judgement(measured, decision=transfer_decision(s, m), note=note)
 
 
 @claim(
@@ -272,8 +328,10 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
            "eta_cs": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "epochs": 3, "seeds": 2},
     # quick cannot see the depth-muP drift (noise 0.5-1.3 decades over 2 seeds, half-decade
     # grid): 6 seeds on a 0.125-decade grid and depth 18 for leverage
+    # 6 seeds left the spreads' difference undecided (+0.044 [-0.058, +0.147], noise 0.094);
+    # 24 decide it (+0.136 [+0.078, +0.171], noise 0.040; about 20 min on one core here)
     medium={**QUICK_DATA, "width": 128, "depths": [3, 6, 9, 18],
-            "eta_cs": [round(10 ** (k / 8), 4) for k in range(-8, 9)], "epochs": 3, "seeds": 6},
+            "eta_cs": [round(10 ** (k / 8), 4) for k in range(-8, 9)], "epochs": 3, "seeds": 24},
     full={**FULL_DATA, "width": 128, "depths": [3, 6, 9],
           "eta_cs": [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0], "epochs": 10, "seeds": 3},
     smoke={**SMOKE_DATA,
@@ -300,8 +358,9 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
 )
 def nfd_transfer(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 2: the optimal eta_c per depth for depth-muP and nfd-depth (Eq. 8)
-    (:func:`measure_transfer`); verdict on the seed-bootstrap CI of the spreads' difference,
-    gated on noise (:func:`judge_transfer`)."""
+    (:func:`measure_transfer`); verdict from two routes, the seed-bootstrap CI of the swept
+    spreads' difference, gated on noise, and the spreads one SGD step predicts
+    (:func:`judge_transfer`)."""
     m = measure_transfer(ctx)
     return conclude(ctx, "nfd-transfer", judge_transfer(ctx.settings, m), m.rows,
                     draw_transfer(ctx.settings, m))
