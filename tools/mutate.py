@@ -178,6 +178,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "refutation granted on it)",
         ("tests/claims/test_beyond.py::"
          "test_joint_limit_without_its_contrast_fails_and_says_how_many_pairs_would_resolve_it",)),
+    Mutation(
+        "transfer-values-always-agree", "claims/nfd/transfer.py",
+        "ok = bool(np.isfinite([lo_s, hi_s, lo_p, hi_p]).all() and lo_s <= hi_p and lo_p <= hi_s)",
+        "ok = True",
+        "nfd-transfer's two routes taken to agree in value whatever their spreads (a refutation "
+        "granted on routes that agree only in sign)",
+        ("tests/claims/test_nfd_transfer_verdict.py::"
+         "test_routes_that_disagree_in_value_or_a_lone_route_do_not_refute",)),
 )
 
 
