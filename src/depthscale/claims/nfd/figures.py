@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from depthscale.claims.common import mean_finite
 from depthscale.claims.nfd.training import ARM_LABELS
@@ -244,9 +245,12 @@ def draw_collapse(s: Settings, m: CollapseMeasure) -> Figure:
 
 def draw_transfer(s: Settings, m: TransferMeasure) -> Figure:
     """nfd Fig. 5 row 2: last-epoch train loss against eta_c per depth, one panel per arm,
-    with the seed-mean optimum."""
-    fig, axes = figures.new_figure(ncols=2)
-    for ax, recipe in zip(axes.flat, m.recipes, strict=True):
+    with the seed-mean optimum; a third panel puts the two routes side by side, per arm the
+    swept seed-mean eta_c* against L and the one-step route's prediction, a line of slope -s
+    through the swept optima's mean (only its slope is predicted)."""
+    fig, axes = figures.new_figure(ncols=3)
+    panels = list(axes.flat)
+    for ax, recipe in zip(panels[:2], m.recipes, strict=True):
         for L in s["depths"]:
             ys = [mean_finite([r["last_epoch_train_loss"] for r in m.rows
                                if r["recipe"] == recipe and r["depth"] == L and r["eta_c"] == e])
@@ -258,6 +262,25 @@ def draw_transfer(s: Settings, m: TransferMeasure) -> Figure:
         ax.set_ylabel("train loss (last epoch, seed mean)")
         ax.set_title(f"{recipe}: spread {m.spread[recipe]:.2f} decades", fontsize=8)
         ax.legend(fontsize=7)
+    ax = panels[2]
+    for tag, recipe in zip(m.one_step, m.recipes, strict=True):
+        depths = [L for L in s["depths"] if (recipe, L) in m.mean_log]
+        if not depths:
+            continue
+        logs = [m.mean_log[recipe, L] for L in depths]
+        line = ax.loglog(depths, [10 ** v for v in logs], "o-",
+                         label=f"{ARM_LABELS[tag].format(recipe)}: swept")[0]
+        slope = m.one_step[tag].mean
+        if math.isfinite(slope):
+            x0, y0 = float(np.mean(np.log10(depths))), float(np.mean(logs))
+            ax.loglog(depths, [10 ** (y0 - slope * (math.log10(L) - x0)) for L in depths], "--",
+                      color=line.get_color(), label=f"one step: slope {-slope:+.2f}")
+    ax.set_xticks(s["depths"], [str(L) for L in s["depths"]])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("eta_c* (seed mean)")
+    ax.set_title("two routes: swept optima, one-step prediction", fontsize=8)
+    ax.legend(fontsize=7)
     return fig
 
 
