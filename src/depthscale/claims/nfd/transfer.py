@@ -67,8 +67,10 @@ __all__ = [
     "transfer_decision", "value_checks",
 ]
 
-#: the eta_c of the one-step route (Fig. 5 row 1's; one step's output change is linear in it
-#: there, so its slope against depth does not depend on the choice)
+#: the eta_c of the one-step route (Fig. 5 row 1's). One step's output change is linear in it
+#: there, so its slope against depth does not depend on the choice (measured at the medium
+#: settings: doubling eta_c from 0.025 to 0.2 doubles it to within 0.2% at L = 3 and 18, in
+#: both arms)
 ONE_STEP_ETA_C = 0.1
 #: inputs the one-step output change is averaged over
 _ONE_STEP_PROBE = 256
