@@ -235,12 +235,20 @@ def _sweeps_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
     return decision
 
 
+def _predictions(s: Mapping[str, Any],
+                 m: TransferMeasure) -> dict[str, tuple[float, float, float]]:
+    """Per arm (tag) the spread its one-step slope predicts, with its interval
+    (:func:`predicted_spread` over the claim's depths)."""
+    return {tag: predicted_spread(ci, s["depths"]) for tag, ci in m.one_step.items()}
+
+
 def one_step_route(s: Mapping[str, Any], m: TransferMeasure) -> Route:
     """The one-step route (:func:`predicted_spread` per arm): the interval of the predicted
     spreads' difference, [Eq. 8 low - depth-muP high, Eq. 8 high - depth-muP low], against
     the claim "< 0" (:func:`~depthscale.claims.verdicts.sign_finding`)."""
     (t0, _), (t1, _) = corrected_arms(s)
-    p0, p1 = (predicted_spread(m.one_step[t], s["depths"]) for t in (t0, t1))
+    pred = _predictions(s, m)
+    p0, p1 = pred[t0], pred[t1]
     low, high = p1[1] - p0[2], p1[2] - p0[1]
     return Route("one SGD step", sign_finding(low, high, -1),
                  f"the spreads one step's output change predicts: Eq. 8 arm {p1[0]:.3f} "
@@ -252,8 +260,9 @@ def value_checks(s: Mapping[str, Any], m: TransferMeasure) -> list[Check]:
     """Per arm, whether the two routes agree in value, not only in finding: the swept spread's
     95% seed-bootstrap interval overlaps the spread one step predicts."""
     out = []
+    pred = _predictions(s, m)
     for (tag, _), r in zip(corrected_arms(s), m.recipes, strict=True):
-        (lo_s, hi_s), (_, lo_p, hi_p) = m.boot[r], predicted_spread(m.one_step[tag], s["depths"])
+        (lo_s, hi_s), (_, lo_p, hi_p) = m.boot[r], pred[tag]
         ok = bool(np.isfinite([lo_s, hi_s, lo_p, hi_p]).all() and lo_s <= hi_p and lo_p <= hi_s)
         out.append((ok, f"{tag}: routes {'agree' if ok else 'disagree'} in value (intervals "
                         f"must overlap): swept spread [{lo_s:.3f}, {hi_s:.3f}], predicted "
@@ -302,9 +311,10 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
            for tag, r in corrected_arms(s) for L in s["depths"]},
     }
     said = []
+    predicted = _predictions(s, m)
     for (tag, _), r in zip(corrected_arms(s), m.recipes, strict=True):
         ci = m.one_step[tag]
-        pred, low, high = predicted_spread(ci, s["depths"])
+        pred, low, high = predicted[tag]
         measured |= {f"one_step_slope_{tag}": finite_or_none(ci.mean),
                      f"one_step_slope_{tag}_ci_low": finite_or_none(ci.low),
                      f"one_step_slope_{tag}_ci_high": finite_or_none(ci.high),
