@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from depthscale.claims import CLAIMS, PLANNED, ClaimContext
 from depthscale.claims.beyond import adam_tables, joint_widths, transformer_tables
+from depthscale.claims.beyond.adam import AdamMeasures, judge_adam
 from depthscale.claims.beyond.readouts import (
     record_steps,
     slope_readouts,
@@ -30,6 +31,8 @@ from depthscale.claims.beyond.three_layer import (
     three_arms,
 )
 from depthscale.claims.nfd import transfer_tables
+from depthscale.claims.nfd.collapse import SlopeCI
+from depthscale.claims.nfd.transfer import TransferMeasure
 from depthscale.errors import ConfigError
 from depthscale.models import build
 from depthscale.models.gpt import GPT
@@ -214,15 +217,64 @@ def test_spread_is_the_optima_range_in_decades() -> None:
 
 
 def test_removing_the_correction_makes_the_adam_difference_exactly_zero(tmp_path: Path) -> None:
+    """The control at smoke size: both arms are the same runs under either optimizer, so each
+    spread difference is exactly 0 and the Adam decision is the sweeps' FAIL; the one-step
+    routes of both optimizers are measured (equal arms, equal slopes)."""
     c = CLAIMS["beyond-adam"]
     out = c.run(ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None,
                              seed=0, settings=c.settings_for("smoke", control=True)))
     assert out.verdict == "FAIL", out.reason
     for opt in ("sgd", "adam"):
-        name = f"spread_{opt}_nfd_minus_depth_mup"
+        name = f"{opt}_spread_nfd_minus_depth_mup"
         assert out.measured[name] == 0.0
         assert out.measured[f"{name}_ci_low"] == out.measured[f"{name}_ci_high"] == 0.0
-    assert "contradicts" in out.reason and (tmp_path / "beyond-adam.csv").exists()
+        assert (out.measured[f"{opt}_one_step_slope_depth_mup"]
+                == out.measured[f"{opt}_one_step_slope_nfd_depth"])
+    assert "no correction acts" in out.reason and (tmp_path / "beyond-adam.csv").exists()
+    assert "one adam step" in out.reason and "one sgd step at every depth" in out.reason
+
+
+def _transfer_measure(optimizer: str, *, boot: dict, spread: dict, noise: float,
+                      one_step: dict) -> TransferMeasure:
+    """A TransferMeasure carrying only what the two-route decision reads."""
+    return TransferMeasure(rows=[], recipes=("depth-mup", "nfd-depth"), optima=[], missing=[],
+                           mean_log={}, spread=spread, boot=boot, noise=noise, same_runs=False,
+                           flat=[], one_step=one_step, optimizer=optimizer)
+
+
+def test_the_adam_verdict_is_the_two_route_decision_on_the_adam_runs() -> None:
+    """Adam's swept difference above 0 and above the noise, its one-step route predicting
+    spreads that overlap the swept ones and a positive difference: REFUTED, said of Adam; the
+    SGD runs' own decision (here a lone contradicting route, FAIL) is reported, not judged.
+    With Adam's one-step route seeing no difference (equal flat slopes) the routes disagree:
+    FAIL, not REFUTED."""
+    s = {**CLAIMS["beyond-adam"].settings["medium"], "depths": [3, 6, 9, 18], "seeds": 24}
+    span = math.log10(6)
+    adam = _transfer_measure(
+        "adam", boot={"depth-mup": (0.0, 0.04), "nfd-depth": (0.08, 0.16),
+                      "difference": (0.05, 0.14)},
+        spread={"depth-mup": 0.02, "nfd-depth": 0.12}, noise=0.04,
+        one_step={"depth_mup": SlopeCI((), 0.02, 0.0, 0.04),
+                  "nfd_depth": SlopeCI((), 0.15, 0.12, 0.18)})
+    sgd = _transfer_measure(
+        "sgd", boot={"depth-mup": (0.0, 0.2), "nfd-depth": (0.0, 0.2),
+                     "difference": (-0.1, 0.1)},
+        spread={"depth-mup": 0.05, "nfd-depth": 0.06}, noise=0.3,
+        one_step={"depth_mup": SlopeCI((), 0.0, -0.02, 0.02),
+                  "nfd_depth": SlopeCI((), 0.16, 0.14, 0.18)})
+    m = AdamMeasures({"sgd": sgd, "adam": adam}, [], {},
+                     {"sgd": "sgd note", "adam": "adam note"})
+    j = judge_adam(m, s)
+    assert j.decision[0] == "REFUTED", j.decision[1]
+    assert j.decision[1].startswith("Adam: ") and "one adam step: contradicts" in j.decision[1]
+    assert f"[{0.12 * span - 0.04 * span:+.3f}, {0.18 * span:+.3f}]" in j.decision[1]
+    assert "SGD, the same decision (reported, not judged" in j.note
+    assert "FAIL" in j.note and "only one route contradicts" in j.note
+    flat = replace(adam, one_step={"depth_mup": SlopeCI((), 0.02, 0.0, 0.04),
+                                   "nfd_depth": SlopeCI((), 0.02, 0.0, 0.04)})
+    verdict, evidence = judge_adam(replace(m, by_optimizer={"sgd": sgd, "adam": flat}),
+                                   s).decision
+    assert verdict == "FAIL" and "routes disagree" in evidence
 
 
 # ---- beyond-joint-limit -----------------------------------------------------------------------

@@ -153,3 +153,19 @@ def test_measure_records_every_seed_and_step_and_the_judge_reads_matched_loss(
     assert out.per_seed[1] == pytest.approx(loglog_slope([2, 4], steps).slope, rel=1e-9)
     assert j.measured["output_step_slope_nfd_depth"] == pytest.approx(out.mean)
     assert "output's change in one SGD step" in j.note
+
+
+def test_one_adam_step_moves_the_output_linearly_in_eta_c(tmp_path: Path) -> None:
+    """Adam's first step is eta_c times a sign pattern (m / sqrt(v) = g / |g|), so the
+    output's change is linear in eta_c to first order (small eta_c: within 1%), and it is not
+    the SGD step's change (beyond-adam's one-step route must take the optimizer's own step)."""
+    s = {**CLAIMS["nfd-collapse"].settings["smoke"], "width": 16}
+    ctx = ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
+                       settings=s)
+    data = claim_dataset(ctx)
+    probe = data.x_train[:32]
+    small, double = (output_step(ctx, data, probe, "nfd-depth", 4, 0, eta, "adam")
+                     for eta in (0.001, 0.002))
+    assert double / small == pytest.approx(2.0, rel=0.01)
+    sgd = output_step(ctx, data, probe, "nfd-depth", 4, 0, 0.001, "sgd")
+    assert abs(sgd / small - 1) > 0.5

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from depthscale.claims.beyond.shared import OPTIMIZERS
+from depthscale.claims.beyond.shared import OPTIMIZERS, optimizer_settings
 from depthscale.claims.common import mean_finite
 from depthscale.claims.nfd import ARM_LABELS
+from depthscale.claims.nfd.figures import transfer_panels
 from depthscale.report.figures import label_log_ticks, loglog_fit_panel, new_figure
 
 if TYPE_CHECKING:
@@ -52,15 +53,13 @@ def _mean_loss(rows: Sequence[Mapping[str, Any]], **match: Any) -> float:
 
 
 def draw_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Figure:
-    """beyond-adam: per (optimizer, arm) the loss against eta_c at every depth."""
-    fig, axes = new_figure(ncols=4)
-    panels = [(opt, recipe) for opt in OPTIMIZERS for _, recipe in m.arms]
-    for ax, (opt, recipe) in zip(axes.flat, panels, strict=True):
-        grid = s[f"eta_cs_{opt}"]
-        lines = [(f"L = {L}", [_mean_loss(m.rows, optimizer=opt, recipe=recipe, depth=L,
-                                          eta_c=e) for e in grid],
-                  m.measured.get(f"eta_star_{opt}_{recipe}_L{L}")) for L in s["depths"]]
-        _loss_panel(ax, grid, lines, f"{opt}, {recipe}")
+    """beyond-adam: one row per optimizer, nfd-transfer's three panels
+    (:func:`~depthscale.claims.nfd.figures.transfer_panels`: loss against eta_c per depth for
+    each arm, and the swept optima beside the one-step prediction)."""
+    fig, axes = new_figure(ncols=3, nrows=len(OPTIMIZERS))
+    for row, opt in enumerate(OPTIMIZERS):
+        transfer_panels(list(axes[3 * row:3 * row + 3]), optimizer_settings(s, opt),
+                        m.by_optimizer[opt], title=f"{opt}: ")
     return fig
 
 

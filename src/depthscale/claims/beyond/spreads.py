@@ -1,4 +1,4 @@
-"""The eta_c* spread of nfd-transfer (nfd Fig. 5 row 2) for beyond-adam and beyond-transformer:
+"""The eta_c* spread of nfd-transfer (nfd Fig. 5 row 2) for beyond-transformer:
 per arm, max - min across depths of log10 eta_c* (the seed-mean last-epoch loss minimised),
 its 95% seed-bootstrap interval, and the paired difference Eq. 8 arm minus depth-muP."""
 

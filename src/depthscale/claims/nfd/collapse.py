@@ -237,10 +237,10 @@ class CollapseMeasure:
 
 
 def output_step(ctx: ClaimContext, data: Dataset, probe: torch.Tensor, recipe: str, L: int,
-                seed: int, eta_c: float | None = None) -> float:
-    """How far one SGD step at ``eta_c`` (default: the settings' ``eta_c``) moves the whole
-    net's output on ``probe``: the mean over inputs of |f_1(x) - f_0(x)|, the step drawn as
-    the claim's runs draw their first. Under depth-muP each block's contribution to it is
+                seed: int, eta_c: float | None = None, optimizer: str = "sgd") -> float:
+    """How far one ``optimizer`` step at ``eta_c`` (default: the settings' ``eta_c``) moves
+    the whole net's output on ``probe``: the mean over inputs of |f_1(x) - f_0(x)|, the step
+    drawn as the claim's runs draw their first. Under depth-muP each block's contribution to it is
     O(1/L) and it is flat in L; Eq. 8 moves each block's x_l by O(1) (nfd App. H.1), and
     through W_l,2 W_l,2^T / n ~ I those changes are aligned with the backward signal, so the L
     branches, each scaled 1/sqrt(L), add to O(sqrt(L)): deeper Eq. 8 nets train faster.
@@ -253,21 +253,23 @@ def output_step(ctx: ClaimContext, data: Dataset, probe: torch.Tensor, recipe: s
     with torch.no_grad():
         before = net.to(ctx.device)(on).clone()
     lr = s["eta_c"] if eta_c is None else eta_c
-    train(net, plan, data, TrainConfig(lr=lr, steps=1, seed=seed, device=ctx.device))
+    train(net, plan, data, TrainConfig(lr=lr, steps=1, seed=seed, device=ctx.device,
+                                       optimizer=optimizer))
     with torch.no_grad():
         return float((net(on) - before).norm(dim=-1).mean())
 
 
 def output_slopes(ctx: ClaimContext, data: Dataset, probe: torch.Tensor,
                   arms: Sequence[tuple[str, str]], seeds: Sequence[int],
-                  eta_c: float | None = None) -> dict[str, SlopeCI]:
-    """Per arm the per-seed log-log slope of :func:`output_step` against the settings'
-    ``depths``, over seeds."""
+                  eta_c: float | None = None, optimizer: str = "sgd") -> dict[str, SlopeCI]:
+    """Per arm the per-seed log-log slope of :func:`output_step` (one ``optimizer`` step)
+    against the settings' ``depths``, over seeds."""
     depths = ctx.settings["depths"]
     out = {}
     for tag, recipe in arms:
-        per_seed = [loglog_slope(depths, [output_step(ctx, data, probe, recipe, L, seed, eta_c)
-                                          for L in depths]).slope for seed in seeds]
+        per_seed = [loglog_slope(depths, [
+            output_step(ctx, data, probe, recipe, L, seed, eta_c, optimizer) for L in depths
+        ]).slope for seed in seeds]
         out[tag] = slope_ci(per_seed)
     return out
 

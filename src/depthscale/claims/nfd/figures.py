@@ -244,12 +244,19 @@ def draw_collapse(s: Settings, m: CollapseMeasure) -> Figure:
 
 
 def draw_transfer(s: Settings, m: TransferMeasure) -> Figure:
-    """nfd Fig. 5 row 2: last-epoch train loss against eta_c per depth, one panel per arm,
-    with the seed-mean optimum; a third panel puts the two routes side by side, per arm the
-    swept seed-mean eta_c* against L and the one-step route's prediction, a line of slope -s
-    through the swept optima's mean (only its slope is predicted)."""
+    """nfd Fig. 5 row 2 (:func:`transfer_panels`)."""
     fig, axes = figures.new_figure(ncols=3)
-    panels = list(axes.flat)
+    transfer_panels(list(axes.flat), s, m)
+    return fig
+
+
+def transfer_panels(panels: Sequence[Axes], s: Settings, m: TransferMeasure,
+                    title: str = "") -> None:
+    """A transfer study in three panels: last-epoch train loss against eta_c per depth, one
+    panel per arm, with the seed-mean optimum; the third puts the two routes side by side,
+    per arm the swept seed-mean eta_c* against L and the one-step route's prediction, a line
+    of slope -s through the swept optima's mean (only its slope is predicted). ``title``
+    prefixes each panel's title."""
     for ax, recipe in zip(panels[:2], m.recipes, strict=True):
         for L in s["depths"]:
             ys = [mean_finite([r["last_epoch_train_loss"] for r in m.rows
@@ -260,7 +267,7 @@ def draw_transfer(s: Settings, m: TransferMeasure) -> Figure:
                 ax.axvline(10 ** m.mean_log[recipe, L], color=line.get_color(), ls=":", lw=1)
         ax.set_xlabel("eta_c")
         ax.set_ylabel("train loss (last epoch, seed mean)")
-        ax.set_title(f"{recipe}: spread {m.spread[recipe]:.2f} decades", fontsize=8)
+        ax.set_title(f"{title}{recipe}: spread {m.spread[recipe]:.2f} decades", fontsize=8)
         ax.legend(fontsize=7)
     ax = panels[2]
     for tag, recipe in zip(m.one_step, m.recipes, strict=True):
@@ -279,9 +286,8 @@ def draw_transfer(s: Settings, m: TransferMeasure) -> Figure:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("depth L")
     ax.set_ylabel("eta_c* (seed mean)")
-    ax.set_title("two routes: swept optima, one-step prediction", fontsize=8)
+    ax.set_title(f"{title}two routes: swept optima, one-step prediction", fontsize=8)
     ax.legend(fontsize=7)
-    return fig
 
 
 def draw_deep(m: DeepMeasure) -> Figure:

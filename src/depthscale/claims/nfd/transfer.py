@@ -64,14 +64,16 @@ from depthscale.stats.sweeps import (
 __all__ = [
     "ONE_STEP_ETA_C", "TransferMeasure", "judge_transfer", "measure_transfer", "nfd_transfer",
     "one_step_route", "predicted_spread", "same_runs", "spread_bootstrap", "spread_noise",
-    "transfer_decision", "value_checks",
+    "transfer_decision", "transfer_measure", "transfer_measured", "value_checks",
 ]
 
-#: the eta_c of the one-step route (Fig. 5 row 1's). One step's output change is linear in it
-#: there, so its slope against depth does not depend on the choice (measured at the medium
-#: settings: doubling eta_c from 0.025 to 0.2 doubles it to within 0.2% at L = 3 and 18, in
-#: both arms)
-ONE_STEP_ETA_C = 0.1
+#: per optimizer, the eta_c of the one-step route. One step's output change is linear in it
+#: there, so its slope against depth does not depend on the choice. SGD: Fig. 5 row 1's 0.1
+#: (measured at the medium settings: doubling eta_c from 0.025 to 0.2 doubles it to within
+#: 0.2% at L = 3 and 18, in both arms). Adam: its first step is eta_c times a sign pattern
+#: that does not depend on eta_c; 0.01, the low end of beyond-adam's grid (measured at its
+#: medium settings: 0.005, 0.01 and 0.03 give changes in ratio 1 : 2.00 : 5.99 at L = 3-18)
+ONE_STEP_ETA_C = {"sgd": 0.1, "adam": 0.01}
 #: inputs the one-step output change is averaged over
 _ONE_STEP_PROBE = 256
 
@@ -164,15 +166,25 @@ class TransferMeasure:
     same_runs: bool
     flat: list[GridSignal]
     one_step: dict[str, SlopeCI]
+    #: the optimizer of the runs and of the one-step route ("sgd" or "adam")
+    optimizer: str = "sgd"
 
 
 def measure_transfer(ctx: ClaimContext) -> TransferMeasure:
-    """The study's runs and, per recipe, depth and seed, the eta_c minimising the last
-    epoch's training loss, with the spreads and their noise; per arm the slope of one SGD
-    step's output change against depth over the claim's seeds."""
+    """nfd-transfer's study (:func:`~depthscale.claims.nfd.training.transfer_tables`) and
+    what :func:`transfer_measure` reads from it."""
     s = ctx.settings
-    records = run_claim_study(ctx, "nfd-transfer", transfer_tables(
-        s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
+    return transfer_measure(ctx, s, run_claim_study(ctx, "nfd-transfer", transfer_tables(
+        s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir)))
+
+
+def transfer_measure(ctx: ClaimContext, s: Mapping[str, Any],
+                     records: Sequence[Mapping[str, Any]],
+                     optimizer: str = "sgd") -> TransferMeasure:
+    """From a transfer study's run ``records`` (trained with ``optimizer``; ``s`` gives the
+    depths, seeds and ``eta_cs`` grid): per recipe, depth and seed the eta_c minimising the
+    last epoch's training loss, the spreads and their noise; per arm the slope of one
+    ``optimizer`` step's output change against depth over the claim's seeds."""
     recipes = tuple(r for _, r in corrected_arms(s))  # (depth-mup, the Eq. 8 arm)
     rows = sorted(({"recipe": r["recipe"], "depth": r["depth"], "eta_c": r["lr"],
                     "seed": r["seed"], "status": r["status"],
@@ -191,16 +203,16 @@ def measure_transfer(ctx: ClaimContext) -> TransferMeasure:
         spread_bootstrap(found, recipes, s["depths"], seed=ctx.seed),
         spread_noise(found, recipes, s["depths"], s["eta_cs"]), same_runs(rows, recipes),
         [g for g in grid_signals(records, "last-epoch", "depth", group="recipe") if g.flat],
-        _one_step(ctx))
+        _one_step(ctx, s, optimizer), optimizer)
 
 
-def _one_step(ctx: ClaimContext) -> dict[str, SlopeCI]:
-    """Per arm (tag) the slope of one SGD step's output change against the claim's depths, at
-    ``ONE_STEP_ETA_C``, over its seeds."""
+def _one_step(ctx: ClaimContext, s: Mapping[str, Any], optimizer: str) -> dict[str, SlopeCI]:
+    """Per arm (tag) the slope of one ``optimizer`` step's output change against the claim's
+    depths, at ``ONE_STEP_ETA_C[optimizer]``, over its seeds."""
     data = claim_dataset(ctx)
-    seeds = range(ctx.seed, ctx.seed + ctx.settings["seeds"])
-    return output_slopes(ctx, data, data.x_train[:_ONE_STEP_PROBE], corrected_arms(ctx.settings),
-                         list(seeds), eta_c=ONE_STEP_ETA_C)
+    seeds = range(ctx.seed, ctx.seed + s["seeds"])
+    return output_slopes(ctx, data, data.x_train[:_ONE_STEP_PROBE], corrected_arms(s),
+                         list(seeds), eta_c=ONE_STEP_ETA_C[optimizer], optimizer=optimizer)
 
 
 def _sweeps_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
@@ -250,7 +262,7 @@ def one_step_route(s: Mapping[str, Any], m: TransferMeasure) -> Route:
     pred = _predictions(s, m)
     p0, p1 = pred[t0], pred[t1]
     low, high = p1[1] - p0[2], p1[2] - p0[1]
-    return Route("one SGD step", sign_finding(low, high, -1),
+    return Route(f"one {m.optimizer} step", sign_finding(low, high, -1),
                  f"the spreads one step's output change predicts: Eq. 8 arm {p1[0]:.3f} "
                  f"[{p1[1]:.3f}, {p1[2]:.3f}] - depth-muP {p0[0]:.3f} [{p0[1]:.3f}, "
                  f"{p0[2]:.3f}]: [{low:+.3f}, {high:+.3f}]")
@@ -293,10 +305,12 @@ def transfer_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
     return require_for_refuted(decision, value_checks(s, m))
 
 
-def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
-    """The decision of :func:`transfer_decision`; the spreads, their CIs, the seed-mean
-    eta_c* per arm and depth and the one-step route's slopes and predicted spreads as measured
-    values; optima on a grid edge and cells without an optimum in the note."""
+def transfer_measured(s: Mapping[str, Any],
+                      m: TransferMeasure) -> tuple[dict[str, float | None], str]:
+    """The measured values of a transfer study (the spreads, their CIs and noise, the
+    seed-mean eta_c* per arm and depth, the one-step route's slopes and predicted spreads) and
+    the note's text (the one-step route beside the sweeps, optima on a grid edge, cells
+    without an optimum)."""
     r0, r1 = m.recipes
     measured = {
         "spread_depth_mup": finite_or_none(m.spread[r0]),
@@ -326,10 +340,18 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
                     f"against the sweeps' {m.spread[r]:.3f}")
     edges = [f"{o.group} L={o.depth} seed {o.seed}" for o in m.optima if o.on_edge]
     note = "; ".join(n for n in (
-        "one-step route (an eta_c that moves the output as far in one SGD step at every depth, "
-        f"eta_c = {ONE_STEP_ETA_C:g}): " + "; ".join(said),
+        "one-step route (an eta_c that moves the output as far in one "
+        f"{m.optimizer} step at every depth, eta_c = {ONE_STEP_ETA_C[m.optimizer]:g}): "
+        + "; ".join(said),
         edges and f"optimum on the grid edge for: {', '.join(edges)}",
         m.missing and f"every eta_c diverged (no optimum) for: {', '.join(m.missing)}") if n)
+    return measured, note
+
+
+def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
+    """The decision of :func:`transfer_decision` with the measured values and note of
+    :func:`transfer_measured`."""
+    measured, note = transfer_measured(s, m)
     return Judgement(measured, decision=transfer_decision(s, m), note=note)
 
 
