@@ -277,6 +277,28 @@ def test_the_adam_verdict_is_the_two_route_decision_on_the_adam_runs() -> None:
     assert verdict == "FAIL" and "routes disagree" in evidence
 
 
+def test_the_medium_adam_numbers_fail_on_a_lone_route_whose_premise_misses_depth_mup() -> None:
+    """beyond-adam at medium, 24 seeds (2026-11-26): the Adam sweeps' difference -0.049
+    [-0.073, +0.090] is undecided (and depth-muP's 0.087 is below the 0.131 noise floor: two
+    Eq. 8 L = 18 optima sit on the grid's top edge), one Adam step predicts Eq. 8 widening
+    the spread ([+0.011, +0.062]), and depth-muP's swept spread [0.063, 0.127] is out of reach
+    of its predicted [0.000, 0.022]: a lone contradicting route whose premise misses one arm,
+    FAIL."""
+    s = {**CLAIMS["beyond-adam"].settings["medium"]}
+    adam = _transfer_measure(
+        "adam", boot={"depth-mup": (0.0625, 0.1272), "nfd-depth": (0.0247, 0.1887),
+                      "difference": (-0.0729, 0.0897)},
+        spread={"depth-mup": 0.0868, "nfd-depth": 0.0377}, noise=0.1307,
+        one_step={"depth_mup": SlopeCI((), 0.0096, -0.0086, 0.0278),
+                  "nfd_depth": SlopeCI((), 0.0610, 0.0424, 0.0796)})
+    m = AdamMeasures({"sgd": adam, "adam": adam}, [], {}, {"sgd": "", "adam": ""})
+    verdict, evidence = judge_adam(m, s).decision
+    assert verdict == "FAIL"
+    assert "one adam step: contradicts" in evidence and "[+0.011, +0.062]" in evidence
+    assert "only one route contradicts" in evidence
+    assert "depth_mup: routes disagree in value" in evidence
+
+
 # ---- beyond-joint-limit -----------------------------------------------------------------------
 def test_joint_paths_give_growing_widths() -> None:
     assert joint_widths(1.0, 32, [4, 8, 16]) == [128, 256, 512]
