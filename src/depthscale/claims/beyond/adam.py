@@ -81,6 +81,7 @@ class AdamMeasures:
     by_optimizer: dict[str, TransferMeasure]
     rows: list[dict[str, Any]]
     measured: dict[str, float | None]
+    #: per optimizer the note of :func:`~depthscale.claims.nfd.transfer.transfer_measured`
     notes: dict[str, str]
 
 
@@ -126,20 +127,18 @@ def judge_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Judgement:
     "under SGD",
     quick={**QUICK_DATA, "width": 128, "depths": [3, 6, 9],
            "eta_cs_sgd": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
-           "eta_cs_adam": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0], "epochs": 3, "seeds": 3,
-           "n_boot": 1000},
+           "eta_cs_adam": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0], "epochs": 3, "seeds": 3},
     # 5 seeds left the Adam difference undecided (+0.085 [-0.042, +0.134]); 24, as
     # nfd-transfer's medium, for an interval about half as wide
     medium={**QUICK_DATA, "width": 128, "depths": [3, 6, 9, 18],
             "eta_cs_sgd": [0.03, 0.06, 0.1, 0.2, 0.3, 0.6, 1.0, 2.0, 3.0, 6.0, 10.0],
             "eta_cs_adam": [0.01, 0.02, 0.03, 0.06, 0.1, 0.2, 0.3, 0.6, 1.0, 2.0, 3.0],
-            "epochs": 5, "seeds": 24, "n_boot": 2000},
+            "epochs": 5, "seeds": 24},
     full={**FULL_DATA, "width": 128, "depths": [3, 6, 9],
           "eta_cs_sgd": [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0],
-          "eta_cs_adam": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0], "epochs": 10, "seeds": 3,
-          "n_boot": 2000},
+          "eta_cs_adam": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0], "epochs": 10, "seeds": 3},
     smoke={**SMOKE_DATA, "width": 16, "depths": [2, 3], "eta_cs_sgd": [0.1, 1.0, 10.0],
-           "eta_cs_adam": [0.01, 0.1, 1.0], "epochs": 0.2, "seeds": 2, "n_boot": 50},
+           "eta_cs_adam": [0.01, 0.1, 1.0], "epochs": 0.2, "seeds": 2},
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
         "eta_1 missing) under both optimizers: the arms are the same runs, so the spread "
