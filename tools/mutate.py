@@ -186,6 +186,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "granted on routes that agree only in sign)",
         ("tests/claims/test_nfd_transfer_verdict.py::"
          "test_routes_that_disagree_in_value_or_a_lone_route_do_not_refute",)),
+    Mutation(
+        "one-step-ignores-optimizer", "claims/nfd/collapse.py",
+        "train(net, plan, data, TrainConfig(lr=lr, steps=1, seed=seed, device=ctx.device,\n"
+        "                                       optimizer=optimizer))",
+        "train(net, plan, data, TrainConfig(lr=lr, steps=1, seed=seed, device=ctx.device))",
+        "the one-step route takes an SGD step whatever the claim's optimizer (beyond-adam's "
+        "Adam route would predict from the wrong step)",
+        ("tests/claims/test_nfd_collapse.py::"
+         "test_one_adam_step_moves_the_output_linearly_in_eta_c",)),
 )
 
 
