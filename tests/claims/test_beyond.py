@@ -248,7 +248,7 @@ def test_the_adam_verdict_is_the_two_route_decision_on_the_adam_runs() -> None:
     SGD runs' own decision (here a lone contradicting route, FAIL) is reported, not judged.
     With Adam's one-step route seeing no difference (equal flat slopes) the routes disagree:
     FAIL, not REFUTED."""
-    s = {**CLAIMS["beyond-adam"].settings["medium"], "depths": [3, 6, 9, 18], "seeds": 24}
+    s = CLAIMS["beyond-adam"].settings["medium"]  # depths 3-18, 24 seeds
     span = math.log10(6)
     adam = _transfer_measure(
         "adam", boot={"depth-mup": (0.0, 0.04), "nfd-depth": (0.08, 0.16),
@@ -284,7 +284,7 @@ def test_the_medium_adam_numbers_fail_on_a_lone_route_whose_premise_misses_depth
     the spread ([+0.011, +0.062]), and depth-muP's swept spread [0.063, 0.127] is out of reach
     of its predicted [0.000, 0.022]: a lone contradicting route whose premise misses one arm,
     FAIL."""
-    s = {**CLAIMS["beyond-adam"].settings["medium"]}
+    s = CLAIMS["beyond-adam"].settings["medium"]
     adam = _transfer_measure(
         "adam", boot={"depth-mup": (0.0625, 0.1272), "nfd-depth": (0.0247, 0.1887),
                       "difference": (-0.0729, 0.0897)},
