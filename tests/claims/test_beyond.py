@@ -24,6 +24,7 @@ from depthscale.claims.beyond.readouts import (
 )
 from depthscale.claims.beyond.spreads import bootstrap_spreads, spreads
 from depthscale.claims.beyond.three_layer import (
+    JUDGED_ARMS,
     KEYS,
     MIDDLE_LAYERS,
     ThreeLayerMeasures,
@@ -150,7 +151,7 @@ DERIVED = {"depth_mup": {"layer1": -0.5, "layer2": -0.5, "stream": 0.0},
 
 
 def test_three_layer_judges_seed_intervals_at_matched_loss() -> None:
-    s = {"steps": 30}
+    s = {"steps": 30, "seeds": 3}
     m = _three_layer_measures(DERIVED)
     # seeds give exponents b - 0.05, b, b + 0.05: interval b +- t(2) 0.05 / sqrt(3)
     half = 4.302652729749464 * 0.05 / math.sqrt(3)
@@ -170,6 +171,35 @@ def test_three_layer_judges_seed_intervals_at_matched_loss() -> None:
     moving = judge_three_layer(_three_layer_measures(DERIVED, early=0.5), s)
     assert moving.decision[0] == "INCONCLUSIVE"
     assert "moves with the loss level" in moving.decision[1]
+
+
+def _two_routes(library: dict[str, dict[str, float]],
+                handwritten: dict[str, dict[str, float]]) -> ThreeLayerMeasures:
+    """:func:`_three_layer_measures` with a handwritten route over the judged arms."""
+    lib, hand = _three_layer_measures(library), _three_layer_measures(handwritten)
+    rows = [r for r in hand.rows if r["arm"] in JUDGED_ARMS]
+    slopes = slope_readouts(rows, JUDGED_ARMS, KEYS, [2, 8], [0, 1, 2], 30)
+    return replace(lib, hand_rows=rows, hand=slopes)
+
+
+def test_three_layer_two_routes_refute_the_fix_only_together() -> None:
+    s = {"steps": 30, "seeds": 3}
+    # the fix lifts layer 2 from -0.5 to -0.3 in both routes, not to flat: refuted
+    lifted = {**DERIVED, "fix": {**DERIVED["fix"], "layer2": -0.3}}
+    j = judge_three_layer(_two_routes(lifted, lifted), s)
+    assert j.decision[0] == "REFUTED", j.decision
+    assert "layer2_slope_fix: refuted" in j.decision[1]
+    assert "contrast: seen" in j.decision[1] and "routes agree in value" in j.decision[1]
+    # the handwritten route finds layer 2 flat: the routes disagree, our code is suspected
+    conflict = judge_three_layer(_two_routes(lifted, DERIVED), s)
+    assert conflict.decision[0] == "FAIL" and "disagree in finding" in conflict.decision[1]
+    # the negative control: the fix arm without sqrt(L), as depth-muP in both routes; the
+    # check sees no lift, so no refutation
+    control = {**DERIVED, "fix": DERIVED["depth_mup"]}
+    blind = judge_three_layer(_two_routes(control, control), s)
+    assert blind.decision[0] == "FAIL" and "contrast: NOT seen" in blind.decision[1]
+    # both routes as derived: PASS
+    assert judge_three_layer(_two_routes(DERIVED, DERIVED), s).decision == ("PASS", "")
 
 
 # ---- beyond-adam ------------------------------------------------------------------------------

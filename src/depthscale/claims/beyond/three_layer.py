@@ -19,7 +19,10 @@ Each slope is read by nfd-collapse's rule (:mod:`depthscale.claims.nfd.collapse`
 at matched training loss (each depth at the first recorded step whose running loss reaches
 the largest over depths of the last step's running loss), its 95% t-interval over seeds
 against the band, undecided where the target of a third of the run gives another finding;
-the slopes at fixed steps are reported.
+the slopes at fixed steps are reported. At medium and full (``second_route``) the judged arms
+run again on nfd-collapse's handwritten numpy nets, and the two routes are joined by
+:func:`~depthscale.claims.nfd.collapse.two_route_decision` (REFUTED needs both to contradict,
+agree in value, and see the fix's sqrt(L) lift layer 2's slope).
 
 Settings -> :func:`measure_three_layer` -> :func:`judge_three_layer` ->
 :func:`~depthscale.claims.beyond.figures.draw_three_layer`.
@@ -41,7 +44,6 @@ from depthscale.claims.beyond.readouts import (
     layer_readout,
     record_steps,
     slope_findings_at_matched_loss,
-    slope_readouts,
     slope_readouts_measured,
 )
 from depthscale.claims.beyond.shared import (
@@ -52,6 +54,15 @@ from depthscale.claims.beyond.shared import (
     SMOKE_DATA,
 )
 from depthscale.claims.common import claim_dataset, stored_rows
+from depthscale.claims.nfd.collapse import (
+    RouteRuns,
+    handwritten_layers,
+    handwritten_route,
+    lift_contrast,
+    routes_note,
+    sequential_routes,
+    two_route_decision,
+)
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     Band,
@@ -71,6 +82,8 @@ __all__ = ["BANDS", "KEYS", "MIDDLE_LAYERS", "ThreeLayerMeasures", "judge_three_
 MIDDLE_LAYERS = "branches.*.middle.*.weight"
 #: the readout keys of :func:`~depthscale.probes.block_updates` for three-layer blocks
 KEYS = ("layer1", "layer2", "stream")
+#: the arms the verdict judges (Eq. 8 as written is reported), and so the handwritten route's
+JUDGED_ARMS = ("depth_mup", "fix")
 #: the judged slopes and their bands (nfd-collapse's, fixed before running)
 BANDS: dict[str, Band] = {
     "layer1_slope_depth_mup": COLLAPSE, "layer2_slope_depth_mup": COLLAPSE,
@@ -97,6 +110,10 @@ class ThreeLayerMeasures:
     slopes: SlopeReadouts
     rows: list[dict[str, Any]]
     measured: dict[str, float | None]
+    #: the handwritten second route's rows and slopes over the judged arms (depth-muP, the
+    #: fix); None where the settings leave it out
+    hand_rows: list[dict[str, Any]] | None = None
+    hand: SlopeReadouts | None = None
 
 
 def _train_arm(ctx: ClaimContext, data: ds_data.Dataset, probe: torch.Tensor,
@@ -122,25 +139,45 @@ def measure_three_layer(ctx: ClaimContext) -> ThreeLayerMeasures:
     """Per arm, depth and seed, ``steps`` SGD steps at ``eta_c``; the block-mean own updates
     (:func:`~depthscale.probes.block_updates`) and the running loss at every recorded step
     (:func:`~depthscale.claims.beyond.readouts.record_steps`), and their log-log slopes
-    against depth over seeds at fixed steps and at matched loss."""
+    against depth over seeds at fixed steps and at matched loss; with ``second_route`` the
+    judged arms again on handwritten numpy nets, each route taking seed rounds while a slope
+    is undecided (:func:`~depthscale.claims.nfd.collapse.sequential_routes`)."""
     s = ctx.settings
     data = claim_dataset(ctx)
     probe = data.x_train[: s["probe_batch"]]
     recorded = record_steps(s["steps"])
     arms = three_arms(s)
-    seeds = list(range(ctx.seed, ctx.seed + s["seeds"]))
-    ctx.set_total(len(arms) * len(s["depths"]) * len(seeds))
-    rows: list[dict[str, Any]] = []
-    for arm in arms:
-        for L in s["depths"]:
-            for seed in seeds:  # each run kept as it finishes: a killed claim resumes
-                rows += stored_rows(
-                    ctx, "beyond-3layer-runs", {"arm": arm, "depth": L, "seed": seed},
-                    functools.partial(_train_arm, ctx, data, probe, recorded, arm, L, seed))
-                ctx.progress(1)
-    slopes = slope_readouts(rows, [tag for tag, _, _ in arms], KEYS, s["depths"], seeds,
-                            s["steps"])
-    return ThreeLayerMeasures(arms, slopes, rows, slope_readouts_measured(slopes, s["depths"]))
+    # the handwritten route over the judged arms; a recipe it lacks fails before any run
+    hand_arms = [(tag, handwritten_layers(recipe, 2 if middle == "branch_in" else 1))
+                 for tag, recipe, middle in arms
+                 if s.get("second_route", False) and tag in JUDGED_ARMS]
+
+    def library(seeds: Sequence[int]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for arm in arms:
+            for L in s["depths"]:
+                for seed in seeds:  # each run kept as it finishes: a killed claim resumes
+                    rows += stored_rows(
+                        ctx, "beyond-3layer-runs", {"arm": arm, "depth": L, "seed": seed},
+                        functools.partial(_train_arm, ctx, data, probe, recorded, arm, L, seed))
+                    ctx.progress(1)
+        return rows
+
+    def handwritten(seeds: Sequence[int]) -> list[dict[str, Any]]:
+        return handwritten_route(ctx, "beyond-3layer-handwritten-runs", data, probe, hand_arms,
+                                 3, seeds)
+
+    routes = {"library": RouteRuns(tuple(tag for tag, _, _ in arms), library)} | (
+        {"handwritten": RouteRuns(JUDGED_ARMS, handwritten)} if hand_arms else {})
+    done = sequential_routes(ctx, routes, BANDS, KEYS)
+    _, rows, slopes = done["library"]
+    measured = slope_readouts_measured(slopes, s["depths"])
+    if "handwritten" not in done:
+        return ThreeLayerMeasures(arms, slopes, rows, measured)
+    _, hand_rows, hand = done["handwritten"]
+    measured |= {f"handwritten_{k}": v for k, v in
+                 slope_readouts_measured(hand, s["depths"]).items() if "_slope_" in k}
+    return ThreeLayerMeasures(arms, slopes, rows, measured, hand_rows, hand)
 
 
 def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
@@ -153,8 +190,13 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
     eq8 = ", ".join(f"{k} {m.slopes.matched[f'{k}_slope_eq8'][last].text}" for k in KEYS)
     note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at matched loss: slopes {eq8} "
             "(derived: layer 1 flat, layer 2 ~ -0.5)")
-    findings = slope_findings_at_matched_loss(m.slopes, BANDS)
-    return Judgement(dict(BANDS), findings_verdict(findings), note)
+    routes = {"library": m.slopes} | ({"handwritten": m.hand} if m.hand else {})
+    note += "; " + routes_note(s, routes)
+    if m.hand is None:
+        return Judgement(dict(BANDS), findings_verdict(slope_findings_at_matched_loss(
+            m.slopes, BANDS)), note)
+    return Judgement(dict(BANDS), two_route_decision(
+        routes, BANDS, lift_contrast(routes, "layer2", *JUDGED_ARMS)), note)
 
 
 @claim(
@@ -165,9 +207,9 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
     quick={**QUICK_DATA, "width": 128, "depths": [4, 8, 16, 32], "eta_c": 0.1,
            "steps": 100, "seeds": 3, "probe_batch": 256},
     medium={**QUICK_DATA, "width": 256, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
-            "steps": 300, "seeds": 3, "probe_batch": 256},
+            "steps": 300, "seeds": 3, "probe_batch": 256, "second_route": True},
     full={**FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
-          "steps": 300, "seeds": 3, "probe_batch": 512},
+          "steps": 300, "seeds": 3, "probe_batch": 512, "second_route": True},
     smoke={**SMOKE_DATA, "width": 64, "depths": [2, 16], "eta_c": 0.1, "steps": 60, "seeds": 4,
            "probe_batch": 16},
     control=Control(
@@ -190,5 +232,7 @@ def beyond_3layer(ctx: ClaimContext) -> ClaimOutcome:
     """beyond-3layer, as the module docstring says: measure -> judge -> draw."""
     m = measure_three_layer(ctx)
     j = judge_three_layer(m, ctx.settings)
-    return claim_outcome(ctx, "beyond-3layer", m.measured, j.bands, m.rows,
+    rows = [{**r, "route": "library"} for r in m.rows] + [
+        {**r, "route": "handwritten"} for r in m.hand_rows or []]
+    return claim_outcome(ctx, "beyond-3layer", m.measured, j.bands, rows,
                          draw_three_layer(m, ctx.settings), j.note, decision=j.decision)

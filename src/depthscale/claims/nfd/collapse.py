@@ -17,13 +17,21 @@ seed, then its 95% t-interval over seeds (:func:`slope_ci`) against the band. Th
 done for the target of a third of the run; a slope whose finding differs between the two
 targets depends on the loss level it is matched at, so it is undecided (INCONCLUSIVE). The
 slopes at fixed steps (a third, two thirds, the end) are reported as diagnostics.
+
+Two routes (``second_route``, at medium and full): the same runs and readouts again on nets
+written in numpy from nfd Eq. 6 and Eq. 8 with hand-derived gradients
+(:mod:`depthscale.claims.nfd.handwritten`: no torch, Plan, training loop or probe in common),
+read by the same rule; :func:`two_route_decision` joins them. A slope is refuted only where both
+routes contradict its band and agree in value, and the contrast (:func:`lift_contrast`: the
+sqrt(L) LR lifts the first layer's slope in both routes) shows the check sees the rule it tests.
+Quick runs the library's route alone (a contradiction there is a FAIL).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,31 +39,37 @@ import torch
 
 from depthscale.claims.common import claim_dataset, mean_finite, stored_rows
 from depthscale.claims.nfd.figures import draw_collapse
+from depthscale.claims.nfd.handwritten import handwritten_run
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import (
     FULL_DATA,
     QUICK_DATA,
     SMOKE_DATA,
     corrected_arms,
+    seed_rounds,
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Decision,
     findings_verdict,
     finite_or_none,
     interval_finding,
 )
 from depthscale.data import Dataset
+from depthscale.errors import ConfigError
 from depthscale.models import build
 from depthscale.probes import snapshot, two_layer_update_hook
 from depthscale.stats.fits import loglog_slope, mean_ci
 from depthscale.train import TrainConfig, train
 
-__all__ = ["CollapseMeasure", "SlopeCI", "SlopeReadouts", "judge_collapse", "matched_steps",
+__all__ = ["CollapseMeasure", "RouteRuns", "SlopeCI", "SlopeReadouts", "handwritten_layers",
+           "handwritten_route", "judge_collapse", "lift_contrast", "matched_steps",
            "measure_collapse", "nfd_collapse", "output_slopes", "output_step", "readout_steps",
-           "record_steps", "slope_ci", "slope_findings_at_matched_loss", "slope_readouts",
-           "slope_readouts_measured"]
+           "record_steps", "routes_note", "sequential_routes", "slope_ci",
+           "slope_findings_at_matched_loss", "slope_readouts", "slope_readouts_measured",
+           "straddling", "two_route_decision"]
 
 #: the slopes' bands, fixed before running: collapse ~ L^(-1/2) under depth-muP, flat else
 _BANDS: dict[str, Band] = {
@@ -118,9 +132,9 @@ def _seed_slope(rows: Sequence[Mapping[str, Any]], tag: str, key: str, seed: int
 
 @dataclass(frozen=True)
 class SlopeCI:
-    """A log-log slope over seeds: one slope per seed, their mean and its 95% Student-t
-    interval (:func:`~depthscale.stats.fits.mean_ci`); NaN interval below two seeds (no
-    noise estimate) or where a seed has no slope."""
+    """A log-log slope over seeds: one slope per seed, their mean and its Student-t interval
+    (95% unless a sequential design's looks ask for more; :func:`~depthscale.stats.fits.mean_ci`);
+    NaN interval below two seeds (no noise estimate) or where a seed has no slope."""
 
     per_seed: tuple[float, ...]
     mean: float
@@ -133,9 +147,9 @@ class SlopeCI:
                 f"({len(self.per_seed)} seeds)")
 
 
-def slope_ci(per_seed: Sequence[float]) -> SlopeCI:
-    """:class:`SlopeCI` of per-seed slopes."""
-    mean, low, high = mean_ci(per_seed) if len(per_seed) >= 2 else (math.nan,) * 3
+def slope_ci(per_seed: Sequence[float], level: float = 0.95) -> SlopeCI:
+    """:class:`SlopeCI` of per-seed slopes, its interval at ``level``."""
+    mean, low, high = mean_ci(per_seed, level) if len(per_seed) >= 2 else (math.nan,) * 3
     if len(per_seed) == 1:
         mean = per_seed[0]
     return SlopeCI(tuple(per_seed), mean, low, high)
@@ -146,19 +160,21 @@ class SlopeReadouts:
     """Every slope ``<key>_slope_<tag>`` over seeds at each fixed step k (``fixed[name][k]``)
     and at the matched-loss readout of each fixed step's target (``matched[name][k]``), with
     the matched readouts themselves (``targets[tag][k]``: per seed (seed, target, step by
-    depth), :func:`matched_steps`)."""
+    depth), :func:`matched_steps`); ``level`` is the intervals' confidence."""
 
     readouts: list[int]
     fixed: dict[str, dict[int, SlopeCI]]
     matched: dict[str, dict[int, SlopeCI]]
     targets: dict[str, dict[int, list[tuple[int, float, dict[int, int | None]]]]]
+    level: float = 0.95
 
 
 def slope_readouts(rows: Sequence[Mapping[str, Any]], tags: Sequence[str],
                    keys: Sequence[str], depths: Sequence[int], seeds: Sequence[int],
-                   steps: int) -> SlopeReadouts:
-    """Per arm and key the per-seed slopes vs ``depths`` and their intervals, at each fixed
-    readout step of a ``steps``-step run and at matched loss (the module docstring's rule)."""
+                   steps: int, level: float = 0.95) -> SlopeReadouts:
+    """Per arm and key the per-seed slopes vs ``depths`` and their intervals at ``level``, at
+    each fixed readout step of a ``steps``-step run and at matched loss (the module
+    docstring's rule)."""
     readouts = readout_steps(steps)
     targets = {tag: {k: [(seed, *matched_steps(rows, tag, seed, depths, k)) for seed in seeds]
                      for k in readouts} for tag in tags}
@@ -168,11 +184,11 @@ def slope_readouts(rows: Sequence[Mapping[str, Any]], tags: Sequence[str],
         for key in keys:
             name = f"{key}_slope_{tag}"
             fixed[name] = {k: slope_ci([_seed_slope(rows, tag, key, seed, dict.fromkeys(
-                depths, k)) for seed in seeds]) for k in readouts}
+                depths, k)) for seed in seeds], level) for k in readouts}
             matched[name] = {k: slope_ci([_seed_slope(rows, tag, key, seed, at)
-                                          for seed, _, at in targets[tag][k]])
+                                          for seed, _, at in targets[tag][k]], level)
                              for k in readouts}
-    return SlopeReadouts(readouts, fixed, matched, targets)
+    return SlopeReadouts(readouts, fixed, matched, targets, level)
 
 
 def slope_readouts_measured(r: SlopeReadouts, depths: Sequence[int]) -> dict[str, float | None]:
@@ -221,6 +237,199 @@ def slope_findings_at_matched_loss(r: SlopeReadouts,
     return findings
 
 
+# ---- the second route (medium and full) -----------------------------------------------------
+# The library's nets (torch autograd, the Plan, the training loop, the probes) are one route;
+# nets written again in numpy from the paper's equations with hand-derived gradients
+# (:func:`~depthscale.claims.nfd.handwritten.handwritten_run`), sharing none of that code, are
+# the other. Both are read by the same rule, with seed rounds while a slope is undecided.
+
+
+def handwritten_layers(recipe: str, first_layers: int = 1) -> tuple[int, ...]:
+    """The internal layers (1-based) whose SGD LR the handwritten route multiplies by sqrt(L)
+    for ``recipe``: none under depth-muP, the first ``first_layers`` under nfd-depth (Eq. 8:
+    the first; beyond-3layer's fix: the first two)."""
+    if recipe == "depth-mup":
+        return ()
+    if recipe == "nfd-depth":
+        return tuple(range(1, first_layers + 1))
+    raise ConfigError(f"the handwritten second route knows the recipes 'depth-mup' and "
+                      f"'nfd-depth' (nfd Eq. 6, 8), not {recipe!r}: choose one of them or set "
+                      f"second_route = false")
+
+
+def handwritten_route(ctx: ClaimContext, folder: str, data: Dataset, probe: torch.Tensor,
+                      arms: Sequence[tuple[str, tuple[int, ...]]], block: int,
+                      seeds: Sequence[int], keys: Mapping[str, str] | None = None) -> Rows:
+    """The handwritten nets' readout rows per arm (tag, sqrt(L) layers), depth of the settings
+    and seed, recorded as the library's runs are (:func:`record_steps`), each run stored in
+    ``folder`` as it finishes; ``keys`` renames readout columns (``layer1`` -> ``internal``
+    for nfd-collapse)."""
+    s = ctx.settings
+    x, y, p = (t.cpu().numpy() for t in (data.x_train.flatten(1), data.y_train,
+                                           probe.flatten(1)))
+    renames = {f"{k}_update": f"{v}_update" for k, v in (keys or {}).items()}
+    rows: Rows = []
+    for tag, layers in arms:
+        for L in s["depths"]:
+            for seed in seeds:
+                def run(layers: tuple[int, ...] = layers, L: int = L, seed: int = seed) -> Rows:
+                    return [{renames.get(k, k): v for k, v in r.items()} for r in handwritten_run(
+                        x, y, p, width=s["width"], depth=L, block=block, sqrt_L_layers=layers,
+                        eta_c=s["eta_c"], steps=s["steps"], seed=seed,
+                        record=record_steps(s["steps"]))]
+                rows += [{**r, "arm": tag, "depth": L, "seed": seed} for r in stored_rows(
+                    ctx, folder, {"arm": tag, "layers": list(layers), "depth": L, "seed": seed},
+                    run)]
+                ctx.progress(1)
+    return rows
+
+
+def straddling(r: SlopeReadouts, bands: Mapping[str, Band]) -> list[str]:
+    """The banded slopes whose interval straddles a band edge (or is not finite) at either
+    loss target: the ones more seeds can decide (a finding that moves between two decided
+    targets is not among them)."""
+    first, last = r.readouts[0], r.readouts[-1]
+    return [name for name, band in bands.items()
+            if any(interval_finding(r.matched[name][k].low, r.matched[name][k].high, band)
+                   == "undecided" for k in (first, last))]
+
+
+@dataclass(frozen=True)
+class RouteRuns:
+    """One route of a sequential slope design: its arms' tags and ``run(seeds)``, the
+    readout rows of every arm and depth of the settings for those seeds (each run stored as it
+    finishes)."""
+
+    tags: tuple[str, ...]
+    run: Callable[[Sequence[int]], Rows]
+
+
+def sequential_routes(ctx: ClaimContext, routes: Mapping[str, RouteRuns],
+                      bands: Mapping[str, Band], keys: Sequence[str]
+                      ) -> dict[str, tuple[list[int], Rows, SlopeReadouts]]:
+    """Per route its seeds, rows and slopes (:func:`slope_readouts`) after the seed rounds of
+    the settings (:func:`~depthscale.claims.nfd.training.seed_rounds`: ``seeds``, doubled up
+    to ``max_seeds``): every route trains the first round, and a route trains the next round's
+    new seeds while one of its banded slopes straddles a band edge (:func:`straddling`).
+    Every interval is at 1 - 0.05/rounds (Bonferroni over the looks the design may take)."""
+    s = ctx.settings
+    rounds = seed_rounds(s)
+    level = 1 - 0.05 / len(rounds)
+    per_seed = {route: len(r.tags) * len(s["depths"]) for route, r in routes.items()}
+    total = sum(per_seed.values()) * rounds[0]
+    ctx.set_total(total)
+    out: dict[str, tuple[list[int], Rows, SlopeReadouts]] = {}
+    for route, r in routes.items():
+        seeds = list(range(ctx.seed, ctx.seed + rounds[0]))
+        rows = r.run(seeds)
+        out[route] = seeds, rows, slope_readouts(rows, r.tags, keys, s["depths"], seeds,
+                                                 s["steps"], level)
+    for n in rounds[1:]:
+        grow = [route for route, (_, _, read) in out.items() if straddling(read, bands)]
+        if not grow:
+            break
+        total += sum(per_seed[route] * (n - len(out[route][0])) for route in grow)
+        ctx.set_total(total)
+        for route in grow:
+            seeds, rows, _ = out[route]
+            new = list(range(ctx.seed + len(seeds), ctx.seed + n))
+            rows = rows + routes[route].run(new)
+            seeds = seeds + new
+            out[route] = seeds, rows, slope_readouts(rows, routes[route].tags, keys,
+                                                     s["depths"], seeds, s["steps"], level)
+    return out
+
+
+def routes_note(s: Mapping[str, Any], routes: Mapping[str, SlopeReadouts]) -> str:
+    """What a slope verdict rests on: its routes, each one's seeds, and the intervals' level
+    (Bonferroni over the settings' seed rounds)."""
+    rounds = seed_rounds(s)
+    seeds = ", ".join(
+        f"{route} {len(next(iter(r.matched.values()))[r.readouts[-1]].per_seed)} seeds"
+        for route, r in routes.items())
+    level = next(iter(routes.values())).level
+    text = (f"routes: {seeds}; intervals at {level:.1%}"
+            + (f" (Bonferroni over {len(rounds)} seed rounds, {' -> '.join(map(str, rounds))}: "
+               f"a route takes the next while one of its slopes straddles a band edge)"
+               if len(rounds) > 1 else ""))
+    if "handwritten" not in routes:
+        text += ("; the handwritten second route runs where the settings set second_route "
+                 "(medium, full): one route's contradiction is a FAIL")
+    return text
+
+
+def lift_contrast(routes: Mapping[str, SlopeReadouts], key: str, base: str,
+                  corrected: str) -> tuple[bool, str]:
+    """The contrast of a two-route verdict: the sqrt(L) LR (the rule under test) lifts the
+    ``key`` slope at matched loss of the ``corrected`` arm above the ``base`` arm's in every
+    route: the t-interval (at the readouts' level) of the per-seed differences (the arms share
+    seeds: the same draws and data order) lies above 0. A check blind to the rule would not
+    see it."""
+    seen, parts = True, []
+    for route, r in routes.items():
+        last = r.readouts[-1]
+        a = r.matched[f"{key}_slope_{base}"][last].per_seed
+        b = r.matched[f"{key}_slope_{corrected}"][last].per_seed
+        mean, low, high = mean_ci([y - x for x, y in zip(a, b, strict=True)], r.level)
+        seen = seen and math.isfinite(low) and low > 0
+        parts.append(f"{route} {mean:+.3f} [{low:+.3f}, {high:+.3f}]")
+    level = next(iter(routes.values())).level
+    return seen, (f"the sqrt(L) LR lifts the {key} slope at matched loss ({corrected} minus "
+                  f"{base}, paired over seeds, {level:.1%} t; must lie above 0 in every "
+                  f"route): " + ", ".join(parts))
+
+
+def two_route_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, Band],
+                       contrast: tuple[bool, str]) -> Decision:
+    """One verdict from every banded slope read along two routes, each route's finding by
+    :func:`slope_findings_at_matched_loss`. Per slope: both support -> supports; one
+    supports where the other contradicts -> conflict; both contradict -> refuted if their
+    95% intervals at the last step's target overlap (the routes agree in value, not only in
+    finding), else conflict; one contradicts, the other undecided -> a lone contradiction;
+    else undecided. The claim: FAIL on any conflict (our code is suspected first); REFUTED
+    when a slope is refuted and ``contrast`` is seen (the check sees the rule it tests; not
+    seen: FAIL, the check may be blind); FAIL on a lone contradiction (CLAIMS.md: one route
+    is not a refutation); INCONCLUSIVE on any undecided slope; else PASS."""
+    findings = {route: slope_findings_at_matched_loss(r, bands) for route, r in routes.items()}
+    parts: dict[str, tuple[str, str]] = {}
+    for name in bands:
+        said = [findings[route][name][0] for route in routes]
+        cis = [r.matched[name][r.readouts[-1]] for r in routes.values()]
+        evidence = "; ".join(f"{route}: {findings[route][name][0]} "
+                             f"({findings[route][name][1]})" for route in routes)
+        if all(f == "supports" for f in said):
+            kind = "supports"
+        elif "supports" in said and "contradicts" in said:
+            kind, evidence = "conflict", f"{evidence}; routes disagree in finding"
+        elif all(f == "contradicts" for f in said):
+            ends = [v for ci in cis for v in (ci.low, ci.high)]
+            agree = (all(math.isfinite(v) for v in ends)
+                     and max(ci.low for ci in cis) <= min(ci.high for ci in cis))
+            kind = "refuted" if agree else "conflict"
+            values = ", ".join(f"{route} {ci.text}"
+                               for route, ci in zip(routes, cis, strict=True))
+            evidence += (f"; routes {'agree' if agree else 'disagree'} in value (the "
+                         f"intervals at the last step's target must overlap: {values})")
+        elif "contradicts" in said:
+            kind = "lone contradiction"
+        else:
+            kind = "undecided"
+        parts[name] = kind, evidence
+    kinds = {kind for kind, _ in parts.values()}
+    said_all = "; ".join(f"{name}: {kind} ({ev})" for name, (kind, ev) in parts.items()
+                         if kind != "supports")
+    contrast_text = f"contrast: {'seen' if contrast[0] else 'NOT seen'} ({contrast[1]})"
+    if "conflict" in kinds:
+        return "FAIL", f"{said_all}; {contrast_text}; routes disagree, our code is suspected first"
+    if "refuted" in kinds:
+        if contrast[0]:
+            return "REFUTED", f"{said_all}; {contrast_text}"
+        return "FAIL", f"{said_all}; {contrast_text}; the check may be blind"
+    if "lone contradiction" in kinds:
+        return "FAIL", f"{said_all}; only one route contradicts"
+    return ("INCONCLUSIVE" if "undecided" in kinds else "PASS"), said_all
+
+
 # ---- the claim --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CollapseMeasure:
@@ -234,6 +443,9 @@ class CollapseMeasure:
     #: per arm, the log-log slope vs depth of the net's output change in its first SGD step
     #: (:func:`output_step`), per seed with its interval: a diagnostic, not judged
     output_slopes: dict[str, SlopeCI]
+    #: the handwritten second route's rows and slopes (None where the settings leave it out)
+    hand_rows: Rows | None = None
+    hand: SlopeReadouts | None = None
 
 
 def output_step(ctx: ClaimContext, data: Dataset, probe: torch.Tensor, recipe: str, L: int,
@@ -277,15 +489,18 @@ def output_slopes(ctx: ClaimContext, data: Dataset, probe: torch.Tensor,
 def measure_collapse(ctx: ClaimContext) -> CollapseMeasure:
     """Per arm, depth and seed ``steps`` SGD steps; the block-averaged internal and
     residual-stream updates on ``probe_batch`` inputs and the running loss at every recorded
-    step (:func:`record_steps`); the slopes against depth over seeds (:func:`slope_readouts`)."""
+    step (:func:`record_steps`); the slopes against depth over seeds (:func:`slope_readouts`),
+    along the library's route and, with ``second_route``, the handwritten one, each taking
+    seed rounds while a slope is undecided (:func:`sequential_routes`)."""
     s = ctx.settings
     data = claim_dataset(ctx)
     probe = data.x_train[: s["probe_batch"]]
     recorded = set(record_steps(s["steps"]))
-    seeds = list(range(ctx.seed, ctx.seed + s["seeds"]))
     arms = corrected_arms(s)
-    ctx.set_total(len(arms) * len(s["depths"]) * len(seeds))
-    rows: Rows = []
+    tags = tuple(tag for tag, _ in arms)
+    # a recipe the handwritten nets lack fails before any run
+    hand_arms = ([(tag, handwritten_layers(recipe)) for tag, recipe in arms]
+                 if s.get("second_route", False) else [])
 
     def run(tag: str, recipe: str, L: int, seed: int) -> Rows:
         net, plan = build("resnet2", recipe, input_shape=data.sample_shape, n_out=data.n_out,
@@ -297,17 +512,28 @@ def measure_collapse(ctx: ClaimContext) -> CollapseMeasure:
         res = train(net, plan, data, cfg, hooks=[hook])
         return [{**r, "status": res.status} for r in out]
 
-    for tag, recipe in arms:
-        for L in s["depths"]:
-            for seed in seeds:  # each run kept as it finishes: a killed claim resumes
-                rows += stored_rows(ctx, "nfd-collapse-runs",
-                                    {"arm": [tag, recipe], "depth": L, "seed": seed},
-                                    functools.partial(run, tag, recipe, L, seed))
-                ctx.progress(1)
-    slopes = slope_readouts(rows, [tag for tag, _ in arms], ("internal", "stream"),
-                            s["depths"], seeds, s["steps"])
+    def library(seeds: Sequence[int]) -> Rows:
+        rows: Rows = []
+        for tag, recipe in arms:
+            for L in s["depths"]:
+                for seed in seeds:  # each run kept as it finishes: a killed claim resumes
+                    rows += stored_rows(ctx, "nfd-collapse-runs",
+                                        {"arm": [tag, recipe], "depth": L, "seed": seed},
+                                        functools.partial(run, tag, recipe, L, seed))
+                    ctx.progress(1)
+        return rows
+
+    def handwritten(seeds: Sequence[int]) -> Rows:
+        return handwritten_route(ctx, "nfd-collapse-handwritten-runs", data, probe, hand_arms,
+                                 2, seeds, {"layer1": "internal"})
+
+    routes = {"library": RouteRuns(tags, library)} | (
+        {"handwritten": RouteRuns(tags, handwritten)} if hand_arms else {})
+    done = sequential_routes(ctx, routes, _BANDS, ("internal", "stream"))
+    seeds, rows, slopes = done["library"]
+    _, hand_rows, hand = done.get("handwritten", (None, None, None))
     return CollapseMeasure(rows, arms, seeds, slopes,
-                           output_slopes(ctx, data, probe, arms, seeds))
+                           output_slopes(ctx, data, probe, arms, seeds), hand_rows, hand)
 
 
 def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
@@ -320,6 +546,16 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
                      f"output_step_slope_{tag}_ci_low": finite_or_none(ci.low),
                      f"output_step_slope_{tag}_ci_high": finite_or_none(ci.high)}
     findings = slope_findings_at_matched_loss(m.slopes, _BANDS)
+    routes = {"library": m.slopes} | ({"handwritten": m.hand} if m.hand else {})
+    if m.hand is None:
+        decision = findings_verdict(findings)
+    else:
+        decision = two_route_decision(routes, _BANDS, lift_contrast(
+            routes, "internal", *(tag for tag, _ in m.arms)))
+        measured |= {f"handwritten_{k}": v
+                     for k, v in slope_readouts_measured(m.hand, s["depths"]).items()
+                     if "_slope_" in k}
+    route_note = "; " + routes_note(s, routes)
     last = m.slopes.readouts[-1]
 
     def step(v: float | None) -> str:
@@ -332,7 +568,7 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
     note += ("; the output's change in one SGD step vs L (not judged; flat under depth-muP, "
              "growing under Eq. 8, whose deeper nets then train faster): " + ", ".join(
                  f"{tag} {ci.text}" for tag, ci in m.output_slopes.items()))
-    return Judgement(measured, dict(_BANDS), findings_verdict(findings), note)
+    return Judgement(measured, dict(_BANDS), decision, note + route_note)
 
 
 @claim(
@@ -340,12 +576,13 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
     "Two-layer blocks: first-layer update ~ L^(-1/2) under depth-muP; Eq. 8 removes it",
     quick={**QUICK_DATA, "width": 128, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
            "steps": 300, "seeds": 3, "probe_batch": 256},
-    # twice the width, 4 seeds: does the Eq. 8 stream update's fall at depth 64 survive?
-    # (measured on the 2-core CPU machine: 557 s CPU, 9.3 CPU-min; quick 170 s)
+    # twice the width, two routes (the library's nets and the handwritten numpy nets), each
+    # 4 seeds then 8 while one of its slopes is undecided (about 10 CPU-min a route and round
+    # on the 2-core CPU machine; quick 170 s, one route)
     medium={**QUICK_DATA, "width": 256, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
-            "steps": 300, "seeds": 4, "probe_batch": 256},
+            "steps": 300, "seeds": 4, "max_seeds": 8, "probe_batch": 256, "second_route": True},
     full={**FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,
-          "steps": 300, "seeds": 3, "probe_batch": 512},
+          "steps": 300, "seeds": 3, "probe_batch": 512, "second_route": True},
     smoke={**SMOKE_DATA,
            "width": 64, "depths": [2, 16], "eta_c": 0.1, "steps": 60, "seeds": 3,
            "probe_batch": 16},
@@ -374,5 +611,7 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     depth under depth-muP and nfd-depth (Eq. 8) (:func:`measure_collapse`), judged on their
     slopes over seeds at matched loss (:func:`judge_collapse`)."""
     m = measure_collapse(ctx)
-    return conclude(ctx, "nfd-collapse", judge_collapse(ctx.settings, m), m.rows,
+    rows = [{**r, "route": "library"} for r in m.rows] + [
+        {**r, "route": "handwritten"} for r in m.hand_rows or []]
+    return conclude(ctx, "nfd-collapse", judge_collapse(ctx.settings, m), rows,
                     draw_collapse(ctx.settings, m))

@@ -96,7 +96,8 @@ def _init_params(
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0)
+    out: np.ndarray = np.maximum(x, 0)
+    return out
 
 
 def _loss_and_grads(
