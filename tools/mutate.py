@@ -195,6 +195,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Adam route would predict from the wrong step)",
         ("tests/claims/test_nfd_collapse.py::"
          "test_one_adam_step_moves_the_output_linearly_in_eta_c",)),
+    Mutation(
+        "handwritten-eq8-no-sqrt-L", "claims/nfd/handwritten.py",
+        "layers = [base * math.sqrt(L) if j in sqrt_L_layers else base for j in range(1, k + 1)]",
+        "layers = [base for j in range(1, k + 1)]",
+        "the handwritten second route's Eq. 8 LR eta_1 = eta_c n sqrt(L) without its sqrt(L) "
+        "(its Eq. 8 arm would be depth-muP again)",
+        ("tests/claims/test_handwritten.py::"
+         "test_one_sgd_step_uses_eta_c_n_and_sqrt_L_on_listed_layers",)),
+    Mutation(
+        "collapse-values-always-agree", "claims/nfd/collapse.py",
+        "and max(ci.low for ci in cis) <= min(ci.high for ci in cis))",
+        "or True)",
+        "nfd-collapse's and beyond-3layer's two routes taken to agree in value whatever their "
+        "slopes (a refutation granted on routes that agree only in finding)",
+        ("tests/claims/test_nfd_collapse.py::"
+         "test_two_routes_refute_a_slope_only_when_they_agree_in_value_and_see_the_rule",)),
 )
 
 

@@ -55,9 +55,13 @@ def loglog_fit_panel(
     *,
     label: str,
     fit: bool = True,
+    color: str | None = None,
+    hollow: bool = False,
 ) -> float:
     """Scatter ``(x, y)`` on log-log axes and, if ``fit``, overlay the least-squares line of
-    log y on log x with its slope in the legend.
+    log y on log x with its slope in the legend. ``color`` fixes the colour (else the next of
+    the cycle); ``hollow`` draws open markers and a dotted line (a second route beside the
+    first, in its colour).
 
     Returns that slope (computed whether or not the line is drawn). Points with a non-positive
     or non-finite coordinate are left out; with fewer than two distinct x left the slope is
@@ -71,7 +75,9 @@ def loglog_fit_panel(
     xs, ys = xs[keep], ys[keep]
     ax.set_xscale("log")
     ax.set_yscale("log")
-    points = ax.scatter(xs, ys, label=label, zorder=3)
+    color = color or f"C{len(ax.collections) % 10}"  # the colour cycle, one per scatter
+    ax.scatter(xs, ys, label=label, zorder=3, marker="o",
+               facecolors="none" if hollow else color, edgecolors=color)
     slope = float("nan")
     if np.unique(xs).size >= 2:
         law = loglog_slope(xs, ys)
@@ -81,8 +87,8 @@ def loglog_fit_panel(
             ax.plot(
                 grid,
                 10**law.intercept * grid**slope,
-                color=points.get_facecolor()[0],
-                linestyle="--",
+                color=color,
+                linestyle=":" if hollow else "--",
                 label=f"{label} fit: slope {slope:.3g}",
             )
     ax.legend(fontsize="small")

@@ -66,14 +66,15 @@ def draw_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Figure:
 def draw_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Figure:
     """beyond-3layer: per readout key the update against depth at matched loss (each seed's
     depth at its matched step of the last step's target, seed mean), one fit per arm; the
-    handwritten second route's judged arms beside them where it ran."""
+    handwritten second route's judged arms beside them where it ran (open markers, dotted
+    fits, the arm's colour)."""
     fig, axes = new_figure(ncols=3)
     last = m.slopes.readouts[-1]
     routes = [("", m.slopes, m.rows)] + (
         [("handwritten: ", m.hand, m.hand_rows)] if m.hand and m.hand_rows else [])
     for ax, key in zip(axes.flat, ("layer1", "layer2", "stream"), strict=True):
-        for route, slopes, rows in routes:
-            for tag, recipe, _middle in m.arms:
+        for hollow, (route, slopes, rows) in enumerate(routes):
+            for i, (tag, recipe, _middle) in enumerate(m.arms):
                 if tag not in slopes.targets:
                     continue
                 at = {seed: steps for seed, _, steps in slopes.targets[tag][last]}
@@ -81,7 +82,8 @@ def draw_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Figure:
                                    and r["depth"] == L and r["step"] == at[r["seed"]][L]])
                       for L in s["depths"]]
                 loglog_fit_panel(ax, s["depths"], ys,
-                                 label=f"{route}{THREE_LABELS[tag]} ({recipe})")
+                                 label=f"{route}{THREE_LABELS[tag]} ({recipe})",
+                                 color=f"C{i}", hollow=bool(hollow))
         ax.set_xlabel("depth L")
         ax.set_title(f"{key} update (matched loss)", fontsize=8)
         ax.legend(fontsize=6)

@@ -214,23 +214,25 @@ def draw_fig6(s: Settings, m: Fig6Measure, labels: Mapping[str, str]) -> Figure:
 def draw_collapse(s: Settings, m: CollapseMeasure) -> Figure:
     """nfd Fig. 5 row 1: internal and residual-stream updates against depth per arm, each
     depth read at matched loss (the last step's target, seed mean), the handwritten second
-    route's beside the library's where it ran; below, per arm, the library nets' seed-mean
-    running loss of each depth against the step, the target dotted."""
+    route's beside the library's where it ran (open markers, dotted fits); below, per arm,
+    the library nets' seed-mean running loss of each depth against the step, the target
+    dotted."""
     fig, axes = figures.new_figure(ncols=2, nrows=2)
     last = m.slopes.readouts[-1]
     routes = [("", m.slopes, m.rows)] + (
         [("handwritten: ", m.hand, m.hand_rows)] if m.hand and m.hand_rows else [])
     for ax, key, title in ((axes.flat[0], "internal", "first-layer update |x - x~|/sqrt(n)"),
                            (axes.flat[1], "stream", "residual-stream update |dh - dh~|/sqrt(n)")):
-        for route, slopes, rows in routes:
-            for tag, recipe in m.arms:
+        for hollow, (route, slopes, rows) in enumerate(routes):
+            for i, (tag, recipe) in enumerate(m.arms):
                 at = {seed: steps for seed, _, steps in slopes.targets[tag][last]}
                 ys = [mean_finite([r[f"{key}_update"] for r in rows
                                    if r["arm"] == tag and r["depth"] == L
                                    and r["step"] == at[r["seed"]][L]])
                       for L in s["depths"]]
                 figures.loglog_fit_panel(ax, s["depths"], ys,
-                                         label=route + ARM_LABELS[tag].format(recipe))
+                                         label=route + ARM_LABELS[tag].format(recipe),
+                                         color=f"C{i}", hollow=bool(hollow))
         ax.set_xlabel("depth L")
         ax.set_title(f"{title} at matched loss", fontsize=8)
     for ax, (tag, recipe) in zip(axes.flat[2:], m.arms, strict=True):
