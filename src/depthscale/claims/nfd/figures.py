@@ -235,6 +235,7 @@ def draw_collapse(s: Settings, m: CollapseMeasure) -> Figure:
                                          color=f"C{i}", hollow=bool(hollow))
         ax.set_xlabel("depth L")
         ax.set_title(f"{title} at matched loss", fontsize=8)
+        ax.legend(fontsize=5)
     for ax, (tag, recipe) in zip(axes.flat[2:], m.arms, strict=True):
         for L in s["depths"]:
             steps = sorted({r["step"] for r in m.rows if r["arm"] == tag and r["depth"] == L})
