@@ -187,6 +187,7 @@ def test_divergence_stops_the_run() -> None:
         {"block": 3, "sqrt_L_layers": (3,)},
         {"width": 0},
         {"depth": 0},
+        {"classes": 1},  # a label >= the read-out's rows
     ],
 )
 def test_bad_input_raises_config_error(kwargs: dict[str, object]) -> None:

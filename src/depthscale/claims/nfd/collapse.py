@@ -276,7 +276,7 @@ def handwritten_route(ctx: ClaimContext, folder: str, data: Dataset, probe: torc
                     return [{renames.get(k, k): v for k, v in r.items()} for r in handwritten_run(
                         x, y, p, width=s["width"], depth=L, block=block, sqrt_L_layers=layers,
                         eta_c=s["eta_c"], steps=s["steps"], seed=seed,
-                        record=record_steps(s["steps"]))]
+                        record=record_steps(s["steps"]), classes=data.n_out)]
                 rows += [{**r, "arm": tag, "depth": L, "seed": seed} for r in stored_rows(
                     ctx, folder, {"arm": tag, "layers": list(layers), "depth": L, "seed": seed},
                     run)]

@@ -215,6 +215,7 @@ def handwritten_run(
     record: Collection[int],
     batch_size: int = 128,
     alpha: float | None = None,
+    classes: int | None = None,
 ) -> list[dict[str, float | int | str]]:
     """Train the module's ResNet by SGD in float32 and return one row per recorded step.
 
@@ -222,7 +223,8 @@ def handwritten_run(
     initialisation. Each row has ``step``, ``layer{j}_update`` (j = 1..block-1),
     ``stream_update``, ``running_loss_last10`` (mean of the last <= 10 mini-batch losses, NaN
     at step 0) and ``status`` ("ok"; a non-finite loss appends a "diverged" row at that step
-    and stops). ``alpha`` defaults to the paper's feature-learning 1/sqrt(width).
+    and stops). ``alpha`` defaults to the paper's feature-learning 1/sqrt(width); ``classes``
+    (the read-out's rows) to the largest label + 1.
 
     Randomness: ``np.random.SeedSequence(seed).spawn(2)`` gives one Generator for the
     initialisation and one for the data order (a fresh permutation of the training set each
@@ -241,7 +243,9 @@ def handwritten_run(
     if steps < 0 or eta_c <= 0:
         raise ConfigError(f"steps >= 0 and eta_c > 0 needed, got steps={steps}, eta_c={eta_c}")
     a = 1 / math.sqrt(width) if alpha is None else alpha
-    C = int(Y.max()) + 1
+    C = int(Y.max()) + 1 if classes is None else classes
+    if Y.min() < 0 or Y.max() >= C:
+        raise ConfigError(f"labels must lie in 0..{C - 1} ({C} classes), got {Y.min()}..{Y.max()}")
     init_seq, data_seq = np.random.SeedSequence(seed).spawn(2)
     p = _init_params(np.random.default_rng(init_seq), X.shape[1], width, depth, block, C)
     p0 = p.copy()
