@@ -384,7 +384,7 @@ def two_route_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, 
     """One verdict from every banded slope read along two routes, each route's finding by
     :func:`slope_findings_at_matched_loss`. Per slope: both support -> supports; one
     supports where the other contradicts -> conflict; both contradict -> refuted if their
-    95% intervals at the last step's target overlap (the routes agree in value, not only in
+    intervals at the last step's target overlap (the routes agree in value, not only in
     finding), else conflict; one contradicts, the other undecided -> a lone contradiction;
     else undecided. The claim: FAIL on any conflict (our code is suspected first); REFUTED
     when a slope is refuted and ``contrast`` is seen (the check sees the rule it tests; not
