@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from depthscale.claims.beyond.shared import OPTIMIZERS, optimizer_settings
 from depthscale.claims.common import mean_finite
 from depthscale.claims.nfd import ARM_LABELS
-from depthscale.claims.nfd.figures import transfer_panels
+from depthscale.claims.nfd.figures import matched_means, transfer_panels
 from depthscale.report.figures import label_log_ticks, loglog_fit_panel, new_figure
 
 if TYPE_CHECKING:
@@ -69,7 +69,6 @@ def draw_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Figure:
     handwritten second route's judged arms beside them where it ran (open markers, dotted
     fits, the arm's colour)."""
     fig, axes = new_figure(ncols=3)
-    last = m.slopes.readouts[-1]
     routes = [("", m.slopes, m.rows)] + (
         [("handwritten: ", m.hand, m.hand_rows)] if m.hand and m.hand_rows else [])
     for ax, key in zip(axes.flat, ("layer1", "layer2", "stream"), strict=True):
@@ -77,10 +76,7 @@ def draw_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Figure:
             for i, (tag, recipe, _middle) in enumerate(m.arms):
                 if tag not in slopes.targets:
                     continue
-                at = {seed: steps for seed, _, steps in slopes.targets[tag][last]}
-                ys = [mean_finite([r[f"{key}_update"] for r in rows if r["arm"] == tag
-                                   and r["depth"] == L and r["step"] == at[r["seed"]][L]])
-                      for L in s["depths"]]
+                ys = matched_means(rows, slopes, tag, key, s["depths"])
                 loglog_fit_panel(ax, s["depths"], ys,
                                  label=f"{route}{THREE_LABELS[tag]} ({recipe})",
                                  color=f"C{i}", hollow=bool(hollow))
@@ -95,14 +91,10 @@ def _collapse_panels(axes: Sequence[Axes], m: TransformerMeasures,
     """beyond-transformer's row 1: own updates at matched loss against L (each seed's depth at
     its matched step of the last step's target, seed mean), per layer group."""
     depths = [2 * D for D in s["collapse_blocks"]]
-    target = m.slopes.readouts[-1]
     collapse = [r for r in m.rows if r["part"] == "collapse"]
 
     def curve(tag: str, key: str) -> list[float]:
-        at = {seed: steps for seed, _, steps in m.slopes.targets[tag][target]}
-        return [mean_finite([r[f"{key}_update"] for r in collapse
-                             if r["arm"] == tag and r["depth"] == L
-                             and r["step"] == at[r["seed"]][L]]) for L in depths]
+        return matched_means(collapse, m.slopes, tag, key, depths)
 
     panels = (("qkv", ("qkv",)), ("fc1", ("fc1",)), ("streams", ("attn_stream", "mlp_stream")),
               ("q, k, v", ("q", "k", "v")))

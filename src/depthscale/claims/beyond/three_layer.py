@@ -43,7 +43,6 @@ from depthscale.claims.beyond.readouts import (
     SlopeReadouts,
     layer_readout,
     record_steps,
-    slope_findings_at_matched_loss,
     slope_readouts_measured,
 )
 from depthscale.claims.beyond.shared import (
@@ -57,11 +56,12 @@ from depthscale.claims.common import claim_dataset, stored_rows
 from depthscale.claims.nfd.collapse import (
     RouteRuns,
     handwritten_layers,
+    handwritten_measured,
     handwritten_route,
-    lift_contrast,
+    route_rows,
     routes_note,
     sequential_routes,
-    two_route_decision,
+    slopes_decision,
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
@@ -69,7 +69,6 @@ from depthscale.claims.verdicts import (
     ClaimOutcome,
     Judgement,
     claim_outcome,
-    findings_verdict,
 )
 from depthscale.models import build
 from depthscale.probes import block_updates, snapshot
@@ -171,12 +170,9 @@ def measure_three_layer(ctx: ClaimContext) -> ThreeLayerMeasures:
         {"handwritten": RouteRuns(JUDGED_ARMS, handwritten)} if hand_arms else {})
     done = sequential_routes(ctx, routes, BANDS, KEYS)
     _, rows, slopes = done["library"]
-    measured = slope_readouts_measured(slopes, s["depths"])
-    if "handwritten" not in done:
-        return ThreeLayerMeasures(arms, slopes, rows, measured)
-    _, hand_rows, hand = done["handwritten"]
-    measured |= {f"handwritten_{k}": v for k, v in
-                 slope_readouts_measured(hand, s["depths"]).items() if "_slope_" in k}
+    _, hand_rows, hand = done.get("handwritten", (None, None, None))
+    measured = (slope_readouts_measured(slopes, s["depths"])
+                | handwritten_measured(hand, s["depths"]))
     return ThreeLayerMeasures(arms, slopes, rows, measured, hand_rows, hand)
 
 
@@ -184,19 +180,16 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
     """The banded slopes (:data:`BANDS`), each its seed interval at matched loss, undecided
     where the two loss targets disagree
     (:func:`~depthscale.claims.beyond.readouts.slope_findings_at_matched_loss`), as one
-    verdict (:func:`~depthscale.claims.verdicts.findings_verdict`); Eq. 8 as written is
-    reported."""
+    verdict along the routes measured
+    (:func:`~depthscale.claims.nfd.collapse.slopes_decision`: the library's alone, or both
+    with the fix's lift of layer 2 as the contrast); Eq. 8 as written is reported."""
     last = m.slopes.readouts[-1]
     eq8 = ", ".join(f"{k} {m.slopes.matched[f'{k}_slope_eq8'][last].text}" for k in KEYS)
     note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at matched loss: slopes {eq8} "
             "(derived: layer 1 flat, layer 2 ~ -0.5)")
     routes = {"library": m.slopes} | ({"handwritten": m.hand} if m.hand else {})
-    note += "; " + routes_note(s, routes)
-    if m.hand is None:
-        return Judgement(dict(BANDS), findings_verdict(slope_findings_at_matched_loss(
-            m.slopes, BANDS)), note)
-    return Judgement(dict(BANDS), two_route_decision(
-        routes, BANDS, lift_contrast(routes, "layer2", *JUDGED_ARMS)), note)
+    return Judgement(dict(BANDS), slopes_decision(routes, BANDS, "layer2", *JUDGED_ARMS),
+                     f"{note}; {routes_note(s, routes)}")
 
 
 @claim(
@@ -232,7 +225,6 @@ def beyond_3layer(ctx: ClaimContext) -> ClaimOutcome:
     """beyond-3layer, as the module docstring says: measure -> judge -> draw."""
     m = measure_three_layer(ctx)
     j = judge_three_layer(m, ctx.settings)
-    rows = [{**r, "route": "library"} for r in m.rows] + [
-        {**r, "route": "handwritten"} for r in m.hand_rows or []]
-    return claim_outcome(ctx, "beyond-3layer", m.measured, j.bands, rows,
+    return claim_outcome(ctx, "beyond-3layer", m.measured, j.bands,
+                         route_rows(m.rows, m.hand_rows),
                          draw_three_layer(m, ctx.settings), j.note, decision=j.decision)

@@ -65,11 +65,12 @@ from depthscale.stats.fits import loglog_slope, mean_ci
 from depthscale.train import TrainConfig, train
 
 __all__ = ["CollapseMeasure", "RouteRuns", "SlopeCI", "SlopeReadouts", "handwritten_layers",
-           "handwritten_route", "judge_collapse", "lift_contrast", "matched_steps",
+           "handwritten_measured", "handwritten_route", "judge_collapse", "lift_contrast",
+           "matched_steps",
            "measure_collapse", "nfd_collapse", "output_slopes", "output_step", "readout_steps",
-           "record_steps", "routes_note", "sequential_routes", "slope_ci",
+           "record_steps", "route_rows", "routes_note", "sequential_routes", "slope_ci",
            "slope_findings_at_matched_loss", "slope_readouts", "slope_readouts_measured",
-           "straddling", "two_route_decision"]
+           "slopes_decision", "straddling", "two_route_decision"]
 
 #: the slopes' bands, fixed before running: collapse ~ L^(-1/2) under depth-muP, flat else
 _BANDS: dict[str, Band] = {
@@ -430,6 +431,34 @@ def two_route_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, 
     return ("INCONCLUSIVE" if "undecided" in kinds else "PASS"), said_all
 
 
+def slopes_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, Band],
+                    key: str, base: str, corrected: str) -> Decision:
+    """The verdict of banded slopes along their routes: with the library's alone, its
+    findings (:func:`slope_findings_at_matched_loss`; a contradiction is a FAIL); with the
+    handwritten route too, :func:`two_route_decision`, its contrast the ``key`` slope's lift
+    from ``base`` to ``corrected`` (:func:`lift_contrast`)."""
+    if len(routes) == 1:
+        return findings_verdict(slope_findings_at_matched_loss(routes["library"], bands))
+    return two_route_decision(routes, bands, lift_contrast(routes, key, base, corrected))
+
+
+def handwritten_measured(hand: SlopeReadouts | None,
+                         depths: Sequence[int]) -> dict[str, float | None]:
+    """The handwritten route's slopes in ``measured``, each ``handwritten_<name>`` (none
+    without that route)."""
+    if hand is None:
+        return {}
+    return {f"handwritten_{k}": v for k, v in slope_readouts_measured(hand, depths).items()
+            if "_slope_" in k}
+
+
+def route_rows(rows: Rows, hand_rows: Rows | None) -> Rows:
+    """The claim's CSV rows: the library's, then the handwritten route's, each with its
+    ``route``."""
+    return ([{**r, "route": "library"} for r in rows]
+            + [{**r, "route": "handwritten"} for r in hand_rows or []])
+
+
 # ---- the claim --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CollapseMeasure:
@@ -545,16 +574,9 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
         measured |= {f"output_step_slope_{tag}": finite_or_none(ci.mean),
                      f"output_step_slope_{tag}_ci_low": finite_or_none(ci.low),
                      f"output_step_slope_{tag}_ci_high": finite_or_none(ci.high)}
-    findings = slope_findings_at_matched_loss(m.slopes, _BANDS)
     routes = {"library": m.slopes} | ({"handwritten": m.hand} if m.hand else {})
-    if m.hand is None:
-        decision = findings_verdict(findings)
-    else:
-        decision = two_route_decision(routes, _BANDS, lift_contrast(
-            routes, "internal", *(tag for tag, _ in m.arms)))
-        measured |= {f"handwritten_{k}": v
-                     for k, v in slope_readouts_measured(m.hand, s["depths"]).items()
-                     if "_slope_" in k}
+    decision = slopes_decision(routes, _BANDS, "internal", *(tag for tag, _ in m.arms))
+    measured |= handwritten_measured(m.hand, s["depths"])
     route_note = "; " + routes_note(s, routes)
     last = m.slopes.readouts[-1]
 
@@ -611,7 +633,5 @@ def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     depth under depth-muP and nfd-depth (Eq. 8) (:func:`measure_collapse`), judged on their
     slopes over seeds at matched loss (:func:`judge_collapse`)."""
     m = measure_collapse(ctx)
-    rows = [{**r, "route": "library"} for r in m.rows] + [
-        {**r, "route": "handwritten"} for r in m.hand_rows or []]
-    return conclude(ctx, "nfd-collapse", judge_collapse(ctx.settings, m), rows,
-                    draw_collapse(ctx.settings, m))
+    return conclude(ctx, "nfd-collapse", judge_collapse(ctx.settings, m),
+                    route_rows(m.rows, m.hand_rows), draw_collapse(ctx.settings, m))

@@ -18,7 +18,7 @@ from depthscale.claims.nfd.training import ARM_LABELS
 from depthscale.report import figures
 
 if TYPE_CHECKING:
-    from depthscale.claims.nfd.collapse import CollapseMeasure
+    from depthscale.claims.nfd.collapse import CollapseMeasure, SlopeReadouts
     from depthscale.claims.nfd.convergence import Thm1Measure
     from depthscale.claims.nfd.coupling import CouplingPoint
     from depthscale.claims.nfd.deep import DeepMeasure
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "draw_collapse", "draw_cor1", "draw_coupling", "draw_deep", "draw_fig2", "draw_fig6",
-    "draw_prop1", "draw_prop3", "draw_prop4_5", "draw_thm1", "draw_transfer",
+    "draw_prop1", "draw_prop3", "draw_prop4_5", "draw_thm1", "draw_transfer", "matched_means",
 ]
 
 Settings = Mapping[str, Any]
@@ -211,6 +211,16 @@ def draw_fig6(s: Settings, m: Fig6Measure, labels: Mapping[str, str]) -> Figure:
     return fig
 
 
+def matched_means(rows: Sequence[Mapping[str, Any]], slopes: SlopeReadouts, tag: str, key: str,
+                  depths: Sequence[int]) -> list[float]:
+    """Per depth the seed mean of ``<key>_update`` of arm ``tag``, each seed read at its
+    matched step of the last step's target (what the figures draw against L)."""
+    at = {seed: steps for seed, _, steps in slopes.targets[tag][slopes.readouts[-1]]}
+    return [mean_finite([r[f"{key}_update"] for r in rows
+                         if r["arm"] == tag and r["depth"] == L
+                         and r["step"] == at[r["seed"]][L]]) for L in depths]
+
+
 def draw_collapse(s: Settings, m: CollapseMeasure) -> Figure:
     """nfd Fig. 5 row 1: internal and residual-stream updates against depth per arm, each
     depth read at matched loss (the last step's target, seed mean), the handwritten second
@@ -225,11 +235,7 @@ def draw_collapse(s: Settings, m: CollapseMeasure) -> Figure:
                            (axes.flat[1], "stream", "residual-stream update |dh - dh~|/sqrt(n)")):
         for hollow, (route, slopes, rows) in enumerate(routes):
             for i, (tag, recipe) in enumerate(m.arms):
-                at = {seed: steps for seed, _, steps in slopes.targets[tag][last]}
-                ys = [mean_finite([r[f"{key}_update"] for r in rows
-                                   if r["arm"] == tag and r["depth"] == L
-                                   and r["step"] == at[r["seed"]][L]])
-                      for L in s["depths"]]
+                ys = matched_means(rows, slopes, tag, key, s["depths"])
                 figures.loglog_fit_panel(ax, s["depths"], ys,
                                          label=route + ARM_LABELS[tag].format(recipe),
                                          color=f"C{i}", hollow=bool(hollow))
