@@ -22,8 +22,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/depthscale reproduce --scale quick --out reproduce-out --workers 2
 
+# two pytest workers (pytest-xdist) on the 2-core CI machine, one torch thread each
 test: $(STAMP)
-	$(BIN)/pytest
+	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools

@@ -25,10 +25,12 @@ from depthscale.claims.laws.gates import (
     MOVING_MARGIN,
     Part,
     band_finding,
+    law_parts,
     parts_verdict,
     stable_from,
 )
 from depthscale.claims.laws.law import SlopeChange, probe_law, slope_change
+from depthscale.claims.laws.settings import TABLE1, family_parts
 from depthscale.claims.laws.table1 import contrast_seen, table1_parts
 from depthscale.claims.laws.transfer import ArchTransfer, judge_transfer, located_depths
 from depthscale.stats.fits import LawFit, weighted_loglog_fit
@@ -87,6 +89,15 @@ def test_a_contradiction_is_read_family_wise_over_the_claims_parts() -> None:
     parts = {f"w{i}": law for i in range(9)}
     assert law_decision(parts)[0] == "INCONCLUSIVE"
     assert law_decision({"w0": law})[0] == "FAIL"
+    # one architecture run alone (reproduce --set) is read as within the whole claim when
+    # the claim names its parts: Table 1's family_parts
+    assert law_parts({"w0": law})["w0"].verdict == "contradicts"
+    assert law_parts({"w0": law}, parts=9)["w0"].verdict == "undecided"
+    probes = {"w0": _probe(-0.7, 0.15)}
+    assert table1_parts({"w0": law}, probes, 16)["w0"].verdict == "refutes"
+    assert table1_parts({"w0": law}, probes, 16, parts=9)["w0"].verdict == "undecided"
+    assert family_parts(TABLE1["medium"]) == 4 == len(TABLE1["medium"]["archs"])
+    assert family_parts({"archs": {"a": {}, "b": {}}}) == 2
 
 
 #: laws-widths at quick, w32 epoch 3: log10 eta* per (depth, seed) from the same stored runs

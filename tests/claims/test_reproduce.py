@@ -296,6 +296,73 @@ def test_batch_lrs_reaches_the_claim_and_the_record_and_is_another_run(
     assert record["run"]["batch_lrs"] is False
 
 
+def test_set_changes_the_settings_the_claim_sees_and_is_another_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def runner(ctx: ClaimContext) -> ClaimOutcome:
+        seen.append(ctx.settings)
+        return ClaimOutcome("INCONCLUSIVE", {"x": 1.0}, {}, "why")
+
+    monkeypatch.setitem(CLAIMS, "laws-table1",
+                        dataclasses.replace(CLAIMS["laws-table1"], run=runner))
+    args = ["reproduce", "laws-table1", "--scale", "medium", "--out", str(tmp_path),
+            "--set", "archs.cnn1d.seed_rounds=[4, 8, 16]", "--set", "archs.vit=null",
+            "--set", "archs.cnn2d=null", "--set", "archs.convresnet1d=null"]
+    assert main(args) == 0
+    medium = CLAIMS["laws-table1"].settings_for("medium")
+    (got,) = seen
+    assert list(got["archs"]) == ["cnn1d"] and got["archs"]["cnn1d"]["seed_rounds"] == [4, 8, 16]
+    assert {k: v for k, v in got["archs"]["cnn1d"].items() if k != "seed_rounds"} == {
+        k: v for k, v in medium["archs"]["cnn1d"].items() if k != "seed_rounds"}
+    assert list(medium["archs"]) == ["cnn1d", "convresnet1d", "cnn2d", "vit"]  # not mutated
+    (record,) = json.loads((tmp_path / "claims.json").read_text())
+    assert record["run"]["set"] == ("archs.cnn1d.seed_rounds=[4, 8, 16], archs.vit=null, "
+                                    "archs.cnn2d=null, archs.convresnet1d=null")
+    assert record["reason"].startswith("not the medium settings: changed by --set "
+                                       "archs.cnn1d.seed_rounds=[4, 8, 16], archs.vit=null")
+    assert main(args) == 0 and len(seen) == 1  # the same changes: kept
+    assert main(args[:-2]) == 0 and len(seen) == 2  # other changes: another run
+    assert main(args[:6]) == 0 and len(seen) == 3  # none: the medium claim itself
+    (record,) = json.loads((tmp_path / "claims.json").read_text())
+    assert record["run"]["set"] is None and not record["reason"].startswith("not the")
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ("archs.cnn1d.seedrounds=[4]", "has no setting 'archs.cnn1d.seedrounds' (archs.cnn1d: "
+                                   "model, dataset"),
+    ("archs.resnet=null", "has no setting 'archs.resnet' (archs: cnn1d, convresnet1d"),
+    ("archs.cnn1d.model.x=1", "has no setting 'archs.cnn1d.model.x' (archs.cnn1d.model: no table"),
+    ("archs=null", "a top-level setting ('archs') cannot be removed"),
+])
+def test_a_bad_set_is_one_line_before_any_work_and_writes_nothing(
+    change: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["reproduce", "laws-table1", "--out", str(out), "--set", change]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_set_values_are_json_else_text_and_need_a_dotted_path() -> None:
+    from depthscale.claims.changes import apply_changes, parse_change
+    from depthscale.errors import ConfigError
+
+    assert parse_change("seeds=8") == (("seeds",), 8)
+    assert parse_change("a.b=[1, 2.5]") == (("a", "b"), [1, 2.5])
+    assert parse_change("phi=tanh") == (("phi",), "tanh")  # not JSON: a string
+    assert parse_change("a.b=null") == (("a", "b"), None)
+    for bad in ("seeds", "a..b=1", "=1"):
+        with pytest.raises(ConfigError, match="PATH=VALUE"):
+            parse_change(bad)
+    base = {"seeds": 3, "t": {"u": {"v": 1}, "w": 2}}
+    assert apply_changes(base, [(("t", "u", "v"), 5), (("t", "w"), None)], "c") == {
+        "seeds": 3, "t": {"u": {"v": 5}}}
+    assert base == {"seeds": 3, "t": {"u": {"v": 1}, "w": 2}}
+
+
 def _loop_and_batched(cid: str, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``cid`` at its smoke settings, one by one and with ``batch_lrs``: the two records."""
     smoke = dataclasses.replace(CLAIMS[cid], settings={**CLAIMS[cid].settings,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from depthscale._version import __version__
+from depthscale.claims.changes import SettingChange, apply_changes, describe_changes
 from depthscale.claims.registry import CLAIMS, PLANNED, SCALES, ClaimContext
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.errors import ConfigError, DataError, DepthscaleError
@@ -111,10 +112,12 @@ def _cpu_model() -> str:
 
 
 def run_info(device: str, workers: int, budget_seconds: float | None = None,
-             batch_lrs: bool = False) -> dict[str, Any]:
+             batch_lrs: bool = False,
+             changes: Sequence[SettingChange] = ()) -> dict[str, Any]:
     """Where and with what a reproduce call runs: start time, CPU and GPU models, torch
     threads, each claim's time budget (seconds, None: none), whether LR groups trained
-    batched (``batch_lrs``), OS and the versions of
+    batched (``batch_lrs``), the settings changed by ``--set`` (``set``: one line, None
+    when none; :mod:`~depthscale.claims.changes`), OS and the versions of
     depthscale, torch, numpy and Python (each record's ``run``, so the report shows the
     machine that computed it, not the reader's)."""
     import numpy
@@ -128,7 +131,8 @@ def run_info(device: str, workers: int, budget_seconds: float | None = None,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device, "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "gpu": gpu,
         "threads": torch.get_num_threads(), "workers": workers, "budget_seconds": budget_seconds,
-        "batch_lrs": batch_lrs, "os": f"{platform.system()} {platform.release()}".strip(),
+        "batch_lrs": batch_lrs, "set": describe_changes(changes) or None,
+        "os": f"{platform.system()} {platform.release()}".strip(),
         "depthscale": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
         "python": platform.python_version(),
     }
@@ -187,7 +191,8 @@ def _run_claim(cid: str, ctx: ClaimContext, crashed: list[str]) -> ClaimOutcome:
 
 
 def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str,
-           control: bool, budget_seconds: float | None = None) -> list[str]:
+           control: bool, budget_seconds: float | None = None,
+           changes: Sequence[SettingChange] = ()) -> list[str]:
     """The chosen claim ids, after every check of the arguments (ConfigError, before work)."""
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
@@ -205,6 +210,8 @@ def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str
         lacking = [cid for cid in chosen if CLAIMS[cid].control is None]
         if lacking:
             raise ConfigError(f"no negative control for: {', '.join(lacking)}")
+    for cid in chosen:  # every --set path exists in every chosen claim's settings
+        apply_changes(CLAIMS[cid].settings_for(scale, control=control), changes, cid)
     return chosen
 
 
@@ -224,6 +231,7 @@ class _Run:
     info: dict[str, Any]
     budget_seconds: float | None = None
     batch_lrs: bool = False
+    changes: tuple[SettingChange, ...] = ()
 
 
 def _run_seeds(cid: str, run: _Run,
@@ -238,7 +246,9 @@ def _run_seeds(cid: str, run: _Run,
         where.mkdir(parents=True, exist_ok=True)
         ctx = ClaimContext(scale=run.scale, out_dir=where, device=run.device,
                            data_dir=run.data_dir, seed=base,
-                           settings=CLAIMS[cid].settings_for(run.scale, control=run.control),
+                           settings=apply_changes(
+                               CLAIMS[cid].settings_for(run.scale, control=run.control),
+                               run.changes, cid),
                            progress=advance, set_total=set_total, workers=run.workers,
                            budget_seconds=run.budget_seconds, batch_lrs=run.batch_lrs)
         t0 = time.perf_counter()
@@ -249,6 +259,9 @@ def _run_seeds(cid: str, run: _Run,
     if run.scale == "medium" and "medium" not in CLAIMS[cid].settings:
         note = "no medium settings: the quick settings already decide this claim"
         record = {**record, "reason": "; ".join(r for r in (record["reason"], note) if r)}
+    if run.changes:
+        note = f"not the {run.scale} settings: changed by --set {describe_changes(run.changes)}"
+        record = {**record, "reason": "; ".join(r for r in (note, record["reason"]) if r)}
     record = {**record, "headline": _headline(cid, record), "run": run.info}
     if run.control:
         what = CLAIMS[cid].control.what  # type: ignore[union-attr]  # checked in _check
@@ -270,15 +283,18 @@ def _with_designs(outcome: ClaimOutcome, ctx: ClaimContext) -> ClaimOutcome:
 
 
 def _same_run(record: dict[str, Any], scale: str, seed: int, seeds: int,
-              budget_seconds: float | None = None, batch_lrs: bool = False) -> bool:
+              budget_seconds: float | None = None, batch_lrs: bool = False,
+              changes: Sequence[SettingChange] = ()) -> bool:
     """Whether ``record`` (from claims.json) is this run's result already: same scale, base
-    seed, number of seeds, budget, LR batching and depthscale version, and decided (not a
-    SKIP, which may be a crash or missing data that a rerun can fix)."""
+    seed, number of seeds, budget, LR batching, settings changes (``--set``) and depthscale
+    version, and decided (not a SKIP, which may be a crash or missing data that a rerun can
+    fix)."""
     return (record["verdict"] != "SKIP" and record["scale"] == scale
             and record.get("seed") == seed and len(record.get("seeds") or []) == (
                 seeds if seeds > 1 else 0)
             and (record.get("run") or {}).get("budget_seconds") == budget_seconds
             and bool((record.get("run") or {}).get("batch_lrs")) == batch_lrs
+            and ((record.get("run") or {}).get("set") or "") == describe_changes(changes)
             and record.get("version") == __version__)
 
 
@@ -321,6 +337,7 @@ def reproduce(
     on_kept: Callable[[str], None] | None = None,
     budget_seconds: float | None = None,
     batch_lrs: bool = False,
+    changes: Sequence[SettingChange] = (),
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
@@ -333,13 +350,17 @@ def reproduce(
     train each group of runs that differ only in LR as one batched run
     (:func:`~depthscale.train.train_batched`: equal to one-by-one runs to float rounding; on a
     GPU, where one small run leaves the device idle, a group costs about what one run does).
+    ``changes``: settings changed from the scale's (``--set``,
+    :mod:`~depthscale.claims.changes`: every path checked against every chosen claim before
+    any work; the record says what was changed).
 
     Resuming: a claim whose result is already in ``out_dir/claims.json`` from the same scale,
-    base seed, number of seeds, budget, LR batching and depthscale version, and is not a SKIP,
+    base seed, number of seeds, budget, LR batching, ``changes`` and depthscale version, and
+    is not a SKIP,
     is kept as it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it
     anyway.
     """
-    chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds)
+    chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds, changes)
     out_dir = check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
@@ -347,11 +368,12 @@ def reproduce(
     crashed: list[str] = []
     run = _Run(scale, out_dir, out_dir / "control" if control else out_dir, device, data_dir,
                seed, seeds, control, workers,
-               run_info(device, workers, budget_seconds, batch_lrs), budget_seconds, batch_lrs)
+               run_info(device, workers, budget_seconds, batch_lrs, changes), budget_seconds,
+               batch_lrs, tuple(changes))
     for cid in chosen:
         previous = results.get(f"{cid}/control" if control else cid)
         if not rerun and previous is not None and _same_run(previous, scale, seed, seeds,
-                                                            budget_seconds, batch_lrs):
+                                                            budget_seconds, batch_lrs, changes):
             if on_kept is not None:
                 on_kept(cid)
             continue

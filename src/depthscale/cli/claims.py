@@ -30,6 +30,17 @@ def duration(text: str) -> float:
     return value
 
 
+def setting_change(text: str) -> Any:
+    """One ``--set PATH=VALUE`` (:func:`~depthscale.claims.changes.parse_change`)."""
+    from depthscale.claims.changes import parse_change
+    from depthscale.errors import ConfigError
+
+    try:
+        return parse_change(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     import torch
     from rich.console import Console
@@ -67,7 +78,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
                                      seeds=args.seeds, control=args.control,
                                      workers=args.workers, on_claim=on_claim, rerun=args.rerun,
                                      on_kept=on_kept, budget_seconds=args.budget,
-                                     batch_lrs=args.batch_lrs)
+                                     batch_lrs=args.batch_lrs, changes=args.set)
     Console().print(console_table(results, details=args.details))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
@@ -112,6 +123,12 @@ def register(sub: Any) -> None:
                    help="train each group of sweep runs that differ only in LR as one batched "
                    "run (equal to one-by-one runs to float rounding): on a GPU a group costs "
                    "about one run; on a CPU the gain is small (README, Performance)")
+    r.add_argument("--set", action="append", type=setting_change, default=[],
+                   metavar="PATH=VALUE",
+                   help="change one of the scale's settings (repeatable): a dotted path and a "
+                   "JSON value, e.g. --set seeds=8 --set 'archs.cnn1d.seed_rounds=[4,8,16]'; "
+                   "null removes an entry of a nested table (--set archs.vit=null). Every path "
+                   "must exist in each chosen claim's settings; the record says what changed")
     r.add_argument("--rerun", action="store_true",
                    help="run every chosen claim again, even those claims.json in --out already "
                    "holds from the same scale, seed, budget, LR batching and version (by default a "

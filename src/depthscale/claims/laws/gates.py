@@ -267,14 +267,15 @@ def parts_verdict(parts: Mapping[str, Part], *, contrast: tuple[bool, str] | Non
 
 
 def law_parts(results: Mapping[str, LawResult], r2_min: float | None = None,
-              ammup: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Part]:
-    """Each study's part: its alpha finding (contradictions read family-wise over the
-    studies, :func:`band_finding`; and R^2 >= ``r2_min`` when given: a contradiction
+              ammup: Mapping[str, tuple[str, str]] | None = None,
+              parts: int | None = None) -> dict[str, Part]:
+    """Each study's part: its alpha finding (contradictions read family-wise over ``parts``,
+    default the studies, :func:`band_finding`; and R^2 >= ``r2_min`` when given: a contradiction
     where R^2 misses it, undecided where eta* cannot be located, the R^2 of noise saying
     nothing), and the AM-muP route's finding where given."""
-    parts = {}
+    out = {}
     for k, law in results.items():
-        finding, evidence = alpha_finding(k, law, len(results))
+        finding, evidence = alpha_finding(k, law, parts or len(results))
         if r2_min is not None:
             ok = math.isfinite(law.fit.r2) and law.fit.r2 >= r2_min
             said = f"R^2 {law.fit.r2:.3g} against >= {r2_min}"
@@ -282,8 +283,8 @@ def law_parts(results: Mapping[str, LawResult], r2_min: float | None = None,
                 evidence += f"; {said}"
             else:
                 finding, evidence = "contradicts", f"{evidence}; {said}: not a power law"
-        parts[k] = Part((finding, evidence), (ammup or {}).get(k))
-    return parts
+        out[k] = Part((finding, evidence), (ammup or {}).get(k))
+    return out
 
 
 def law_decision(results: Mapping[str, LawResult], r2_min: float | None = None) -> Decision:

@@ -59,7 +59,7 @@ from depthscale.claims.common import budget_stop
 from depthscale.claims.laws import sweeps
 from depthscale.claims.laws.gates import MOVING_MARGIN, alpha_finding, change_state
 from depthscale.claims.laws.law import LawResult, fit_law
-from depthscale.claims.laws.settings import LAW_BAND, Arch
+from depthscale.claims.laws.settings import LAW_BAND, Arch, family_parts
 from depthscale.claims.laws.sweeps import Record
 from depthscale.claims.registry import ClaimContext
 from depthscale.errors import ConfigError
@@ -388,7 +388,7 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
         fine = [r for d in grids for r in runs[d]]
         law = fit_law(sweeps.annotate(s, arch, fine), blocks=sweeps.has_blocks(arch),
                       chance=chance, window=sweeps.annotate(s, arch, coarse + fine))
-        parts = len(s.get("archs") or {})
+        parts = family_parts(s)
         finding, _ = alpha_finding(name, law, parts)
         plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law, parts))
                 if finding == "undecided" else {})

@@ -34,13 +34,15 @@ def measure_probes(ctx: ClaimContext) -> dict[str, LawResult]:
     return {key: probe_arch(ctx, arch)[0] for key, arch in ctx.settings["archs"].items()}
 
 
-def table1_parts(results: Mapping[str, LawResult],
-                 probes: Mapping[str, LawResult], probe_seeds: int) -> dict[str, Part]:
-    """One part per architecture: the grid route's alpha finding and the AM-muP route's."""
+def table1_parts(results: Mapping[str, LawResult], probes: Mapping[str, LawResult],
+                 probe_seeds: int, parts: int | None = None) -> dict[str, Part]:
+    """One part per architecture: the grid route's alpha finding and the AM-muP route's,
+    contradictions read family-wise over ``parts`` (default: the architectures here)."""
     from depthscale.claims.laws.ammup import ammup_finding
 
-    return law_parts(results, ammup={k: ammup_finding(law, probe_seeds, len(probes))
-                                     for k, law in probes.items()})
+    family = parts or len(results)
+    return law_parts(results, ammup={k: ammup_finding(law, probe_seeds, family)
+                                     for k, law in probes.items()}, parts=family)
 
 
 def contrast_seen(probes: Mapping[str, LawResult],
@@ -90,7 +92,8 @@ def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
     and any is undecided. An undecided architecture never hides another's contradiction."""
     results = measure_table1(ctx)
     probes = measure_probes(ctx)
-    parts = table1_parts(results, probes, ctx.settings["probe_seeds"])
+    parts = table1_parts(results, probes, ctx.settings["probe_seeds"],
+                         settings.family_parts(ctx.settings))
     contrast = None
     refuting = [k for k, p in parts.items() if p.verdict == "refutes"]
     if len(refuting) >= 2:
