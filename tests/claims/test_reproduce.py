@@ -363,6 +363,57 @@ def test_set_values_are_json_else_text_and_need_a_dotted_path() -> None:
     assert base == {"seeds": 3, "t": {"u": {"v": 1}, "w": 2}}
 
 
+@pytest.mark.parametrize("cid", ["laws-table1", "nfd-collapse"])
+def test_from_stored_judges_the_stored_runs_alone_and_names_a_missing_one(
+    cid: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A study claim (laws-table1) and a stored-computation claim (nfd-collapse) at smoke
+    size: judged again from their stored runs with training switched off, the same verdict
+    and values; runs stored for another device are not there, so the claim is a SKIP that
+    says which, and nothing new is written."""
+    import depthscale.claims.common as common
+
+    smoke = dataclasses.replace(CLAIMS[cid], settings={**CLAIMS[cid].settings,
+                                                       "quick": CLAIMS[cid].settings["smoke"]})
+    monkeypatch.setitem(CLAIMS, cid, smoke)
+    (first,), crashed = reproduce([cid], scale="quick", out_dir=tmp_path)
+    assert crashed == [] and first["run"]["from_stored"] is False
+
+    def no_training(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("--from-stored trained something")
+
+    monkeypatch.setattr(common, "run_study", no_training)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_dir())
+    (again,), crashed = reproduce([cid], scale="quick", out_dir=tmp_path, from_stored=True)
+    assert crashed == [] and again["run"]["from_stored"] is True
+    assert (again["verdict"], again["measured"]) == (first["verdict"], first["measured"])
+    # the same folder judged as if its runs were a GPU's: none is stored for that device
+    (other,), crashed = reproduce([cid], scale="quick", out_dir=tmp_path, device="cuda",
+                                  from_stored=True)
+    assert crashed == [] and other["verdict"] == "SKIP"
+    said = {"laws-table1": "--from-stored: 36 of 36 runs of laws-cnn1d are not stored in",
+            "nfd-collapse": ".json is not stored (this claim's settings, seed, scale and "
+                            "device never computed it there)"}[cid]
+    assert said in other["reason"]
+    assert "run without --from-stored" in other["reason"]
+    after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_dir())
+    assert after == before
+
+
+def test_from_stored_checks_the_device_name_but_not_the_device(tmp_path: Path) -> None:
+    from depthscale.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown device 'cuda:x'"):
+        reproduce(["nfd-deep"], scale="quick", out_dir=tmp_path / "a", device="cuda:x",
+                  from_stored=True)
+    assert not (tmp_path / "a").exists()
+    assert main(["reproduce", "nfd-deep", "--device", "cuda", "--from-stored", "--out",
+                 str(tmp_path / "b")]) == 0  # judged: a SKIP naming what is not stored
+    (record,) = json.loads((tmp_path / "b" / "claims.json").read_text())
+    # nfd-deep trains on the device without storing its nets: the device is needed
+    assert record["verdict"] == "SKIP" and "CUDA is not available here" in record["reason"]
+
+
 def _loop_and_batched(cid: str, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``cid`` at its smoke settings, one by one and with ``batch_lrs``: the two records."""
     smoke = dataclasses.replace(CLAIMS[cid], settings={**CLAIMS[cid].settings,

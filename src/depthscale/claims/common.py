@@ -25,11 +25,11 @@ import torch
 
 from depthscale import data as ds_data
 from depthscale.claims.registry import ClaimContext
-from depthscale.errors import ConfigError
+from depthscale.errors import ConfigError, DataError
 from depthscale.io.atomic import atomic_write
-from depthscale.studies.spec import study_from_tables
+from depthscale.studies.spec import StudySpec, expand, run_id, study_from_tables
 from depthscale.studies.spec_toml import study_toml
-from depthscale.studies.store import open_store
+from depthscale.studies.store import STORE_FILE, open_store
 from depthscale.studies.sweep import run_study
 
 __all__ = ["budget_stop", "claim_dataset", "mean_finite", "metric", "run_claim_study",
@@ -57,12 +57,16 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
                     fail_on_failed: bool = True) -> list[dict[str, Any]]:
     """Run (or resume) the study ``tables`` into ``OUT/<folder_name>/`` (a copy of its spec in
     ``spec.toml`` there) and return its planned runs' records. ``retry_failed`` reruns runs
-    that failed before; ``fail_on_failed`` raises when any planned run failed."""
+    that failed before; ``fail_on_failed`` raises when any planned run failed. Under
+    ``ctx.from_stored`` nothing trains: the records are read from the store, a missing run is
+    a DataError (:func:`_stored_study`)."""
     folder = ctx.out_dir / folder_name
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "spec.toml"
     text = study_toml(tables)
     study = study_from_tables(tables, source=str(path), text=text)
+    if ctx.from_stored:
+        return _stored_study(folder, folder_name, study)
+    folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
 
     @contextlib.contextmanager
@@ -81,6 +85,32 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
         raise RuntimeError(f"{len(failed)} run(s) of {folder_name} failed, first: "
                            f"{failed[0]['error']} (see 'depthscale status {folder}')")
     return records
+
+
+def _stored_study(folder: Path, folder_name: str, study: StudySpec) -> list[dict[str, Any]]:
+    """``reproduce --from-stored``: the records of ``study``'s runs, in plan order, read from
+    ``folder`` without training or writing; DataError naming the first missing run when any
+    is not stored."""
+    runs = expand(study)
+    if not (folder / STORE_FILE).exists():
+        raise DataError(f"--from-stored: no stored runs of {folder_name} in {folder} (its "
+                        f"{len(runs)} runs were never trained there); run without --from-stored "
+                        "to train them")
+    with open_store(folder, readonly=True) as store:
+        missing = store.pending(runs, retry_failed=False)
+        by_id = {r.run_id: dict(r) for r in store.records()}
+    if missing:
+        first = missing[0]
+        raise DataError(f"--from-stored: {len(missing)} of {len(runs)} runs of {folder_name} "
+                        f"are not stored in {folder} (first: depth {first.depth}, width "
+                        f"{first.width}, lr {first.lr:.4g}, seed {first.seed}, device "
+                        f"{first.device}); run without --from-stored to train them")
+    return [by_id[run_id(r)] for r in runs]
+
+
+def _missing_stored(path: Path) -> DataError:
+    return DataError(f"--from-stored: {path} is not stored (this claim's settings, seed, scale "
+                     "and device never computed it there); run without --from-stored")
 
 
 def _stored_path(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
@@ -104,6 +134,8 @@ def stored_array(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
     if path.exists():
         stored: np.ndarray = np.load(path)
         return stored
+    if ctx.from_stored:
+        raise _missing_stored(path)
     value = np.asarray(compute())
     with atomic_write(path, "wb") as fh:  # a kill leaves no half-written file
         np.save(fh, value)
@@ -118,6 +150,8 @@ def stored_rows(ctx: ClaimContext, folder_name: str, key: Mapping[str, Any],
     if path.exists():
         rows: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
         return rows
+    if ctx.from_stored:
+        raise _missing_stored(path)
     value = compute()
     with atomic_write(path) as fh:
         json.dump(value, fh)

@@ -75,6 +75,10 @@ class ClaimContext:
     #: the budget's meter: run time of the studies this claim's sweeps have read so far, as
     #: stored with their runs (so a resumed claim meters what its runs cost, not the rerun)
     spent_seconds: float = 0.0
+    #: judge from the runs stored in ``out_dir`` alone (``reproduce --from-stored``): studies
+    #: and stored computations are read, never trained; a missing one is a DataError
+    #: (claims.common). The device names the stored runs, so a GPU's are judged on a laptop
+    from_stored: bool = False
     #: what each sequential sweep decided (study name -> its design's report, plain data)
     designs: dict[str, Any] = field(default_factory=dict)
 

@@ -47,7 +47,7 @@ from depthscale.report import (
     write_claims_json,
     write_index_html,
 )
-from depthscale.train.loop import resolve_device
+from depthscale.train.loop import check_device_name, resolve_device
 
 __all__ = ["LOCK_FILE", "ClaimHooks", "reproduce", "select_claims"]
 
@@ -113,11 +113,13 @@ def _cpu_model() -> str:
 
 def run_info(device: str, workers: int, budget_seconds: float | None = None,
              batch_lrs: bool = False,
-             changes: Sequence[SettingChange] = ()) -> dict[str, Any]:
+             changes: Sequence[SettingChange] = (),
+             from_stored: bool = False) -> dict[str, Any]:
     """Where and with what a reproduce call runs: start time, CPU and GPU models, torch
     threads, each claim's time budget (seconds, None: none), whether LR groups trained
     batched (``batch_lrs``), the settings changed by ``--set`` (``set``: one line, None
-    when none; :mod:`~depthscale.claims.changes`), OS and the versions of
+    when none; :mod:`~depthscale.claims.changes`), whether it judged stored runs alone
+    (``from_stored``), OS and the versions of
     depthscale, torch, numpy and Python (each record's ``run``, so the report shows the
     machine that computed it, not the reader's)."""
     import numpy
@@ -132,6 +134,7 @@ def run_info(device: str, workers: int, budget_seconds: float | None = None,
         "device": device, "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "gpu": gpu,
         "threads": torch.get_num_threads(), "workers": workers, "budget_seconds": budget_seconds,
         "batch_lrs": batch_lrs, "set": describe_changes(changes) or None,
+        "from_stored": from_stored,
         "os": f"{platform.system()} {platform.release()}".strip(),
         "depthscale": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
         "python": platform.python_version(),
@@ -192,7 +195,7 @@ def _run_claim(cid: str, ctx: ClaimContext, crashed: list[str]) -> ClaimOutcome:
 
 def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str,
            control: bool, budget_seconds: float | None = None,
-           changes: Sequence[SettingChange] = ()) -> list[str]:
+           changes: Sequence[SettingChange] = (), from_stored: bool = False) -> list[str]:
     """The chosen claim ids, after every check of the arguments (ConfigError, before work)."""
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
@@ -204,7 +207,10 @@ def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str
         raise ConfigError(f"workers must be >= 1, got {workers}")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds must be a whole number >= 1, got {seeds!r}")
-    resolve_device(device)  # CUDA asked for but absent: one line now, not a SKIP per claim
+    if from_stored:  # the device names the stored runs; nothing runs on it here
+        check_device_name(device)
+    else:
+        resolve_device(device)  # CUDA asked for but absent: one line now, not a SKIP per claim
     chosen = select_claims(ids)
     if control:
         lacking = [cid for cid in chosen if CLAIMS[cid].control is None]
@@ -232,6 +238,7 @@ class _Run:
     budget_seconds: float | None = None
     batch_lrs: bool = False
     changes: tuple[SettingChange, ...] = ()
+    from_stored: bool = False
 
 
 def _run_seeds(cid: str, run: _Run,
@@ -250,7 +257,8 @@ def _run_seeds(cid: str, run: _Run,
                                CLAIMS[cid].settings_for(run.scale, control=run.control),
                                run.changes, cid),
                            progress=advance, set_total=set_total, workers=run.workers,
-                           budget_seconds=run.budget_seconds, batch_lrs=run.batch_lrs)
+                           budget_seconds=run.budget_seconds, batch_lrs=run.batch_lrs,
+                           from_stored=run.from_stored)
         t0 = time.perf_counter()
         outcome = _with_designs(_run_claim(cid, ctx, crashed), ctx)
         per_seed.append((base, _record(cid, run.scale, base, time.perf_counter() - t0, outcome,
@@ -338,6 +346,7 @@ def reproduce(
     budget_seconds: float | None = None,
     batch_lrs: bool = False,
     changes: Sequence[SettingChange] = (),
+    from_stored: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
@@ -352,7 +361,12 @@ def reproduce(
     GPU, where one small run leaves the device idle, a group costs about what one run does).
     ``changes``: settings changed from the scale's (``--set``,
     :mod:`~depthscale.claims.changes`: every path checked against every chosen claim before
-    any work; the record says what was changed).
+    any work; the record says what was changed). ``from_stored``: judge each claim from the
+    runs and computations already stored in ``out_dir`` alone, training nothing (a missing
+    one makes the claim a SKIP that names it); ``device`` then names the stored runs (a GPU's,
+    judged here) and is not opened, and the chosen claims are judged again (``rerun``). With
+    the first run's ``budget_seconds`` and ``workers`` a sequential design replays its rounds
+    (its meter reads the stored run times).
 
     Resuming: a claim whose result is already in ``out_dir/claims.json`` from the same scale,
     base seed, number of seeds, budget, LR batching, ``changes`` and depthscale version, and
@@ -360,7 +374,9 @@ def reproduce(
     is kept as it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it
     anyway.
     """
-    chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds, changes)
+    chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds, changes,
+                    from_stored)
+    rerun = rerun or from_stored
     out_dir = check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
@@ -368,8 +384,8 @@ def reproduce(
     crashed: list[str] = []
     run = _Run(scale, out_dir, out_dir / "control" if control else out_dir, device, data_dir,
                seed, seeds, control, workers,
-               run_info(device, workers, budget_seconds, batch_lrs, changes), budget_seconds,
-               batch_lrs, tuple(changes))
+               run_info(device, workers, budget_seconds, batch_lrs, changes, from_stored),
+               budget_seconds, batch_lrs, tuple(changes), from_stored)
     for cid in chosen:
         previous = results.get(f"{cid}/control" if control else cid)
         if not rerun and previous is not None and _same_run(previous, scale, seed, seeds,

@@ -38,7 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     try:
         check_outputs(args)
-        if isinstance(getattr(args, "device", None), str):  # once, before any work
+        # once, before any work (reproduce --from-stored names the stored runs' device)
+        if isinstance(getattr(args, "device", None), str) and not getattr(args, "from_stored",
+                                                                          False):
             from depthscale.train.loop import resolve_device
 
             resolve_device(args.device)

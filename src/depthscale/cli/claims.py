@@ -78,7 +78,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
                                      seeds=args.seeds, control=args.control,
                                      workers=args.workers, on_claim=on_claim, rerun=args.rerun,
                                      on_kept=on_kept, budget_seconds=args.budget,
-                                     batch_lrs=args.batch_lrs, changes=args.set)
+                                     batch_lrs=args.batch_lrs, changes=args.set,
+                                     from_stored=args.from_stored)
     Console().print(console_table(results, details=args.details))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
@@ -129,6 +130,11 @@ def register(sub: Any) -> None:
                    "JSON value, e.g. --set seeds=8 --set 'archs.cnn1d.seed_rounds=[4,8,16]'; "
                    "null removes an entry of a nested table (--set archs.vit=null). Every path "
                    "must exist in each chosen claim's settings; the record says what changed")
+    r.add_argument("--from-stored", action="store_true",
+                   help="judge the chosen claims again from the runs stored in --out alone, "
+                   "training nothing (a missing run makes the claim a SKIP that names it): "
+                   "e.g. a GPU machine's runs, copied here, with its --device, --set, --budget "
+                   "and --workers")
     r.add_argument("--rerun", action="store_true",
                    help="run every chosen claim again, even those claims.json in --out already "
                    "holds from the same scale, seed, budget, LR batching and version (by default a "

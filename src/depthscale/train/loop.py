@@ -42,6 +42,7 @@ __all__ = [
     "TrainResult",
     "TrainSettings",
     "check_data",
+    "check_device_name",
     "evaluate",
     "loss_fn",
     "resolve_device",
@@ -187,6 +188,15 @@ class DivergenceMonitor:
             return (f"running loss {running:.3g} > {self.factor:g} x initial loss "
                     f"{self.initial:.3g}")
         return None
+
+
+def check_device_name(name: str) -> None:
+    """ConfigError unless ``name`` is ``cpu``, ``cuda`` or ``cuda:<index>`` (its spelling
+    only: whether this machine has it is :func:`resolve_device`'s check)."""
+    head, sep, index = name.partition(":")
+    if name == "cpu" or (head == "cuda" and (not sep or (index.isdigit() and index.isascii()))):
+        return
+    raise ConfigError(f"unknown device {name!r}; use cpu, cuda or cuda:<index>")
 
 
 def resolve_device(name: str) -> torch.device:
