@@ -5,11 +5,13 @@ through."""
 from __future__ import annotations
 
 import copy
+import gc
 import io
 import json
 import pickle
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -329,21 +331,29 @@ def test_ddp_wrapped_model_trains_like_the_bare_model(tmp_path: Path) -> None:
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
                             world_size=1)
     try:
-        ddp = nn.parallel.DistributedDataParallel(model)
-        assert "module.depthscale_plan._extra_state" in ddp.state_dict()
-        assert p.explain(ddp) == p.explain(bare)
-        opts = [p.optimizer(m, "sgd", 0.1, momentum=0.5) for m in (ddp, bare)]
-        for _ in range(3):
-            for m, opt in zip((ddp, bare), opts, strict=True):
-                opt.zero_grad()
-                F.cross_entropy(m(X), Y).backward()
-                opt.step()
-        for a, b in zip(model.parameters(), bare.parameters(), strict=True):
-            torch.testing.assert_close(a, b, rtol=0, atol=0)
-        with pytest.raises(ConfigError, match="not with this plan"):
-            plan("mup", width=8, depth=2).optimizer(ddp)
+        _train_ddp_and_bare(model, bare, p)
     finally:
+        # the DDP wrapper (its reducer holds the process group) is gone before the group is:
+        # freed after it, gloo's teardown can wait forever on its own threads
+        gc.collect()
         dist.destroy_process_group()
+
+
+def _train_ddp_and_bare(model: nn.Module, bare: nn.Module, p: Any) -> None:
+    """Three SGD steps of ``model`` wrapped in DDP and of its copy ``bare``: equal weights."""
+    ddp = nn.parallel.DistributedDataParallel(model)
+    assert "module.depthscale_plan._extra_state" in ddp.state_dict()
+    assert p.explain(ddp) == p.explain(bare)
+    opts = [p.optimizer(m, "sgd", 0.1, momentum=0.5) for m in (ddp, bare)]
+    for _ in range(3):
+        for m, opt in zip((ddp, bare), opts, strict=True):
+            opt.zero_grad()
+            F.cross_entropy(m(X), Y).backward()
+            opt.step()
+    for a, b in zip(model.parameters(), bare.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with pytest.raises(ConfigError, match="not with this plan"):
+        plan("mup", width=8, depth=2).optimizer(ddp)
 
 
 def test_every_state_dict_value_is_a_tensor() -> None:
