@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import math
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,56 @@ def test_lack_of_fit_is_the_scatter_beyond_seed_noise() -> None:
     assert sequential.lack_of_fit(_law(on_line, (-2.0, -1.0))) == 0.0
     assert not sequential.scatter_blocks(_law(on_line, (-2.0, -1.0)))
     assert more_seeds(_law(on_line, (-2.0, -1.0)), (1, 10, 100, 1000)) is not None
+
+
+def _half_width(depths: Sequence[int], sem2: Sequence[float], tau2: float, level: float
+                ) -> float:
+    """t(level, n - 2) x the OLS slope SD with per-depth variance SEM^2 + tau^2."""
+    from scipy import stats
+
+    x = np.log10(np.asarray(depths, dtype=float))
+    xc = x - x.mean()
+    var = float((xc ** 2) @ (np.asarray(sem2) + tau2)) / float(xc @ xc) ** 2
+    return math.sqrt(var) * float(stats.t.ppf(level, len(depths) - 2))
+
+
+def test_added_depths_are_the_fewest_that_clear_the_edge_at_the_same_scatter() -> None:
+    """SCATTERED (4 depths, the scatter 99% of the slope's variance, seeds cannot decide):
+    the deciding half-width toward -1.9 is 0.5 and must fall below alpha's distance 0.4. Each
+    added depth is an average fitted one (SEM^2 0.0001, the same tau^2); the half-width scales
+    by the OLS slope SD and the t quantile at n - 2 degrees of freedom. Checked against every
+    subset of the candidates: none smaller clears the edge, and the one returned does."""
+    law = _law(SCATTERED, (-2.0, -1.2))
+    tau2 = sequential.lack_of_fit(law)
+    candidates = [2, 3, 5, 20, 30, 50, 200, 300, 500]
+    depths, half = sequential.added_depths(law, candidates)
+    fitted, sem2 = list(SCATTERED), [0.01 ** 2] * 4
+    scale = 0.5 / _half_width(fitted, sem2, tau2, 0.975)
+
+    def predicted(extra: Sequence[int]) -> float:
+        return scale * _half_width(fitted + list(extra), sem2 + [0.01 ** 2] * len(extra),
+                                   tau2, 0.975)
+
+    assert half == pytest.approx(predicted(depths), rel=1e-9) and half < 0.4
+    assert not any(predicted(sub) < 0.4
+                   for sub in itertools.combinations(candidates, len(depths) - 1))
+    # 0.4 is the distance from alpha -1.5 to -1.9; the estimate is in the design's evidence
+    design = sequential.Design("laws-x", (4,), 1, "undecided", "all rounds run", (),
+                               more_depths=(1, 1000), scatter=math.sqrt(tau2),
+                               scatter_share=0.994, scatter_blocks=True, add_depths=depths,
+                               add_half=half, half_now=0.5, edge_distance=0.4,
+                               add_seconds=90.0)
+    said = design.evidence()
+    assert (f"about {len(depths)} more depths, L = {', '.join(map(str, depths))}" in said
+            and "from 0.5 to " in said and "about 1.5 min of runs" in said)
+    assert design.measured()["seq_add_depths_x"] == len(depths)
+    # one more degree of freedom already takes t(0.975) from 4.30 (2) to 3.18 (3)
+    assert len(depths) == 1
+    # alpha 0.02 from the edge: no candidates would do; no scatter: no estimate is made
+    assert sequential.added_depths(_law(SCATTERED, (-2.3, -1.46), slope=-1.88),
+                                   candidates) is None
+    on_line = {1: [0.0, 0.2], 10: [-1.4, -1.6], 100: [-3.0, -2.8], 1000: [-4.4, -4.6]}
+    assert sequential.added_depths(_law(on_line, (-2.0, -1.0)), candidates) is None
 
 
 def test_an_untold_change_of_alpha_takes_seeds_at_every_depth() -> None:

@@ -41,7 +41,9 @@ variance reading, plus the depths' scatter about the line beyond their seed nois
 seeds leave: :func:`lack_of_fit`) the deciding interval's half-width toward the band edge it
 straddles falls below alpha's distance to that edge, or the change's interval (its
 half-width shrinking as 1/sqrt(seeds)) fits inside the margin, and their CPU time at the
-measured s/run.
+measured s/run. Where that scatter alone keeps the part undecided, the depths that would
+decide it instead (:func:`added_depths`: the fewest unswept depths between the swept ones,
+each read as an average fitted depth) and the run time of their coarse grid and first round.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from depthscale.claims.common import budget_stop
 from depthscale.claims.laws import sweeps
@@ -66,7 +69,8 @@ from depthscale.errors import ConfigError
 from depthscale.stats.sweeps import SeedSummary, criterion_value, seed_summary
 
 __all__ = [
-    "COVER", "MAX_MORE", "DepthRow", "Design", "choose_depths", "deciding_interval",
+    "COVER", "MAX_MORE", "DepthRow", "Design", "added_depths", "choose_depths",
+    "deciding_interval",
     "lack_of_fit", "lrs_in_play", "more_seeds", "scatter_blocks", "seed_rounds",
     "sequential_stages", "variance_shares",
 ]
@@ -115,6 +119,15 @@ class Design:
     scatter_share: float = 0.0
     #: whether that scatter alone keeps the part undecided (:func:`scatter_blocks`)
     scatter_blocks: bool = False
+    #: where it does: the fewest depths whose adding would decide the part
+    #: (:func:`added_depths`; empty: none between the swept depths would), the deciding
+    #: half-width they would bring and the one now, alpha's distance to the straddled edge,
+    #: and their cost: the coarse grid and the first round's seeds at the measured s/run
+    add_depths: tuple[int, ...] = ()
+    add_half: float = math.nan
+    half_now: float = math.nan
+    edge_distance: float = math.nan
+    add_seconds: float = math.nan
 
     @property
     def decided(self) -> bool:
@@ -142,12 +155,27 @@ class Design:
                    f"their seed noise, {self.scatter_share:.0%} of the slope's variance, "
                    "which seeds leave: more depths would narrow it")
             return f"{said}; more than {MAX_MORE} more seeds a depth at L = {at} would be " \
-                   f"needed ({why})"
+                   f"needed ({why})" + self._depths_said()
         rate = statistics.fmean(r.seconds_per_run for r in self.depths
                                 if r.effective_depth in self.more_depths)
         return (f"{said}; about {self.more_seeds} more seeds at L = {at} would decide it: "
                 f"estimated {self.more_cpu_seconds / 60:.2g} CPU-min at the {rate:.2g} s/run "
                 "measured here")
+
+    def _depths_said(self) -> str:
+        """What adding depths would do, where the scatter blocks the part."""
+        if not self.scatter_blocks or not math.isfinite(self.half_now):
+            return ""
+        if not self.add_depths:
+            return (f"; no set of unswept depths between the swept ones would: at that "
+                    f"scatter the deciding half-width {self.half_now:.3g} stays above alpha's "
+                    f"distance {self.edge_distance:.3g} to the edge")
+        at = ", ".join(map(str, self.add_depths))
+        return (f"; about {len(self.add_depths)} more depths, L = {at} (at that scatter and "
+                f"the fitted depths' mean seed noise), would bring the deciding half-width "
+                f"from {self.half_now:.3g} to {self.add_half:.3g}, below alpha's distance "
+                f"{self.edge_distance:.3g} to the edge: their coarse grid and first round, "
+                f"about {self.add_seconds / 60:.2g} min of runs at the s/run measured here")
 
     def measured(self) -> dict[str, float | None]:
         k = self.key
@@ -160,6 +188,9 @@ class Design:
             out[f"seq_more_seeds_{k}"] = float(self.more_seeds)
             out[f"seq_more_cpu_min_{k}"] = self.more_cpu_seconds / 60
         out[f"seq_scatter_{k}"] = self.scatter
+        if self.add_depths:
+            out[f"seq_add_depths_{k}"] = float(len(self.add_depths))
+            out[f"seq_add_min_{k}"] = self.add_seconds / 60
         return out
 
 
@@ -323,6 +354,52 @@ def _floor_share(law: LawResult) -> float:
     return sxx * tau2 / (seeds + sxx * tau2)
 
 
+def added_depths(law: LawResult, candidates: Sequence[int], parts: int = 1
+                 ) -> tuple[tuple[int, ...], float] | None:
+    """Where the depths' scatter keeps the part undecided (:func:`scatter_blocks`): the fewest
+    of ``candidates`` (effective depths not yet swept), added one at a time, each the one
+    that narrows the slope most, that bring the deciding interval's half-width toward its
+    edge below alpha's distance to it; with that half-width. Each added depth is read as an
+    average fitted one (SEM^2 the fitted depths' mean, the same scatter tau^2,
+    :func:`lack_of_fit`): the half-width scales as sqrt(V / V_0) q(n - 2) / q(n_0 - 2), with
+    V = sum_j (x_j - xbar)^2 (SEM_j^2 + tau^2) / S_xx^2 (x = log10 L, the OLS reading of the
+    slope's variance, as :func:`variance_shares`) and q the deciding level's t quantile (95%
+    inside the band, 1 - 0.05/``parts`` outside: :func:`deciding_interval`). None where the
+    scatter does not block the part or all the candidates would not do."""
+    rows = _fitted_rows(law)
+    edge = _straddled_edge(law, parts)
+    if len(rows) < 3 or edge is None or not scatter_blocks(law, parts):
+        return None
+    low, high = deciding_interval(law, parts)
+    alpha = law.fit.slope
+    half0 = high - alpha if edge > alpha else alpha - low
+    tail = 0.025 if LAW_BAND[0] <= alpha <= LAW_BAND[1] else 0.025 / max(parts, 1)
+    tau2 = lack_of_fit(law)
+    x0 = [math.log10(r.depth) for r in rows]
+    sem2 = [r.sem ** 2 for r in rows]
+    mean_sem2 = statistics.fmean(sem2)
+
+    def half(extra: Sequence[int]) -> float:
+        x = np.array(x0 + [math.log10(d) for d in extra])
+        v = np.array(sem2 + [mean_sem2] * len(extra)) + tau2
+        xc = x - x.mean()
+        sxx = float(xc @ xc)
+        var = float((xc ** 2) @ v) / sxx ** 2
+        return math.sqrt(var) * float(stats.t.ppf(1 - tail, len(x) - 2))
+
+    scale = half0 / half(())
+    chosen: list[int] = []
+    left = sorted(set(candidates) - {r.depth for r in rows})
+    while left:
+        best = min(left, key=lambda d: (half([*chosen, d]), d))
+        chosen.append(best)
+        left.remove(best)
+        h = scale * half(chosen)
+        if h < abs(edge - alpha):
+            return tuple(sorted(chosen)), h
+    return None
+
+
 def lrs_in_play(runs: Sequence[Record], grid: Sequence[float], spread: float) -> list[float]:
     """The fine-grid LRs a new seed at this depth trains (module docstring): the seed-mean
     loss within ``spread`` of the best, and each seed's best LR, spanned contiguously plus one
@@ -429,8 +506,39 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
                                      scatter=math.sqrt(lack_of_fit(law)),
                                      scatter_share=_floor_share(law),
                                      scatter_blocks=scatter_blocks(law, parts))
+        if n is None and design.scatter_blocks:
+            design = _with_added_depths(design, law, arch, coarse, runs, grids, rounds[0],
+                                        parts)
     ctx.designs[name] = {"evidence": design.evidence(), "measured": design.measured()}
     return coarse, [r for d in grids for r in runs[d]]
+
+
+def _with_added_depths(design: Design, law: LawResult, arch: Arch, coarse: Sequence[Record],
+                       runs: Mapping[int, Sequence[Record]], grids: Mapping[int, list[float]],
+                       first_round: int, parts: int) -> Design:
+    """``design`` with what adding depths would do (:func:`added_depths`): the candidates are
+    the grid depths between the swept ones not yet swept; each costs the coarse grid on one
+    seed and the fine grid on the first round's seeds, at the s/run interpolated in depth from
+    the swept depths' stored runs."""
+    swept = sorted(grids)
+    eff = {d: sweeps.effective_depth(arch, d) for d in range(swept[0], swept[-1] + 1)
+           if d not in grids}
+    found = added_depths(law, sorted(eff.values()), parts)
+    low, high = deciding_interval(law, parts)
+    edge = _straddled_edge(law, parts)
+    alpha = law.fit.slope
+    out = dataclasses.replace(design, half_now=(high - alpha) if edge is not None and
+                              edge > alpha else alpha - low,
+                              edge_distance=abs(edge - alpha) if edge is not None else math.nan)
+    if found is None:
+        return out
+    depths, half = found
+    coarse_lrs = len({float(r["lr"]) for r in coarse})
+    fine_lrs = statistics.fmean(len(lrs) for lrs in grids.values())
+    rate = np.interp([g for g, L in eff.items() if L in depths], swept,
+                     [_per_run(runs, d) for d in swept])
+    seconds = float(np.sum(rate)) * (coarse_lrs + fine_lrs * first_round)
+    return dataclasses.replace(out, add_depths=depths, add_half=half, add_seconds=seconds)
 
 
 def _seeds_trained(runs: Sequence[Record]) -> int:

@@ -106,8 +106,13 @@ _MEDIUM_BUDGET = {"steps": 256, "seeds": 5, "refine": _REFINE, "data": {}}
 #: 2-core CPU that is hours; on a GPU with ``reproduce --batch-lrs`` (a batched LR group costs
 #: about one run there) minutes (README)
 _MEDIUM_STEPS = 1000
+#: cnn1d's depths: at L = 2-16 (7 depths) its alpha sat on the -1.9 edge however many seeds
+#: (4 -> 24: -2.01 [-2.17, -1.85] at 98.75%), the depths' scatter about the line 85% of the
+#: slope's variance; the design's added-depths estimate (sequential.added_depths) named
+#: L = 13, 14, 15, and with them round 1 (4 seeds) decides it (2026-11-27, a lent H200)
+_CNN1D_MEDIUM_DEPTHS = [2, 3, 4, 6, 8, 11, 13, 14, 15, 16]
 ARCHS_MEDIUM: dict[str, Arch] = {
-    "cnn1d": {**CNN1D, "depths": [2, 3, 4, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 11],
+    "cnn1d": {**CNN1D, "depths": _CNN1D_MEDIUM_DEPTHS, "lr_logspace": [-3, 0.5, 11],
               "steps": _MEDIUM_STEPS},
     "convresnet1d": {**CONVRESNET1D, "data": {}, "depths": [1, 2, 4, 8, 16, 32],
                      "lr_logspace": [-3, 0.5, 11], "steps": _MEDIUM_STEPS},
