@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from depthscale.claims import CLAIMS, ClaimContext, ClaimOutcome, reproduce
-from depthscale.claims.laws import sequential, sweeps
+from depthscale.claims.laws import alpha_finding, sequential, sweeps
 from depthscale.claims.laws.law import LawResult, SlopeChange, fit_law
 from depthscale.claims.laws.sequential import (
     choose_depths,
@@ -237,7 +237,10 @@ def test_seed_rounds_must_increase_from_two(rounds: object) -> None:
 #: a run's loss: 1 + 2 (log10 lr - m(L) - e)^2 with m(L) = 0.5 - 1.5 log10 L (the law's -3/2)
 #: and e ~ N(0, sd(L)) per (L, seed): its parabola is exact, so each seed's refined eta* is
 #: m(L) + e where the fine grid holds it in its interior
-def _fake_study(sd: Mapping[int, float], calls: list[dict[str, Any]], salt: int = 0):
+def _fake_study(sd: Mapping[int, float], calls: list[dict[str, Any]], salt: int = 0,
+                offsets: Mapping[int, float] | None = None):
+    """``offsets``: a depth's shift of every seed's eta* (log10), off the law's line: the
+    depths' scatter beyond their seed noise."""
     def run(ctx: ClaimContext, folder: str, tables: Mapping[str, Any], **_: Any
             ) -> list[dict[str, Any]]:
         grid = tables["grid"]
@@ -250,7 +253,8 @@ def _fake_study(sd: Mapping[int, float], calls: list[dict[str, Any]], salt: int 
         out = []
         for d in grid["depth"]:
             for s in grid["seed"]:
-                e = np.random.default_rng([d, s, salt]).normal(0.0, sd[d])
+                e = (np.random.default_rng([d, s, salt]).normal(0.0, sd[d])
+                     + (offsets or {}).get(d, 0.0))
                 for lr in lrs:
                     loss = 1 + 2 * (math.log10(lr) - (0.5 - 1.5 * math.log10(d)) - e) ** 2
                     out.append({"depth": d, "seed": s, "lr": lr, "status": "done",
@@ -260,10 +264,11 @@ def _fake_study(sd: Mapping[int, float], calls: list[dict[str, Any]], salt: int 
 
 
 def _synthetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sd: Mapping[int, float],
-               salt: int, budget: float | None = None, rounds: tuple[int, ...] = (3, 5)
+               salt: int, budget: float | None = None, rounds: tuple[int, ...] = (3, 5),
+               offsets: Mapping[int, float] | None = None
                ) -> tuple[ClaimContext, list[dict[str, Any]]]:
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(sweeps, "run_claim_study", _fake_study(sd, calls, salt))
+    monkeypatch.setattr(sweeps, "run_claim_study", _fake_study(sd, calls, salt, offsets))
     monkeypatch.setattr(sweeps, "chance_loss", lambda _ctx, _arch: math.nan)
     arch = {**SMOKE_ARCH, "seed_rounds": list(rounds)}  # 9 coarse LRs
     ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
@@ -303,6 +308,57 @@ def test_rounds_stop_as_soon_as_the_part_is_decided(monkeypatch: pytest.MonkeyPa
     assert all(c["seeds"] == [0, 1, 2, 3] for c in calls[1:])
     assert {k: v for k, v in design["measured"].items() if k.startswith("seq_seeds")} == {
         f"seq_seeds_s_L{d}": 4 for d in (1, 2, 4, 8)}
+
+
+#: the depths L = 2 and 4 off the line by +-0.1 decades, the seeds agreeing to 0.005: the
+#: scatter, not the seeds, holds the slope's interval across the band's edges
+OFF_LINE = {2: 0.1, 4: -0.1}
+EVERY_SD = dict.fromkeys(range(1, 9), 0.005)
+
+
+def test_a_depth_round_adds_the_depths_that_decide_where_the_scatter_blocks_seeds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """After round 1 at L = 1, 2, 4, 8 the scatter blocks seeds; the design adds the unswept
+    depths :func:`added_depths` names (L = 3, 5, 6, 7) once, coarse grid extended and fine
+    grid on round 1's seeds, before any seed round, and the part is decided."""
+    ctx, calls = _synthetic(monkeypatch, tmp_path, EVERY_SD, 0, offsets=OFF_LINE)
+    assert [c["folder"] for c in calls] == [
+        "laws-s-coarse", *[f"laws-s-fine-L{d}" for d in (1, 2, 4, 8)],
+        "laws-s-coarse", *[f"laws-s-fine-L{d}" for d in (3, 5, 6, 7)]]
+    assert calls[5]["depths"] == [1, 2, 3, 4, 5, 6, 7, 8] and calls[5]["seeds"] == [0]
+    assert all(c["seeds"] == [0, 1, 2] for c in calls[6:])
+    # the round-1 law, refitted from the same runs: what the design read
+    run = _fake_study(EVERY_SD, [], 0, OFF_LINE)
+    stage: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for c in calls[:5]:
+        tables = {"grid": {"depth": c["depths"], "seed": c["seeds"], "lr": c["lrs"]}}
+        stage[c["folder"].endswith("-coarse")] += run(ctx, c["folder"], tables)
+    fine = sweeps.annotate({}, SMOKE_ARCH, stage[False])
+    law = fit_law(fine, window=sweeps.annotate({}, SMOKE_ARCH, stage[True]) + fine)
+    assert alpha_finding("s", law)[0] == "undecided" and sequential.scatter_blocks(law)
+    assert more_seeds(law, (1, 2, 4, 8)) is None
+    named = sequential.added_depths(law, [3, 5, 6, 7])
+    assert named is not None and named[0] == (3, 5, 6, 7)
+    design = ctx.designs["laws-s"]
+    assert ("supports after 1 round(s) and a round of added depths (L = 3, 5, 6, 7: the "
+            "depths' scatter kept seeds from deciding it), decided") in design["evidence"]
+    assert design["measured"]["seq_depths_added_s"] == 4
+    assert design["measured"]["seq_seeds_s_L5"] == 3
+
+
+def test_a_depth_round_that_would_exceed_the_budget_does_not_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same law with a budget that round 1 spends (every run 1 s): the depth round's
+    estimate (4 depths x (9 coarse + 7 fine x 3 seeds) runs at 1 s) does not fit, so it does
+    not start and the evidence names the depths that would decide it."""
+    ctx, calls = _synthetic(monkeypatch, tmp_path, EVERY_SD, 0, budget=130.0, offsets=OFF_LINE)
+    assert [c["folder"] for c in calls][-1] == "laws-s-fine-L8"
+    evidence = ctx.designs["laws-s"]["evidence"]
+    assert "budget: " in evidence and "a round of added depths" in evidence
+    assert "about 4 more depths, L = 3, 5, 6, 7" in evidence
+    assert "about 2 min of runs at the s/run measured here" in evidence
 
 
 def test_the_seeds_a_depth_reports_are_those_that_trained(monkeypatch: pytest.MonkeyPatch,

@@ -44,6 +44,12 @@ half-width shrinking as 1/sqrt(seeds)) fits inside the margin, and their CPU tim
 measured s/run. Where that scatter alone keeps the part undecided, the depths that would
 decide it instead (:func:`added_depths`: the fewest unswept depths between the swept ones,
 each read as an average fitted depth) and the run time of their coarse grid and first round.
+
+**A depth round**: where, after a round, that scatter keeps seeds from deciding the part and
+such depths exist, the design adds them once (the coarse grid extended to them on one seed,
+their fine grid on the first round's seeds) before any further seed round, under the same
+budget rule; then the rounds go on as above. The swept range is never left (deeper nets may
+not train at all).
 """
 
 from __future__ import annotations
@@ -124,6 +130,9 @@ class Design:
     #: half-width they would bring and the one now, alpha's distance to the straddled edge,
     #: and their cost: the coarse grid and the first round's seeds at the measured s/run
     add_depths: tuple[int, ...] = ()
+    #: the effective depths a depth round added (the design ran it where the scatter blocked
+    #: seeds and :func:`added_depths` named them; at most one such round)
+    added_depths: tuple[int, ...] = ()
     add_half: float = math.nan
     half_now: float = math.nan
     edge_distance: float = math.nan
@@ -144,8 +153,12 @@ class Design:
         seeds = ", ".join(f"L={r.effective_depth}: {r.seeds}"
                           + (f" (variance share {r.share:.2f})" if math.isfinite(r.share) else "")
                           for r in self.depths)
+        depth_round = (f" and a round of added depths (L = "
+                       f"{', '.join(map(str, self.added_depths))}: the depths' scatter kept "
+                       "seeds from deciding it)" if self.added_depths else "")
         said = (f"{self.key}: sequential seeds {list(self.rounds)}: {self.finding} after "
-                f"{self.rounds_run} round(s), {self.stopped}; seeds per depth {seeds}")
+                f"{self.rounds_run} round(s){depth_round}, {self.stopped}; seeds per depth "
+                f"{seeds}")
         if self.decided or not self.more_depths:
             return said
         at = ", ".join(map(str, self.more_depths))
@@ -188,6 +201,7 @@ class Design:
             out[f"seq_more_seeds_{k}"] = float(self.more_seeds)
             out[f"seq_more_cpu_min_{k}"] = self.more_cpu_seconds / 60
         out[f"seq_scatter_{k}"] = self.scatter
+        out[f"seq_depths_added_{k}"] = float(len(self.added_depths))
         if self.add_depths:
             out[f"seq_add_depths_{k}"] = float(len(self.add_depths))
             out[f"seq_add_min_{k}"] = self.add_seconds / 60
@@ -461,6 +475,7 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     ran = {d: len(lrs) for d, lrs in grids.items()}
     chance = sweeps.chance_loss(ctx, arch)
     done, plan = 1, dict[int, list[float]]()
+    added: tuple[int, ...] = ()  # the grid depths a depth round added (at most one round)
     while True:
         fine = [r for d in grids for r in runs[d]]
         law = fit_law(sweeps.annotate(s, arch, fine), blocks=sweeps.has_blocks(arch),
@@ -469,8 +484,25 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
         finding, _ = alpha_finding(name, law, parts)
         plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law, parts))
                 if finding == "undecided" else {})
+        more = (_depth_round(law, arch, coarse, runs, grids, rounds[0], parts)
+                if finding == "undecided" and not added else None)
         if finding != "undecided":
             stopped = "decided"
+        elif more is not None:  # the depths' scatter blocks seeds: add the depths it names
+            new, cost = more
+            stopped = budget_stop(ctx, ctx.spent_seconds, cost, "a round of added depths")
+            if not stopped:
+                arch = {**arch, "depths": sorted({*arch["depths"], *new})}
+                coarse = sweeps._run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
+                for d, lrs in sweeps.fine_grids(coarse, s["refine"]).items():
+                    if d in new:
+                        grids[d], eff[d] = lrs, sweeps.effective_depth(arch, d)
+                        grid_depth[eff[d]] = d
+                        runs[d] = sweeps._run_laws_study(
+                            ctx, f"{name}-fine-L{d}", _fine_arch(arch, d, lrs), seeds=rounds[0])
+                        seeds[d], ran[d] = rounds[0], len(lrs)
+                added = tuple(sorted(new))
+                continue
         elif not plan:
             stopped = "more seeds cannot decide it (see the grid's evidence)"
         elif done == len(rounds):
@@ -492,7 +524,8 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     rows = tuple(DepthRow(d, eff[d], _seeds_trained(runs[d]), len(runs[d]), ran[d],
                           shares.get(eff[d], (math.nan, 0))[0], _per_run(runs, d))
                  for d in grids)
-    design = Design(name, rounds, done, finding, stopped, rows)
+    design = Design(name, rounds, done, finding, stopped, rows,
+                    added_depths=tuple(eff[d] for d in added))
     if plan:  # undecided, and seeds would decide it: how many, where, at what cost
         depths = tuple(eff[d] for d in plan)
         n = more_seeds(law, depths, parts)
@@ -513,31 +546,61 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     return coarse, [r for d in grids for r in runs[d]]
 
 
+def _unswept(arch: Arch, grids: Mapping[int, list[float]]) -> dict[int, int]:
+    """The grid depths between the swept ones not yet swept, each with its effective depth:
+    the candidates of a depth round (no extrapolation past the swept range)."""
+    swept = sorted(grids)
+    return {d: sweeps.effective_depth(arch, d) for d in range(swept[0], swept[-1] + 1)
+            if d not in grids}
+
+
+def _depths_found(law: LawResult, arch: Arch, coarse: Sequence[Record],
+                  runs: Mapping[int, Sequence[Record]], grids: Mapping[int, list[float]],
+                  first_round: int, parts: int
+                  ) -> tuple[tuple[int, ...], tuple[int, ...], float, float] | None:
+    """:func:`added_depths` over :func:`_unswept`: (grid depths, effective depths, the
+    half-width they would bring, the run time of their coarse grid on one seed and fine grid
+    on the first round's seeds at the s/run interpolated in depth from the swept depths'
+    stored runs); None where no such depths would decide the part."""
+    eff = _unswept(arch, grids)
+    found = added_depths(law, sorted(eff.values()), parts)
+    if found is None:
+        return None
+    depths, half = found
+    grid = tuple(g for g, L in eff.items() if L in depths)
+    swept = sorted(grids)
+    coarse_lrs = len({float(r["lr"]) for r in coarse})
+    fine_lrs = statistics.fmean(len(lrs) for lrs in grids.values())
+    rate = np.interp(grid, swept, [_per_run(runs, d) for d in swept])
+    return grid, depths, half, float(np.sum(rate)) * (coarse_lrs + fine_lrs * first_round)
+
+
+def _depth_round(law: LawResult, arch: Arch, coarse: Sequence[Record],
+                 runs: Mapping[int, Sequence[Record]], grids: Mapping[int, list[float]],
+                 first_round: int, parts: int) -> tuple[tuple[int, ...], float] | None:
+    """The grid depths a depth round adds and its estimated run time, where the depths'
+    scatter keeps seeds from deciding the part and some unswept depths would
+    (:func:`_depths_found`); None otherwise."""
+    if not scatter_blocks(law, parts):
+        return None
+    found = _depths_found(law, arch, coarse, runs, grids, first_round, parts)
+    return None if found is None else (found[0], found[3])
+
+
 def _with_added_depths(design: Design, law: LawResult, arch: Arch, coarse: Sequence[Record],
                        runs: Mapping[int, Sequence[Record]], grids: Mapping[int, list[float]],
                        first_round: int, parts: int) -> Design:
-    """``design`` with what adding depths would do (:func:`added_depths`): the candidates are
-    the grid depths between the swept ones not yet swept; each costs the coarse grid on one
-    seed and the fine grid on the first round's seeds, at the s/run interpolated in depth from
-    the swept depths' stored runs."""
-    swept = sorted(grids)
-    eff = {d: sweeps.effective_depth(arch, d) for d in range(swept[0], swept[-1] + 1)
-           if d not in grids}
-    found = added_depths(law, sorted(eff.values()), parts)
+    """``design`` with what adding depths would do next (:func:`_depths_found`)."""
     low, high = deciding_interval(law, parts)
     edge = _straddled_edge(law, parts)
     alpha = law.fit.slope
     out = dataclasses.replace(design, half_now=(high - alpha) if edge is not None and
                               edge > alpha else alpha - low,
                               edge_distance=abs(edge - alpha) if edge is not None else math.nan)
+    found = _depths_found(law, arch, coarse, runs, grids, first_round, parts)
     if found is None:
         return out
-    depths, half = found
-    coarse_lrs = len({float(r["lr"]) for r in coarse})
-    fine_lrs = statistics.fmean(len(lrs) for lrs in grids.values())
-    rate = np.interp([g for g, L in eff.items() if L in depths], swept,
-                     [_per_run(runs, d) for d in swept])
-    seconds = float(np.sum(rate)) * (coarse_lrs + fine_lrs * first_round)
+    _grid, depths, half, seconds = found
     return dataclasses.replace(out, add_depths=depths, add_half=half, add_seconds=seconds)
 
 

@@ -89,6 +89,8 @@ def sweep_stages(ctx: ClaimContext, name: str, arch: Arch) -> tuple[list[Record]
         from depthscale.claims.laws.sequential import sequential_stages  # it fits this module's
 
         coarse, records = sequential_stages(ctx, name, arch)
+        # the design may have added depths (a depth round): the coarse stage holds them all
+        arch = {**arch, "depths": sorted({int(r["depth"]) for r in coarse})}
     elif refine is None:
         coarse, records = [], _run_laws_study(ctx, name, arch, seeds=s["seeds"])
     else:
