@@ -494,6 +494,8 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
             if not stopped:
                 arch = {**arch, "depths": sorted({*arch["depths"], *new})}
                 coarse = sweeps._run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
+                # a new depth whose coarse stage located no optimum (every LR diverged) gets
+                # no fine grid, as at the start
                 for d, lrs in sweeps.fine_grids(coarse, s["refine"]).items():
                     if d in new:
                         grids[d], eff[d] = lrs, sweeps.effective_depth(arch, d)
@@ -525,7 +527,7 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
                           shares.get(eff[d], (math.nan, 0))[0], _per_run(runs, d))
                  for d in grids)
     design = Design(name, rounds, done, finding, stopped, rows,
-                    added_depths=tuple(eff[d] for d in added))
+                    added_depths=tuple(eff.get(d, d) for d in added))
     if plan:  # undecided, and seeds would decide it: how many, where, at what cost
         depths = tuple(eff[d] for d in plan)
         n = more_seeds(law, depths, parts)
