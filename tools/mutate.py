@@ -161,6 +161,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_laws_sequential.py::"
          "test_lack_of_fit_is_the_scatter_beyond_seed_noise",)),
     Mutation(
+        "laws-added-depths-no-dof", "claims/laws/sequential.py",
+        "return math.sqrt(var) * float(stats.t.ppf(1 - tail, len(x) - 2))",
+        "return math.sqrt(var) * float(stats.t.ppf(1 - tail, len(x0) - 2))",
+        "the depths the design adds to a part its depths' scatter blocks, chosen as if an added "
+        "depth brought no degree of freedom to the t quantile",
+        ("tests/claims/test_laws_sequential.py::"
+         "test_added_depths_are_the_fewest_that_clear_the_edge_at_the_same_scatter",)),
+    Mutation(
         "prop6-backward-gia", "limits/sde/coupling.py",
         "out: np.ndarray = p * (float(z @ g) / math.sqrt(pp)) + fresh - p * (float(p @ fresh) "
         "/ pp)",
