@@ -335,6 +335,9 @@ def test_set_changes_the_settings_the_claim_sees_and_is_another_run(
     ("archs.resnet=null", "has no setting 'archs.resnet' (archs: cnn1d, convresnet1d"),
     ("archs.cnn1d.model.x=1", "has no setting 'archs.cnn1d.model.x' (archs.cnn1d.model: no table"),
     ("archs=null", "a top-level setting ('archs') cannot be removed"),
+    ("probe_seeds=many", "setting 'probe_seeds' is a number (16), got text (\"many\")"),
+    ("archs.cnn1d.depths=4", "setting 'archs.cnn1d.depths' is a list ([2, 3, 4, 5, 6, 8, 11, 16]), "
+                             "got a number (4)"),
 ])
 def test_a_bad_set_is_one_line_before_any_work_and_writes_nothing(
     change: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -5,7 +5,8 @@ A change names one setting by its dotted path into the scale's settings (``seeds
 ``"relu"``; text that is not JSON is taken as a string). ``null`` removes an entry of a nested
 table (``archs.vit=null`` runs a laws claim without its ViT); a top-level setting cannot be
 removed, since the claim reads it. Every path must already exist in the settings of every
-chosen claim, so a typo stops the run before any work with the settings that do exist.
+chosen claim, and the new value must be of the old one's kind (a number, text, a list, a
+table, true/false), so a typo stops the run before any work with the settings that do exist.
 
 A changed claim is not the claim at that scale: its record says what was changed (its
 ``run["set"]``), reproduce's resume keeps it only for the same changes, and the stored runs of
@@ -66,8 +67,28 @@ def apply_changes(settings: Mapping[str, Any], changes: Sequence[SettingChange],
                                   "table, e.g. archs.vit=null)")
             del table[parts[-1]]
         else:
+            old = table[parts[-1]]
+            if old is not None and _kind(old) != _kind(value):
+                raise ConfigError(f"{claim_id}: setting {'.'.join(parts)!r} is {_kind(old)} "
+                                  f"({json.dumps(old, default=str)}), got {_kind(value)} "
+                                  f"({json.dumps(value)}); give a JSON value of its kind")
             table[parts[-1]] = value
     return out
+
+
+def _kind(value: Any) -> str:
+    """A setting's kind as --set checks it: a whole number and a float are both numbers."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return type(value).__name__
 
 
 def describe_changes(changes: Sequence[SettingChange]) -> str:
