@@ -19,7 +19,8 @@ from matplotlib.ticker import NullFormatter
 from depthscale.io.atomic import atomic_write
 from depthscale.stats.fits import loglog_slope
 
-__all__ = ["DPI", "label_log_ticks", "loglog_fit_panel", "new_figure", "save_figure"]
+__all__ = ["DPI", "label_log_ticks", "loglog_fit_panel", "new_figure", "save_figure",
+           "spaced_labels"]
 
 DPI = 120
 
@@ -97,7 +98,30 @@ def loglog_fit_panel(
 
 
 def label_log_ticks(ax: Axes, values: Sequence[float] | np.ndarray) -> None:
-    """Put x ticks on a log axis exactly at ``values`` (e.g. the depths swept), plainly labelled."""
+    """Put x ticks on a log axis exactly at ``values`` (e.g. the depths swept), plainly
+    labelled; a tick closer than 1/14 of the axis' decades to the last labelled one keeps its
+    mark but not its label (L = 13, 14, 15, 16 would print over each other), and the largest
+    value is always labelled."""
     ticks = sorted({float(v) for v in values})
-    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xticks(ticks, spaced_labels(ticks))
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def spaced_labels(ticks: Sequence[float], share: float = 1 / 14) -> list[str]:
+    """Labels for increasing positive ``ticks`` on a log axis: ``f"{t:g}"``, or "" where a tick
+    lies within ``share`` of the span's decades of the last labelled one; the last tick is
+    labelled, its crowding neighbour left blank instead."""
+    if len(ticks) < 2:
+        return [f"{t:g}" for t in ticks]
+    logs = np.log10(np.asarray(ticks, dtype=float))
+    gap = share * float(logs[-1] - logs[0])
+    keep = [0]
+    for i in range(1, len(ticks)):
+        if logs[i] - logs[keep[-1]] >= gap:
+            keep.append(i)
+    last = len(ticks) - 1
+    if keep[-1] != last:
+        if len(keep) > 1 and logs[last] - logs[keep[-1]] < gap:
+            keep.pop()
+        keep.append(last)
+    return [f"{t:g}" if i in keep else "" for i, t in enumerate(ticks)]
