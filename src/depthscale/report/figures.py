@@ -99,7 +99,7 @@ def loglog_fit_panel(
 
 def label_log_ticks(ax: Axes, values: Sequence[float] | np.ndarray) -> None:
     """Put x ticks on a log axis exactly at ``values`` (e.g. the depths swept), plainly
-    labelled; a tick closer than 1/14 of the axis' decades to the last labelled one keeps its
+    labelled; a tick closer than 1/12 of the axis' decades to the last labelled one keeps its
     mark but not its label (L = 13, 14, 15, 16 would print over each other), and the largest
     value is always labelled."""
     ticks = sorted({float(v) for v in values})
@@ -107,7 +107,7 @@ def label_log_ticks(ax: Axes, values: Sequence[float] | np.ndarray) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def spaced_labels(ticks: Sequence[float], share: float = 1 / 14) -> list[str]:
+def spaced_labels(ticks: Sequence[float], share: float = 1 / 12) -> list[str]:
     """Labels for increasing positive ``ticks`` on a log axis: ``f"{t:g}"``, or "" where a tick
     lies within ``share`` of the span's decades of the last labelled one; the last tick is
     labelled, its crowding neighbour left blank instead."""

@@ -16,6 +16,8 @@ from matplotlib.figure import Figure
 from depthscale.report import figures
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
     from depthscale.claims.laws.ammup import ArchAmmup
     from depthscale.claims.laws.law import LawResult
     from depthscale.claims.laws.transfer import ArchTransfer
@@ -23,13 +25,20 @@ if TYPE_CHECKING:
 __all__ = ["ammup_figure", "law_figure", "transfer_figure"]
 
 
-def law_figure(results: Mapping[str, LawResult]) -> Figure:
+def law_figure(results: Mapping[str, LawResult],
+               probes: Mapping[str, LawResult] | None = None) -> Figure:
     """One log-log panel per study: mean eta* per effective depth with its 95% CI and the WLS
-    power law, up to 4 panels a row."""
+    power law, up to 4 panels a row. With ``probes`` (laws-table1's AM-muP laws), a second
+    row: alpha against training length per study (:func:`_length_panel`)."""
     ncols = min(len(results), 4)
-    fig, axes = figures.new_figure(ncols=ncols, nrows=-(-len(results) // ncols), width=3.4)
+    rows = -(-len(results) // ncols)
+    fig, axes = figures.new_figure(ncols=ncols, nrows=rows * (2 if probes else 1), width=3.4)
     for ax in axes[len(results):]:
         ax.set_axis_off()
+    if probes:
+        for ax, (key, law) in zip(axes[rows * ncols:], results.items(), strict=False):
+            ax.set_axis_on()
+            _length_panel(ax, key, law, probes.get(key))
     for ax, (key, law) in zip(axes, results.items(), strict=False):
         summ, fit = law.summaries, law.fit
         xs = [s.depth for s in summ]
@@ -48,6 +57,33 @@ def law_figure(results: Mapping[str, LawResult]) -> Figure:
         ax.set_title(key, fontsize=9)
         ax.legend(fontsize=6)
     return fig
+
+
+def _length_panel(ax: Axes, key: str, law: LawResult, probe: LawResult | None) -> None:
+    """alpha (95% t-interval) at 1/8, 1/4, 1/2 and all of the run (``law.length_fits`` and
+    ``law.fit``) against steps, the law band shaded and the AM-muP alpha (no training) as a
+    line with its interval: where the grid's exponent stops moving, and whether it stays in
+    the band the one-step predictor gives."""
+    from depthscale.claims.laws.settings import LAW_BAND
+
+    fits = [*law.length_fits, (law.steps, law.fit)] if law.steps else []
+    steps = [n for n, _ in fits]
+    alphas = [f.slope for _, f in fits]
+    err = [[f.slope - f.slope_ci[0] for _, f in fits], [f.slope_ci[1] - f.slope for _, f in fits]]
+    ax.axhspan(*LAW_BAND, color="0.9", label=f"band {list(LAW_BAND)}")
+    if probe is not None and math.isfinite(probe.fit.slope):
+        low, high = probe.interval
+        ax.axhline(probe.fit.slope, color="C2", ls="--", label=f"AM-muP {probe.fit.slope:.2f}")
+        if math.isfinite(low) and math.isfinite(high):
+            ax.axhspan(low, high, color="C2", alpha=0.15)
+    if steps:
+        ax.errorbar(steps, alphas, yerr=err, fmt="o-", color="C0", label="grid alpha (95% CI)")
+        ax.set_xscale("log")
+        figures.label_log_ticks(ax, steps)
+    ax.set_xlabel("training steps")
+    ax.set_ylabel("alpha")
+    ax.set_title(f"{key}: alpha vs training length", fontsize=9)
+    ax.legend(fontsize=6)
 
 
 def transfer_figure(arches: Sequence[ArchTransfer]) -> Figure:

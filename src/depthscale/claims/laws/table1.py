@@ -106,4 +106,4 @@ def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
         m.measured[f"alpha_ammup_{k}_low"], m.measured[f"alpha_ammup_{k}_high"] = law.interval
     return finish(ctx, "laws-table1", Measurement(m.measured, m.rows, m.note),
                   judge_laws(results, parts=parts, contrast=contrast),
-                  figures.law_figure(results))
+                  figures.law_figure(results, probes))
