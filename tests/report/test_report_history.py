@@ -61,6 +61,22 @@ def test_runs_table_one_column_per_run_latest_record_wins() -> None:
     }
     columns, _ = runs_table([record("a", "PASS"), record("a", "PASS", version="0.2.0")])
     assert columns == ["quick seed 0 v0.1.0", "quick seed 0 v0.2.0"]
+    # a run at changed settings (reproduce --set) is another column, not the medium run
+    columns, _ = runs_table([record("a", "INCONCLUSIVE", scale="medium"),
+                             record("a", "FAIL", scale="medium",
+                                    run={"set": "archs.vit=null", "from_stored": True})])
+    assert columns == ["medium seed 0", "medium seed 0 --set"]
+
+
+def test_a_card_says_when_settings_were_changed_or_runs_judged_from_storage(
+    tmp_path: Path
+) -> None:
+    write_index_html(tmp_path, [record("a", "FAIL", scale="medium",
+                                       run={"set": "archs.vit=null", "from_stored": True}),
+                                record("b", "PASS", scale="medium", run={"set": None})])
+    html = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert "medium (changed by --set), judged from stored runs" in html
+    assert html.count("(changed by --set)") == 1
 
 
 def test_page_shows_across_runs_only_when_the_folder_holds_two_runs(tmp_path: Path) -> None:

@@ -67,8 +67,9 @@ def read_history(path: Path) -> list[dict[str, Any]]:
 
 
 def run_label(record: Mapping[str, Any], *, version: bool = False) -> str:
-    """What run a record came from: scale, base seed(s), control, and the depthscale version
-    when ``version`` (e.g. ``medium seed 0``, ``quick seeds 0-2``, ``quick seed 0 control``)."""
+    """What run a record came from: scale, base seed(s), settings changed by ``--set``,
+    control, and the depthscale version when ``version`` (e.g. ``medium seed 0``, ``quick
+    seeds 0-2``, ``medium seed 0 --set``, ``quick seed 0 control``)."""
     seeds = record.get("seeds") or []
     seed = record.get("seed")
     if seeds:
@@ -77,6 +78,8 @@ def run_label(record: Mapping[str, Any], *, version: bool = False) -> str:
     else:
         where = "seed ?" if seed is None else f"seed {seed}"
     label = f"{record['scale']} {where}"
+    if (record.get("run") or {}).get("set"):
+        label += " --set"
     if record.get("control"):
         label += " control"
     if version and record.get("version"):

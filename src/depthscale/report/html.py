@@ -282,7 +282,10 @@ def _card(anchor: str, r: Mapping[str, Any], base: Path | None,
           others: Sequence[Mapping[str, Any]]) -> str:
     hl = r.get("headline") or {}
     where = " ".join([str(r["paper"])] + ([str(hl["ref"])] if hl.get("ref") else []))
-    sub = " &middot; ".join(_e(p) for p in (where, r["scale"], _fmt.duration(r["seconds"])))
+    run = r.get("run") or {}
+    scale = str(r["scale"]) + (" (changed by --set)" if run.get("set") else "") + (
+        ", judged from stored runs" if run.get("from_stored") else "")
+    sub = " &middot; ".join(_e(p) for p in (where, scale, _fmt.duration(r["seconds"])))
     out = [
         f'<article class="card v-{_e(r["verdict"])}" id="{anchor}">',
         f"<header>{_verdict(r['verdict'])}<h3>{_e(r['id'])}</h3>"
