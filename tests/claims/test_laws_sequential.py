@@ -279,9 +279,9 @@ def _synthetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sd: Mapping[int,
 
 
 def _round1_law(ctx: ClaimContext, calls: list[dict[str, Any]], sd: Mapping[int, float],
-                salt: int) -> LawResult:
-    """The law after round 1, refitted from the same synthetic runs."""
-    run = _fake_study(sd, [], salt)
+                salt: int, offsets: Mapping[int, float] | None = None) -> LawResult:
+    """The law after round 1, refitted from the same synthetic runs (``calls``: round 1's)."""
+    run = _fake_study(sd, [], salt, offsets)
     stage: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     for c in calls:
         if "round" not in c["folder"]:
@@ -329,13 +329,7 @@ def test_a_depth_round_adds_the_depths_that_decide_where_the_scatter_blocks_seed
     assert calls[5]["depths"] == [1, 2, 3, 4, 5, 6, 7, 8] and calls[5]["seeds"] == [0]
     assert all(c["seeds"] == [0, 1, 2] for c in calls[6:])
     # the round-1 law, refitted from the same runs: what the design read
-    run = _fake_study(EVERY_SD, [], 0, OFF_LINE)
-    stage: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
-    for c in calls[:5]:
-        tables = {"grid": {"depth": c["depths"], "seed": c["seeds"], "lr": c["lrs"]}}
-        stage[c["folder"].endswith("-coarse")] += run(ctx, c["folder"], tables)
-    fine = sweeps.annotate({}, SMOKE_ARCH, stage[False])
-    law = fit_law(fine, window=sweeps.annotate({}, SMOKE_ARCH, stage[True]) + fine)
+    law = _round1_law(ctx, calls[:5], EVERY_SD, 0, OFF_LINE)
     assert alpha_finding("s", law)[0] == "undecided" and sequential.scatter_blocks(law)
     assert more_seeds(law, (1, 2, 4, 8)) is None
     named = sequential.added_depths(law, [3, 5, 6, 7])

@@ -338,13 +338,19 @@ def more_seeds(law: LawResult, depths: Sequence[int], parts: int = 1) -> int | N
     return None
 
 
+def _half_toward(law: LawResult, edge: float, parts: int) -> float:
+    """The deciding interval's (:func:`deciding_interval`) half-width from alpha toward
+    ``edge``."""
+    low, high = deciding_interval(law, parts)
+    alpha = law.fit.slope
+    return high - alpha if edge > alpha else alpha - low
+
+
 def _variance_left(law: LawResult, edge: float, parts: int) -> float:
     """The share of the slope's present variance that may remain for the deciding interval
     to clear ``edge``: ((edge - alpha) / h)^2, h its half-width toward the edge."""
-    low, high = deciding_interval(law, parts)
-    alpha = law.fit.slope
-    half = high - alpha if edge > alpha else alpha - low
-    return ((edge - alpha) / half) ** 2 if half > 0 else 0.0
+    half = _half_toward(law, edge, parts)
+    return ((edge - law.fit.slope) / half) ** 2 if half > 0 else 0.0
 
 
 def scatter_blocks(law: LawResult, parts: int = 1) -> bool:
@@ -384,9 +390,8 @@ def added_depths(law: LawResult, candidates: Sequence[int], parts: int = 1
     edge = _straddled_edge(law, parts)
     if len(rows) < 3 or edge is None or not scatter_blocks(law, parts):
         return None
-    low, high = deciding_interval(law, parts)
     alpha = law.fit.slope
-    half0 = high - alpha if edge > alpha else alpha - low
+    half0 = _half_toward(law, edge, parts)
     tail = 0.025 if LAW_BAND[0] <= alpha <= LAW_BAND[1] else 0.025 / max(parts, 1)
     tau2 = lack_of_fit(law)
     x0 = [math.log10(r.depth) for r in rows]
@@ -593,12 +598,11 @@ def _with_added_depths(design: Design, law: LawResult, arch: Arch, coarse: Seque
                        runs: Mapping[int, Sequence[Record]], grids: Mapping[int, list[float]],
                        first_round: int, parts: int) -> Design:
     """``design`` with what adding depths would do next (:func:`_depths_found`)."""
-    low, high = deciding_interval(law, parts)
     edge = _straddled_edge(law, parts)
-    alpha = law.fit.slope
-    out = dataclasses.replace(design, half_now=(high - alpha) if edge is not None and
-                              edge > alpha else alpha - low,
-                              edge_distance=abs(edge - alpha) if edge is not None else math.nan)
+    if edge is None:  # scatter_blocks holds only with a straddled edge
+        return design
+    out = dataclasses.replace(design, half_now=_half_toward(law, edge, parts),
+                              edge_distance=abs(edge - law.fit.slope))
     found = _depths_found(law, arch, coarse, runs, grids, first_round, parts)
     if found is None:
         return out
