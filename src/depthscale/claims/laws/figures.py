@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from matplotlib.figure import Figure
 
+from depthscale.claims.laws.settings import LAW_BAND
 from depthscale.report import figures
 
 if TYPE_CHECKING:
@@ -64,8 +65,6 @@ def _length_panel(ax: Axes, key: str, law: LawResult, probe: LawResult | None) -
     ``law.fit``) against steps, the law band shaded and the AM-muP alpha (no training) as a
     line with its interval: where the grid's exponent stops moving, and whether it stays in
     the band the one-step predictor gives."""
-    from depthscale.claims.laws.settings import LAW_BAND
-
     fits = [*law.length_fits, (law.steps, law.fit)] if law.steps else []
     steps = [n for n, _ in fits]
     alphas = [f.slope for _, f in fits]
