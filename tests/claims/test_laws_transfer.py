@@ -33,15 +33,15 @@ def _exact_law(arch: dict[str, Any], source: int) -> LawResult:
     return probe_law(optima, seed=0)
 
 
-def _context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def _context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scale: str = "quick",
              **overrides: Any) -> ClaimContext:
-    """The claim's quick settings (plus ``overrides``), each architecture's Table 1 sweep
-    replaced by optima on the exact -3/2 law from its source depth."""
-    s = {**settings.TRANSFER["quick"], **overrides}
+    """The claim's settings at ``scale`` (plus ``overrides``), each architecture's Table 1
+    sweep replaced by optima on the exact -3/2 law from its source depth."""
+    s = {**settings.TRANSFER[scale], **overrides}
     laws = {key: _exact_law(arch, effective_depth(arch, s["source_depths"][key]))
             for key, arch in s["archs"].items()}
     monkeypatch.setattr(transfer, "table1_law", lambda _ctx, key, _arch: laws[key])
-    return ClaimContext("quick", tmp_path, "cpu", None, 0, s)
+    return ClaimContext(scale, tmp_path, "cpu", None, 0, s)
 
 
 def test_the_claims_settings_leave_the_exponent_to_the_default() -> None:
@@ -50,6 +50,23 @@ def test_the_claims_settings_leave_the_exponent_to_the_default() -> None:
         assert "transfer_exponent" not in settings.TRANSFER[scale]
     control = settings.TRANSFER["control"]
     assert control.settings == {"transfer_exponent": 0.0}
+
+
+def test_medium_sweeps_the_paper_vit_alone_at_256_steps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Table 5 is a ViT result: medium runs Table 1's medium ViT (its depths, width and LR
+    grid) alone, for 256 steps instead of 1000, and judges it (PASS on the exact law)."""
+    medium = settings.TRANSFER["medium"]
+    assert list(medium["archs"]) == [medium["verdict_on"]] == ["vit"]
+    vit = medium["archs"]["vit"]
+    assert (vit["steps"], settings.ARCHS_MEDIUM["vit"]["steps"]) == (256, 1000)
+    assert {**vit, "steps": 1000} == settings.ARCHS_MEDIUM["vit"]
+    assert medium["source_depths"]["vit"] in vit["depths"]
+    ctx = _context(tmp_path, monkeypatch, "medium")
+    arches = transfer.measure_transfer(ctx)
+    assert [a.key for a in arches] == ["vit"]
+    judged = transfer.judge_transfer(arches, "vit")
+    assert judged.decision[0] == "PASS"
 
 
 def test_default_rule_predicts_exact_minus_three_halves_optima_exactly(

@@ -81,6 +81,9 @@ class ClaimContext:
     from_stored: bool = False
     #: what each sequential sweep decided (study name -> its design's report, plain data)
     designs: dict[str, Any] = field(default_factory=dict)
+    #: runs the claim's earlier studies put on its progress bar (claims.common.run_claim_study
+    #: adds each study's to the bar's total, which the bar's count keeps accumulating)
+    studied_runs: int = 0
 
     def path(self, claim_id: str, suffix: str) -> Path:
         """Where this claim writes its figure (``.png``) or data (``.csv``)."""
