@@ -510,15 +510,20 @@ def test_a_rerun_transformer_claim_reads_its_finished_collapse_runs(
     from depthscale.claims.beyond import transformer
 
     c = CLAIMS["beyond-transformer"]
+    bar = {"total": 0, "count": 0}
 
     def ctx(seed: int = 0) -> ClaimContext:
         return ClaimContext(scale="smoke", out_dir=tmp_path, device="cpu", data_dir=None,
-                            seed=seed, settings=c.settings["smoke"])
+                            seed=seed, settings=c.settings["smoke"],
+                            progress=lambda k: bar.update(count=bar["count"] + k),
+                            set_total=lambda n: bar.update(total=n))
 
     first = c.run(ctx())
     kept = list((tmp_path / "beyond-transformer-collapse").iterdir())
     s = c.settings["smoke"]
     assert len(kept) == 2 * len(s["collapse_blocks"]) * s["collapse_seeds"]  # 2 arms
+    # one progress bar over both parts: the transfer study's runs, then the collapse runs
+    assert bar["count"] == bar["total"] > len(kept)
 
     def no_training(*args: object, **kwargs: object) -> None:
         raise AssertionError("a finished collapse run was trained again")

@@ -71,9 +71,7 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
 
     @contextlib.contextmanager
     def progress(total: int) -> Iterator[Callable[[int], None]]:
-        # one bar per claim: each study's runs add to its total, as they add to its count
-        ctx.studied_runs += total
-        ctx.set_total(ctx.studied_runs)
+        ctx.extend_total(total)
         yield ctx.progress
 
     # ``reproduce --workers`` (ClaimContext.workers): a process pool; the runs are identical.

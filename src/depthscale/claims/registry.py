@@ -81,9 +81,15 @@ class ClaimContext:
     from_stored: bool = False
     #: what each sequential sweep decided (study name -> its design's report, plain data)
     designs: dict[str, Any] = field(default_factory=dict)
-    #: runs the claim's earlier studies put on its progress bar (claims.common.run_claim_study
-    #: adds each study's to the bar's total, which the bar's count keeps accumulating)
-    studied_runs: int = 0
+    #: the claim's progress bar total so far, for parts that add to it (:meth:`extend_total`)
+    bar_total: int = 0
+
+    def extend_total(self, units: int) -> None:
+        """Add ``units`` to the claim's progress bar total: a claim of several parts (its
+        studies, claims.common.run_claim_study; computations) shows one bar whose count runs
+        across them all."""
+        self.bar_total += units
+        self.set_total(self.bar_total)
 
     def path(self, claim_id: str, suffix: str) -> Path:
         """Where this claim writes its figure (``.png``) or data (``.csv``)."""

@@ -144,7 +144,7 @@ def _collapse_rows(ctx: ClaimContext, data: ds_data.Dataset, arms: Sequence[tupl
     as it finishes (a killed claim resumes: :func:`~depthscale.claims.common.stored_rows`)."""
     s = ctx.settings
     seeds = range(ctx.seed, ctx.seed + s["collapse_seeds"])
-    ctx.set_total(len(arms) * len(s["collapse_blocks"]) * len(seeds))
+    ctx.extend_total(len(arms) * len(s["collapse_blocks"]) * len(seeds))
     rows: list[dict[str, Any]] = []
     for arm in arms:
         for D in s["collapse_blocks"]:
