@@ -86,6 +86,10 @@ def test_fig6_trend_at_its_sampling_floor_or_the_solver_floor_is_not_a_trend():
     assert noisy.at_floor == (200,)
     grows = eigenvalues.eig_findings(noisy, "more repeats")["Sigma (l = 0..L) grows with width"]
     assert grows[0] == "undecided" and "sampling floor" in grows[1] and "more repeats" in grows[1]
+    # a heavy tail (the read-out's Theta): the repeats spread over decades at every width
+    tail = _trend([[1e-9, 1e-7, 1e-8], [1e-8, 3e-7, 1e-9], [1e-7, 1e-9, 1e-8]])
+    said = eigenvalues.eig_findings(tail, "x")["Sigma (l = 0..L) grows with width"][1]
+    assert "the repeats' SD of log10 1.00 decades at n = 100, 1.00 at n = 400" in said
     singular = eigenvalues.eig_findings(_trend([[1e-16, 2e-16]] * 3, ratio=0.3), "x")
     assert singular["Sigma (l = 0..L) > 0"][0] == "contradicts"
     assert singular["Sigma (l = 0..L) grows with width"][0] == "undecided"

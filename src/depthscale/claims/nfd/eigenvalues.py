@@ -83,6 +83,14 @@ def eig_trend(name: str, widths: Sequence[int], values: list[list[float]],
                     floor_ratio, slope, (lo, hi), at_floor)
 
 
+def _log10_sd(values: Sequence[float]) -> float:
+    """The SD of log10 over repeats (how many decades the networks spread over); NaN where a
+    value is not positive."""
+    if min(values) <= 0:
+        return math.nan
+    return statistics.stdev(math.log10(v) for v in values)
+
+
 def eig_findings(tr: EigTrend, decide: str) -> dict[str, tuple[str, str]]:
     """Two findings of one part: "> 0" (the smallest min eigenvalue above its eigensolver
     floor, else zero to working precision: contradicts) and "grows with width" (the slope's CI
@@ -101,13 +109,17 @@ def eig_findings(tr: EigTrend, decide: str) -> dict[str, tuple[str, str]]:
     elif tr.at_floor:
         n = tr.at_floor[0]
         vals = tr.values[tr.widths.index(n)]
-        cv = [statistics.stdev(v) / statistics.fmean(v) for v in (tr.values[0], tr.values[-1])]
+        ends = (tr.values[0], tr.values[-1])
+        cv = [statistics.stdev(v) / statistics.fmean(v) for v in ends]
+        logs = [_log10_sd(v) for v in ends]
+        spread = (f"; the repeats' SD of log10 {logs[0]:.2f} decades at n = {tr.widths[0]}, "
+                  f"{logs[1]:.2f} at n = {tr.widths[-1]}") if all(map(math.isfinite, logs)) else ""
         grows = ("undecided",
                  f"{trend}; at its sampling floor: at n = {n} the repeats give "
                  f"{min(vals):.2g}..{max(vals):.2g}, mean {statistics.fmean(vals):.2g}, SD "
                  f"{statistics.stdev(vals):.2g} (SD >= mean at n = "
                  f"{', '.join(map(str, tr.at_floor))}; SD/mean {cv[0]:.2f} at n = "
-                 f"{tr.widths[0]}, {cv[1]:.2f} at n = {tr.widths[-1]}); {decide}")
+                 f"{tr.widths[0]}, {cv[1]:.2f} at n = {tr.widths[-1]}{spread}); {decide}")
     else:
         grows = (interval_finding(tr.ci[0], tr.ci[1], (0.0, None)), trend)
     return {f"{label} > 0": positive, f"{label} grows with width": grows}
