@@ -204,3 +204,28 @@ def test_parquet_without_pyarrow_names_the_install(tmp_path: Path,
     with open_store(tmp_path) as store, pytest.raises(ConfigError, match="pip install pyarrow"):
         store.export_parquet(tmp_path / "x.parquet")
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_export_never_writes_over_the_store_or_a_file_it_did_not_export(
+    tmp_path: Path, study_runs: tuple
+) -> None:
+    """Issue 43: export_csv/export_parquet at the store's own path replaced it."""
+    study, runs = study_runs
+    with open_store(tmp_path / "s") as store:
+        store.set_plan(study, runs)
+        store.record(_record(runs[0]))
+        own = tmp_path / "s" / STORE_FILE
+        before = own.read_bytes()
+        for export in (store.export_csv, store.export_parquet):
+            with pytest.raises(ConfigError, match="a study's results store"):
+                export(own)
+        mine = tmp_path / "mine.csv"
+        mine.write_text("a,b\n1,2\n")
+        with pytest.raises(ConfigError, match="remove the file yourself"):
+            store.export_csv(mine)
+        assert mine.read_text() == "a,b\n1,2\n"
+        store.export_csv(tmp_path / "runs.csv")
+        store.export_csv(tmp_path / "runs.csv")  # its own earlier export: replaced
+    assert own.read_bytes()[:16] == before[:16]
+    with open_store(tmp_path / "s", readonly=True) as store:
+        assert len(store.records()) == 1

@@ -31,6 +31,7 @@ from depthscale.benchmarks.core import BenchResult, best_time
 from depthscale.benchmarks.plan_overhead import bench_plan_overhead
 from depthscale.errors import ConfigError
 from depthscale.io.atomic import atomic_write
+from depthscale.io.outputs import BENCH_JSON, JSON_MARKER, check_output_file
 
 __all__ = ["BENCHMARKS", "BenchResult", "best_time", "machine_info", "run_benchmarks"]
 
@@ -89,8 +90,9 @@ def run_benchmarks(
     Unknown names, and a device other than "cpu" for a benchmark that runs on the CPU only
     (every one but ``batched-sweep``), raise :class:`~depthscale.errors.ConfigError` before
     anything runs. With
-    ``json_path`` the results go to ``{"benchmarks": [...], "machine": {...}}``, written
-    atomically (non-finite numbers as null).
+    ``json_path`` the results go to ``{"depthscale_output": "bench", "benchmarks": [...],
+    "machine": {...}}``, written atomically (non-finite numbers as null) and only over an
+    earlier such file (checked before anything runs).
     """
     chosen = list(BENCHMARKS) if names is None else list(names)
     unknown = [n for n in chosen if n not in BENCHMARKS]
@@ -99,6 +101,8 @@ def run_benchmarks(
             f"unknown benchmark(s) {', '.join(map(repr, unknown))}; "
             f"choose from: {', '.join(BENCHMARKS)}"
         )
+    if json_path is not None:  # before any benchmark runs
+        check_output_file(json_path, "JSON", BENCH_JSON)
     cpu_only = [n for n in chosen if n not in _ON_ANY_DEVICE]
     if device != "cpu" and cpu_only:
         raise ConfigError(
@@ -109,6 +113,7 @@ def run_benchmarks(
                else BENCHMARKS[name](quick) for name in chosen]
     if json_path is not None:
         payload = {
+            JSON_MARKER: "bench",
             "benchmarks": [r.to_json() for r in results],
             "machine": machine_info(),
             "quick": quick,

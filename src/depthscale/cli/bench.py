@@ -30,4 +30,4 @@ def register(sub: Any) -> None:
     b.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
     b.add_argument("--device", default="cpu",
                    help="cpu (default) or cuda: the batched sweep against its loop on that device")
-    b.set_defaults(func=_cmd_bench, output_files=("json",))
+    b.set_defaults(func=_cmd_bench, output_files={"json": "bench-json"})

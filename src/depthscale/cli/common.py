@@ -115,15 +115,17 @@ def key_value(text: str) -> tuple[str, Any]:
 def check_outputs(args: argparse.Namespace) -> None:
     """The one check of everything a command will write, before it does any work: each dest
     named in the command's ``output_dirs`` must be a folder that can be created and written,
-    each in ``output_files`` a file that can (:mod:`depthscale.io.outputs`); else ConfigError."""
+    each in ``output_files`` (dest -> output kind, :data:`~depthscale.io.outputs.OUTPUT_KINDS`)
+    a file that can, over nothing but that kind's earlier output (:mod:`depthscale.io.outputs`);
+    else ConfigError."""
     from depthscale.io.outputs import check_output_dir, check_output_file
 
     for dest in getattr(args, "output_dirs", ()):
         if getattr(args, dest) is not None:
             check_output_dir(getattr(args, dest), _flag(dest))
-    for dest in getattr(args, "output_files", ()):
+    for dest, kind in getattr(args, "output_files", {}).items():
         if getattr(args, dest) is not None:
-            check_output_file(getattr(args, dest), _flag(dest))
+            check_output_file(getattr(args, dest), _flag(dest), kind)
 
 
 def _flag(dest: str) -> str:

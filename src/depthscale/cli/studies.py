@@ -329,7 +329,8 @@ def register(sub: Any) -> None:
                     help="write every run as CSV here")
     st.add_argument("--parquet", type=Path, default=None,
                     help="write every run as Parquet here (needs pyarrow)")
-    st.set_defaults(func=_cmd_status, output_files=("csv", "parquet"))
+    st.set_defaults(func=_cmd_status,
+                    output_files={"csv": "runs-csv", "parquet": "runs-parquet"})
 
     fi = sub.add_parser("fit", help="optimal LR (or other setting) per size of a sweep, with "
                         "its power-law fit and spread")

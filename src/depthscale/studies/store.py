@@ -251,9 +251,12 @@ class Store:
         return [r.row() for r in self.records()]
 
     def export_csv(self, path: str | os.PathLike[str]) -> Path:
-        """All runs as CSV, written atomically; list cells are JSON text."""
+        """All runs as CSV, written atomically; list cells are JSON text. An existing file at
+        ``path`` is replaced only if it is an earlier export (ConfigError otherwise)."""
         from depthscale.io.atomic import write_csv
+        from depthscale.io.outputs import RUNS_CSV, check_output_file
 
+        check_output_file(path, "CSV export", RUNS_CSV)
         rows = [{k: _json(v) if isinstance(v, list | dict) else v for k, v in row.items()}
                 for row in self.export_rows()]
         try:
@@ -263,7 +266,12 @@ class Store:
 
     def export_parquet(self, path: str | os.PathLike[str]) -> Path:
         """All runs as Parquet, written atomically; curves and epoch losses as list columns,
-        evals as JSON text. Needs pyarrow."""
+        evals as JSON text, the schema marked as depthscale's export. Needs pyarrow. An
+        existing file at ``path`` is replaced only if it is an earlier export (ConfigError
+        otherwise)."""
+        from depthscale.io.outputs import PARQUET_MARKER, RUNS_PARQUET, check_output_file
+
+        check_output_file(path, "Parquet export", RUNS_PARQUET)
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -289,6 +297,7 @@ class Store:
             else:
                 arrays[c] = _arrow_column(pa, values)
         table = pa.table(arrays) if arrays else pa.table({})
+        table = table.replace_schema_metadata(dict([PARQUET_MARKER]))
         target = Path(path)
         try:
             with atomic_write(target, "wb") as fh:
