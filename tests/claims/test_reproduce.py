@@ -13,6 +13,7 @@ import pytest
 import depthscale
 from depthscale.claims import CLAIMS, ClaimContext, ClaimOutcome, band_verdict, reproduce
 from depthscale.cli import main
+from depthscale.errors import DataError
 from depthscale.report import page_problems, read_history, read_page, validate_results
 
 
@@ -152,7 +153,6 @@ def test_two_runs_into_one_folder_keep_each_others_verdicts(
 
 def test_a_held_folder_lock_names_its_holder(tmp_path: Path) -> None:
     from depthscale.claims.reproduce import LOCK_FILE
-    from depthscale.errors import DataError
     from depthscale.io.outputs import acquire_lock, release_lock
 
     fd = acquire_lock(tmp_path, LOCK_FILE, 0.0, "reproduce folder")
@@ -390,17 +390,90 @@ def test_from_stored_judges_the_stored_runs_alone_and_names_a_missing_one(
     (again,), crashed = reproduce([cid], scale="quick", out_dir=tmp_path, from_stored=True)
     assert crashed == [] and again["run"]["from_stored"] is True
     assert (again["verdict"], again["measured"]) == (first["verdict"], first["measured"])
-    # the same folder judged as if its runs were a GPU's: none is stored for that device
-    (other,), crashed = reproduce([cid], scale="quick", out_dir=tmp_path, device="cuda",
-                                  from_stored=True)
-    assert crashed == [] and other["verdict"] == "SKIP"
+    # the same folder judged as if its runs were a GPU's: none is stored for that device, so
+    # the claim is a SKIP that names them, told but not written over the folder's verdict
+    kept = {name: (tmp_path / name).read_bytes()
+            for name in ("claims.json", "runs.jsonl", "index.html")}
+    told: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    (still,), crashed = reproduce([cid], scale="quick", out_dir=tmp_path, device="cuda",
+                                  from_stored=True, on_skip=lambda r, k: told.append((r, k)))
+    assert crashed == [] and still == again
+    ((other, earlier),) = told
+    assert other["verdict"] == "SKIP" and earlier == again
     said = {"laws-table1": "--from-stored: 36 of 36 runs of laws-cnn1d are not stored in",
             "nfd-collapse": ".json is not stored (this claim's settings, seed, scale and "
                             "device never computed it there)"}[cid]
     assert said in other["reason"]
     assert "run without --from-stored" in other["reason"]
+    assert {name: (tmp_path / name).read_bytes() for name in kept} == kept
     after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_dir())
     assert after == before
+
+
+def _folder_bytes(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in ("claims.json", "runs.jsonl",
+                                                         "index.html")}
+
+
+def test_from_stored_with_missing_runs_keeps_the_folders_verdict_and_exits_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 43: 'reproduce --from-stored' with runs missing replaced the folder's verdict in
+    claims.json with a SKIP and exited 0."""
+    cid = "nfd-collapse"
+    monkeypatch.setitem(CLAIMS, cid, dataclasses.replace(
+        CLAIMS[cid], settings={**CLAIMS[cid].settings, "quick": CLAIMS[cid].settings["smoke"]}))
+    out = tmp_path / "out"
+    assert main(["reproduce", cid, "--out", str(out)]) == 0
+    (decided,) = json.loads((out / "claims.json").read_text())
+    assert decided["verdict"] != "SKIP"
+    before = _folder_bytes(out)
+    capsys.readouterr()
+    # judged as a GPU's runs: none is stored for that device
+    assert main(["reproduce", cid, "--out", str(out), "--from-stored", "--device", "cuda"]) == 1
+    err = capsys.readouterr().err
+    assert _folder_bytes(out) == before
+    said = " ".join(err.split())
+    assert f"keeps its earlier {decided['verdict']}" in said and "is not stored" in said, err
+    errors = [line for line in err.splitlines() if line.startswith("depthscale: error:")]
+    assert errors == [f"depthscale: error: not judged now (SKIP, the reasons above): {cid} "
+                      f"(earlier {decided['verdict']} kept)"], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("raised", "said"), [
+    (RuntimeError("kaboom"), "crashed: RuntimeError: kaboom"),
+    (DataError("no such data"), "data unavailable: no such data"),
+])
+def test_a_skip_never_replaces_a_decided_verdict(
+    raised: Exception, said: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A crash or missing data now is a SKIP, told and exit 1, but the folder keeps the FAIL
+    it had (claims.json, runs.jsonl and index.html unchanged); over a SKIP it is written."""
+    monkeypatch.setitem(CLAIMS, "nfd-deep", dataclasses.replace(CLAIMS["nfd-deep"],
+                                                                run=_fixed("FAIL")))
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path)]) == 0
+    before = _folder_bytes(tmp_path)
+
+    def fails(_ctx: object) -> ClaimOutcome:
+        raise raised
+
+    monkeypatch.setitem(CLAIMS, "nfd-deep", dataclasses.replace(CLAIMS["nfd-deep"], run=fails))
+    capsys.readouterr()
+    assert main(["reproduce", "nfd-deep", "--out", str(tmp_path), "--rerun"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert _folder_bytes(tmp_path) == before
+    assert said in err and "not written" in err and "keeps its earlier FAIL" in err, err
+    # no decided verdict to keep: the SKIP is written
+    monkeypatch.setitem(CLAIMS, "nfd-deep", dataclasses.replace(CLAIMS["nfd-deep"],
+                                                                run=_fixed("SKIP")))
+    (tmp_path / "claims.json").write_text("[]\n")
+    results, _ = reproduce(["nfd-deep"], scale="quick", out_dir=tmp_path)
+    assert [r["verdict"] for r in results] == ["SKIP"]
+    results, _ = reproduce(["nfd-deep"], scale="quick", out_dir=tmp_path, rerun=True)
+    assert [r["verdict"] for r in json.loads((tmp_path / "claims.json").read_text())] == [
+        "SKIP"]
 
 
 def test_from_stored_checks_the_device_name_but_not_the_device(tmp_path: Path) -> None:
@@ -411,7 +484,7 @@ def test_from_stored_checks_the_device_name_but_not_the_device(tmp_path: Path) -
                   from_stored=True)
     assert not (tmp_path / "a").exists()
     assert main(["reproduce", "nfd-deep", "--device", "cuda", "--from-stored", "--out",
-                 str(tmp_path / "b")]) == 0  # judged: a SKIP naming what is not stored
+                 str(tmp_path / "b")]) == 1  # not judged: a SKIP naming what it needs
     (record,) = json.loads((tmp_path / "b" / "claims.json").read_text())
     # nfd-deep trains on the device without storing its nets: the device is needed
     assert record["verdict"] == "SKIP" and "CUDA is not available here" in record["reason"]

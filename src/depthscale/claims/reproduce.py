@@ -7,7 +7,8 @@ quick record in claims.json, not in the history). Every record carries its claim
 (the registry's :class:`~depthscale.claims.registry.Headline`, evaluated on its measured values)
 and the run's machine and package versions (``run``). Running a subset into a folder that
 already has results replaces only those ids; two runs into one folder merge their results under
-the folder's lock (:data:`LOCK_FILE`), so neither drops the other's verdicts.
+the folder's lock (:data:`LOCK_FILE`), so neither drops the other's verdicts. A SKIP (a
+crash, missing data or stored runs) never replaces a decided verdict: the folder keeps it.
 
 ``seeds=N`` reruns each claim at base seeds ``seed .. seed + N - 1`` (each in ``OUT/seed-S/``)
 and reports the verdict per seed; seeds that disagree make the claim UNSTABLE. ``control=True``
@@ -49,7 +50,7 @@ from depthscale.report import (
 )
 from depthscale.train.loop import check_device_name, resolve_device
 
-__all__ = ["LOCK_FILE", "ClaimHooks", "reproduce", "select_claims"]
+__all__ = ["LOCK_FILE", "ClaimHooks", "SkipHook", "reproduce", "select_claims"]
 
 #: held while claims.json and index.html are read, merged and rewritten
 LOCK_FILE = "reproduce.lock"
@@ -57,6 +58,9 @@ _LOCK_WAIT = 60.0
 
 #: on_claim(claim_id) -> (advance(k), set_total(n)) for progress display.
 ClaimHooks = Callable[[str], tuple[Callable[[int], None], Callable[[int], None]]]
+#: on_skip(record, kept): a claim ended SKIP now; ``kept`` is the decided record claims.json
+#: keeps in its place (None: the SKIP was written).
+SkipHook = Callable[[dict[str, Any], dict[str, Any] | None], None]
 
 
 def select_claims(ids: Sequence[str]) -> list[str]:
@@ -85,18 +89,24 @@ def _existing(out_dir: Path) -> list[dict[str, Any]]:
         ) from None
 
 
-def _merge(out_dir: Path, record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _merge(out_dir: Path, record: dict[str, Any]
+           ) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
     """Under the folder's lock: re-read claims.json, put ``record`` in, write claims.json,
     append it to runs.jsonl and write index.html. Two reproduce runs into one folder thus keep
-    each other's verdicts."""
+    each other's verdicts. A SKIP (a crash, missing data or stored runs) never replaces a
+    decided verdict: then nothing is written and that record is returned second (else None).
+    """
     with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
         results = {r["id"]: r for r in _existing(out_dir)}
+        earlier = results.get(record["id"])
+        if record["verdict"] == "SKIP" and earlier is not None and earlier["verdict"] != "SKIP":
+            return results, earlier
         results[record["id"]] = record
         ordered = list(results.values())
         write_claims_json(out_dir, ordered)
         append_history(out_dir, record)
         write_index_html(out_dir, ordered)
-    return results
+    return results, None
 
 
 def _cpu_model() -> str:
@@ -347,6 +357,7 @@ def reproduce(
     batch_lrs: bool = False,
     changes: Sequence[SettingChange] = (),
     from_stored: bool = False,
+    on_skip: SkipHook | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
@@ -363,7 +374,8 @@ def reproduce(
     :mod:`~depthscale.claims.changes`: every path checked against every chosen claim before
     any work; the record says what was changed). ``from_stored``: judge each claim from the
     runs and computations already stored in ``out_dir`` alone, training nothing (a missing
-    one makes the claim a SKIP that names it); ``device`` then names the stored runs (a GPU's,
+    one makes the claim a SKIP that names it, never written over a decided verdict);
+    ``device`` then names the stored runs (a GPU's,
     judged here) and is not opened, and the chosen claims are judged again (``rerun``). With
     the first run's ``budget_seconds`` and ``workers`` a sequential design replays its rounds
     (its meter reads the stored run times).
@@ -372,7 +384,8 @@ def reproduce(
     base seed, number of seeds, budget, LR batching, ``changes`` and depthscale version, and
     is not a SKIP,
     is kept as it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it
-    anyway.
+    anyway. A SKIP never replaces a decided verdict in claims.json (the folder is left as it
+    was); ``on_skip(record, kept)`` is told of every SKIP, with the record kept in its place.
     """
     chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds, changes,
                     from_stored)
@@ -394,5 +407,8 @@ def reproduce(
                 on_kept(cid)
             continue
         hooks = on_claim(cid) if on_claim else (lambda _k: None, lambda _k: None)
-        results = _merge(out_dir, _run_seeds(cid, run, hooks, crashed))
+        record = _run_seeds(cid, run, hooks, crashed)
+        results, kept = _merge(out_dir, record)
+        if record["verdict"] == "SKIP" and on_skip is not None:
+            on_skip(record, kept)
     return list(results.values()), crashed

@@ -61,6 +61,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.device.startswith("cuda") and not args.batch_lrs and torch.cuda.is_available():
         console.print("hint: on a GPU one small sweep run leaves the device idle; --batch-lrs "
                       "trains each LR group as one run (the laws sweeps: minutes, not hours)")
+    skipped: list[tuple[str, dict[str, Any] | None]] = []
     with Progress(TextColumn("{task.description:<14}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                   console=console) as bar:
@@ -73,18 +74,34 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             console.print(f"{cid}: kept from {args.out / 'claims.json'} (same scale, seed, "
                           "budget, LR batching and version; --rerun to run it again)")
 
+        def on_skip(record: dict[str, Any], kept: dict[str, Any] | None) -> None:
+            skipped.append((record["id"], kept))
+            if kept is not None:
+                console.print(f"{record['id']}: SKIP ({record['reason']}); not written: "
+                              f"{args.out / 'claims.json'} keeps its earlier {kept['verdict']} "
+                              f"({kept['scale']}, seed {kept.get('seed')})", highlight=False)
+            elif args.from_stored:
+                console.print(f"{record['id']}: SKIP ({record['reason']})", highlight=False)
+
         results, crashed = reproduce(args.claims, scale=args.scale, out_dir=args.out,
                                      device=args.device, data_dir=args.data_dir, seed=args.seed,
                                      seeds=args.seeds, control=args.control,
                                      workers=args.workers, on_claim=on_claim, rerun=args.rerun,
                                      on_kept=on_kept, budget_seconds=args.budget,
                                      batch_lrs=args.batch_lrs, changes=args.set,
-                                     from_stored=args.from_stored)
+                                     from_stored=args.from_stored, on_skip=on_skip)
     Console().print(console_table(results, details=args.details))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
-        print(f"depthscale: error: claim(s) crashed: {', '.join(crashed)} (see claims.json)",
-              file=sys.stderr)
+        print(f"depthscale: error: claim(s) crashed: {', '.join(crashed)} (see claims.json, "
+              "or the line above where an earlier verdict was kept)", file=sys.stderr)
+        return 1
+    # a SKIP kept out of claims.json, or any SKIP of --from-stored: not judged now
+    unjudged = [cid + ("" if kept is None else f" (earlier {kept['verdict']} kept)")
+                for cid, kept in skipped if kept is not None or args.from_stored]
+    if unjudged:
+        print(f"depthscale: error: not judged now (SKIP, the reasons above): "
+              f"{', '.join(unjudged)}", file=sys.stderr)
         return 1
     if args.strict:
         ran = {f"{cid}/control" if args.control else cid for cid in select_claims(args.claims)}
@@ -132,9 +149,9 @@ def register(sub: Any) -> None:
                    "must exist in each chosen claim's settings; the record says what changed")
     r.add_argument("--from-stored", action="store_true",
                    help="judge the chosen claims again from the runs stored in --out alone, "
-                   "training nothing (a missing run makes the claim a SKIP that names it): "
-                   "e.g. a GPU machine's runs, copied here, with its --device, --set, --budget "
-                   "and --workers")
+                   "training nothing (a missing run makes the claim a SKIP that names it, exit "
+                   "1, a verdict already in claims.json kept): e.g. a GPU machine's runs, "
+                   "copied here, with its --device, --set, --budget and --workers")
     r.add_argument("--rerun", action="store_true",
                    help="run every chosen claim again, even those claims.json in --out already "
                    "holds from the same scale, seed, budget, LR batching and version (by default a "
