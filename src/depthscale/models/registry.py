@@ -130,12 +130,18 @@ def resolve_factory(
         raise ConfigError(f"{where} must read 'package.module:function'")
     try:
         obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module may raise anything while importing
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        raise ConfigError(
-            f"{where}: cannot import {module_name!r} ({message}); install its package or put "
-            "its folder on PYTHONPATH"
-        ) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's module may raise, or exit, while importing
+        if isinstance(exc, ImportError):
+            fix = "install its package or put its folder on PYTHONPATH"
+        elif isinstance(exc, SystemExit):
+            fix = ("a module must not exit when imported: put its script code under "
+                   "if __name__ == '__main__':")
+        else:
+            fix = f"the error is in the module's code: import {module_name} by hand to debug it"
+        raise ConfigError(f"{where}: cannot import {module_name!r} ({_describe(exc)}); {fix}"
+                          ) from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ConfigError(f"{where}: module {module_name!r} has no attribute {attr!r}")
@@ -196,6 +202,14 @@ def create(
     return model
 
 
+def _describe(exc: BaseException) -> str:
+    """One line for an exception from user code: ``Type: message`` (300 characters at most), or
+    ``it called sys.exit(code)``."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
 def user_call(name: str, what: str, call: Callable[[], Any]) -> Any:
     """``call()``, one call into a user's factory or model: any exception it raises, and a
     ``sys.exit`` inside it, becomes a ConfigError naming the factory, the call and the
@@ -207,12 +221,9 @@ def user_call(name: str, what: str, call: Callable[[], Any]) -> Any:
         raise
     except ConfigError:
         raise
-    except (Exception, SystemExit) as exc:
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        if isinstance(exc, SystemExit):
-            message = f"it called sys.exit({exc.code!r})"
-        raise ConfigError(f"model factory {name!r}: {what} failed ({message}); the error is in "
-                          "the factory's code: call it by hand to debug it") from None
+    except BaseException as exc:
+        raise ConfigError(f"model factory {name!r}: {what} failed ({_describe(exc)}); the error "
+                          "is in the factory's code: call it by hand to debug it") from None
 
 
 def check_forward(name: str, model: nn.Module, example: Any, n_out: int) -> None:
