@@ -146,7 +146,8 @@ def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callabl
     """make(width, depth, seed) -> (model, plan) for ``--model``: a registry model or the
     user's factory, built with its plan by :func:`depthscale.models.build` (a factory's model
     is inspected on ``example``, a batch of the data: roles, residual branches and their
-    count)."""
+    count; it is built once here, at the smallest sizes, so its boundary checks come before
+    any work)."""
     from depthscale.models import build, is_factory
     from depthscale.models.registry import check_model_size
     from depthscale.param import RECIPES
@@ -166,6 +167,9 @@ def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callabl
                          plan_options={"T": args.T}, example_input=example if user else None,
                          **options)
         return model.to(args.device), p
+    if user:  # the factory's boundary checks (forward, one training step) before any work
+        make(min([args.width, *getattr(args, "widths", [])]),
+             min([args.depth, *getattr(args, "depths", [])]), args.seed)
     return make
 
 

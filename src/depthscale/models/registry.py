@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from depthscale.errors import ConfigError
-from depthscale.models.calls import call_model, logits_of, tensors_of
+from depthscale.models.calls import call_model, copy_input, logits_of, tensors_of
 from depthscale.models.chizat import TwoLayerPerceptronResNet
 from depthscale.models.cnn import ConvResNet, PlainCNN
 from depthscale.models.gpt import GPT
@@ -23,7 +25,8 @@ from depthscale.models.vit import ViT
 from depthscale.param import Plan, plan
 from depthscale.param.checks import whole
 
-__all__ = ["MODELS", "ModelSpec", "build", "create", "is_factory", "resolve_factory"]
+__all__ = ["MODELS", "ModelSpec", "build", "check_training_step", "create", "is_factory",
+           "resolve_factory"]
 
 
 @dataclass(frozen=True)
@@ -130,12 +133,18 @@ def resolve_factory(
         raise ConfigError(f"{where} must read 'package.module:function'")
     try:
         obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module may raise anything while importing
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        raise ConfigError(
-            f"{where}: cannot import {module_name!r} ({message}); install its package or put "
-            "its folder on PYTHONPATH"
-        ) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's module may raise, or exit, while importing
+        if isinstance(exc, ImportError):
+            fix = "install its package or put its folder on PYTHONPATH"
+        elif isinstance(exc, SystemExit):
+            fix = ("a module must not exit when imported: put its script code under "
+                   "if __name__ == '__main__':")
+        else:
+            fix = f"the error is in the module's code: import {module_name} by hand to debug it"
+        raise ConfigError(f"{where}: cannot import {module_name!r} ({_describe(exc)}); {fix}"
+                          ) from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ConfigError(f"{where}: module {module_name!r} has no attribute {attr!r}")
@@ -196,6 +205,14 @@ def create(
     return model
 
 
+def _describe(exc: BaseException) -> str:
+    """One line for an exception from user code: ``Type: message`` (300 characters at most), or
+    ``it called sys.exit(code)``."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
 def user_call(name: str, what: str, call: Callable[[], Any]) -> Any:
     """``call()``, one call into a user's factory or model: any exception it raises, and a
     ``sys.exit`` inside it, becomes a ConfigError naming the factory, the call and the
@@ -207,12 +224,9 @@ def user_call(name: str, what: str, call: Callable[[], Any]) -> Any:
         raise
     except ConfigError:
         raise
-    except (Exception, SystemExit) as exc:
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        if isinstance(exc, SystemExit):
-            message = f"it called sys.exit({exc.code!r})"
-        raise ConfigError(f"model factory {name!r}: {what} failed ({message}); the error is in "
-                          "the factory's code: call it by hand to debug it") from None
+    except BaseException as exc:
+        raise ConfigError(f"model factory {name!r}: {what} failed ({_describe(exc)}); the error "
+                          "is in the factory's code: call it by hand to debug it") from None
 
 
 def check_forward(name: str, model: nn.Module, example: Any, n_out: int) -> None:
@@ -242,6 +256,139 @@ def check_forward(name: str, model: nn.Module, example: Any, n_out: int) -> None
         raise ConfigError(f"model factory {name!r}: the model returns scores of shape "
                           f"{tuple(scores.shape)} but the data has {n_out} classes or targets; "
                           f"build its readout with the n_out it is given ({n_out})")
+    if not scores.is_floating_point():
+        raise ConfigError(f"model factory {name!r}: the model returns scores of dtype "
+                          f"{str(scores.dtype).removeprefix('torch.')}, which no loss can "
+                          "differentiate; return the floating-point logits (no .round(), "
+                          ".long() or .argmax() on them)")
+
+
+def check_training_step(name: str, model: nn.Module, example: Any) -> None:
+    """One training step's forward and backward of a user's model on a copy of ``example`` (a
+    batch), before any work: some parameter is trainable, the forward runs in training mode
+    without writing in place into what autograd needs, leaves its input unchanged, returns
+    scores that carry a gradient, and the loss (the loop's cross-entropy with every label 0:
+    any loss that reads every score reaches the same parameters) gives a parameter a gradient,
+    finite where the loss is. Trainable parameters that get none are named in a warning. The
+    model's parameters, buffers, gradients, modes and the random state are restored."""
+    where = f"model factory {name!r}"
+    params = dict(model.named_parameters())
+    trainable = {k: p for k, p in params.items() if p.requires_grad}
+    if not trainable:
+        raise ConfigError(
+            f"{where}: all {len(params)} parameters of the model are frozen (requires_grad="
+            "False), so training changes nothing; leave the ones to train trainable "
+            "(p.requires_grad_(True))" if params else
+            f"{where}: the model has no parameters, so training changes nothing; register its "
+            "weights as nn.Parameter on a submodule")
+    x = copy_input(example)
+    saved = _snapshot(model)
+    devices = sorted({p.device.index or 0 for p in params.values() if p.device.type == "cuda"})
+    try:
+        with torch.random.fork_rng(devices=devices), torch.enable_grad():
+            model.train()
+            out = user_call(name, "the model's forward in training mode",
+                            lambda: _autograd_call(where, lambda: call_model(model, x)))
+            scores = logits_of(out)
+            if not scores.is_floating_point():
+                raise ConfigError(f"{where}: in training mode the model returns scores of "
+                                  f"dtype {str(scores.dtype).removeprefix('torch.')}, which no "
+                                  "loss can differentiate; return the floating-point logits")
+            if not scores.requires_grad:
+                raise ConfigError(
+                    f"{where}: the model's scores carry no gradient (its forward detaches "
+                    "them: .detach(), .data, torch.no_grad() or a round trip through numpy or "
+                    ".item()), so training changes nothing; return the scores as computed")
+            loss = F.cross_entropy(scores.reshape(-1, scores.shape[-1]),
+                                   torch.zeros(scores[..., 0].numel(), dtype=torch.long,
+                                               device=scores.device))
+            user_call(name, "the backward pass of one training step",
+                      lambda: _autograd_call(where, loss.backward))
+            finite_loss = bool(torch.isfinite(loss))
+            grads = {k: p.grad for k, p in trainable.items()}
+            changed = any(a.shape != b.shape or not torch.equal(a, b)
+                          for a, b in zip(tensors_of(x), tensors_of(example), strict=True))
+    finally:
+        _restore(saved)
+    if changed:
+        raise ConfigError(f"{where}: the model's forward changes its input in place in training "
+                          "mode (e.g. x.mul_(2) or x += ...): every later pass would read "
+                          "corrupted data; compute out of place (x = x * 2)")
+    _check_gradients(where, grads, finite_loss)
+
+
+def _autograd_call(where: str, call: Callable[[], Any]) -> Any:
+    """``call()``, with autograd's in-place errors (a forward in training mode that writes into
+    a tensor the backward needs, or into a parameter) as a ConfigError that says so."""
+    try:
+        return call()
+    except RuntimeError as exc:
+        text = " ".join(str(exc).split())
+        if "inplace operation" not in text and "in-place operation" not in text:
+            raise
+        cause = text.split(" Hint:")[0][:300]
+        raise ConfigError(
+            f"{where}: in training mode the model's forward writes in place into a tensor that "
+            f"autograd needs for the gradient (RuntimeError: {cause}); compute out of place "
+            "(h = h.exp(), h = h + x, not h.exp_(), h += x)") from None
+
+
+def _check_gradients(where: str, grads: Mapping[str, torch.Tensor | None],
+                     finite_loss: bool) -> None:
+    """Refuse when no trainable parameter got a gradient, or (from a finite loss) one got a
+    non-finite one; warn naming those that got none."""
+    missing = [k for k, g in grads.items() if g is None]
+    if len(missing) == len(grads):
+        raise ConfigError(
+            f"{where}: no parameter gets a gradient from the loss (the scores do not depend "
+            "on any trainable parameter), so training changes nothing; compute the scores from "
+            "the model's parameters")
+    bad = [k for k, g in grads.items() if g is not None and not bool(torch.isfinite(g).all())]
+    if finite_loss and bad:
+        raise ConfigError(
+            f"{where}: from a finite loss, {len(bad)} parameter(s) get a non-finite gradient "
+            f"({', '.join(bad[:5])}{', ...' if len(bad) > 5 else ''}): an op whose derivative "
+            "is infinite at these values (sqrt or norm at 0, log near 0); the first step "
+            "would make them NaN; guard the op (e.g. sqrt(x + eps))")
+    if missing:
+        warnings.warn(
+            f"{where}: {len(missing)} of {len(grads)} trainable parameters get no gradient "
+            f"from the loss ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); "
+            "training leaves them unchanged (freeze them or use them if that is not meant)",
+            UserWarning, stacklevel=3)
+
+
+_Saved = tuple[list[tuple[dict[str, Any], str, torch.Tensor, torch.Tensor,
+                          torch.Tensor | None]], list[tuple[nn.Module, bool]]]
+
+
+def _snapshot(model: nn.Module) -> _Saved:
+    """Every parameter and buffer of ``model`` (the tensor, a copy of its values, its
+    gradient) and every module's mode, for :func:`_restore`."""
+    tensors = []
+    for module in model.modules():
+        for store in (module._parameters, module._buffers):
+            for key, t in store.items():
+                if t is not None:
+                    tensors.append((cast("dict[str, Any]", store), key, t, t.detach().clone(),
+                                    t.grad))
+    return tensors, [(m, m.training) for m in model.modules()]
+
+
+def _restore(saved: _Saved) -> None:
+    """Put back what :func:`_snapshot` saved: the same tensor objects, with their values and
+    gradients, and each module's mode."""
+    tensors, modes = saved
+    with torch.no_grad():
+        for store, key, t, value, grad in tensors:
+            store[key] = t
+            if t.shape == value.shape:
+                t.copy_(value)
+            else:
+                t.data = value
+            t.grad = grad
+    for module, training in modes:
+        module.training = training
 
 
 #: the most residual blocks a command builds without ``--force`` (each is Python objects)
@@ -339,4 +486,6 @@ def build(
         **dict(plan_options or {}),
     )
     p.apply(model, dict(roles) if roles else None, seed=seed, example_input=example_input)
+    if is_factory(name) and example_input is not None:
+        check_training_step(name, model, example_input)
     return model, p

@@ -21,8 +21,8 @@ from depthscale.errors import ConfigError
 from depthscale.studies.records import RunRecord, downsample, nan_to_none, versions
 from depthscale.studies.spec import RunSpec, run_id
 
-__all__ = ["EXAMPLE_BATCH", "check_run", "effective_depth", "lr_groups", "prepare", "run_group",
-           "run_one"]
+__all__ = ["EXAMPLE_BATCH", "check_run", "check_runs", "effective_depth", "lr_groups", "prepare",
+           "run_group", "run_one"]
 
 #: Training inputs a user model is inspected on (role and size inference).
 EXAMPLE_BATCH = 8
@@ -99,6 +99,33 @@ def check_run(spec: RunSpec, *, check_device: bool = True) -> None:
     except Exception as exc:
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise ConfigError(f"the run {spec.label()} cannot be built: {message}") from None
+
+
+def _model_key(spec: RunSpec) -> str:
+    """What decides the model a run builds and the loss it takes: every field but ``lr``,
+    ``seed`` and the training settings other than ``loss`` and ``device``."""
+    from dataclasses import fields
+
+    from depthscale.train import TrainSettings
+
+    skip = {"lr", "seed"} | {f.name for f in fields(TrainSettings)} - {"loss", "device"}
+    return json.dumps({k: v for k, v in spec.to_dict().items() if k not in skip},
+                      sort_keys=True, default=str)
+
+
+def check_runs(specs: Sequence[RunSpec], *, check_device: bool = True) -> None:
+    """:func:`check_run` on the first of ``specs`` and, where the model is a user factory, on
+    the first run of every other model configuration (:func:`_model_key`; its build checks one
+    training step), so a configuration that cannot train stops a sweep before any run instead
+    of failing its runs."""
+    from depthscale.models import is_factory
+
+    seen: set[str] = set()
+    for i, spec in enumerate(specs):
+        key = _model_key(spec)
+        if key not in seen and (i == 0 or is_factory(spec.model)):
+            seen.add(key)
+            check_run(spec, check_device=check_device)
 
 
 def _check_loss_fits(spec: RunSpec, model: Any, data: Any) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from depthscale.errors import DataError
 from depthscale.studies.executors import make_executor
-from depthscale.studies.runner import check_run, lr_groups
+from depthscale.studies.runner import check_runs, lr_groups
 from depthscale.studies.spec import StudySpec, expand, load_study
 from depthscale.studies.store import STORE_FILE, StoreSummary, open_store
 
@@ -77,7 +77,8 @@ def run_study(
     Order of checks, none of which touches existing results: the spec (ConfigError), the
     backend (ConfigError, e.g. ray not installed), the store (DataError: in use by another
     process after ``wait`` seconds, read-only, not a depthscale store), then the first pending
-    run is built and its loss taken on two examples (ConfigError/DataError for settings that
+    run (for a user factory, the first of each model configuration, with one training step) is
+    built and its loss taken on two examples (ConfigError/DataError for settings that
     cannot run; for a new study this comes before the store, so a refused study leaves no
     folder). Then the planned set and
     a copy of the spec (``out_dir/study.toml``) are written and the pending runs executed; the
@@ -92,13 +93,13 @@ def run_study(
     counts = {"done": 0, "diverged": 0, "failed": 0}
     fresh = not (out / STORE_FILE).exists()
     if fresh and runs:  # a new study that cannot run leaves no store behind
-        check_run(runs[0], check_device=backend != "ray")
+        check_runs(runs, check_device=backend != "ray")
     with open_store(out, wait=wait) as store:
         todo = store.pending(runs, retry_failed=retry_failed)
         if todo and not fresh:
             # a setting that cannot run fails here, once, before any work (Ray workers may have
             # devices the driver lacks: the device is theirs to check)
-            check_run(todo[0], check_device=backend != "ray")
+            check_runs(todo, check_device=backend != "ray")
         store.set_plan(study, runs)
         _copy_spec(out, study.text)
         units = lr_groups(todo) if batch_lrs else [(s,) for s in todo]
