@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from depthscale.cli import bench, claims, limits, model, studies
 from depthscale.cli.common import Parser, check_outputs
+from depthscale.cli.flags import check_unread
 from depthscale.errors import DepthscaleError
 
 __all__ = ["main"]
@@ -33,10 +34,13 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``depthscale`` command; returns the exit code. The current folder is
     importable, as under ``python -m``, so ``--model mymodule:make`` finds the user's file."""
-    args = parser().parse_args(argv)
+    p = parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(words)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
+        check_unread(p, words, args)
         check_outputs(args)
         # once, before any work (reproduce --from-stored names the stored runs' device)
         if isinstance(getattr(args, "device", None), str) and not getattr(args, "from_stored",

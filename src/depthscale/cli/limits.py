@@ -36,7 +36,7 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     from depthscale.io.atomic import write_csv
     from depthscale.report.figures import new_figure, save_figure
 
-    if args.particles is None:
+    if args.solver != "kernel" and args.particles is None:
         args.particles = 10_000 if args.solver == "sde" else 4096
     _check_budget(args)
     if args.solver == "nfd":
@@ -91,10 +91,12 @@ def solver_bytes(args: argparse.Namespace) -> tuple[int, str]:
     formula it comes from: kernel O(N^2) (the N x N covariance), sde O(P N + steps N^2),
     nfd O(P L K) (particles x depth steps x training steps: each particle keeps every past
     increment, nfd Def. 1), mean-ode O(Q L D) (particles x depth stages x dimension)."""
-    n, p = args.inputs, args.particles
     if args.solver == "kernel":
+        n = args.inputs
         return 64 * n * n, f"64 bytes x inputs^2 = 64 x {n:,}^2"
+    p = args.particles
     if args.solver == "sde":
+        n = args.inputs
         steps = args.depth_steps or 200
         return 32 * (p * n + steps * n * n), (f"32 bytes x (particles x inputs + steps x "
                                               f"inputs^2) = 32 x ({p:,} x {n:,} + {steps:,} x "
