@@ -102,6 +102,7 @@ from depthscale.errors import ConfigError
 from depthscale.models.calls import call_model, logits_of
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
+from depthscale.param.dataflow import copy_input
 from depthscale.param.inspect import Structure, inspect
 from depthscale.probes.coord_bands import FLAT, WEIGHT, expected_bands
 from depthscale.probes.forward_record import (
@@ -199,7 +200,7 @@ def measure_point(
         opt = _optimizer(model, plan, optimizer, lr)
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
-            loss_fn(loss, logits_of(call_model(model, x)), y).backward()
+            loss_fn(loss, logits_of(call_model(model, copy_input(x))), y).backward()
             opt.step()
         opt.zero_grad(set_to_none=True)
         after = record_pass(model, x, lay, initial)
