@@ -166,6 +166,7 @@ def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callabl
                          plan_options={"T": args.T}, example_input=example if user else None,
                          **options)
         return model.to(args.device), p
+    make.__qualname__ = args.model  # what a refusal names
     return make
 
 
