@@ -167,6 +167,7 @@ def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callabl
                          plan_options={"T": args.T}, example_input=example if user else None,
                          **options)
         return model.to(args.device), p
+    make.__qualname__ = args.model  # what a refusal names
     if user:  # the factory's boundary checks (forward, one training step) before any work
         make(min([args.width, *getattr(args, "widths", [])]),
              min([args.depth, *getattr(args, "depths", [])]), args.seed)

@@ -18,7 +18,7 @@ from torch import nn
 
 from depthscale.errors import ConfigError, DataError
 
-__all__ = ["call_model", "copy_input", "describe_input", "logits_of", "n_rows", "take_rows",
+__all__ = ["call_model", "describe_input", "logits_of", "n_rows", "take_rows",
            "tensors_of", "to_device"]
 
 
@@ -68,12 +68,6 @@ def tensors_of(x: Any) -> list[torch.Tensor]:
     found: list[torch.Tensor] = []
     _map_tensors(x, lambda t: found.append(t) or t)  # type: ignore[func-returns-value]
     return found
-
-
-def copy_input(x: Any) -> Any:
-    """``x`` with every tensor cloned: a batch a check may pass to a model that writes into its
-    input, leaving the caller's tensors as they were."""
-    return _map_tensors(x, lambda t: t.detach().clone())
 
 
 def n_rows(x: Any) -> int:

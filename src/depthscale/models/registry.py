@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from depthscale.errors import ConfigError
-from depthscale.models.calls import call_model, copy_input, logits_of, tensors_of
+from depthscale.models.calls import call_model, logits_of, tensors_of
 from depthscale.models.chizat import TwoLayerPerceptronResNet
 from depthscale.models.cnn import ConvResNet, PlainCNN
 from depthscale.models.gpt import GPT
@@ -24,6 +24,7 @@ from depthscale.models.mlp import MLPResNet, PlainMLP
 from depthscale.models.vit import ViT
 from depthscale.param import Plan, plan
 from depthscale.param.checks import whole
+from depthscale.param.dataflow import copy_input
 
 __all__ = ["MODELS", "ModelSpec", "build", "check_training_step", "create", "is_factory",
            "resolve_factory"]

@@ -22,7 +22,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 __all__ = ["ADDITIONS", "NORM_OPS", "Addition", "AttentionCall", "Recorder", "TensorInfo", "Use",
-           "call_args", "module_stack", "tensors_in"]
+           "call_args", "copy_input", "module_stack", "tensors_in"]
 
 #: the torch functions and operators that add two tensors (a residual addition's candidates)
 ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__,
@@ -418,6 +418,20 @@ def tensors_in(obj: Any) -> Iterator[torch.Tensor]:
             yield from tensors_in(x)
     elif callable(getattr(obj, "to_tuple", None)):  # a Hugging Face ModelOutput
         yield from tensors_in(obj.to_tuple())
+
+
+def copy_input(x: Any) -> Any:
+    """``x`` with every tensor cloned (nested tuples, lists and dicts; other values kept), so
+    a forward that writes into its input leaves the caller's tensors unchanged."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone().requires_grad_(x.requires_grad)
+    if isinstance(x, Mapping):
+        return {k: copy_input(v) for k, v in x.items()}
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # a named tuple
+        return type(x)(*(copy_input(v) for v in x))
+    if isinstance(x, (tuple, list)):
+        return type(x)(copy_input(v) for v in x)
+    return x
 
 
 def call_args(example_input: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

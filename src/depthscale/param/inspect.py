@@ -53,6 +53,7 @@ from depthscale.param.dataflow import (
     TensorInfo,
     Use,
     call_args,
+    copy_input,
     module_stack,
     tensors_in,
 )
@@ -151,10 +152,10 @@ class Structure:
 def inspect(model: nn.Module, example_input: Any) -> Structure:
     """The structure of ``model`` (see the module docstring), from one forward pass on
     ``example_input`` (a tensor, a tuple of positional arguments, or a dict of keyword
-    arguments). Parameters are not changed (no gradients); every module's train/eval mode is
-    restored. A forward pass that fails is a ConfigError naming the error.
+    arguments), run on a copy of it. Parameters are not changed (no gradients); every module's
+    train/eval mode is restored. A forward pass that fails is a ConfigError naming the error.
     """
-    args, kwargs = call_args(example_input)
+    args, kwargs = call_args(copy_input(example_input))
     rec = Recorder(model)
     for t in tensors_in((args, kwargs)):
         rec.mark_input(t)

@@ -88,7 +88,6 @@ band (:func:`expected_bands`) with :func:`~depthscale.stats.findings.interval_fi
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -102,8 +101,10 @@ from depthscale.errors import ConfigError
 from depthscale.models.calls import call_model, logits_of
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
+from depthscale.param.dataflow import copy_input
 from depthscale.param.inspect import Structure, inspect
 from depthscale.probes.coord_bands import FLAT, WEIGHT, expected_bands
+from depthscale.probes.factory_sizes import check_factory
 from depthscale.probes.forward_record import (
     LAYER_TYPES,
     record_pass,
@@ -199,7 +200,7 @@ def measure_point(
         opt = _optimizer(model, plan, optimizer, lr)
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
-            loss_fn(loss, logits_of(call_model(model, x)), y).backward()
+            loss_fn(loss, logits_of(call_model(model, copy_input(x))), y).backward()
             opt.step()
         opt.zero_grad(set_to_none=True)
         after = record_pass(model, x, lay, initial)
@@ -509,9 +510,13 @@ def coord_check(
 
     A sweep that is given needs at least two distinct sizes and no repeats (a slope from one
     size is meaningless); an empty one is skipped, but not both. Bad sizes, ``seeds``,
-    ``steps`` or ``lr`` are a ConfigError before any model is built.
+    ``steps`` or ``lr`` are a ConfigError before any model is built, and a factory that does not
+    build the widths or depths it is given (:mod:`~depthscale.probes.factory_sizes`) one before
+    any training.
     """
     _check_sweep(widths, depths, base_width, base_depth, steps, lr, seeds)
+    check_factory(make, [*((w, base_depth) for w in widths), *((base_width, d) for d in depths)],
+                  seeds[0], x)
     sweeps, first_plan = _measure_sweeps(
         make, x, y, {"width": widths, "depth": depths}, base_width, base_depth, seeds,
         lambda model, plan, structure: measure_point(
@@ -566,7 +571,6 @@ def _measure_sweeps(
             continue
         order = sorted(sizes)
         by_size = []
-        built: list[int] = []
         for s in order:
             w, d = (s, base_depth) if axis == "width" else (base_width, s)
             at_size = []
@@ -579,21 +583,9 @@ def _measure_sweeps(
                 if progress is not None:
                     progress(1)
             by_size.append(at_size)
-            built.append(getattr(plan, axis))
-        _check_built(axis, order, built)
         sweeps[axis] = (order, by_size)
     assert first_plan is not None
     return sweeps, first_plan
-
-
-def _check_built(axis: str, asked: list[int], built: list[int]) -> None:
-    """ConfigError unless the models' own sizes (the plan's width, or its number of residual
-    branches, as the model reports or inspect reads them) grow with the sizes asked for: a
-    factory that ignores its width would otherwise give flat slopes that look like muP."""
-    if any(b >= c for b, c in itertools.pairwise(built)):
-        raise ConfigError(
-            f"the models built for {axis}s {asked} have {axis}s {built}: the factory does not "
-            f"build the {axis} it is given; make it use its {axis} argument")
 
 
 def _fit_sweeps(report: CoordReport, sweeps: Sweeps,

@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from depthscale.errors import ConfigError
 from depthscale.models.calls import call_model, logits_of
-from depthscale.param.dataflow import tensors_in
+from depthscale.param.dataflow import copy_input, tensors_in
 from depthscale.param.inspect import Structure
 
 __all__ = ["LAYER_TYPES", "MATRIX_ROLES", "Layout", "ModulePass", "Pass", "first_tensor",
@@ -363,7 +363,9 @@ class Pass:
 
 def record_pass(model: nn.Module, x: Any, layout: Layout,
             initial: dict[int, torch.Tensor] | None) -> Pass:
-    """One recorded forward pass on ``x`` without gradients (see the module docstring)."""
+    """One recorded forward pass on a copy of ``x`` without gradients (see the module
+    docstring)."""
+    x = copy_input(x)
     rec = _Recorder(layout, list(tensors_in(x)), initial)
     with torch.no_grad():
         with rec:
@@ -429,11 +431,11 @@ def module_hooks(model: nn.Module, names: set[str], keep_inputs: set[str]
 def module_forward(model: nn.Module, x: Any, types: dict[str, str], writers: dict[str, int],
              keep_inputs: set[str]) -> ModulePass:
     """The outputs of the modules named in ``types`` (their first call) and the inputs of those
-    in ``keep_inputs``, by forward hooks, for an own update of a whole module by
-    ``functional_call``. ``writers`` must be empty (residual additions are found by
-    :func:`measure_point`)."""
+    in ``keep_inputs``, by forward hooks on a pass over a copy of ``x``, for an own update of
+    a whole module by ``functional_call``. ``writers`` must be empty (residual additions are
+    found by :func:`measure_point`)."""
     if writers:
         raise ValueError("module_forward records modules only; measure_point finds the additions")
     with torch.no_grad(), module_hooks(model, set(types), keep_inputs) as rec:
-        rec.out = logits_of(call_model(model, x)).detach().clone()
+        rec.out = logits_of(call_model(model, copy_input(x))).detach().clone()
     return rec

@@ -24,8 +24,10 @@ import numpy as np
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.models.calls import take_rows
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
+from depthscale.probes.factory_sizes import check_factory
 from depthscale.stats.findings import Decision, interval_finding, noise_gate
 from depthscale.stats.sweeps import GridSignal, Optimum, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
@@ -175,7 +177,9 @@ def lr_transfer_check(
 
     ``criterion`` is "running" (mean training loss over the steps, laws Sec. 4.1) or "final"
     (full training-set loss at the end). Bad grids, sizes, seeds or settings are a ConfigError
-    before any model is built.
+    before any model is built, and a factory that does not build the widths or depths it is
+    given (:mod:`~depthscale.probes.factory_sizes`, read on the first ``batch_size`` training
+    inputs) one before any training.
     """
     grid = check_lr_grid(lrs)
     depth_list, width_list = _check_sizes("depths", depths), _check_sizes("widths", widths)
@@ -195,6 +199,9 @@ def lr_transfer_check(
     base = TrainConfig(optimizer=optimizer, lr=grid[0], steps=whole("steps", steps),
                        batch_size=whole("batch_size", batch_size), loss=loss, device=device)
     base.validate()
+    x = getattr(data, "x_train", None)
+    check_factory(make, sizes, seed_list[0],
+                  None if x is None else take_rows(x, slice(0, base.batch_size)))
     records: list[dict[str, Any]] = []
     for i, (w, d) in enumerate(sizes):
         for seed in seed_list:

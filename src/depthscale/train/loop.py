@@ -32,6 +32,7 @@ from depthscale.models.calls import (
     to_device,
 )
 from depthscale.param import OPTIMIZERS, Plan
+from depthscale.param.dataflow import copy_input
 
 __all__ = [
     "FINAL_EVALS",
@@ -272,7 +273,7 @@ def evaluate(
     model.eval()
     total, correct, rows = 0.0, 0, 0
     for i in range(0, size, chunk):
-        out = logits_of(call_model(model, take_rows(x, slice(i, i + chunk))))
+        out = logits_of(call_model(model, copy_input(take_rows(x, slice(i, i + chunk)))))
         yb = y[i : i + chunk]
         n = out[..., 0].numel()
         total += float(loss_fn(loss, out, yb)) * n
@@ -313,7 +314,8 @@ def check_data(model: nn.Module, data: object, loss: str) -> int:
     model.eval()
     try:
         with torch.no_grad():
-            out = logits_of(call_model(model, to_device(take_rows(x, slice(0, 1)), device)))
+            out = logits_of(call_model(model, copy_input(to_device(take_rows(x, slice(0, 1)),
+                                                                   device))))
     except DepthscaleError:
         raise
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:
