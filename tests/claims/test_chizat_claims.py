@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import depthscale.claims.chizat as chizat
+from depthscale.claims import ClaimContext
 from depthscale.claims.registry import CLAIMS, PLANNED
 from depthscale.claims.reproduce import reproduce
 from depthscale.limits import MeanODE
@@ -18,7 +21,7 @@ from depthscale.train.finite_mean_ode import train_finite_resnet
 
 OURS = ("chizat-fig2", "chizat-fig5a", "chizat-fig5b", "chizat-thm2", "chizat-thm3",
         "chizat-fig1")
-BANDS = {
+BANDS = {  # fig2: a and b of a/L + b/sqrt(LM) at D = 10 (Fig. 2's caption), factor 2
     "chizat-fig2": {"a": [0.075, 0.3], "b": [0.11, 0.44]},
     "chizat-fig5a": {"min_ratio_below_threshold": [0.5, None],
                      "max_ratio_below_threshold": [None, 2.0]},
@@ -54,6 +57,30 @@ def test_chizat_claims_run_and_claims_json_validates(smoke_claims: None, tmp_pat
     by_id = {r["id"]: r for r in on_disk}
     for cid, bands in BANDS.items():  # CLAIMS.md section C, verbatim
         assert {k: v for k, v in by_id[cid]["band"].items() if k in bands} == bands
+    # fig2's banded b is the coefficient of 1/sqrt(LM) in the CSV's fitted law, not b/sqrt(D)
+    fig2 = by_id["chizat-fig2"]
+    rows = list(csv.DictReader((tmp_path / fig2["data"]).open()))
+    m = fig2["measured"]
+    for row in rows:
+        L, M = int(row["L"]), int(row["M"])
+        assert float(row["fit"]) == pytest.approx(m["a"] / L + m["b"] / math.sqrt(L * M))
+    assert m["b_over_sqrt_D"] == pytest.approx(m["b"] / math.sqrt(10))
+
+
+def test_fig2_control_fails_on_the_misfit_that_the_correct_run_passes(tmp_path: Path) -> None:
+    """chizat-fig2 fails on b (about 0.6, paper 0.22) at every scale run, so its control has no
+    PASS to contrast with: it must leave the misfit band that the correct run keeps."""
+    c = CLAIMS["chizat-fig2"]
+    assert c.control is not None
+    runs = {}
+    for name, extra in (("right", {}), ("wrong", dict(c.control.settings))):
+        (tmp_path / name).mkdir()
+        runs[name] = c.run(ClaimContext(scale="quick", out_dir=tmp_path / name, device="cpu",
+                                        data_dir=None, seed=0,
+                                        settings={**c.settings["smoke"], **extra}))
+    assert runs["right"].measured["fit_rms_factor"] < 1.5 < runs["wrong"].measured[
+        "fit_rms_factor"]
+    assert runs["wrong"].verdict == "FAIL"
 
 
 def test_claim_settings_follow_claims_md() -> None:

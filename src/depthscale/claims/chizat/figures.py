@@ -1,5 +1,5 @@
 """The chizat claims' figures, shaped like the paper's: Fig. 1 (forward passes against the
-limit curve), Fig. 2 (output error against L and M with the fitted a/L + b sqrt(D)/sqrt(L M)),
+limit curve), Fig. 2 (output error against L and M with the fitted a/L + b/sqrt(L M)),
 Fig. 5a/b (spread and travel against alpha), Thm. 2 (finite nets against the tangent ODE) and
 Thm. 3 / Fig. 4 (travel against alpha per D). Drawing only: every number comes measured."""
 
@@ -80,7 +80,7 @@ def draw_output_error(m: OutputErrors, s: ErrorGridSettings) -> Figure:
     _error_panel(axes[0], m.points, True, s.widths, s.depths)
     _error_panel(axes[1], m.points, False, s.depths, s.widths)
     a, b = m.a, m.b
-    fig.suptitle(f"chizat Fig. 2: a/L + b sqrt(D)/sqrt(LM), a = {a[0]:.3g} [{a[1]:.3g}, "
+    fig.suptitle(f"chizat Fig. 2: a/L + b/sqrt(LM), a = {a[0]:.3g} [{a[1]:.3g}, "
                  f"{a[2]:.3g}], b = {b[0]:.3g} [{b[1]:.3g}, {b[2]:.3g}] (95% CIs)", fontsize=9)
     return fig
 
