@@ -157,9 +157,8 @@ def test_rates_and_sizes_are_refused_before_any_model_is_built(
 def test_one_function_sizes_every_run() -> None:
     """run_cost: the exact parameter count (linear in depth, read on meta at depths 1-3), its
     bytes, and the lower-bound time of epochs over the data's size."""
-    from depthscale.train.budget import run_cost
-
     from depthscale.models import build
+    from depthscale.train.budget import run_cost
 
     cost = run_cost("resnet2", input_shape=(12,), n_out=5, width=16, depth=50, batch_size=10,
                     epochs=2.0, n_train=95, runs=3)

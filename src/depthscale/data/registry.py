@@ -141,10 +141,12 @@ def _positive(name: str, option: str, value: object) -> int:
     return n
 
 
-def data_shape(name: str, *, n_train: int | None = None, **options: Any) -> DataShape:
+def data_shape(name: str, *, n_train: int | None = None, n_test: int | None = None,
+               seed: Any = None, **options: Any) -> DataShape:
     """The :class:`DataShape` of dataset ``name`` with these options, read from what each
     loader documents (nothing is loaded or read); ConfigError for an unknown name or option or
-    a bad size, as :func:`load` would raise."""
+    a bad size, as :func:`load` would raise (``n_test`` and ``seed`` are checked by it)."""
+    del seed
     entry = _REGISTRY.get(name) if isinstance(name, str) else None
     if entry is None:
         raise ConfigError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}")
@@ -153,6 +155,7 @@ def data_shape(name: str, *, n_train: int | None = None, **options: Any) -> Data
         raise ConfigError(f"{name}: unknown option(s) {', '.join(unknown)}; accepted options: "
                           f"{', '.join(entry.options) or 'none'}")
     check_size(name, "n_train", n_train)
+    check_size(name, "n_test", n_test)
     if name in ("teacher", "chizat"):
         dim = check_dim(name, options.get("dim", 16 if name == "teacher" else 10))
         default = 512 if name == "teacher" else 10

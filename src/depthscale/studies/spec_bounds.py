@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from depthscale.errors import ConfigError
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from depthscale.studies.spec import StudySpec
     from depthscale.train.budget import Limits, Override
 
-__all__ = ["MAX_RUNS", "check_grid_cost", "check_grid_size", "grid_cost"]
+__all__ = ["MAX_RUNS", "GridCost", "check_grid_cost", "check_grid_size", "grid_cost"]
 
 #: the most runs a study's grid may expand to unless its [study] max_runs says more
 MAX_RUNS = 10_000
@@ -62,32 +62,50 @@ def check_grid_cost(spec: StudySpec, study: Mapping[str, Any], v: _Checks) -> No
         return f"confirm with [study] {key} = {math.ceil(need)}"
 
     try:
-        seconds, total_steps, formula = grid_cost(spec, limits=limits, override=confirm,
-                                                  lower="the grid's width or depth")
+        cost = grid_cost(spec, limits=limits, override=confirm,
+                         lower="the grid's width or depth")
     except ConfigError as exc:
         v.fail("[grid]", str(exc))
-    hours = seconds / 3600
+    hours = cost.seconds / 3600
     if hours > hours_limit:
-        v.fail("[grid]", f"{total_steps:,} optimizer steps in all ({spec.n_runs:,} runs) take "
-               f"at least {hours:,.0f} h ({formula}), over the {hours_limit:,.0f} h a study "
+        v.fail("[grid]", f"{cost.steps:,} optimizer steps in all ({spec.n_runs:,} runs) take "
+               f"at least {hours:,.0f} h ({cost.formula}), over the {hours_limit:,.0f} h a study "
                "runs without confirmation; lower steps, epochs or the grid, or confirm with "
                f"[study] max_hours = {math.ceil(hours)}")
 
 
+@dataclass(frozen=True)
+class GridCost:
+    """What a study's runs cost: lower-bound ``seconds`` in all, their optimizer ``steps``, the
+    time's ``formula``, and the largest run's parameter ``bytes`` and ``depth``."""
+
+    seconds: float
+    steps: int
+    formula: str
+    bytes: int
+    depth: int
+
+
 def grid_cost(spec: StudySpec, *, limits: Limits | None, override: Override,
-              lower: str) -> tuple[float, int, str]:
+              lower: str) -> GridCost:
     """The lower-bound seconds of all of ``spec``'s runs, their optimizer steps and the
-    formula, each run through :func:`~depthscale.train.budget.run_cost` (``limits``, its
-    ``seconds`` aside: the sum is the caller's to judge). Each distinct model (width, depth,
-    model and data options) is built once on ``meta``; a ConfigError names the grid
-    combination of a run over a bound or whose model cannot be built."""
+    formula, and its largest run, each run through :func:`~depthscale.train.budget.run_cost`
+    (``limits``, its ``seconds`` aside: the sum is the caller's to judge). Each distinct
+    model (width, depth, model and data options) is built once on ``meta``; a ConfigError
+    names the grid combination of a run over a bound or whose model cannot be built."""
     from depthscale.data.registry import data_shape
     from depthscale.studies.spec import combination, expand
-    from depthscale.train.budget import FLOPS, run_cost, steps_of, training_seconds
+    from depthscale.train.budget import (
+        BYTES_PER_PARAMETER,
+        FLOPS,
+        run_cost,
+        steps_of,
+        training_seconds,
+    )
 
     per_run = None if limits is None else replace(limits, seconds=None)
     counts: dict[str, int] = {}
-    seconds, total_steps = 0.0, 0
+    seconds, total_steps, largest, deepest = 0.0, 0, 0, 0
     for run in expand(spec):
         data = {k: v for k, v in run.data_options if k not in ("seed", "n_test")}
         key = json.dumps([run.width, run.depth, run.model_options, sorted(data.items())],
@@ -108,5 +126,8 @@ def grid_cost(spec: StudySpec, *, limits: Limits | None, override: Override,
                                     batch_size=min(run.batch_size, shape.n_train), steps=steps,
                                     device=run.device)[0]
         total_steps += steps
+        largest, deepest = max(largest, counts[key]), max(deepest, run.depth)
     rate = FLOPS["cuda" if spec.train.device.startswith("cuda") else "cpu"]
-    return seconds, total_steps, f"each step 1e-4 s + 6 x parameters x batch / {rate:.0e} FLOP/s"
+    return GridCost(seconds, total_steps,
+                    f"each step 1e-4 s + 6 x parameters x batch / {rate:.0e} FLOP/s",
+                    BYTES_PER_PARAMETER * largest, deepest)

@@ -22,7 +22,7 @@ import torch
 from depthscale.claims.nfd.coupling import gaussian_inputs
 from depthscale.claims.nfd.figures import draw_prop3, draw_prop4_5
 from depthscale.claims.nfd.judgement import Judgement, conclude
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, claim
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.limits import kernel_path, min_eigenvalue, nested_gap_min_eigenvalue, nngp_kernel
 from depthscale.models import build
@@ -96,6 +96,15 @@ def judge_prop3(s: Mapping[str, Any], points: Sequence[KernelPoint]) -> Judgemen
                                 "exponent_vs_depth": (None, -0.5)})
 
 
+def prop3_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+    """The nets :func:`measure_prop3` builds (not trained): ``trials`` at each point of the
+    width and depth sweeps."""
+    points = [(n, s["depth_at"]) for n in s["widths"]] + [(s["width_at"], L)
+                                                          for L in s["depths"]]
+    return [Runs("resnet1", n, L, "teacher", count=s["trials"], data={"dim": s["dim"]})
+            for n, L in points]
+
+
 @claim(
     "nfd-prop3", "nfd",
     "At alpha = 1 the output is a GP with the kernel C_T of the SDE (Prop. 3)",
@@ -107,6 +116,7 @@ def judge_prop3(s: Mapping[str, Any], points: Sequence[KernelPoint]) -> Judgemen
           "depths": [1, 2, 4, 8, 16], "width_at": 8192, "trials": 32},
     smoke={"phi": "relu", "T": 1.0, "inputs": 3, "dim": 4, "widths": [32, 512], "depth_at": 2,
            "depths": [1, 4], "width_at": 1024, "trials": 8},
+    cost=prop3_cost,
     control=Control(
         "finite nets under recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch "
         "multiplier): their kernel moves away from C_T as L grows, so the depth error cannot fall",
