@@ -381,6 +381,9 @@ def test_a_bad_set_is_one_line_before_any_work_and_writes_nothing(
     ("nfd-fig2", ["epochs=3000", "seeds=300"], "would take at least"),
     ("laws-table1", ["archs.vit.options.heads=3"], "study laws-vit gives a run that cannot be "
                                                    "made (width 32, depth 1,"),
+    ("nfd-thm1", ["particles=1000000"], "its nfd solver at these sizes needs about 61.0 GiB "
+                                        "(32 bytes x particles x depth steps x steps"),
+    ("chizat-thm3", ["Q=800000"], "its mean-ode solver at these sizes needs about"),
 ])
 def test_a_set_value_out_of_its_settings_range_is_one_line_before_any_claim_runs(
     cid: str, changes: list[str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -418,17 +421,17 @@ def test_force_lifts_the_bounds_of_a_changed_claim_not_its_ranges(tmp_path: Path
 
 
 def test_the_scales_own_sizes_and_times_stay_allowed_under_set() -> None:
-    """The full scale's nets (nfd-thm1: 16 GiB at width 2048, depth 256) and CPU hours
-    (laws-widths: days) are the paper's: a --set that does not grow them passes; the bounds
-    are raised to them, not past them."""
+    """The full scale's memory (nfd-thm1: 32 GiB of NFD particles, 16 GiB nets at width
+    2048, depth 256) and CPU hours (laws-widths: days) are the paper's: a --set that does not
+    grow them passes; the bounds are raised to them, not past them."""
     from depthscale.claims.changes import parse_change
     from depthscale.claims.reproduce import check_reproduce
     from depthscale.errors import ConfigError
 
     assert check_reproduce(["nfd-thm1"], scale="full", changes=[parse_change("pairs=20")])
     assert check_reproduce(["laws-widths"], scale="full", changes=[parse_change("seeds=2")])
-    with pytest.raises(ConfigError, match="over the 16 GiB a run allocates"):
-        check_reproduce(["nfd-thm1"], scale="full", changes=[parse_change("width_at=8192")])
+    with pytest.raises(ConfigError, match="over the 32 GiB a run allocates"):
+        check_reproduce(["nfd-thm1"], scale="full", changes=[parse_change("width_at=16384")])
 
 
 def test_every_claims_stock_settings_pass_their_own_ranges_and_cost() -> None:

@@ -2,10 +2,12 @@
 
 A claim declares its cost next to its settings (``@claim(..., cost=...)``,
 :data:`~depthscale.claims.registry.Cost`): the networks it makes
-(:class:`~depthscale.claims.registry.Runs`) and the studies it runs (their tables). Each goes
-through the bounds of every run (:func:`depthscale.train.budget.run_cost`; a study through the
-spec reader's :func:`~depthscale.studies.spec_bounds.grid_cost`): a network over the depth or
-the parameter memory a run has, or a claim whose runs would surely take longer than a day, is
+(:class:`~depthscale.claims.registry.Runs`), the limit solvers it runs
+(:class:`~depthscale.claims.registry.Solver`) and the studies it runs (their tables). Each
+goes through the bounds of every run (:func:`depthscale.train.budget.run_cost`,
+:func:`~depthscale.train.budget.solver_cost`; a study through the spec reader's
+:func:`~depthscale.studies.spec_bounds.grid_cost`): a network over the depth or the memory a
+run has, or a claim whose runs would surely take longer than a day, is
 refused; each bound is raised to what the scale's own settings make where they make more (the
 full scale's nets and CPU hours are the paper's). The time is the lower bound every command
 uses; a sequential design's later rounds are not counted.
@@ -19,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from depthscale.claims.changes import SettingChange, apply_changes, describe_changes
-from depthscale.claims.registry import CLAIMS, Claim, Runs
+from depthscale.claims.registry import CLAIMS, Claim, Runs, Solver
 from depthscale.errors import ConfigError
 from depthscale.train.budget import Limits
 
@@ -46,7 +48,7 @@ def claim_cost(claim: Claim, settings: Mapping[str, Any], device: str, *,
     from depthscale.data.registry import data_shape
     from depthscale.studies.spec import study_from_tables
     from depthscale.studies.spec_bounds import grid_cost
-    from depthscale.train.budget import run_cost
+    from depthscale.train.budget import run_cost, solver_cost
 
     total = ClaimCost(0.0, 0, 0)
     if claim.cost is None:
@@ -64,6 +66,12 @@ def claim_cost(claim: Claim, settings: Mapping[str, Any], device: str, *,
                                n_train=shape.n_train, runs=item.count, device=device,
                                limits=per_run, lower="the sizes set", override=_OVERRIDE)
                 one = ClaimCost(run.seconds, run.bytes, item.depth)
+            elif isinstance(item, Solver):
+                run = solver_cost(item.kind, inputs=item.inputs, dim=item.dim,
+                                  particles=item.particles, depth_steps=item.depth_steps,
+                                  steps=item.steps, runs=item.count, limits=per_run,
+                                  what=f"its {item.kind} solver", override=_OVERRIDE)
+                one = ClaimCost(run.seconds, run.parameters, 0)
             else:
                 name = item.get("study", {}).get("name", "its study")
                 spec = study_from_tables(item, source=f"{claim.id}'s study {name}",

@@ -16,7 +16,7 @@ from depthscale.errors import ConfigError
 
 __all__ = [
     "CLAIMS", "PAPERS", "PLANNED", "SCALES", "Claim", "ClaimContext", "ClaimOutcome", "Control",
-    "Cost", "Headline", "Runs", "claim",
+    "Cost", "Headline", "Runs", "Solver", "claim",
 ]
 
 #: quick: CPU minutes (CI's demo); medium: about 30 CPU minutes a claim, where quick cannot
@@ -182,10 +182,27 @@ class Runs:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Solver:
+    """Limit solvers a claim's settings run, as its cost declares them: ``count`` runs of
+    ``kind`` ("nfd", "mean-ode", ...; :func:`depthscale.train.budget.solver_cost`) with
+    ``particles`` particles over ``depth_steps`` depth steps, ``steps`` training steps, in
+    dimension ``dim`` on ``inputs`` inputs."""
+
+    kind: str
+    particles: int
+    depth_steps: int
+    steps: int = 1
+    dim: int = 1
+    inputs: int = 1
+    count: int = 1
+
+
 #: what a claim's settings cost, declared next to them: ``cost(settings, device)`` gives the
-#: networks it makes (:class:`Runs`) and the studies it runs (their tables); ``reproduce``
-#: puts each through the bounds of every run before a changed claim runs
-Cost = Callable[[Mapping[str, Any], str], Iterable["Runs | Mapping[str, Any]"]]
+#: networks it makes (:class:`Runs`), the limit solvers it runs (:class:`Solver`) and the
+#: studies it runs (their tables); ``reproduce`` puts each through the bounds of every run
+#: before a changed claim runs
+Cost = Callable[[Mapping[str, Any], str], Iterable["Runs | Solver | Mapping[str, Any]"]]
 
 
 @dataclass(frozen=True)

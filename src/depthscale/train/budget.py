@@ -21,9 +21,10 @@ from typing import Any
 
 from depthscale.errors import ConfigError
 
-__all__ = ["BYTES_PER_PARAMETER", "FLOPS", "LIMITS", "MAX_DEPTH", "MAX_PARAMETER_BYTES",
-           "MAX_SECONDS", "STEP_OVERHEAD", "Limits", "Override", "RunCost", "check_seconds",
-           "human_seconds", "run_cost", "steps_of", "training_seconds"]
+__all__ = ["BYTES_PER_PARAMETER", "DEPTH_STEP_SECONDS", "FLOPS", "LIMITS", "MAX_DEPTH",
+           "MAX_PARAMETER_BYTES", "MAX_SECONDS", "SOLVERS", "STEP_OVERHEAD", "Limits",
+           "Override", "RunCost", "check_seconds", "human_seconds", "run_cost", "solver_cost",
+           "steps_of", "training_seconds"]
 
 #: the longest run a command starts without ``--force``
 MAX_SECONDS = 24 * 3600.0
@@ -137,6 +138,58 @@ def run_cost(model: str, *, input_shape: tuple[int, ...], n_out: int, width: int
             f"{limits.seconds / 3600:,.0f} h a run starts without confirmation; lower "
             f"{lower_time}, or {_say(override, 'time', seconds / 3600)}")
     return RunCost(count, over, total, seconds, formula)
+
+
+#: a lower bound on the time of one depth stage of one training step of the nfd and mean-ode
+#: solvers (a few numpy calls; about 1e-4 s at the smallest sizes)
+DEPTH_STEP_SECONDS = 2e-5
+#: the solvers :func:`solver_cost` knows
+SOLVERS = ("kernel", "sde", "nfd", "mean-ode")
+
+
+def solver_cost(kind: str, *, inputs: int = 1, dim: int = 1, particles: int = 1,
+                depth_steps: int = 1, steps: int = 1, runs: int = 1,
+                limits: Limits | None = LIMITS, what: str | None = None,
+                override: Override = "pass --force") -> RunCost:
+    """The memory and lower-bound seconds of ``runs`` runs of limit solver ``kind`` (float64,
+    a few working copies): kernel 64 N^2 bytes (the N x N covariance), sde 32 (P N + steps N^2),
+    nfd 32 P L K (particles x depth steps x training steps: each particle keeps every past
+    increment, nfd Def. 1), mean-ode 64 Q (L + 1) D (particles x depth stages x dimension); nfd
+    and mean-ode take at least :data:`DEPTH_STEP_SECONDS` a depth stage of a training step.
+    Unless ``limits`` is None, a ConfigError over ``limits.bytes`` or ``limits.seconds``, with
+    the estimate, its formula and the ``override``. ``RunCost.parameters`` holds the bytes."""
+    n, p, L = inputs, particles, depth_steps
+    if kind == "kernel":
+        need, formula = 64 * n * n, f"64 bytes x inputs^2 = 64 x {n:,}^2"
+    elif kind == "sde":
+        need, formula = 32 * (p * n + L * n * n), (
+            f"32 bytes x (particles x inputs + steps x inputs^2) = 32 x ({p:,} x {n:,} + "
+            f"{L:,} x {n:,}^2)")
+    elif kind == "nfd":
+        need, formula = 32 * p * L * steps, (
+            f"32 bytes x particles x depth steps x steps = 32 x {p:,} x {L:,} x {steps:,}")
+    elif kind == "mean-ode":
+        need, formula = 64 * p * (L + 1) * dim, (
+            f"64 bytes x particles x (depth steps + 1) x dim = 64 x {p:,} x {L + 1:,} x "
+            f"{dim:,}")
+    else:
+        raise ConfigError(f"unknown solver {kind!r}; choose one of: {', '.join(SOLVERS)}")
+    what = what or f"limit {kind}"
+    if limits is not None and need > limits.bytes:
+        raise ConfigError(f"{what} at these sizes needs about {need / 2**30:,.1f} GiB "
+                          f"({formula}), over the {limits.bytes / 2**30:,.0f} GiB a run uses "
+                          f"without confirmation; lower the sizes, or "
+                          f"{_say(override, 'memory', need / 2**30)}")
+    timed = kind in ("nfd", "mean-ode")
+    seconds = runs * steps * (L + 1) * DEPTH_STEP_SECONDS if timed else 0.0
+    when = (f"{runs:,} run(s) x {steps:,} steps x {L + 1:,} depth stages x "
+            f"{DEPTH_STEP_SECONDS:g} s")
+    if limits is not None and limits.seconds is not None and seconds > limits.seconds:
+        raise ConfigError(
+            f"{what} would take at least {human_seconds(seconds)} ({when}), over the "
+            f"{limits.seconds / 3600:,.0f} h a run starts without confirmation; lower the "
+            f"steps, or {_say(override, 'time', seconds / 3600)}")
+    return RunCost(need, False, steps, seconds, when)
 
 
 def _say(override: Override, bound: str, need: float) -> str:

@@ -52,8 +52,8 @@ from depthscale.claims.nfd import (
     value_agreement,
     within_noise,
 )
-from depthscale.claims.nfd.series import online_runs
-from depthscale.claims.registry import ClaimContext, Control, Runs, claim
+from depthscale.claims.nfd.series import nfd_solver, online_runs
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Judgement,
@@ -342,12 +342,14 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
     return Judgement({}, decision, note)
 
 
-def joint_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+def joint_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     """The finite nets along each path n = scale L^power (standard and decoupled, ``pairs``
-    antithetic pairs each)."""
-    return [online_runs("resnet1", n, L, s, 4 * s["pairs"]) for p in s["paths"].values()
-            for L, n in zip(p["depths"], joint_widths(p["power"], p["scale"], p["depths"]),
-                            strict=True)]
+    antithetic pairs each) and the NFD solver at its depths."""
+    return [*(online_runs("resnet1", n, L, s, 4 * s["pairs"]) for p in s["paths"].values()
+              for L, n in zip(p["depths"], joint_widths(p["power"], p["scale"], p["depths"]),
+                              strict=True)),
+            *(nfd_solver(L, s, 2 * s["limit_seeds"]) for L in [*s["limit_depths"],
+                                                               s["ref_depth"]])]
 
 
 @claim(

@@ -26,6 +26,7 @@ from depthscale.claims.nfd.series import (
     learned_backward,
     learned_backward_check,
     nfd_outputs,
+    nfd_solver,
     online_runs,
     require_for_refuted,
     series_measured,
@@ -35,7 +36,7 @@ from depthscale.claims.nfd.series import (
     value_agreement,
     within_noise,
 )
-from depthscale.claims.registry import ClaimContext, Control, Runs, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import ClaimOutcome, routes_verdict
 
 __all__ = ["Thm1Measure", "judge_thm1", "measure_thm1", "nfd_thm1"]
@@ -297,12 +298,15 @@ def judge_thm1(m: Thm1Measure) -> Judgement:
     return Judgement(measured, decision=decision)
 
 
-def thm1_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+def thm1_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     """The finite nets :func:`_all_nets` trains online (standard and decoupled, antithetic
-    pairs): the width sweep at ``depth_at`` and the depth sweep at ``width_at``."""
+    pairs): the width sweep at ``depth_at`` and the depth sweep at ``width_at``; the NFD
+    solver ("full" and "none") at its depths."""
+    solver = [s["depth_at"], s["ref_depth"], *s["limit_depths"]]
     return [*(online_runs("resnet1", n, s["depth_at"], s, 4 * s["width_pairs"])
               for n in s["widths"]),
-            *(online_runs("resnet1", s["width_at"], L, s, 4 * s["pairs"]) for L in s["depths"])]
+            *(online_runs("resnet1", s["width_at"], L, s, 4 * s["pairs"]) for L in s["depths"]),
+            *(nfd_solver(L, s, 2 * s["limit_seeds"]) for L in solver)]
 
 
 @claim(

@@ -20,8 +20,8 @@ import numpy as np
 
 from depthscale.claims.nfd.figures import draw_fig6
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
-from depthscale.claims.nfd.series import online_runs
-from depthscale.claims.registry import ClaimContext, Control, Runs, claim
+from depthscale.claims.nfd.series import nfd_solver, online_runs
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     findings_verdict,
@@ -247,9 +247,11 @@ def judge_fig6(m: Fig6Measure) -> Judgement:
     return Judgement(measured, decision=findings_verdict(findings), note=note)
 
 
-def fig6_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
-    """The finite nets :func:`_width_runs` trains online: ``seeds`` at each width."""
-    return [online_runs("resnet1", n, s["depth"], s, s["seeds"]) for n in s["widths"]]
+def fig6_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+    """The finite nets :func:`_width_runs` trains online (``seeds`` at each width) and the
+    NFD solver at ``depth``."""
+    return [*(online_runs("resnet1", n, s["depth"], s, s["seeds"]) for n in s["widths"]),
+            nfd_solver(s["depth"], s, 1)]
 
 
 @claim(

@@ -26,6 +26,7 @@ from depthscale.claims.nfd.series import (
     learned_backward,
     learned_backward_check,
     nfd_outputs,
+    nfd_solver,
     online_runs,
     require_for_refuted,
     series_measured,
@@ -34,7 +35,7 @@ from depthscale.claims.nfd.series import (
     solver_T,
     value_agreement,
 )
-from depthscale.claims.registry import ClaimContext, Control, Runs, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import ClaimOutcome, Route, routes_verdict
 
 __all__ = ["Cor1Measure", "judge_cor1", "measure_cor1", "nfd_cor1"]
@@ -257,17 +258,19 @@ def judge_cor1(m: Cor1Measure) -> Judgement:
     return Judgement(measured, decision=decision)
 
 
-def cor1_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+def cor1_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     """The finite nets :func:`_cor1_gap` trains online (two nets of ``pairs`` antithetic pairs
-    at each depth): the one- and two-layer arms, the wide arm where set, the baselines."""
+    at each depth): the one- and two-layer arms, the wide arm where set, the baselines; the
+    NFD solver (three couplings) at each depth."""
     sweeps = [("resnet1", s["width"], s["depths"]),
               ("resnet2", s["width_two_layer"], s.get("depths_two_layer", s["depths"])),
               ("resnet1", s.get("wide_width", 1), s.get("wide_depths", []) if
                s.get("wide_width") else []),
               ("mlp", s["baseline_width"], s["baseline_depths"]),
               ("resnet1", s["baseline_width"], s["baseline_depths"])]
-    return [online_runs(model, n, L, s, 4 * s["pairs"]) for model, n, depths in sweeps
-            for L in depths]
+    return [*(online_runs(model, n, L, s, 4 * s["pairs"]) for model, n, depths in sweeps
+              for L in depths),
+            *(nfd_solver(L, s, 3 * s["limit_seeds"]) for L in s["depths"])]
 
 
 @claim(

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from depthscale.claims.registry import Runs
+from depthscale.claims.registry import Runs, Solver
 from depthscale.claims.verdicts import Decision, Route, interval_finding, noise_gate
 from depthscale.errors import ConfigError
 from depthscale.limits.nfd import NFD
@@ -44,6 +44,7 @@ __all__ = [
     "limit_gia_gap",
     "nfd_outputs",
     "nfd_run",
+    "nfd_solver",
     "online_runs",
     "require_for_refuted",
     "series_measured",
@@ -97,6 +98,12 @@ def online_runs(model: str, width: int, depth: int, s: Mapping[str, Any],
     ``s["steps"]`` steps on the teacher stream of dimension ``s["dim"]``): a claim's cost."""
     return Runs(model, width, depth, "teacher", count=count, steps=s["steps"], batch=1,
                 data={"dim": s["dim"]})
+
+
+def nfd_solver(depth: int, s: Mapping[str, Any], count: int) -> Solver:
+    """``count`` runs of the NFD solver at ``depth`` depth steps as :func:`nfd_outputs` runs
+    them (``s["particles"]`` particles, ``s["steps"]`` online steps): a claim's cost."""
+    return Solver("nfd", s["particles"], depth, steps=s["steps"], dim=s["dim"], count=count)
 
 
 @functools.cache
