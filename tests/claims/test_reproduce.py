@@ -375,6 +375,9 @@ def test_a_bad_set_is_one_line_before_any_work_and_writes_nothing(
     ("laws-table1", ["archs.cnn1d.depths=null"], "is there at every scale (the claim reads it) "
                                                  "and cannot be removed"),
     ("laws-table1", ['archs.cnn1d={"model": "cnn1d"}'], "got no dataset, input_shape, width"),
+    ("nfd-prop3", ["widths=[[1, 2]]"], "'widths[0]' is a number at every scale, got a list"),
+    ("laws-table1", ["archs.convresnet1d.data.n_train=5000"], "mnist1d: n_train=5000 but only "
+                                                           "4000 samples are available"),
     # sizes and times through the bounds of every run (train.budget.run_cost)
     ("nfd-prop1", ["width=4096", "depths=[1000]"], "resnet1-post at width 4,096 and depth 1,000 "
                                                    "has 16,777,420,800 parameters: 250.0 GiB"),

@@ -131,6 +131,10 @@ def check_value(claim_id: str, path: str, value: Any, samples: Sequence[Any]) ->
     if not samples or value is None:
         return
     where = f"{claim_id}: setting {path!r}"
+    kinds = list(dict.fromkeys(_kind(s) for s in samples))
+    if _kind(value) not in kinds:
+        raise ConfigError(f"{where} is {' or '.join(kinds)} at every scale, got "
+                          f"{_kind(value)} ({json.dumps(value)})")
     if isinstance(value, Mapping):
         tables = [s for s in samples if isinstance(s, Mapping)]
         if not tables:

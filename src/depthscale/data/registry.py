@@ -18,7 +18,7 @@ from depthscale.data.bundled import (
 )
 from depthscale.data.cifar import load_cifar
 from depthscale.data.dataset import Dataset, as_int, check_dim, check_size
-from depthscale.data.language import load_markov, load_pytext
+from depthscale.data.language import check_tokens, load_markov, load_pytext
 from depthscale.data.synthetic import load_chizat, load_teacher
 from depthscale.errors import ConfigError
 
@@ -164,9 +164,12 @@ def data_shape(name: str, *, n_train: int | None = None, n_test: int | None = No
         context = _positive(name, "context", options.get("context", 32 if name == "markov"
                                                                     else 64))
         vocab = _positive(name, "vocab", options.get("vocab", 16)) if name == "markov" else 256
-        return DataShape((context,), vocab, n_train or (2048 if name == "markov" else 4096))
+        train, test = (2048, 256) if name == "markov" else (4096, 512)
+        check_tokens(name, (n_train or train) + (n_test or test), context)
+        return DataShape((context,), vocab, n_train or train)
     fixed = {"mnist1d": ((1, MNIST1D_LENGTH), 10, MNIST1D_TRAIN),
              "digits": ((1, 8, 8), 10, DIGITS_SAMPLES - math.ceil(0.2 * DIGITS_SAMPLES)),
              "cifar10": ((3, 32, 32), 10, 50000), "cifar100": ((3, 32, 32), 100, 50000)}
     shape, n_out, available = fixed[name]
-    return DataShape(shape, n_out, min(n_train or available, available))
+    check_size(name, "n_train", n_train, available)
+    return DataShape(shape, n_out, n_train or available)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -244,6 +245,10 @@ def check_forward(name: str, model: nn.Module, example: Any, n_out: int) -> None
                           f"build its readout with the n_out it is given ({n_out})")
 
 
+#: parameter counts on ``meta`` by (arguments as JSON, depth): :func:`parameter_count`
+_COUNTS: dict[tuple[str, int], int] = {}
+
+
 def parameter_count(name: str, *, input_shape: tuple[int, ...], n_out: int, width: int,
                     depth: int, **options: Any) -> int:
     """How many parameters model ``name`` has at these sizes, without allocating them: a model
@@ -253,12 +258,21 @@ def parameter_count(name: str, *, input_shape: tuple[int, ...], n_out: int, widt
     (which may not run on ``meta``) is bounded below by one width x width matrix per block."""
     if is_factory(name):
         return depth * width * width
+    try:  # counts are memoised by their arguments (a study or a claim asks for many)
+        key = json.dumps([name, list(input_shape), n_out, width, sorted(options.items())])
+    except TypeError:  # an option JSON cannot write: counted afresh
+        key = None
 
     def count(d: int) -> int:
+        if key is not None and (key, d) in _COUNTS:
+            return _COUNTS[key, d]
         with torch.device("meta"):
             model = create(name, input_shape=input_shape, n_out=n_out, width=width, depth=d,
                            **options)
-        return sum(p.numel() for p in model.parameters())
+        n = sum(p.numel() for p in model.parameters())
+        if key is not None:
+            _COUNTS[key, d] = n
+        return n
 
     if depth <= 3:
         return count(depth)

@@ -8,7 +8,8 @@ business; this module only describes runs.
 
 The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
 
-    [study]                 # name (default: the file's stem), model, recipe, dataset
+    [study]                 # name (default: the file's stem), model, recipe, dataset;
+                            # max_runs, max_hours, max_depth, max_gib confirm a larger study
     [model]                 # model options (activation, backward, kernel_size, ...)
     [roles]                 # "glob over parameter names" = "role" (user models; optional)
     [plan]                  # plan options (T, regime, alpha, sigma_u, eta_u_scale)
