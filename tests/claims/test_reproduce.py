@@ -387,6 +387,7 @@ def test_a_bad_set_is_one_line_before_any_work_and_writes_nothing(
     ("nfd-thm1", ["particles=1000000"], "its nfd solver at these sizes needs about 61.0 GiB "
                                         "(32 bytes x particles x depth steps x steps"),
     ("chizat-thm3", ["Q=800000"], "its mean-ode solver at these sizes needs about"),
+    ("nfd-prop2", ["widths=[102400]"], "its coupling solver at these sizes needs about 78.1 GiB"),
 ])
 def test_a_set_value_out_of_its_settings_range_is_one_line_before_any_claim_runs(
     cid: str, changes: list[str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -133,7 +133,10 @@ def register(sub: Any) -> None:
                    help="change one of the scale's settings (repeatable): a dotted path and a "
                    "JSON value, e.g. --set seeds=8 --set 'archs.cnn1d.seed_rounds=[4,8,16]'; "
                    "null removes an entry of a nested table (--set archs.vit=null). Every path "
-                   "must exist in each chosen claim's settings; the record says what changed")
+                   "must exist in each chosen claim's settings, each value have its setting's "
+                   "type and range (from its values at every scale), and the changed claim "
+                   "stay within the bounds of every run (--force); the record says what "
+                   "changed")
     r.add_argument("--force", action="store_true",
                    help="run a claim changed by --set over the bounds of every run (100,000 "
                    "blocks, 8 GiB of parameter state, a day at the least unless its scale "

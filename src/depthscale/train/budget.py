@@ -23,7 +23,7 @@ from depthscale.errors import ConfigError
 
 __all__ = ["BYTES_PER_PARAMETER", "DEPTH_STEP_SECONDS", "FLOPS", "LIMITS", "MAX_DEPTH",
            "MAX_PARAMETER_BYTES", "MAX_SECONDS", "SOLVERS", "STEP_OVERHEAD", "Limits",
-           "Override", "RunCost", "check_seconds", "human_seconds", "run_cost", "solver_cost",
+           "Override", "RunCost", "human_seconds", "run_cost", "solver_cost",
            "steps_of", "training_seconds"]
 
 #: the longest run a command starts without ``--force``
@@ -144,7 +144,7 @@ def run_cost(model: str, *, input_shape: tuple[int, ...], n_out: int, width: int
 #: solvers (a few numpy calls; about 1e-4 s at the smallest sizes)
 DEPTH_STEP_SECONDS = 2e-5
 #: the solvers :func:`solver_cost` knows
-SOLVERS = ("kernel", "sde", "nfd", "mean-ode")
+SOLVERS = ("kernel", "sde", "nfd", "mean-ode", "coupling", "coupling-path")
 
 
 def solver_cost(kind: str, *, inputs: int = 1, dim: int = 1, particles: int = 1,
@@ -154,8 +154,11 @@ def solver_cost(kind: str, *, inputs: int = 1, dim: int = 1, particles: int = 1,
     """The memory and lower-bound seconds of ``runs`` runs of limit solver ``kind`` (float64,
     a few working copies): kernel 64 N^2 bytes (the N x N covariance), sde 32 (P N + steps N^2),
     nfd 32 P L K (particles x depth steps x training steps: each particle keeps every past
-    increment, nfd Def. 1), mean-ode 64 Q (L + 1) D (particles x depth stages x dimension); nfd
-    and mean-ode take at least :data:`DEPTH_STEP_SECONDS` a depth stage of a training step.
+    increment, nfd Def. 1), mean-ode 64 Q (L + 1) D (particles x depth stages x dimension); a
+    finite net coupled to its SDE (nfd Prop. 2, ``particles`` its width n) 8 n^2 with explicit
+    weights ("coupling", 2 n^2 L FLOPs a trial), 8 (L + 1) n without ("coupling-path"); nfd,
+    mean-ode and coupling-path take at least :data:`DEPTH_STEP_SECONDS` a depth stage of a
+    training step.
     Unless ``limits`` is None, a ConfigError over ``limits.bytes`` or ``limits.seconds``, with
     the estimate, its formula and the ``override``. ``RunCost.parameters`` holds the bytes."""
     n, p, L = inputs, particles, depth_steps
@@ -172,6 +175,11 @@ def solver_cost(kind: str, *, inputs: int = 1, dim: int = 1, particles: int = 1,
         need, formula = 64 * p * (L + 1) * dim, (
             f"64 bytes x particles x (depth steps + 1) x dim = 64 x {p:,} x {L + 1:,} x "
             f"{dim:,}")
+    elif kind == "coupling":
+        need, formula = 8 * p * p, f"8 bytes x width^2 (one float64 W_l) = 8 x {p:,}^2"
+    elif kind == "coupling-path":
+        need, formula = 8 * (L + 1) * p, (
+            f"8 bytes x (depth + 1) x width (the path of h) = 8 x {L + 1:,} x {p:,}")
     else:
         raise ConfigError(f"unknown solver {kind!r}; choose one of: {', '.join(SOLVERS)}")
     what = what or f"limit {kind}"
@@ -180,10 +188,13 @@ def solver_cost(kind: str, *, inputs: int = 1, dim: int = 1, particles: int = 1,
                           f"({formula}), over the {limits.bytes / 2**30:,.0f} GiB a run uses "
                           f"without confirmation; lower the sizes, or "
                           f"{_say(override, 'memory', need / 2**30)}")
-    timed = kind in ("nfd", "mean-ode")
+    timed = kind in ("nfd", "mean-ode", "coupling-path")
     seconds = runs * steps * (L + 1) * DEPTH_STEP_SECONDS if timed else 0.0
     when = (f"{runs:,} run(s) x {steps:,} steps x {L + 1:,} depth stages x "
             f"{DEPTH_STEP_SECONDS:g} s")
+    if kind == "coupling":  # one width x width product a layer
+        seconds = runs * L * 2.0 * p * p / FLOPS["cpu"]
+        when = f"{runs:,} run(s) x {L:,} layers x 2 x {p:,}^2 / {FLOPS['cpu']:.0e} FLOP/s"
     if limits is not None and limits.seconds is not None and seconds > limits.seconds:
         raise ConfigError(
             f"{what} would take at least {human_seconds(seconds)} ({when}), over the "
@@ -205,18 +216,6 @@ def training_seconds(*, parameters: int, batch_size: int, steps: int, runs: int 
     formula = (f"{runs:,} run(s) x {steps:,} steps x (1e-4 s + 6 x {parameters:,} parameters x "
                f"{batch_size:,} examples / {rate:.0e} FLOP/s)")
     return runs * steps * per_step, formula
-
-
-def check_seconds(seconds: float, formula: str, *, what: str, force: bool = False,
-                  lower: str = "--steps") -> None:
-    """ConfigError when ``seconds`` (a lower bound) is over :data:`MAX_SECONDS` and not
-    ``force``; the message gives the estimate, its formula and the override."""
-    if force or seconds <= MAX_SECONDS:
-        return
-    raise ConfigError(
-        f"{what} would take at least {human_seconds(seconds)} ({formula}), over the "
-        f"{MAX_SECONDS / 3600:.0f} h a command starts without --force; lower {lower} or pass "
-        "--force")
 
 
 def human_seconds(seconds: float) -> str:
