@@ -349,6 +349,110 @@ def test_a_bad_set_is_one_line_before_any_work_and_writes_nothing(
     assert not out.exists()
 
 
+# ---- issue 43 items 3 and 4: each setting's type and range, and the bounds, before work --------
+@pytest.mark.parametrize(("cid", "changes", "says"), [
+    # the kind was right but the value was not: each started the claim (SKIP, crash or FAIL)
+    ("nfd-prop1", ["seeds=0"], "'seeds' must be a whole number from 1 to 500"),
+    ("nfd-prop1", ["batch=0"], "'batch' must be a whole number from 1 to 12,800"),
+    ("nfd-prop1", ["width=32.0"], "'width' must be a whole number from 1 to 12,800 (its values "
+                                  "at the scales: 16, 128), got 32.0"),
+    ("nfd-prop1", ["width=NaN"], "'width' must be a whole number"),
+    ("nfd-prop1", ["width=-1"], "'width' must be a whole number from 1"),
+    ("nfd-prop1", ["depths=[4, Infinity]"], "'depths[1]' must be a whole number"),
+    ("nfd-prop1", ["depths=[]"], "'depths' must not be empty"),
+    ("nfd-prop1", ["dataset=teacher"], "'dataset' must be one of: mnist1d, cifar10, digits"),
+    ("nfd-prop2", ["phi=nope"], "'phi' must be one of: relu, gelu, tanh, erf, identity"),
+    ("nfd-prop2", ["T=-1"], "'T' must be a finite number in (0, 100]"),
+    ("nfd-prop2", ["T=Infinity"], "'T' must be a finite number in (0, 100]"),
+    ("nfd-fig2", ["Ts=[0.5, -1]"], "'Ts[1]' must be a finite number in (0, 3200]"),
+    ("nfd-fig2", ["eta_c=1e308"], "'eta_c' must be a finite number in (0, 100]"),
+    ("chizat-fig2", ["repeats=0"], "'repeats' must be a whole number from 1"),
+    ("chizat-fig2", ["depths=[3.5]"], "'depths[0]' must be a whole number"),
+    ("laws-table1", ["seeds=0"], "'seeds' must be a whole number from 1"),
+    ("laws-table1", ["archs.cnn1d.lr_logspace=[-3, 0.5, 20.5]"],
+     "'archs.cnn1d.lr_logspace[2]' must be a whole number from 1 to 2,000"),
+    ("laws-table1", ["archs.cnn1d.model=gpt"], "'archs.cnn1d.model' must be one of: cnn1d"),
+    ("laws-table1", ["archs.cnn1d.depths=null"], "is there at every scale (the claim reads it) "
+                                                 "and cannot be removed"),
+    ("laws-table1", ['archs.cnn1d={"model": "cnn1d"}'], "got no dataset, input_shape, width"),
+    ("nfd-prop3", ["widths=[[1, 2]]"], "'widths[0]' is a number at every scale, got a list"),
+    ("laws-table1", ["archs.convresnet1d.data.n_train=5000"], "mnist1d: n_train=5000 but only "
+                                                           "4000 samples are available"),
+    # sizes and times through the bounds of every run (train.budget.run_cost)
+    ("nfd-prop1", ["width=4096", "depths=[1000]"], "resnet1-post at width 4,096 and depth 1,000 "
+                                                   "has 16,777,420,800 parameters: 250.0 GiB"),
+    ("nfd-fig2", ["epochs=3000", "seeds=300"], "would take at least"),
+    ("laws-table1", ["archs.vit.options.heads=3"], "study laws-vit gives a run that cannot be "
+                                                   "made (width 32, depth 1,"),
+    ("nfd-thm1", ["particles=1000000"], "its nfd solver at these sizes needs about 61.0 GiB "
+                                        "(32 bytes x particles x depth steps x steps"),
+    ("chizat-thm3", ["Q=800000"], "its mean-ode solver at these sizes needs about"),
+    ("nfd-prop2", ["widths=[102400]"], "its coupling solver at these sizes needs about 78.1 GiB"),
+])
+def test_a_set_value_out_of_its_settings_range_is_one_line_before_any_claim_runs(
+    cid: str, changes: list[str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each setting's type and range come from its values at every scale (claims.changes),
+    the changed claim's networks and studies go through the bounds of every run
+    (claims.costs): one line, exit 2, before any claim runs or anything is written."""
+    def never(_ctx: ClaimContext) -> ClaimOutcome:
+        raise AssertionError("a claim ran before the refusal")
+
+    for other in CLAIMS:
+        monkeypatch.setitem(CLAIMS, other, dataclasses.replace(CLAIMS[other], run=never))
+    out = tmp_path / "out"
+    argv = ["reproduce", cid, "--out", str(out)]
+    for change in changes:
+        argv += ["--set", change]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_force_lifts_the_bounds_of_a_changed_claim_not_its_ranges(tmp_path: Path) -> None:
+    from depthscale.claims.changes import parse_change
+    from depthscale.claims.reproduce import check_reproduce
+    from depthscale.errors import ConfigError
+
+    big = [parse_change("width=4096"), parse_change("depths=[1000]")]
+    with pytest.raises(ConfigError, match="pass --force"):
+        check_reproduce(["nfd-prop1"], changes=big)
+    assert check_reproduce(["nfd-prop1"], changes=big, force=True) == ["nfd-prop1"]
+    with pytest.raises(ConfigError, match="'seeds' must be a whole number"):
+        check_reproduce(["nfd-prop1"], changes=[parse_change("seeds=0")], force=True)
+
+
+def test_the_scales_own_sizes_and_times_stay_allowed_under_set() -> None:
+    """The full scale's memory (nfd-thm1: 32 GiB of NFD particles, 16 GiB nets at width
+    2048, depth 256) and CPU hours (laws-widths: days) are the paper's: a --set that does not
+    grow them passes; the bounds are raised to them, not past them."""
+    from depthscale.claims.changes import parse_change
+    from depthscale.claims.reproduce import check_reproduce
+    from depthscale.errors import ConfigError
+
+    assert check_reproduce(["nfd-thm1"], scale="full", changes=[parse_change("pairs=20")])
+    assert check_reproduce(["laws-widths"], scale="full", changes=[parse_change("seeds=2")])
+    with pytest.raises(ConfigError, match="over the 32 GiB a run allocates"):
+        check_reproduce(["nfd-thm1"], scale="full", changes=[parse_change("width_at=16384")])
+
+
+def test_every_claims_stock_settings_pass_their_own_ranges_and_cost() -> None:
+    """Each scale's settings (and with the control) set onto themselves pass every check, and
+    every declared cost can be computed at every scale."""
+    from depthscale.claims.changes import apply_changes
+    from depthscale.claims.costs import claim_cost
+
+    for cid, c in CLAIMS.items():
+        stock = c.stock()
+        for settings in stock:
+            changes = [((key,), value) for key, value in settings.items()]
+            apply_changes(settings, changes, cid, stock=stock)
+        for scale in c.settings:
+            claim_cost(c, c.settings[scale], "cpu")
+
+
 def test_set_values_are_json_else_text_and_need_a_dotted_path() -> None:
     from depthscale.claims.changes import apply_changes, parse_change
     from depthscale.errors import ConfigError

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from depthscale.cli import main, parser
-from depthscale.cli.flags import _LIMIT_READS, UNREAD, typed_flags
+from depthscale.cli.flags import LIMIT_READS, UNREAD, typed_flags
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_every_flag_the_tables_name_exists() -> None:
     for command, unread in UNREAD.items():
         dests = {a.dest for a in subs[command]._actions}
         probe = p.parse_args([command, *(["kernel"] if command == "limit" else [])])
-        for solver in (_LIMIT_READS if command == "limit" else [None]):
+        for solver in (LIMIT_READS if command == "limit" else [None]):
             if solver is not None:
                 probe.solver = solver
             for opt in ("sgd", "adam"):
@@ -104,7 +104,7 @@ def _reads(argv: list[str]) -> set[str]:
     return read
 
 
-@pytest.mark.parametrize("solver", list(_LIMIT_READS))
+@pytest.mark.parametrize("solver", list(LIMIT_READS))
 def test_the_limit_table_is_what_each_solver_reads(
     solver: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -114,8 +114,8 @@ def test_the_limit_table_is_what_each_solver_reads(
     table lists, of those any solver reads."""
     monkeypatch.chdir(tmp_path)
     read = _reads(["limit", solver, *_TINY[solver], "--out", str(tmp_path)])
-    if "dataset" in _LIMIT_READS[solver]:
+    if "dataset" in LIMIT_READS[solver]:
         read |= _reads(["limit", solver, *_TINY[solver], "--dataset", "digits", "--out",
                         str(tmp_path)])
     capsys.readouterr()
-    assert read & set().union(*_LIMIT_READS.values()) == _LIMIT_READS[solver]
+    assert read & set().union(*LIMIT_READS.values()) == LIMIT_READS[solver]

@@ -25,10 +25,10 @@ from depthscale.errors import ConfigError
     (["train", "--data-option", "seed=abc", "--steps", "1"], "the data's seed is --seed"),
     (["train", "--model", "gpt", "--dataset", "markov", "--data-option", "context=100000",
       "--steps", "1"], "over the 67,108,864 this loader draws"),
-    (["explain", "--width", "2000000000"], "has at least 32,000,000,000,000,000,000 parameters"),
+    (["explain", "--width", "2000000000"], "has at least 16,000,000,000 parameters"),
     (["explain", "--depth", "20000000"], "over the 100,000 blocks"),
     (["coord-check", "--widths", "64,100000", "--seeds", "1"], "pass --force"),
-    (["explain", "--model", "cnn1d", "--width", "20000", "--depth", "4"], "23.8 GiB"),
+    (["explain", "--model", "cnn1d", "--width", "20000", "--depth", "4"], "53.6 GiB"),
     (["limit", "sde", "--particles", "100000000000"], "23,841.9 GiB"),
     (["limit", "kernel", "--inputs", "1000000"], "64 bytes x inputs^2"),
     (["limit", "nfd", "--particles", "100000", "--steps", "10000"], "pass --force"),
@@ -68,9 +68,9 @@ def test_the_size_estimate_counts_a_registry_model_exactly_without_allocating() 
 
 def test_force_builds_over_the_limit(monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    from depthscale.models import registry
+    from depthscale.train import budget
 
-    monkeypatch.setattr(registry, "MAX_PARAMETER_BYTES", 1000)
+    monkeypatch.setattr(budget, "LIMITS", budget.Limits(bytes=1000))
     assert main(["explain", "--width", "16", "--depth", "2"]) == 2
     assert "pass --force" in capsys.readouterr().err
     assert main(["explain", "--width", "16", "--depth", "2", "--force"]) == 0
@@ -115,3 +115,57 @@ def test_training_time_estimate_is_exact_arithmetic() -> None:
     assert "2 run(s) x 100 steps" in formula
     gpu, _ = training_seconds(parameters=1000, batch_size=10, steps=100, device="cuda:0")
     assert gpu == pytest.approx(100 * (1e-4 + 6e4 / 1e15))
+
+
+# ---- issue 43 items 3 and 7: rates, momentum, and the bounds before any model is built -------
+@pytest.mark.parametrize(("argv", "message"), [
+    (["train", "--weight-decay", "1e308", "--steps", "1"], "a weight decay must be in [0, "
+     "1,000,000]"),
+    (["train", "--weight-decay", "20", "--steps", "1"], "lr x weight_decay must be < 1"),
+    (["train", "--momentum", "1", "--steps", "1"], "momentum must be in [0, 1)"),
+    (["train", "--momentum", "0.9", "--optimizer", "adam", "--steps", "1"],
+     "momentum is an SGD setting"),
+    (["train", "--lr", "1e300", "--steps", "1"], "a learning rate must be in (0, 1,000,000]"),
+    (["transfer-check", "--lrs", "1e300,1e301,1e302", "--depths", "1,2", "--steps", "1"],
+     "a learning rate must be in (0, 1,000,000]"),
+    (["coord-check", "--lr", "1e39", "--steps", "1"], "a learning rate must be in"),
+    (["train", "--epochs", "1e9", "--width", "4", "--depth", "2"], "would take at least"),
+    (["train", "--width", "60000", "--depth", "1", "--steps", "1"], "53.7 GiB"),
+])
+def test_rates_and_sizes_are_refused_before_any_model_is_built(
+    argv: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--weight-decay 1e308 and --lrs 1e300,... were overflow tracebacks, momentum >= 1 or
+    with adam failed in the optimizer, --epochs 1e9 was checked only after the model was
+    built: each is one line, exit 2, before any model is built."""
+    from depthscale import models
+
+    def never(*_a: object, **_k: object) -> None:
+        raise AssertionError("a model was built before the refusal")
+
+    monkeypatch.setattr(models, "build", never)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        raise SystemExit(main(argv))
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert message in err and "Traceback" not in err, err
+    assert not any(tmp_path.rglob("*"))
+
+
+def test_one_function_sizes_every_run() -> None:
+    """run_cost: the exact parameter count (linear in depth, read on meta at depths 1-3), its
+    bytes, and the lower-bound time of epochs over the data's size."""
+    from depthscale.models import build
+    from depthscale.train.budget import run_cost
+
+    cost = run_cost("resnet2", input_shape=(12,), n_out=5, width=16, depth=50, batch_size=10,
+                    epochs=2.0, n_train=95, runs=3)
+    model, _ = build("resnet2", "depth-mup", input_shape=(12,), n_out=5, width=16, depth=50)
+    assert cost.parameters == sum(p.numel() for p in model.parameters())
+    assert cost.bytes == 16 * cost.parameters and cost.steps == 20 and not cost.at_least
+    assert cost.seconds == pytest.approx(3 * 20 * (1e-4 + 6 * cost.parameters * 10 / 1e11))
+    with pytest.raises(ConfigError, match=r"11\.9 GiB .* confirm with max_gib = 12"):
+        run_cost("resnet1", input_shape=(4,), n_out=1, width=20000, depth=2,
+                 override=lambda bound, need: f"confirm with max_gib = {need:.0f}")

@@ -7,7 +7,7 @@ settings) and returns a :class:`ClaimOutcome`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from depthscale.errors import ConfigError
 
 __all__ = [
     "CLAIMS", "PAPERS", "PLANNED", "SCALES", "Claim", "ClaimContext", "ClaimOutcome", "Control",
-    "Headline", "claim",
+    "Cost", "Headline", "Runs", "Solver", "claim",
 ]
 
 #: quick: CPU minutes (CI's demo); medium: about 30 CPU minutes a claim, where quick cannot
@@ -163,6 +163,49 @@ class Headline:
 
 
 @dataclass(frozen=True)
+class Runs:
+    """Networks a claim's settings make, as its cost declares them (:class:`Claim`'s
+    ``cost``): ``count`` networks of registry model ``model`` at ``width`` and ``depth`` on
+    the data of ``dataset`` (its shape, classes and training examples,
+    :func:`depthscale.data.registry.data_shape` with ``data``), each trained ``steps`` steps
+    (or ``epochs``) of ``batch`` examples; neither: built, not trained."""
+
+    model: str
+    width: int
+    depth: int
+    dataset: str
+    count: int = 1
+    steps: int | None = None
+    epochs: float | None = None
+    batch: int = 128
+    options: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Solver:
+    """Limit solvers a claim's settings run, as its cost declares them: ``count`` runs of
+    ``kind`` ("nfd", "mean-ode", ...; :func:`depthscale.train.budget.solver_cost`) with
+    ``particles`` particles over ``depth_steps`` depth steps, ``steps`` training steps, in
+    dimension ``dim`` on ``inputs`` inputs."""
+
+    kind: str
+    particles: int
+    depth_steps: int
+    steps: int = 1
+    dim: int = 1
+    inputs: int = 1
+    count: int = 1
+
+
+#: what a claim's settings cost, declared next to them: ``cost(settings, device)`` gives the
+#: networks it makes (:class:`Runs`), the limit solvers it runs (:class:`Solver`) and the
+#: studies it runs (their tables); ``reproduce`` puts each through the bounds of every run
+#: before a changed claim runs
+Cost = Callable[[Mapping[str, Any], str], Iterable["Runs | Solver | Mapping[str, Any]"]]
+
+
+@dataclass(frozen=True)
 class Claim:
     """One row of CLAIMS.md: id, paper, what it says, its runner with its settings per scale
     (and ``smoke``, the tests' tiny ones), and its negative control."""
@@ -175,11 +218,22 @@ class Claim:
     control: Control | None = None
     #: the number the report leads with (required by :func:`claim`)
     headline: Headline | None = None
+    #: the networks and studies its settings make (None: not declared; its settings' ranges
+    #: bound it, claims.changes)
+    cost: Cost | None = None
 
     @property
     def paper_version(self) -> str:
         """The version of the paper this claim reproduces."""
         return PAPERS.get(self.paper, "")
+
+    def stock(self) -> list[dict[str, Any]]:
+        """Its settings at every scale (smoke included), each also with the negative control's
+        changes: what ``--set`` derives each setting's type and range from."""
+        out = [dict(s) for s in self.settings.values()]
+        if self.control is not None:
+            out += [{**s, **self.control.settings} for s in self.settings.values()]
+        return out
 
     def settings_for(self, scale: str, *, control: bool = False) -> dict[str, Any]:
         """The settings at ``scale`` (medium falls back to quick), with the negative control's
@@ -206,13 +260,16 @@ def claim(
     medium: Mapping[str, Any] | None = None,
     control: Control | None = None,
     headline: Headline | Mapping[str, Any] | None = None,
+    cost: Cost | None = None,
 ) -> Callable[[Callable[[ClaimContext], ClaimOutcome]], Callable[[ClaimContext], ClaimOutcome]]:
     """Decorator that registers a claim runner under ``claim_id``.
 
     ``smoke`` are tiny settings (seconds, on small data) with which the test suite runs every
     registered runner end to end and its negative ``control``; they are never a scale a user
     selects. ``medium`` exists where quick cannot decide the claim. ``headline`` (required): the
-    :class:`Headline` the report leads with, or a mapping of its fields.
+    :class:`Headline` the report leads with, or a mapping of its fields. ``cost``: the
+    networks and studies its settings make (:data:`Cost`), bounded before a changed claim
+    runs.
     """
 
     Runner = Callable[[ClaimContext], ClaimOutcome]
@@ -225,7 +282,7 @@ def claim(
         lead = _headline(claim_id, headline)
         settings = {"quick": quick, "full": full, "smoke": smoke,
                     **({"medium": medium} if medium is not None else {})}
-        CLAIMS[claim_id] = Claim(claim_id, paper, title, fn, settings, control, lead)
+        CLAIMS[claim_id] = Claim(claim_id, paper, title, fn, settings, control, lead, cost)
         return fn
 
     return register

@@ -50,7 +50,8 @@ from depthscale.report import (
 )
 from depthscale.train.loop import check_device_name, resolve_device
 
-__all__ = ["LOCK_FILE", "ClaimHooks", "SkipHook", "reproduce", "select_claims"]
+__all__ = ["LOCK_FILE", "ClaimHooks", "SkipHook", "check_reproduce", "reproduce",
+           "select_claims"]
 
 #: held while claims.json and index.html are read, merged and rewritten
 LOCK_FILE = "reproduce.lock"
@@ -203,10 +204,25 @@ def _run_claim(cid: str, ctx: ClaimContext, crashed: list[str]) -> ClaimOutcome:
         return ClaimOutcome("SKIP", reason=f"crashed: {last}")
 
 
+def check_reproduce(ids: Sequence[str], *, scale: str = "quick", device: str = "cpu",
+                    seeds: int = 1, control: bool = False, workers: int = 1,
+                    budget_seconds: float | None = None, changes: Sequence[SettingChange] = (),
+                    from_stored: bool = False, force: bool = False) -> list[str]:
+    """Every check :func:`reproduce` makes of its arguments before any work (ConfigError),
+    nothing run or written; the chosen claim ids."""
+    return _check(ids, scale, workers, seeds, device, control, budget_seconds, changes,
+                  from_stored, force)
+
+
 def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str,
            control: bool, budget_seconds: float | None = None,
-           changes: Sequence[SettingChange] = (), from_stored: bool = False) -> list[str]:
-    """The chosen claim ids, after every check of the arguments (ConfigError, before work)."""
+           changes: Sequence[SettingChange] = (), from_stored: bool = False,
+           force: bool = False) -> list[str]:
+    """The chosen claim ids, after every check of the arguments (ConfigError, before work):
+    each ``--set`` path exists in every chosen claim, its value has the setting's type and
+    range (:mod:`~depthscale.claims.changes`), and the changed claim's networks and studies
+    stay within the bounds of every run (:mod:`~depthscale.claims.costs`; not under
+    ``force``, nor ``from_stored``, which trains nothing)."""
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     if budget_seconds is not None and not (isinstance(budget_seconds, int | float)
@@ -226,8 +242,14 @@ def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str
         lacking = [cid for cid in chosen if CLAIMS[cid].control is None]
         if lacking:
             raise ConfigError(f"no negative control for: {', '.join(lacking)}")
-    for cid in chosen:  # every --set path exists in every chosen claim's settings
-        apply_changes(CLAIMS[cid].settings_for(scale, control=control), changes, cid)
+    for cid in chosen:  # every --set path exists in every chosen claim, with a value in range
+        apply_changes(CLAIMS[cid].settings_for(scale, control=control), changes, cid,
+                      stock=CLAIMS[cid].stock())
+    if changes and not (force or from_stored):
+        from depthscale.claims.costs import check_claim_cost
+
+        for cid in chosen:
+            check_claim_cost(cid, scale, control, changes, device)
     return chosen
 
 
@@ -358,6 +380,7 @@ def reproduce(
     changes: Sequence[SettingChange] = (),
     from_stored: bool = False,
     on_skip: SkipHook | None = None,
+    force: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
@@ -372,11 +395,12 @@ def reproduce(
     GPU, where one small run leaves the device idle, a group costs about what one run does).
     ``changes``: settings changed from the scale's (``--set``,
     :mod:`~depthscale.claims.changes`: every path checked against every chosen claim before
-    any work; the record says what was changed). ``from_stored``: judge each claim from the
-    runs and computations already stored in ``out_dir`` alone, training nothing (a missing
-    one makes the claim a SKIP that names it, never written over a decided verdict);
-    ``device`` then names the stored runs (a GPU's,
-    judged here) and is not opened, and the chosen claims are judged again (``rerun``). With
+    any work, each value's type and range, and the changed claim's sizes and time against the
+    bounds of every run unless ``force``; the record says what was changed). ``from_stored``:
+    judge each claim from the runs and computations already stored in ``out_dir`` alone,
+    training nothing (a missing one makes the claim a SKIP that names it, never written over a
+    decided verdict); ``device`` then names the stored runs (a GPU's, judged here) and is not
+    opened, and the chosen claims are judged again (``rerun``). With
     the first run's ``budget_seconds`` and ``workers`` a sequential design replays its rounds
     (its meter reads the stored run times).
 
@@ -388,7 +412,7 @@ def reproduce(
     was); ``on_skip(record, kept)`` is told of every SKIP, with the record kept in its place.
     """
     chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds, changes,
-                    from_stored)
+                    from_stored, force)
     rerun = rerun or from_stored
     out_dir = check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from depthscale.claims import CLAIMS, PLANNED, reproduce, select_claims
+    from depthscale.claims.reproduce import check_reproduce
     from depthscale.report import console_table
 
     if args.list:
@@ -56,7 +57,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         for cid, why in PLANNED.items():
             print(f"{cid:16} (planned: needs {why})")
         return 0
-    select_claims(args.claims)  # validate before any work
+    # every check before the progress bar: the claims, the --set values and their bounds
+    check_reproduce(args.claims, scale=args.scale, device=args.device, seeds=args.seeds,
+                    control=args.control, workers=args.workers, budget_seconds=args.budget,
+                    changes=args.set, from_stored=args.from_stored, force=args.force)
     console = Console(stderr=True)
     if args.device.startswith("cuda") and not args.batch_lrs and torch.cuda.is_available():
         console.print("hint: on a GPU one small sweep run leaves the device idle; --batch-lrs "
@@ -89,7 +93,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
                                      workers=args.workers, on_claim=on_claim, rerun=args.rerun,
                                      on_kept=on_kept, budget_seconds=args.budget,
                                      batch_lrs=args.batch_lrs, changes=args.set,
-                                     from_stored=args.from_stored, on_skip=on_skip)
+                                     from_stored=args.from_stored, on_skip=on_skip,
+                                     force=args.force)
     Console().print(console_table(results, details=args.details))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
@@ -146,7 +151,14 @@ def register(sub: Any) -> None:
                    help="change one of the scale's settings (repeatable): a dotted path and a "
                    "JSON value, e.g. --set seeds=8 --set 'archs.cnn1d.seed_rounds=[4,8,16]'; "
                    "null removes an entry of a nested table (--set archs.vit=null). Every path "
-                   "must exist in each chosen claim's settings; the record says what changed")
+                   "must exist in each chosen claim's settings, each value have its setting's "
+                   "type and range (from its values at every scale), and the changed claim "
+                   "stay within the bounds of every run (--force); the record says what "
+                   "changed")
+    r.add_argument("--force", action="store_true",
+                   help="run a claim changed by --set over the bounds of every run (100,000 "
+                   "blocks, 8 GiB of parameter state, a day at the least unless its scale "
+                   "takes longer) anyway")
     r.add_argument("--from-stored", action="store_true",
                    help="judge the chosen claims again from the runs stored in --out alone, "
                    "training nothing (a missing run makes the claim a SKIP that names it, exit "

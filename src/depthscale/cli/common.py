@@ -19,6 +19,7 @@ __all__ = [
     "Parser",
     "build_from_args",
     "check_outputs",
+    "decay",
     "deferred_interrupts",
     "finite_float",
     "fmt",
@@ -26,9 +27,11 @@ __all__ = [
     "json_safe",
     "key_value",
     "model_flags",
+    "momentum",
     "option_flags",
     "positive_int",
     "progress",
+    "rate",
     "seed_value",
     "status",
 ]
@@ -51,6 +54,41 @@ def finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+def rate(text: str) -> float:
+    """A learning rate: a finite number in (0, 1e6] (:data:`depthscale.param.optim.MAX_RATE`:
+    the rate times a weight or gradient up to 1e32 stays a float32)."""
+    from depthscale.param.optim import MAX_RATE
+
+    value = finite_float(text)
+    if not 0 < value <= MAX_RATE:
+        raise argparse.ArgumentTypeError(f"a learning rate must be in (0, {MAX_RATE:,.0f}] (the "
+                                         "rate times a weight or gradient up to 1e32 must "
+                                         f"stay a float32), got {text}")
+    return value
+
+
+def decay(text: str) -> float:
+    """A weight decay: a finite number in [0, 1e6] (as :func:`rate`); its product with the
+    learning rate is checked with the other training settings."""
+    from depthscale.param.optim import MAX_RATE
+
+    value = finite_float(text)
+    if not 0 <= value <= MAX_RATE:
+        raise argparse.ArgumentTypeError(f"a weight decay must be in [0, {MAX_RATE:,.0f}] (the "
+                                         "rate times a weight up to 1e32 must stay a "
+                                         f"float32), got {text}")
+    return value
+
+
+def momentum(text: str) -> float:
+    """SGD's momentum: a number in [0, 1)."""
+    value = finite_float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"momentum must be in [0, 1) (at 1 or more the "
+                                         f"velocity never decays), got {text}")
     return value
 
 
@@ -145,7 +183,7 @@ def model_flags(p: argparse.ArgumentParser) -> None:
                    help="width n (channels for CNNs)")
     p.add_argument("--depth", type=positive_int, default=8,
                    help="depth L (residual blocks / layers)")
-    p.add_argument("--lr", type=finite_float, default=0.1,
+    p.add_argument("--lr", type=rate, default=0.1,
                    help="base learning rate (eta_c; each parameter trains at lr x c)")
     p.add_argument("--T", type=finite_float, default=1.0, help="time horizon T (nfd Eq. 1)")
     p.add_argument("--hidden", type=int, default=None, help="hidden width M (chizat2lp)")
@@ -155,8 +193,8 @@ def model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--seed", type=seed_value, default=0, help="seed of init and data order")
     p.add_argument("--force", action="store_true",
-                   help="build a model over the size limits (100,000 blocks, 8 GiB of "
-                   "parameter state) anyway")
+                   help="run over the bounds (100,000 blocks, 8 GiB of parameter state, a "
+                   "day at the least) anyway")
 
 
 def option_flags(p: argparse.ArgumentParser) -> None:
@@ -171,13 +209,15 @@ def option_flags(p: argparse.ArgumentParser) -> None:
                    "model that does not declare them (repeatable)")
 
 
-def build_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+def build_from_args(args: argparse.Namespace, training: Any = None) -> tuple[Any, Any, Any]:
     """(model, plan, data) from the model flags (and :func:`option_flags` where given).
     ``--model`` may be a factory ``package.module:function``; its model is inspected on a few
-    training inputs, as a study's user model is."""
+    training inputs, as a study's user model is. Before the model is built, its size and (with
+    ``training``, a TrainConfig) its training time go through the bounds of every run
+    (:func:`depthscale.train.budget.run_cost`; ``--force`` lifts them)."""
     from depthscale.data import load
     from depthscale.models import build, is_factory
-    from depthscale.models.registry import check_model_size
+    from depthscale.train.budget import LIMITS, run_cost
 
     data_options = dict(getattr(args, "data_option", []))
     for own in ("seed", "data_dir"):
@@ -193,8 +233,13 @@ def build_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         options["backward"] = args.backward
     roles = {k: str(v) for k, v in getattr(args, "role", [])} or None
     example = data.x_train[:8] if is_factory(args.model) else None
-    check_model_size(args.model, input_shape=data.sample_shape, n_out=data.n_out,
-                     width=args.width, depth=args.depth, force=args.force, **options)
+    run_cost(args.model, input_shape=data.sample_shape, n_out=data.n_out, width=args.width,
+             depth=args.depth, options=options, device=args.device,
+             limits=None if args.force else LIMITS, what=f"{args.command} {args.model}",
+             lower_time="--steps or --epochs",
+             **({} if training is None else {
+                 "batch_size": training.batch_size, "steps": training.steps,
+                 "epochs": training.epochs, "n_train": len(data.x_train)}))
     model, plan = build(
         args.model, args.param, input_shape=data.sample_shape, n_out=data.n_out,
         width=args.width, depth=args.depth, seed=args.seed, plan_options=plan_options,

@@ -14,12 +14,13 @@ from collections.abc import Callable, Sequence
 
 from depthscale.errors import ConfigError
 
-__all__ = ["UNREAD", "check_unread", "typed_flags"]
+__all__ = ["LIMIT_READS", "UNREAD", "check_unread", "typed_flags"]
 
 #: flags a mode does not read: command -> (args -> {dest: why it is not read})
 Unread = Callable[[argparse.Namespace], dict[str, str]]
 
-_LIMIT_READS: dict[str, set[str]] = {
+#: the flags each `limit` solver reads (of those some solver does not)
+LIMIT_READS: dict[str, set[str]] = {
     "kernel": {"phi", "T", "dataset", "data_dir", "inputs", "dim", "depth", "seed"},
     "sde": {"phi", "T", "dataset", "data_dir", "inputs", "dim", "depth_steps", "increments",
             "dtype", "particles", "seed"},
@@ -31,12 +32,12 @@ _LIMIT_READS: dict[str, set[str]] = {
 
 def _limit(args: argparse.Namespace) -> dict[str, str]:
     """Each solver's own flags; ``--dim`` only for Gaussian inputs (kernel, sde)."""
-    reads = set(_LIMIT_READS[args.solver])
+    reads = set(LIMIT_READS[args.solver])
     if args.solver in ("kernel", "sde") and args.dataset is not None:
         reads.discard("dim")
     unread = {}
-    for dest in set().union(*_LIMIT_READS.values()) - reads:
-        users = [s for s, r in _LIMIT_READS.items() if dest in r]
+    for dest in set().union(*LIMIT_READS.values()) - reads:
+        users = [s for s, r in LIMIT_READS.items() if dest in r]
         unread[dest] = ("--dataset gives the inputs" if dest == "dim" else
                         f"only 'limit {' / '.join(users)}' uses it")
     return unread

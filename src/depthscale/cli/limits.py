@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.cli.common import finite_float, positive_int, seed_value, status
-from depthscale.errors import ConfigError
 
 
 def _limit_inputs(args: argparse.Namespace) -> Any:
@@ -79,55 +78,19 @@ def _cmd_limit(args: argparse.Namespace) -> int:
     return 0
 
 
-#: the most memory a limit solver may need without ``--force``
-MAX_SOLVER_BYTES = 8 * 2**30
-#: a lower bound on the time of one depth stage of one training step of the nfd and mean-ode
-#: solvers (a few numpy calls; measured here: about 1e-4 s at the smallest sizes)
-DEPTH_STEP_SECONDS = 2e-5
-
-
-def solver_bytes(args: argparse.Namespace) -> tuple[int, str]:
-    """The memory a solver needs at these sizes (float64, a few working copies) and the
-    formula it comes from: kernel O(N^2) (the N x N covariance), sde O(P N + steps N^2),
-    nfd O(P L K) (particles x depth steps x training steps: each particle keeps every past
-    increment, nfd Def. 1), mean-ode O(Q L D) (particles x depth stages x dimension)."""
-    if args.solver == "kernel":
-        n = args.inputs
-        return 64 * n * n, f"64 bytes x inputs^2 = 64 x {n:,}^2"
-    p = args.particles
-    if args.solver == "sde":
-        n = args.inputs
-        steps = args.depth_steps or 200
-        return 32 * (p * n + steps * n * n), (f"32 bytes x (particles x inputs + steps x "
-                                              f"inputs^2) = 32 x ({p:,} x {n:,} + {steps:,} x "
-                                              f"{n:,}^2)")
-    if args.solver == "nfd":
-        depth_steps = args.depth_steps or 64
-        return 32 * p * depth_steps * args.steps, (
-            f"32 bytes x particles x depth steps x steps = 32 x {p:,} x {depth_steps:,} x "
-            f"{args.steps:,}")
-    depth_steps = args.depth_steps or 16
-    return 64 * p * (depth_steps + 1) * args.dim, (
-        f"64 bytes x particles x (depth steps + 1) x dim = 64 x {p:,} x {depth_steps + 1:,} x "
-        f"{args.dim:,}")
-
-
 def _check_budget(args: argparse.Namespace) -> None:
-    """ConfigError, before any work, when the solver would need more than
-    :data:`MAX_SOLVER_BYTES`, or (nfd, mean-ode) surely take over a day (unless ``--force``),
-    with the estimate and its formula."""
-    need, formula = solver_bytes(args)
-    if need > MAX_SOLVER_BYTES and not args.force:
-        raise ConfigError(f"limit {args.solver} at these sizes needs about {need / 2**30:,.1f} "
-                          f"GiB ({formula}), over the {MAX_SOLVER_BYTES / 2**30:.0f} GiB a "
-                          "command uses without --force; lower the sizes or pass --force")
-    if args.solver in ("nfd", "mean-ode"):
-        from depthscale.train.budget import check_seconds
+    """ConfigError, before any work, when the solver would need more than 8 GiB, or (nfd,
+    mean-ode) surely take over a day (unless ``--force``), with the estimate and its formula
+    (:func:`depthscale.train.budget.solver_cost`)."""
+    from depthscale.cli.flags import LIMIT_READS
+    from depthscale.train.budget import LIMITS, solver_cost
 
-        depth_steps = args.depth_steps or (64 if args.solver == "nfd" else 16)
-        check_seconds(args.steps * (depth_steps + 1) * DEPTH_STEP_SECONDS,
-                      f"{args.steps:,} steps x {depth_steps + 1:,} depth stages x "
-                      f"{DEPTH_STEP_SECONDS:g} s", what=f"limit {args.solver}", force=args.force)
+    sizes = {k: getattr(args, k) for k in ("inputs", "dim", "particles", "depth_steps", "steps")
+             if k in LIMIT_READS[args.solver]}  # only what the solver reads
+    if "depth_steps" in sizes:
+        sizes["depth_steps"] = sizes["depth_steps"] or {"sde": 200, "nfd": 64}.get(args.solver,
+                                                                                   16)
+    solver_cost(args.solver, **sizes, limits=None if args.force else LIMITS)
 
 
 def _limit_nfd(args: argparse.Namespace) -> int:

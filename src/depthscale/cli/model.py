@@ -15,14 +15,17 @@ from typing import Any
 from depthscale.cli.common import (
     Interrupts,
     build_from_args,
+    decay,
     deferred_interrupts,
     finite_float,
     int_list,
     json_safe,
     model_flags,
+    momentum,
     option_flags,
     positive_int,
     progress,
+    rate,
 )
 from depthscale.errors import ConfigError
 
@@ -74,11 +77,12 @@ class _Interrupted(Exception):
 
 
 def _prepare_train(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, int]:
-    """(model, plan, data, config, total steps), every check done before any step."""
+    """(model, plan, data, config, total steps), every check done before any step: the
+    training settings, then the run's size and time (:func:`build_from_args`), then the
+    data against the model."""
     from depthscale.train import TrainConfig, check_data
-    from depthscale.train.budget import check_seconds, training_seconds
+    from depthscale.train.budget import steps_of
 
-    model, plan, data = build_from_args(args)
     if (args.steps is None) == (args.epochs is None):
         if args.steps is None and args.epochs is None:
             args.epochs = 1.0
@@ -90,14 +94,10 @@ def _prepare_train(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, int]:
                       seed=args.seed, device=args.device, eval_every=args.eval_every,
                       divergence_factor=args.divergence_factor)
     cfg.validate()
+    model, plan, data = build_from_args(args, cfg)
     check_data(model, data, cfg.loss)  # train() checks again; here before the progress bar
-    batch = min(cfg.batch_size, len(data.x_train))
-    per_epoch = math.ceil(len(data.x_train) / batch)
-    total = cfg.steps or max(1, round((cfg.epochs or 1) * per_epoch))
-    seconds, formula = training_seconds(parameters=sum(p.numel() for p in model.parameters()),
-                                        batch_size=batch, steps=total, device=args.device)
-    check_seconds(seconds, formula, what=f"train {args.model}", force=args.force,
-                  lower="--steps or --epochs")
+    total = steps_of(steps=cfg.steps, epochs=cfg.epochs, n_train=len(data.x_train),
+                     batch_size=cfg.batch_size)
     return model, plan, data, cfg, total
 
 
@@ -136,30 +136,35 @@ def _write_train(args: argparse.Namespace, cfg: Any, res: Any) -> None:
 
 
 def _float_list(text: str) -> list[float]:
-    values = [finite_float(v) for v in text.split(",") if v.strip()]
+    values = [rate(v) for v in text.split(",") if v.strip()]
     if not values:
         raise argparse.ArgumentTypeError("expected at least one number")
     return values
 
 
-def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callable[..., Any]:
+def _model_factory(args: argparse.Namespace, data: Any, example: Any, *, runs: int,
+                   batch_size: int) -> Callable[..., Any]:
     """make(width, depth, seed) -> (model, plan) for ``--model``: a registry model or the
     user's factory, built with its plan by :func:`depthscale.models.build` (a factory's model
     is inspected on ``example``, a batch of the data: roles, residual branches and their
     count; it is built once here, at the smallest sizes, so its boundary checks come before
-    any work)."""
+    any work). First the bounds of every run (:func:`depthscale.train.budget.run_cost`): the
+    largest size, and ``runs`` trainings of ``--steps`` steps of ``batch_size`` examples at
+    it (``--force`` lifts them)."""
     from depthscale.models import build, is_factory
-    from depthscale.models.registry import check_model_size
     from depthscale.param import RECIPES
+    from depthscale.train.budget import LIMITS, run_cost
 
     if args.param not in RECIPES:
         raise ConfigError(f"unknown recipe {args.param!r}; choose one of: {', '.join(RECIPES)}")
     options: dict[str, Any] = {} if args.hidden is None else {"hidden": args.hidden}
     user = is_factory(args.model)
-    check_model_size(args.model, input_shape=data.sample_shape, n_out=data.n_out,
-                     width=max([args.width, *getattr(args, "widths", [])]),
-                     depth=max([args.depth, *getattr(args, "depths", [])]), force=args.force,
-                     **options)
+    run_cost(args.model, input_shape=data.sample_shape, n_out=data.n_out,
+             width=max([args.width, *getattr(args, "widths", [])]),
+             depth=max([args.depth, *getattr(args, "depths", [])]), options=options,
+             batch_size=batch_size, steps=args.steps, runs=runs, device=args.device,
+             limits=None if args.force else LIMITS, what=f"{args.command} {args.model}",
+             lower="--width(s) or --depth(s)")
 
     def make(w: int, d: int, seed: int) -> tuple[Any, Any]:
         model, p = build(args.model, args.param, input_shape=data.sample_shape,
@@ -172,23 +177,6 @@ def _model_factory(args: argparse.Namespace, data: Any, example: Any) -> Callabl
         make(min([args.width, *getattr(args, "widths", [])]),
              min([args.depth, *getattr(args, "depths", [])]), args.seed)
     return make
-
-
-def _check_time(args: argparse.Namespace, data: Any, *, runs: int, batch_size: int) -> None:
-    """Refuse, before any work, ``runs`` trainings of ``--steps`` steps each at the largest
-    size when they would surely take over a day (:mod:`depthscale.train.budget`)."""
-    from depthscale.models.registry import parameter_count
-    from depthscale.train.budget import check_seconds, training_seconds
-
-    if args.force:
-        return
-    options: dict[str, Any] = {} if args.hidden is None else {"hidden": args.hidden}
-    count = parameter_count(args.model, input_shape=data.sample_shape, n_out=data.n_out,
-                            width=max([args.width, *getattr(args, "widths", [])]),
-                            depth=max([args.depth, *getattr(args, "depths", [])]), **options)
-    seconds, formula = training_seconds(parameters=count, batch_size=batch_size,
-                                        steps=args.steps, runs=runs, device=args.device)
-    check_seconds(seconds, formula, what=f"{args.command} {args.model}", force=args.force)
 
 
 def _check_model_name(name: str) -> None:
@@ -222,10 +210,9 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
     _check_model_name(args.model)
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
     x, y = data.x_train[: args.batch_size], data.y_train[: args.batch_size]
-    make = _model_factory(args, data, x)
-    device = args.device
     total = (len(args.widths) + len(args.depths)) * args.seeds
-    _check_time(args, data, runs=total, batch_size=len(x))
+    make = _model_factory(args, data, x, runs=total, batch_size=len(x))
+    device = args.device
     with progress(f"coord-check {args.model} ({args.param}, {args.optimizer})", total) as advance:
         report = coord_check(make, x.to(device), y.to(device), widths=args.widths,
                              depths=args.depths, base_width=args.width, base_depth=args.depth,
@@ -265,10 +252,10 @@ def _cmd_transfer_check(args: argparse.Namespace) -> int:
     _check_model_name(args.model)
     check_lr_grid(args.lrs)
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
-    make = _model_factory(args, data, data.x_train[: args.batch_size])
     sizes = len(set(args.depths)) + len(set(args.widths))
     total = sizes * len(args.lrs) * args.seeds
-    _check_time(args, data, runs=total, batch_size=min(args.batch_size, len(data.x_train)))
+    make = _model_factory(args, data, data.x_train[: args.batch_size], runs=total,
+                          batch_size=min(args.batch_size, len(data.x_train)))
     with progress(f"transfer-check {args.model} ({args.param}, {args.optimizer})",
                   total) as advance:
         report = lr_transfer_check(
@@ -320,8 +307,9 @@ def register(sub: Any) -> None:
     t.add_argument("--steps", type=positive_int, default=None)
     t.add_argument("--epochs", type=finite_float, default=None, help="(default 1 epoch)")
     t.add_argument("--batch-size", type=positive_int, default=128, help="1 = online SGD")
-    t.add_argument("--momentum", type=finite_float, default=0.0)
-    t.add_argument("--weight-decay", type=finite_float, default=0.0)
+    t.add_argument("--momentum", type=momentum, default=0.0, help="SGD only, in [0, 1)")
+    t.add_argument("--weight-decay", type=decay, default=0.0,
+                   help="in [0, 1e6], with --lr x --weight-decay < 1")
     t.add_argument("--eval-every", type=int, default=0, help="steps between test evaluations")
     t.add_argument("--divergence-factor", type=finite_float, default=10.0,
                    help="diverged when the running loss exceeds this x the initial loss "

@@ -25,9 +25,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from depthscale.studies.spec import load_study
     from depthscale.studies.sweep import run_study
 
-    name = load_study(args.spec).name  # a bad spec fails here, before the progress bar
+    study = load_study(args.spec)  # a bad spec fails here, before the progress bar
+    name = study.name
     result = run_study(
-        args.spec, args.out, backend=args.backend, workers=args.workers, address=args.address,
+        study, args.out, backend=args.backend, workers=args.workers, address=args.address,
         progress=lambda total: progress(f"sweep {name}", total), retries=args.retries,
         retry_failed=args.retry_failed, wait=args.wait, batch_lrs=args.batch_lrs,
     )
@@ -98,7 +99,7 @@ def _fit_analysis(args: argparse.Namespace) -> Any:
     from depthscale.studies.spec import AnalysisSpec, load_study, parse_analysis
 
     path = args.dir / "study.toml"
-    study = load_study(path) if path.exists() else None
+    study = load_study(path, check_cost=False) if path.exists() else None  # its runs are done
     base = study.analysis if study is not None else AnalysisSpec()
     flags = {k: getattr(args, k) for k in ("criterion", "axis", "optimize", "group", "aggregate")
              if getattr(args, k) is not None}

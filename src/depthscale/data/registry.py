@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from depthscale.data.bundled import load_digits, load_mnist1d
+from depthscale.data.bundled import (
+    DIGITS_SAMPLES,
+    MNIST1D_LENGTH,
+    MNIST1D_TRAIN,
+    load_digits,
+    load_mnist1d,
+)
 from depthscale.data.cifar import load_cifar
-from depthscale.data.dataset import Dataset, as_int, check_size
-from depthscale.data.language import load_markov, load_pytext
+from depthscale.data.dataset import Dataset, as_int, check_dim, check_size
+from depthscale.data.language import check_tokens, load_markov, load_pytext
 from depthscale.data.synthetic import load_chizat, load_teacher
 from depthscale.errors import ConfigError
 
-__all__ = ["DATASETS", "DATASET_OPTIONS", "load"]
+__all__ = ["DATASETS", "DATASET_OPTIONS", "DataShape", "data_shape", "load"]
 
 
 @dataclass(frozen=True)
@@ -115,3 +122,54 @@ def load(
     if entry.uses_data_dir:
         return entry.loader(data_dir=data_dir, n_train=n_train, n_test=n_test)
     return entry.loader(seed=seed_value, n_train=n_train, n_test=n_test, **options)
+
+
+@dataclass(frozen=True)
+class DataShape:
+    """What a model and the size bounds need of a dataset, known without loading it: the
+    per-sample input shape, the outputs (classes or targets) and the training examples."""
+
+    sample_shape: tuple[int, ...]
+    n_out: int
+    n_train: int
+
+
+def _positive(name: str, option: str, value: object) -> int:
+    n = as_int(value)
+    if n is None or n < 1:
+        raise ConfigError(f"{name}: option {option} must be an integer >= 1, got {value!r}")
+    return n
+
+
+def data_shape(name: str, *, n_train: int | None = None, n_test: int | None = None,
+               seed: Any = None, **options: Any) -> DataShape:
+    """The :class:`DataShape` of dataset ``name`` with these options, read from what each
+    loader documents (nothing is loaded or read); ConfigError for an unknown name or option or
+    a bad size, as :func:`load` would raise (``n_test`` and ``seed`` are checked by it)."""
+    del seed
+    entry = _REGISTRY.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise ConfigError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}")
+    unknown = sorted(set(options) - set(entry.options))
+    if unknown:
+        raise ConfigError(f"{name}: unknown option(s) {', '.join(unknown)}; accepted options: "
+                          f"{', '.join(entry.options) or 'none'}")
+    check_size(name, "n_train", n_train)
+    check_size(name, "n_test", n_test)
+    if name in ("teacher", "chizat"):
+        dim = check_dim(name, options.get("dim", 16 if name == "teacher" else 10))
+        default = 512 if name == "teacher" else 10
+        return DataShape((dim,), 1 if name == "teacher" else dim, n_train or default)
+    if name in ("markov", "pytext"):
+        context = _positive(name, "context", options.get("context", 32 if name == "markov"
+                                                                    else 64))
+        vocab = _positive(name, "vocab", options.get("vocab", 16)) if name == "markov" else 256
+        train, test = (2048, 256) if name == "markov" else (4096, 512)
+        check_tokens(name, (n_train or train) + (n_test or test), context)
+        return DataShape((context,), vocab, n_train or train)
+    fixed = {"mnist1d": ((1, MNIST1D_LENGTH), 10, MNIST1D_TRAIN),
+             "digits": ((1, 8, 8), 10, DIGITS_SAMPLES - math.ceil(0.2 * DIGITS_SAMPLES)),
+             "cifar10": ((3, 32, 32), 10, 50000), "cifar100": ((3, 32, 32), 100, 50000)}
+    shape, n_out, available = fixed[name]
+    check_size(name, "n_train", n_train, available)
+    return DataShape(shape, n_out, n_train or available)

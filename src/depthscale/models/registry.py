@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -392,51 +393,41 @@ def _restore(saved: _Saved) -> None:
         module.training = training
 
 
-#: the most residual blocks a command builds without ``--force`` (each is Python objects)
-MAX_DEPTH = 100_000
-#: the most parameter memory (weights, gradients and two Adam moments in float32: 16 bytes
-#: per parameter) a command allocates without ``--force``
-MAX_PARAMETER_BYTES = 8 * 2**30
+#: parameter counts on ``meta`` by (arguments as JSON, depth): :func:`parameter_count`
+_COUNTS: dict[tuple[str, int], int] = {}
 
 
 def parameter_count(name: str, *, input_shape: tuple[int, ...], n_out: int, width: int,
                     depth: int, **options: Any) -> int:
     """How many parameters model ``name`` has at these sizes, without allocating them: a model
-    of :data:`MODELS` is built on the ``meta`` device and counted; a user factory (which may
-    not run on ``meta``) is bounded below by one width x width matrix per block."""
+    of :data:`MODELS` is built on the ``meta`` device (a ConfigError where it cannot be built
+    at these sizes) at depths 1, 2 and 3, and its count, linear in depth (identical blocks),
+    extended to ``depth`` (counted at ``depth`` itself where it is not linear); a user factory
+    (which may not run on ``meta``) is bounded below by one width x width matrix per block."""
     if is_factory(name):
         return depth * width * width
-    with torch.device("meta"):
-        model = create(name, input_shape=input_shape, n_out=n_out, width=width, depth=depth,
-                       **options)
-    return sum(p.numel() for p in model.parameters())
+    try:  # counts are memoised by their arguments (a study or a claim asks for many)
+        key = json.dumps([name, list(input_shape), n_out, width, sorted(options.items())])
+    except TypeError:  # an option JSON cannot write: counted afresh
+        key = None
 
+    def count(d: int) -> int:
+        if key is not None and (key, d) in _COUNTS:
+            return _COUNTS[key, d]
+        with torch.device("meta"):
+            model = create(name, input_shape=input_shape, n_out=n_out, width=width, depth=d,
+                           **options)
+        n = sum(p.numel() for p in model.parameters())
+        if key is not None:
+            _COUNTS[key, d] = n
+        return n
 
-def check_model_size(name: str, *, input_shape: tuple[int, ...], n_out: int, width: int,
-                     depth: int, force: bool = False, **options: Any) -> None:
-    """ConfigError, before any allocation, when the model would have more than
-    :data:`MAX_DEPTH` blocks or need more than :data:`MAX_PARAMETER_BYTES` of parameter state;
-    the message gives the estimate and the override (``--force``)."""
-    if force:
-        return
-    if depth > MAX_DEPTH:
-        raise ConfigError(f"depth {depth:,} is over the {MAX_DEPTH:,} blocks a command builds "
-                          "without --force (each block is Python objects: minutes and GiBs "
-                          "before the first step); pass --force to build it anyway")
-    # one width x width matrix per block bounds every model below; counted exactly on "meta"
-    # only where that bound fits (a huge width overflows even the meta allocator)
-    bound = depth * width * width
-    over = 16 * bound > MAX_PARAMETER_BYTES
-    count = bound if over else parameter_count(name, input_shape=input_shape, n_out=n_out,
-                                               width=width, depth=depth, **options)
-    need = 16 * count
-    if need > MAX_PARAMETER_BYTES:
-        raise ConfigError(
-            f"{name} at width {width:,} and depth {depth:,} has {'at least ' if over else ''}"
-            f"{count:,} parameters: "
-            f"{need / 2**30:,.1f} GiB for weights, gradients and Adam's moments, over the "
-            f"{MAX_PARAMETER_BYTES / 2**30:.0f} GiB a command allocates without --force; "
-            "lower --width or --depth, or pass --force")
+    if depth <= 3:
+        return count(depth)
+    one, two, three = count(1), count(2), count(3)
+    if three - two == two - one:
+        return one + (depth - 1) * (two - one)
+    return count(depth)
 
 
 def build(

@@ -17,9 +17,13 @@ from depthscale.errors import ConfigError
 from depthscale.param.checks import number
 from depthscale.param.evaluate import ParamSpec
 
-__all__ = ["OPTIMIZERS", "OptimizerSettings", "build_optimizer", "optimizer_settings"]
+__all__ = ["MAX_RATE", "OPTIMIZERS", "OptimizerSettings", "build_optimizer",
+           "optimizer_settings"]
 
 OPTIMIZERS = ("sgd", "adam")
+#: the largest base LR or weight decay: the rate times a float32 weight or gradient up to 1e32
+#: stays a float32 (at most 3.4e38), where torch would otherwise fail converting it
+MAX_RATE = 1e6
 _OPTIMIZER_ALIASES = {"adamw": "adam"}  # torch users write AdamW (what "adam" builds)
 
 
@@ -37,8 +41,11 @@ class OptimizerSettings:
 
 def optimizer_settings(name: str, lr: float, momentum: float, weight_decay: float,
                        eps: float) -> OptimizerSettings:
-    """``name`` (``adamw`` is ``adam``) and the numbers, checked: ``lr`` > 0, ``momentum``
-    (SGD only) in [0, 1), ``weight_decay`` >= 0, ``eps`` > 0; else a ConfigError."""
+    """``name`` (``adamw`` is ``adam``) and the numbers, checked: ``lr`` in (0, 1e6],
+    ``momentum`` (SGD only) in [0, 1), ``weight_decay`` in [0, 1e6] with ``lr x weight_decay``
+    < 1, ``eps`` > 0; else a ConfigError. Each step multiplies every weight by
+    ``1 - lr x weight_decay`` (the rules keep that product in every param group), so at 1 or
+    more the decay zeroes or flips the weights each step."""
     name = _OPTIMIZER_ALIASES.get(name, name)
     if name not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}"
@@ -47,6 +54,14 @@ def optimizer_settings(name: str, lr: float, momentum: float, weight_decay: floa
     momentum = number("momentum", momentum, low_closed=True, high=1.0)
     weight_decay = number("weight_decay", weight_decay, low_closed=True)
     eps = number("eps", eps)
+    for what, rate in (("lr (learning rate)", lr), ("weight_decay", weight_decay)):
+        if rate > MAX_RATE:
+            raise ConfigError(f"{what} must be at most {MAX_RATE:,.0f} (the rate times a weight "
+                              f"or gradient up to 1e32 must stay a float32), got {rate:g}")
+    if lr * weight_decay >= 1:
+        raise ConfigError(f"lr x weight_decay must be < 1 (each step multiplies every weight by "
+                          f"1 - lr x weight_decay), got {lr:g} x {weight_decay:g} = "
+                          f"{lr * weight_decay:g}; lower the weight decay")
     if name == "adam" and momentum != 0:
         raise ConfigError(f"momentum is an SGD setting (Adam has its own moments), got "
                           f"momentum={momentum:g} with adam; drop it or use sgd")

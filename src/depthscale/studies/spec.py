@@ -8,7 +8,8 @@ business; this module only describes runs.
 
 The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
 
-    [study]                 # name (default: the file's stem), model, recipe, dataset
+    [study]                 # name (default: the file's stem), model, recipe, dataset;
+                            # max_runs, max_hours, max_depth, max_gib confirm a larger study
     [model]                 # model options (activation, backward, kernel_size, ...)
     [roles]                 # "glob over parameter names" = "role" (user models; optional)
     [plan]                  # plan options (T, regime, alpha, sigma_u, eta_u_scale)
@@ -41,7 +42,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from depthscale.errors import ConfigError
-from depthscale.studies.spec_bounds import check_grid_size, check_grid_steps
+from depthscale.param.optim import MAX_RATE
+from depthscale.studies.spec_bounds import check_grid_cost, check_grid_size
 from depthscale.studies.spec_toml import study_toml, toml_loads
 from depthscale.train import FINAL_EVALS, LOSSES, TrainConfig, TrainSettings
 
@@ -67,7 +69,8 @@ _CRITERIA = ("running", "final", "last-epoch")
 _AGGREGATES = ("optima", "loss")
 
 _SECTIONS = ("study", "model", "roles", "plan", "data", "train", "grid", "analysis")
-_STUDY_KEYS = ("name", "model", "recipe", "dataset", "max_runs", "max_hours")
+_STUDY_KEYS = ("name", "model", "recipe", "dataset", "max_runs", "max_hours", "max_depth",
+               "max_gib")
 #: the keys of [train]: the fields of depthscale.train.TrainSettings, in their order
 _TRAIN_KEYS = tuple(f.name for f in fields(TrainSettings))
 _PLAN_KEYS = ("T", "regime", "alpha", "sigma_u", "eta_u_scale")
@@ -235,12 +238,14 @@ class StudySpec:
 
 
 # ---- loading and validation -------------------------------------------------------------------
-def load_study(path: str | os.PathLike[str]) -> StudySpec:
+def load_study(path: str | os.PathLike[str], *, check_cost: bool = True) -> StudySpec:
     """Read and validate the TOML study spec at ``path``.
 
     Raises ConfigError (one line naming the file and the key) for a missing or malformed file,
     unknown keys, unknown model/recipe/dataset/option names, impossible values, an empty grid.
-    Relative ``[data] dir`` paths are resolved against the spec's folder.
+    Relative ``[data] dir`` paths are resolved against the spec's folder. ``check_cost``:
+    the size and time bounds of its runs (:func:`study_from_tables`), for a caller that runs
+    it.
     """
     p = Path(path)
     try:
@@ -249,22 +254,25 @@ def load_study(path: str | os.PathLike[str]) -> StudySpec:
         raise ConfigError(f"spec {p}: file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"spec {p}: cannot read it ({exc})") from None
-    return parse_study(text, source=str(p), base_dir=p.parent)
+    return parse_study(text, source=str(p), base_dir=p.parent, check_cost=check_cost)
 
 
 def parse_study(text: str, *, source: str = "<string>",
-                base_dir: str | os.PathLike[str] | None = None) -> StudySpec:
+                base_dir: str | os.PathLike[str] | None = None,
+                check_cost: bool = True) -> StudySpec:
     """Validate the TOML ``text`` of a study (see :func:`load_study`)."""
     return study_from_tables(toml_loads(text, source), source=source, base_dir=base_dir,
-                             text=text)
+                             text=text, check_cost=check_cost)
 
 
 def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
                       base_dir: str | os.PathLike[str] | None = None,
-                      text: str | None = None) -> StudySpec:
+                      text: str | None = None, check_cost: bool = True) -> StudySpec:
     """Validate a study given as tables, the same checks as :func:`load_study`; the spec keeps
     ``text`` (default: :func:`study_toml` of the tables) as the copy written beside the store.
-    This is how code builds studies: TOML is only the file edge."""
+    This is how code builds studies: TOML is only the file edge. ``check_cost=False`` skips
+    the size and time bounds of its runs (:func:`~depthscale.studies.spec_bounds.
+    check_grid_cost`), for a caller that bounded them already."""
     if text is None:
         text = study_toml(raw)
     v = _Validator(source)
@@ -297,8 +305,9 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
         roles=roles,
     )
     check_grid_size(spec, study.get("max_runs"), v)
-    check_grid_steps(spec, study.get("max_hours"), v)
     _check_runs(spec, v)
+    if check_cost:
+        check_grid_cost(spec, study, v)
     return spec
 
 
@@ -573,11 +582,21 @@ class _Validator:
             x = self.number(key, value)
             if x <= 0:
                 self.fail(key, f"must be > 0, got {value!r}")
+            if name == "lr" and x > MAX_RATE:
+                self.fail(key, f"must be at most {MAX_RATE:,.0f} (the rate times a weight or "
+                          f"gradient up to 1e32 must stay a float32), got {value!r}")
             return x
-        if name in ("momentum", "weight_decay"):
+        if name == "momentum":
             x = self.number(key, value)
-            if x < 0:
-                self.fail(key, f"must be >= 0, got {value!r}")
+            if not 0 <= x < 1:
+                self.fail(key, f"must be in [0, 1) (SGD's momentum; at 1 or more the "
+                          f"velocity never decays), got {value!r}")
+            return x
+        if name == "weight_decay":
+            x = self.number(key, value)
+            if not 0 <= x <= MAX_RATE:
+                self.fail(key, f"must be in [0, {MAX_RATE:,.0f}] (the rate times a weight up to "
+                          f"1e32 must stay a float32), got {value!r}")
             return x
         if name in ("recipe", "optimizer", "loss", "device", "final_eval"):
             return self.string(key, value)
@@ -618,6 +637,15 @@ class _Validator:
         return [float(f"{10.0 ** e:.12g}") for e in exponents]
 
 
+def combination(spec: StudySpec, run: RunSpec) -> str:
+    """The grid values that make ``run`` (``optimizer adam, momentum 0.9, lr 0.1``): the
+    combination a refusal names."""
+    flat = run.flat()
+    return ", ".join(f"{key} {flat[key]!r}" if isinstance(flat[key], str) else
+                     f"{key} {flat[key]:g}" if isinstance(flat[key], float) else
+                     f"{key} {flat[key]}" for key, _ in spec.grid)
+
+
 def _check_runs(spec: StudySpec, v: _Validator) -> None:
     """Validate every expanded run's train config and each distinct plan setting."""
     from depthscale.param import plan
@@ -627,7 +655,8 @@ def _check_runs(spec: StudySpec, v: _Validator) -> None:
         try:
             run.train_config().validate()
         except ConfigError as exc:
-            v.fail("[train]/[grid]", f"gives an impossible run ({run.label()}): {exc}")
+            v.fail("[train]/[grid]", f"gives an impossible run ({combination(spec, run)}): "
+                   f"{exc}")
         key = json.dumps([run.recipe, run.plan_options, dict(run.model_options).get("activation")])
         if key in seen_plans:
             continue
@@ -636,7 +665,8 @@ def _check_runs(spec: StudySpec, v: _Validator) -> None:
             activation = dict(run.model_options).get("activation", "relu")
             plan(run.recipe, width=1, depth=1, activation=activation, **dict(run.plan_options))
         except ConfigError as exc:
-            v.fail("[plan]/[model]", f"{exc}")
+            v.fail("[plan]/[model]", f"{exc}" if spec.n_runs == 1 else
+                   f"gives an impossible run ({combination(spec, run)}): {exc}")
         except TypeError as exc:
             v.fail("[plan]", f"has a value of the wrong type ({exc})")
 

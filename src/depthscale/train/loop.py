@@ -33,6 +33,7 @@ from depthscale.models.calls import (
 )
 from depthscale.param import OPTIMIZERS, Plan
 from depthscale.param.dataflow import copy_input
+from depthscale.param.optim import optimizer_settings
 
 __all__ = [
     "FINAL_EVALS",
@@ -109,6 +110,9 @@ class TrainConfig(TrainSettings):
             raise ConfigError(f"unknown loss {self.loss!r}; choose one of: {', '.join(LOSSES)}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"learning rate must be a finite number > 0, got {self.lr}")
+        # the optimizer's own checks (rates' range, momentum in [0, 1) and SGD's only), here
+        # so that a study refuses them before its first run
+        optimizer_settings(self.optimizer, self.lr, self.momentum, self.weight_decay, 1.0)
         if (self.steps is None) == (self.epochs is None):
             raise ConfigError("give exactly one of steps or epochs")
         if self.steps is not None and self.steps < 1:

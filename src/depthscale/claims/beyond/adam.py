@@ -120,6 +120,11 @@ def judge_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Judgement:
     return Judgement({}, (verdict, f"Adam: {evidence}"), note)
 
 
+def adam_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """beyond-adam's two studies, one per optimizer."""
+    return [adam_tables(s, opt, device=device) for opt in ("sgd", "adam")]
+
+
 @claim(
     "beyond-adam", "nfd",
     "Open question (nfd Q2): under Adam, the Eq. 8 correction (first-layer LR x sqrt(L); its "
@@ -139,6 +144,7 @@ def judge_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Judgement:
           "eta_cs_adam": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0], "epochs": 10, "seeds": 3},
     smoke={**SMOKE_DATA, "width": 16, "depths": [2, 3], "eta_cs_sgd": [0.1, 1.0, 10.0],
            "eta_cs_adam": [0.01, 0.1, 1.0], "epochs": 0.2, "seeds": 2},
+    cost=adam_cost,
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
         "eta_1 missing) under both optimizers: the arms are the same runs, so the spread "

@@ -52,7 +52,8 @@ from depthscale.claims.nfd import (
     value_agreement,
     within_noise,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.nfd.series import nfd_solver, online_runs
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Judgement,
@@ -341,6 +342,16 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
     return Judgement({}, decision, note)
 
 
+def joint_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+    """The finite nets along each path n = scale L^power (standard and decoupled, ``pairs``
+    antithetic pairs each) and the NFD solver at its depths."""
+    return [*(online_runs("resnet1", n, L, s, 4 * s["pairs"]) for p in s["paths"].values()
+              for L, n in zip(p["depths"], joint_widths(p["power"], p["scale"], p["depths"]),
+                              strict=True)),
+            *(nfd_solver(L, s, 2 * s["limit_seeds"]) for L in [*s["limit_depths"],
+                                                               s["ref_depth"]])]
+
+
 @claim(
     "beyond-joint-limit", "nfd",
     "Open question (nfd Q3): along n = L, n = L^2 and n = sqrt(L) jointly, trained standard "
@@ -371,6 +382,7 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
                      "n=sqrt(L)": {"power": 0.5, "scale": 32, "depths": [1, 4, 9]}},
            "contrast_path": "n=L", "contrast_pairs": 16, "particles": 512, "limit_seeds": 2,
            "limit_depths": [1, 2, 4], "ref_depth": 8},
+    cost=joint_cost,
     control=Control(
         "finite nets and solver under recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch "
         "multiplier) against the same Def. 1 limit: their limit has horizon T L, so no error "

@@ -63,7 +63,7 @@ from depthscale.claims.nfd.collapse import (
     sequential_routes,
     slopes_decision,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -192,6 +192,13 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
                      f"{note}; {routes_note(s, routes)}")
 
 
+def three_layer_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+    """The nets :func:`measure_three_layer` trains: three arms at each depth, ``seeds`` each,
+    ``steps`` SGD steps of 128."""
+    return [Runs("resnet3", s["width"], L, s["dataset"], count=3 * s["seeds"],
+                 steps=s["steps"]) for L in s["depths"]]
+
+
 @claim(
     "beyond-3layer", "nfd",
     "Open question (nfd Q4): in three-layer blocks under depth-muP both internal layers' "
@@ -205,6 +212,7 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
           "steps": 300, "seeds": 3, "probe_batch": 512, "second_route": True},
     smoke={**SMOKE_DATA, "width": 64, "depths": [2, 16], "eta_c": 0.1, "steps": 60, "seeds": 4,
            "probe_batch": 16},
+    cost=three_layer_cost,
     control=Control(
         "the fix arm trained under plain depth-muP (fix_recipe 'depth-mup': no sqrt(L) on any "
         "layer): its first two layers collapse like depth-muP's, so 'the fix makes them flat' "

@@ -53,7 +53,7 @@ from depthscale.claims.beyond.shared import COLLAPSE, FLAT
 from depthscale.claims.beyond.spreads import SpreadEstimate, spread_estimate, spread_measured
 from depthscale.claims.common import run_claim_study, stored_rows
 from depthscale.claims.nfd import corrected_arms, transfer_tables
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -241,6 +241,15 @@ GPT_QUICK = {"dataset": "markov",
               "model": {"heads": 4, "mlp_ratio": 4, "bias": False}, "batch": 32}
 
 
+def transformer_cost(s: Mapping[str, Any], device: str) -> list[Runs | dict[str, Any]]:
+    """What :func:`measure_transformer` makes: both arms' GPTs at each of ``collapse_blocks``
+    (``collapse_seeds`` each, ``steps`` steps of ``batch``) and the transfer study."""
+    return [*(Runs("gpt", s["width"], D, s["dataset"], count=2 * s["collapse_seeds"],
+                   steps=s["steps"], batch=s["batch"], options=s["model"], data=s["data"])
+              for D in s["collapse_blocks"]),
+            transformer_tables(s, device=device)]
+
+
 @claim(
     "beyond-transformer", "nfd",
     "Open question (nfd Q1): in pre-LN Transformer blocks (GPT: causal attention + 2-layer "
@@ -269,6 +278,7 @@ GPT_QUICK = {"dataset": "markov",
            "collapse_blocks": [1, 2], "eta_c": 0.1, "steps": 3, "probe_batch": 8,
            "collapse_seeds": 2, "transfer_blocks": [1, 2], "eta_cs": [0.1, 1.0], "epochs": 1,
            "seeds": 2, "n_boot": 50},
+    cost=transformer_cost,
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
         "qkv and fc1 missing): both arms are the same runs, so the spread difference is "

@@ -26,7 +26,7 @@ from depthscale.claims.chizat.setting import (
     sigma_v,
     slope,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -208,6 +208,15 @@ def judge_d_exponents(m: DExponents) -> Judgement:
     return Judgement(dict(BANDS), (band_verdict(m.measured, BANDS)[0], ""), note)
 
 
+def thm3_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+    """The Mean ODE (``Q`` particles, ``J`` RK4 steps, ``K`` GD steps) at each D and alpha,
+    and the semi-lazy runs."""
+    return [*(Solver("mean-ode", s["Q"], s["J"], steps=s["K"], dim=D, count=len(s["alphas"]))
+              for D in s["Ds"]),
+            *(Solver("mean-ode", s["Q"], s["J"], steps=s["semi_K"], dim=D,
+                     count=len(s["semi_alphas"])) for D in s["semi_Ds"])]
+
+
 @claim(
     "chizat-thm3", "chizat",
     "Phase diagram: with sigma_v = alpha sqrt(D), the input-weight travel (first step and after "
@@ -220,6 +229,7 @@ def judge_d_exponents(m: DExponents) -> Judgement:
            "semi_Ds": [8, 32], "semi_alphas": [0.01, 0.1], "semi_K": 2},
     # sigma_v = alpha D: complete feature learning needs sigma_v = Theta(sqrt(D)), so the
     # first-step travel grows like sqrt(D) at every alpha (and the semi-complete gap too)
+    cost=thm3_cost,
     control=Control("sigma_v = alpha D instead of alpha sqrt(D)", WRONG_SIGMA_V),
     headline=dict(
         metric="D_exponent_travel_first_step",

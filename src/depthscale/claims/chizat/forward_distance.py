@@ -5,7 +5,9 @@ as L grows even with M = 1 (Thm. 4: between 1/L and 1/sqrt(L M))."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.interpolate import CubicSpline
@@ -21,7 +23,7 @@ from depthscale.claims.chizat.setting import (
     read_settings,
     slope,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -132,6 +134,15 @@ def judge_forward_distance(m: ForwardDistances, s: ForwardSettings) -> Judgement
     return Judgement(dict(BANDS), (band_verdict(m.measured, BANDS)[0], ""), note)
 
 
+def fig1_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+    """The finite nets (``repeats`` at each depth, ``M`` units) and the limit reference
+    (``ref_runs`` RK4 runs), each ``K`` GD steps."""
+    return [*(Solver("mean-ode", s["M"], L, steps=s["K"], dim=s["D"], count=s["repeats"])
+              for L in s["depths"]),
+            Solver("mean-ode", s["ref_Q"], s["ref_J"], steps=s["K"], dim=s["D"],
+                   count=s["ref_runs"])]
+
+
 @claim(
     "chizat-fig1", "chizat",
     "Trained forward passes approach the limit's forward curve as L grows, even with M = 1",
@@ -145,6 +156,7 @@ def judge_forward_distance(m: ForwardDistances, s: ForwardSettings) -> Judgement
     # the untrained limit curve: the nets' training displacement stays, the distance stops
     # falling with L. (sigma_v = D on the nets is not seen at smoke: at K = 10 that limit is
     # close to the paper's, below the M = 1 fluctuations.)
+    cost=fig1_cost,
     control=Control("the limit before training (ref_K = 0) instead of after K steps",
                     {"ref_K": 0}),
     headline=dict(

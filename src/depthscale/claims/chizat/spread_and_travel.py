@@ -6,9 +6,9 @@ sqrt(L M)`` (Fig. 5a, Eq. 30) and the RMS input-weight travel against ``min(3, 3
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from depthscale.claims.chizat.setting import (
     read_settings,
     slope,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -207,6 +207,13 @@ def judge_travel(m: AlphaSweep[TravelPoint]) -> Judgement:
     return Judgement(dict(TRAVEL_BANDS), (band_verdict(m.measured, TRAVEL_BANDS)[0], ""))
 
 
+def fig5_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+    """The finite nets of :func:`seed_runs`: ``repeats`` at each D and alpha, ``L`` layers of
+    ``M`` units, ``K`` GD steps."""
+    return [Solver("mean-ode", s["M"], s["L"], steps=s["K"], dim=D,
+                   count=s["repeats"] * len(s["alphas"])) for D in s["Ds"]]
+
+
 @claim(
     "chizat-fig5a", "chizat",
     "Output std across seeds after K = 10 steps ~ ((0.05 + 0.3 alpha) sqrt(D) + 0.4)/sqrt(LM)",
@@ -217,6 +224,7 @@ def judge_travel(m: AlphaSweep[TravelPoint]) -> Judgement:
     # D = 16 so that the wrong sigma_v (a factor sqrt(D) = 4) stands clear of the [0.5, 2] band
     smoke={"K": 2, "L": 8, "M": 4, "Ds": [16], "alphas": [0.3, 1.0], "repeats": 8},
     # sigma_v = alpha D: the output std grows by sqrt(D) against the formula's alpha sqrt(D) term
+    cost=fig5_cost,
     control=Control("sigma_v = alpha D instead of alpha sqrt(D)", WRONG_SIGMA_V),
     headline=dict(
         metric="max_ratio_below_threshold",
@@ -258,6 +266,7 @@ def chizat_fig5a(ctx: ClaimContext) -> ClaimOutcome:
     smoke={"K": 50, "L": 48, "M": 48, "Ds": [16], "alphas": [0.1, 0.3, 3.0, 10.0],
            "repeats": 1},
     # sigma_v = alpha D: travel at large alpha is sqrt(D) too large and no longer falls like 1/alpha
+    cost=fig5_cost,
     control=Control("sigma_v = alpha D instead of alpha sqrt(D)", WRONG_SIGMA_V),
     headline=dict(
         metric="slope_alpha_ge_3",

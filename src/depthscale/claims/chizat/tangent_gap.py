@@ -26,7 +26,7 @@ from depthscale.claims.chizat.setting import (
     one_thread,
     read_settings,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -238,6 +238,14 @@ def judge_tangent_gap(m: TangentGap, s: TangentSettings) -> Judgement:
     return Judgement(dict(BANDS), decision, note)
 
 
+def thm2_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+    """The finite nets (``repeats`` at each L x M of ``shapes`` and alpha) and the tangent ODE
+    (``Q`` particles, ``J`` steps), each ``K`` GD steps."""
+    return [*(Solver("mean-ode", M, L, steps=s["K"], dim=s["D"],
+                     count=s["repeats"] * len(s["alphas"])) for L, M in s["shapes"]),
+            Solver("mean-ode", s["Q"], s["J"], steps=s["K"], dim=s["D"])]
+
+
 @claim(
     "chizat-thm2", "chizat",
     "Large alpha: finite nets vs the tangent ODE, error ~ c_a/alpha + c_L/L + c_f alpha sqrt(D)"
@@ -255,6 +263,7 @@ def judge_tangent_gap(m: TangentGap, s: TangentSettings) -> Judgement:
     # sigma_v = alpha D on the nets (the tangent ODE stays the lazy limit of alpha sqrt(D)):
     # the nets approach another limit, so their bias has a floor that c_a/alpha + c_L/L cannot
     # follow, and their fluctuations are sqrt(D) larger than c_f alpha sqrt(D)/sqrt(LM)
+    cost=thm2_cost,
     control=Control("finite nets with sigma_v = alpha D instead of alpha sqrt(D) (the tangent "
                     "ODE keeps sqrt(D))", WRONG_SIGMA_V),
     headline=dict(

@@ -8,6 +8,7 @@ from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.gates import law_parts
 from depthscale.claims.laws.law import LawResult, arch_law
 from depthscale.claims.laws.outcome import finish
+from depthscale.claims.laws.sweeps import laws_cost
 from depthscale.claims.laws.tables import judge_laws, measure_laws
 from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import ClaimOutcome
@@ -25,6 +26,7 @@ def measure_ablations(ctx: ClaimContext) -> dict[str, LawResult]:
     "laws-ablations", "laws",
     "GELU, Adam, BatchNorm, dropout, Pre/Post-LN, padding and kernel size keep a power law",
     **settings.ABLATIONS,
+    cost=laws_cost,
     headline=dict(
         metric="alpha_cnn-adam",
         ci=("{metric}_ci_low", "{metric}_ci_high"),

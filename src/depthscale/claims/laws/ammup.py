@@ -18,7 +18,7 @@ from depthscale.claims.laws.gates import band_finding, flat_evidence
 from depthscale.claims.laws.law import LawResult, probe_law, table1_law
 from depthscale.claims.laws.outcome import Measurement, finish
 from depthscale.claims.laws.settings import LAW_BAND, Arch
-from depthscale.claims.laws.sweeps import effective_depth, sweep_recipe
+from depthscale.claims.laws.sweeps import effective_depth, laws_cost, sweep_recipe
 from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import (
     Band,
@@ -188,6 +188,7 @@ def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
     "laws-ammup", "laws",
     "AM-muP: eta* solving S_bar(eta) = 1 scales like L^(-3/2), without training",
     **settings.AMMUP,
+    cost=laws_cost,
     headline=dict(
         metric=("alpha_ammup_cnn1d", "alpha_ammup_cnn2d"),
         ci=("{metric}_low", "{metric}_high"),

@@ -21,8 +21,18 @@ from depthscale.models import create
 from depthscale.stats.sweeps import optimal_lrs
 
 __all__ = [
-    "Record", "annotate", "at_epoch", "chance_loss", "effective_depth", "fine_grids", "has_blocks",
-    "study_tables", "sweep", "sweep_recipe", "sweep_stages",
+    "Record",
+    "annotate",
+    "at_epoch",
+    "chance_loss",
+    "effective_depth",
+    "fine_grids",
+    "has_blocks",
+    "laws_cost",
+    "study_tables",
+    "sweep",
+    "sweep_recipe",
+    "sweep_stages",
 ]
 
 #: one run's record from a study's results store (its spec's fields and its metrics)
@@ -60,6 +70,21 @@ def study_tables(name: str, arch: Mapping[str, Any], *, seeds: int, epochs: floa
                  "seed": list(range(first_seed, first_seed + seeds)), "lr": lrs},
         "analysis": {"criterion": "running", "axis": "depth"},
     }
+
+
+def laws_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """The studies a laws claim's settings run (its ``archs``, ``variants``, or ``arch`` at
+    each of ``widths``), each at its first stage: the coarse grid on one seed where the
+    settings ``refine`` it, else every seed."""
+    archs = dict(s.get("archs") or s.get("variants") or {})
+    if "arch" in s:
+        archs |= {f"w{w}": {**s["arch"], "width": w} for w in s.get("widths", [])}
+    seeds = 1 if s.get("refine") is not None else s["seeds"]
+    return [study_tables(f"laws-{key}", arch, seeds=seeds, epochs=s.get("epochs"),
+                         steps=arch.get("steps", s.get("steps")),
+                         data={**s.get("data", {}), **arch.get("data", {})}, device=device,
+                         recipe=sweep_recipe(s, arch))
+            for key, arch in archs.items()]
 
 
 def sweep(ctx: ClaimContext, name: str, arch: Arch) -> list[Record]:

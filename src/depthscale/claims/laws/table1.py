@@ -12,6 +12,7 @@ from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.gates import Part, law_parts
 from depthscale.claims.laws.law import LawResult, table1_law
 from depthscale.claims.laws.outcome import Measurement, finish
+from depthscale.claims.laws.sweeps import laws_cost
 from depthscale.claims.laws.tables import judge_laws, measure_laws
 from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import ClaimOutcome
@@ -65,6 +66,7 @@ def contrast_seen(probes: Mapping[str, LawResult],
     "laws-table1", "laws",
     "The optimal LR follows eta* ~ L^alpha with alpha near -3/2 for CNNs, ResNets and ViTs",
     **settings.TABLE1,
+    cost=laws_cost,
     headline=dict(
         metric=("alpha_cnn1d", "alpha_cnn2d"),
         ci=("{metric}_ci_low", "{metric}_ci_high"),

@@ -16,7 +16,7 @@ from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.gates import flat_evidence, moving_evidence
 from depthscale.claims.laws.law import LawResult, table1_law
 from depthscale.claims.laws.outcome import Measurement, finish
-from depthscale.claims.laws.sweeps import effective_depth
+from depthscale.claims.laws.sweeps import effective_depth, laws_cost
 from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import (
     Band,
@@ -201,6 +201,7 @@ def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement
     "laws-transfer", "laws",
     "Zero-shot eta(L) = eta(L0)(L/L0)^(-3/2) beats raw transfer of the tuned LR",
     **settings.TRANSFER,
+    cost=laws_cost,
     headline=dict(
         metric=("scaled_minus_raw_vit", "scaled_minus_raw_cnn1d"),
         ci=("{metric}_low", "{metric}_high"),

@@ -12,7 +12,7 @@ from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.gates import law_parts
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.outcome import Measurement, finish
-from depthscale.claims.laws.sweeps import at_epoch, chance_loss, sweep
+from depthscale.claims.laws.sweeps import at_epoch, chance_loss, laws_cost, sweep
 from depthscale.claims.laws.tables import judge_laws, measure_laws
 from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import ClaimOutcome
@@ -48,6 +48,7 @@ def widths_measurement(results: dict[str, LawResult]) -> Measurement:
     "laws-widths", "laws",
     "The fitted exponent is stable across proxy widths and LR selection after epochs 1-3",
     **settings.WIDTHS,
+    cost=laws_cost,
     headline=dict(
         metric="alpha_spread",
         label="spread (max - min) of alpha over proxy widths and epochs",

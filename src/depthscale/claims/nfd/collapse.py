@@ -48,7 +48,7 @@ from depthscale.claims.nfd.training import (
     corrected_arms,
     seed_rounds,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -593,6 +593,13 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
     return Judgement(measured, dict(_BANDS), decision, note + route_note)
 
 
+def collapse_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+    """The nets :func:`measure_collapse` trains: both arms at each depth, ``seeds`` each,
+    ``steps`` SGD steps of 128 (the first seed round)."""
+    return [Runs("resnet2", s["width"], L, s["dataset"], count=2 * s["seeds"],
+                 steps=s["steps"]) for L in s["depths"]]
+
+
 @claim(
     "nfd-collapse", "nfd",
     "Two-layer blocks: first-layer update ~ L^(-1/2) under depth-muP; Eq. 8 removes it",
@@ -608,6 +615,7 @@ def judge_collapse(s: Mapping[str, Any], m: CollapseMeasure) -> Judgement:
     smoke={**SMOKE_DATA,
            "width": 64, "depths": [2, 16], "eta_c": 0.1, "steps": 60, "seeds": 3,
            "probe_batch": 16},
+    cost=collapse_cost,
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
         "eta_1 missing): its first-layer update collapses like L^(-1/2) too, so the "

@@ -26,6 +26,8 @@ from depthscale.claims.nfd.series import (
     learned_backward,
     learned_backward_check,
     nfd_outputs,
+    nfd_solver,
+    online_runs,
     require_for_refuted,
     series_measured,
     series_route,
@@ -34,7 +36,7 @@ from depthscale.claims.nfd.series import (
     value_agreement,
     within_noise,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import ClaimOutcome, routes_verdict
 
 __all__ = ["Thm1Measure", "judge_thm1", "measure_thm1", "nfd_thm1"]
@@ -296,6 +298,17 @@ def judge_thm1(m: Thm1Measure) -> Judgement:
     return Judgement(measured, decision=decision)
 
 
+def thm1_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+    """The finite nets :func:`_all_nets` trains online (standard and decoupled, antithetic
+    pairs): the width sweep at ``depth_at`` and the depth sweep at ``width_at``; the NFD
+    solver ("full" and "none") at its depths."""
+    solver = [s["depth_at"], s["ref_depth"], *s["limit_depths"]]
+    return [*(online_runs("resnet1", n, s["depth_at"], s, 4 * s["width_pairs"])
+              for n in s["widths"]),
+            *(online_runs("resnet1", s["width_at"], L, s, 4 * s["pairs"]) for L in s["depths"]),
+            *(nfd_solver(L, s, 2 * s["limit_seeds"]) for L in solver)]
+
+
 @claim(
     "nfd-thm1", "nfd",
     "Trained finite nets converge to the NFD limit f = E[g_T h_T] of Def. 1 as n and L grow "
@@ -317,6 +330,7 @@ def judge_thm1(m: Thm1Measure) -> Judgement:
     smoke={"dim": 4, "steps": 3, "eta_c": 0.2, "T": 1.0, "pairs": 4, "width_pairs": 2,
            "widths": [16, 32, 64], "depth_at": 2, "depths": [1, 2, 4], "width_at": 32,
            "particles": 512, "limit_seeds": 4, "limit_depths": [1, 2, 4], "ref_depth": 8},
+    cost=thm1_cost,
     control=Control(
         "finite nets under recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch "
         "multiplier), at depths 1-4 where they still train, against the same Def. 1 limit; "

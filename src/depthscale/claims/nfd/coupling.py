@@ -21,7 +21,7 @@ import numpy as np
 
 from depthscale.claims.nfd.figures import draw_coupling
 from depthscale.claims.nfd.judgement import Judgement, conclude
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -195,6 +195,16 @@ def _coupling_claim(ctx: ClaimContext, cid: str, backward: bool) -> ClaimOutcome
 _COUPLING_QUICK = {"phi": "relu", "T": 1.0, "dim": 16}
 
 
+def coupling_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+    """The coupled nets of :func:`measure_coupling`: explicit weights along the width sweep
+    (``width_trials`` at ``depth_at``), the implicit form along the depth sweep (``trials``
+    at ``width_at``)."""
+    trials = s.get("width_trials", s["trials"])
+    return [*(Solver("coupling", n, s["depth_at"], count=trials) for n in s["widths"]),
+            *(Solver("coupling-path", s["width_at"], L, count=s["trials"])
+              for L in s["depths"])]
+
+
 @claim(
     "nfd-prop2", "nfd",
     "Forward features converge to the McKean-Vlasov SDE at rate C(1/L + 1/n) (Prop. 2)",
@@ -208,6 +218,7 @@ _COUPLING_QUICK = {"phi": "relu", "T": 1.0, "dim": 16}
           "depths": [4, 8, 16, 32, 64, 128], "width_at": 2**22, "trials": 32},
     smoke={**_COUPLING_QUICK, "widths": [32, 128, 512], "depth_at": 4, "depths": [2, 4],
            "width_at": 4096, "trials": 8},
+    cost=coupling_cost,
     control=Control(
         "residual branch sqrt(T/n) instead of sqrt(T/(L n)) (the 1/sqrt(L) factor missing; the "
         "coupled SDE's horizon becomes T L): each layer's step no longer shrinks with depth, so "
@@ -248,6 +259,7 @@ def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
            "depths": [2, 4], "width_at": 64, "trials": 1},
     # Not the missing sqrt(L) of nfd-prop2: with tanh a horizon T L saturates phi', g barely
     # moves and the coupling still converges (measured: depth exponent -1.2 at smoke).
+    cost=coupling_cost,
     control=Control(
         "ReLU instead of tanh: phi' = 1{h > 0} jumps, outside Prop. 6's regularity assumption; "
         "the network's and the SDE's phi'(h) disagree wherever their h straddle 0, so the "

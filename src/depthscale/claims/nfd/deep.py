@@ -6,7 +6,9 @@ up to ``max_seeds`` while undecided, :func:`decide_deep`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from depthscale import data as ds_data
 from depthscale.claims.common import claim_dataset, mean_finite
@@ -19,7 +21,7 @@ from depthscale.claims.nfd.training import (
     corrected_arms,
     seed_rounds,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
@@ -148,6 +150,13 @@ def decide_deep(ctx: ClaimContext) -> tuple[DeepMeasure, Judgement]:
     return m, judgement
 
 
+def deep_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+    """The nets :func:`measure_deep` trains: both arms, ``seeds`` each (the first round),
+    ``epochs`` epochs of 128."""
+    return [Runs("resnet2", s["width"], s["depth"], s["dataset"], count=2 * s["seeds"],
+                 epochs=s["epochs"])]
+
+
 @claim(
     "nfd-deep", "nfd",
     "Depth 64, two-layer blocks: Eq. 8 gives lower train/test loss and higher accuracy",
@@ -161,6 +170,7 @@ def decide_deep(ctx: ClaimContext) -> tuple[DeepMeasure, Judgement]:
            "width": 16, "depth": 4, "eta_c": 0.1, "epochs": 1, "seeds": 1},
     # Removing the correction (corrected_recipe = "depth-mup") gives differences of exactly 0,
     # which the strict check calls a FAIL too (tests/claims/test_nfd_deep.py).
+    cost=deep_cost,
     control=Control(
         "Eq. 8 arm replaced by recipe 'completep' (branch multiplier T/L instead of "
         "sqrt(T/L), branch LRs x L): the wrong depth multiplier, whose branches are too small "

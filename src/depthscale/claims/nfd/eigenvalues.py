@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from depthscale.claims.nfd.figures import draw_fig6
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.nfd.series import nfd_solver, online_runs
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     findings_verdict,
@@ -245,6 +247,13 @@ def judge_fig6(m: Fig6Measure) -> Judgement:
     return Judgement(measured, decision=findings_verdict(findings), note=note)
 
 
+def fig6_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+    """The finite nets :func:`_width_runs` trains online (``seeds`` at each width) and the
+    NFD solver at ``depth``."""
+    return [*(online_runs("resnet1", n, s["depth"], s, s["seeds"]) for n in s["widths"]),
+            nfd_solver(s["depth"], s, 1)]
+
+
 @claim(
     "nfd-fig6", "nfd",
     "Assumption 1: min eigenvalues of Sigma_t^(k) and Theta_t^(k) stay > 0 and grow with width",
@@ -258,6 +267,7 @@ def judge_fig6(m: Fig6Measure) -> Judgement:
           "eta_c": 0.1, "T": 1.0, "particles": 65536},
     smoke={"dim": 4, "depth": 2, "widths": [32, 64, 256], "seeds": 2, "steps": 8, "eta_c": 0.1,
            "T": 1.0, "particles": 256},
+    cost=fig6_cost,
     control=Control(
         "widths below the number of online samples (n = 2..4 with 8 steps): Sigma^(k) and "
         "Theta^(k) are Gram matrices of k + 1 vectors in R^n, singular once k + 1 > n, so their "

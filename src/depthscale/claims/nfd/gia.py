@@ -9,8 +9,9 @@ the series helpers are :mod:`depthscale.claims.nfd.series`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,8 @@ from depthscale.claims.nfd.series import (
     learned_backward,
     learned_backward_check,
     nfd_outputs,
+    nfd_solver,
+    online_runs,
     require_for_refuted,
     series_measured,
     series_route,
@@ -32,7 +35,7 @@ from depthscale.claims.nfd.series import (
     solver_T,
     value_agreement,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import ClaimOutcome, Route, routes_verdict
 
 __all__ = ["Cor1Measure", "judge_cor1", "measure_cor1", "nfd_cor1"]
@@ -255,6 +258,21 @@ def judge_cor1(m: Cor1Measure) -> Judgement:
     return Judgement(measured, decision=decision)
 
 
+def cor1_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+    """The finite nets :func:`_cor1_gap` trains online (two nets of ``pairs`` antithetic pairs
+    at each depth): the one- and two-layer arms, the wide arm where set, the baselines; the
+    NFD solver (three couplings) at each depth."""
+    sweeps = [("resnet1", s["width"], s["depths"]),
+              ("resnet2", s["width_two_layer"], s.get("depths_two_layer", s["depths"])),
+              ("resnet1", s.get("wide_width", 1), s.get("wide_depths", []) if
+               s.get("wide_width") else []),
+              ("mlp", s["baseline_width"], s["baseline_depths"]),
+              ("resnet1", s["baseline_width"], s["baseline_depths"])]
+    return [*(online_runs(model, n, L, s, 4 * s["pairs"]) for model, n, depths in sweeps
+              for L in depths),
+            *(nfd_solver(L, s, 3 * s["limit_seeds"]) for L in s["depths"])]
+
+
 @claim(
     "nfd-cor1", "nfd",
     "GIA restored: decoupled-backward nets train like standard ones for depth-muP as L grows "
@@ -278,6 +296,7 @@ def judge_cor1(m: Cor1Measure) -> Judgement:
            "depths": [1, 2, 4], "width": 32, "width_two_layer": 16,
            "baseline_width": 16, "baseline_depths": [1, 2, 4],
            "particles": 512, "limit_seeds": 4},
+    cost=cor1_cost,
     control=Control(
         "recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch multiplier), at depths 1-4 "
         "where it still trains: the finite arms become the muP-ResNet baseline (and its "

@@ -319,6 +319,11 @@ def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
     return m, judgement
 
 
+def fig2_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """nfd-fig2's study (its first seed round)."""
+    return [fig2_tables(s, device=device)]
+
+
 @claim(
     "nfd-fig2", "nfd", "Moderate time horizon T improves loss; very large T destabilises",
     quick={**QUICK_DATA, "width": 128, "depth": 5, "Ts": [0.5, 1, 2, 4, 8, 16, 32],
@@ -335,6 +340,7 @@ def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
     smoke={**SMOKE_DATA,
            "width": 16, "depth": 2, "Ts": [0.5, 2, 8], "eta_c": 0.1, "epochs": 0.2,
            "seeds": 1, "grid_depths": [3]},
+    cost=fig2_cost,
     control=Control(
         "recipe 'mup' instead of 'depth-mup': branch 1/sqrt(n) with no sqrt(T/L), so the time "
         "horizon T no longer enters the network; every T trains the same net, no T can be an "

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 
@@ -18,7 +19,7 @@ from depthscale.claims.common import claim_dataset, mean_finite
 from depthscale.claims.nfd.figures import draw_prop1
 from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import FULL_DATA, QUICK_DATA, SMOKE_DATA
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, claim
 from depthscale.claims.verdicts import ClaimOutcome, finite_or_none
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
@@ -94,6 +95,13 @@ def judge_prop1(m: Prop1Measure) -> Judgement:
                                 "pre_rms_max_over_min": (1.0, 1.5)})
 
 
+def prop1_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+    """The nets :func:`measure_prop1` builds (not trained): post- and pre-act at each depth,
+    ``seeds`` of each."""
+    return [Runs(name, s["width"], L, s["dataset"], count=s["seeds"])
+            for L in s["depths"] for name in ("resnet1-post", "resnet1")]
+
+
 @claim(
     "nfd-prop1", "nfd", "Post-act ResNets diverge with depth (Prop. 1); pre-act stays O(1)",
     quick={**QUICK_DATA, "width": 128, "depths": [4, 16, 64, 256, 1024], "seeds": 3,
@@ -106,6 +114,7 @@ def judge_prop1(m: Prop1Measure) -> Judgement:
         "recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch multiplier): the pre-act net's "
         "features grow with depth, so 'pre-act stays O(1)' must fail",
         {"recipe": "mup"}),
+    cost=prop1_cost,
     headline=dict(
         metric="post_min_ratio_to_bound",
         label="post-act mean h_L over the Prop. 1 lower bound (smallest over L)",

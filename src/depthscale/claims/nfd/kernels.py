@@ -22,7 +22,7 @@ import torch
 from depthscale.claims.nfd.coupling import gaussian_inputs
 from depthscale.claims.nfd.figures import draw_prop3, draw_prop4_5
 from depthscale.claims.nfd.judgement import Judgement, conclude
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import ClaimOutcome
 from depthscale.limits import kernel_path, min_eigenvalue, nested_gap_min_eigenvalue, nngp_kernel
 from depthscale.models import build
@@ -96,6 +96,15 @@ def judge_prop3(s: Mapping[str, Any], points: Sequence[KernelPoint]) -> Judgemen
                                 "exponent_vs_depth": (None, -0.5)})
 
 
+def prop3_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+    """The nets :func:`measure_prop3` builds (not trained): ``trials`` at each point of the
+    width and depth sweeps."""
+    points = [(n, s["depth_at"]) for n in s["widths"]] + [(s["width_at"], L)
+                                                          for L in s["depths"]]
+    return [Runs("resnet1", n, L, "teacher", count=s["trials"], data={"dim": s["dim"]})
+            for n, L in points]
+
+
 @claim(
     "nfd-prop3", "nfd",
     "At alpha = 1 the output is a GP with the kernel C_T of the SDE (Prop. 3)",
@@ -107,6 +116,7 @@ def judge_prop3(s: Mapping[str, Any], points: Sequence[KernelPoint]) -> Judgemen
           "depths": [1, 2, 4, 8, 16], "width_at": 8192, "trials": 32},
     smoke={"phi": "relu", "T": 1.0, "inputs": 3, "dim": 4, "widths": [32, 512], "depth_at": 2,
            "depths": [1, 4], "width_at": 1024, "trials": 8},
+    cost=prop3_cost,
     control=Control(
         "finite nets under recipe 'mup' instead of 'depth-mup' (no 1/sqrt(L) branch "
         "multiplier): their kernel moves away from C_T as L grows, so the depth error cannot fall",
@@ -177,12 +187,18 @@ def judge_prop4_5(rows: Sequence[EigenRow]) -> Judgement:
                                 "min_eig_nested_gap": (-1e-8, None)})
 
 
+def prop4_5_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+    """The kernel paths of :func:`measure_prop4_5` (``inputs`` points, two activations)."""
+    return [Solver("kernel", 1, len(s["times"]), inputs=s["inputs"], count=2)]
+
+
 @claim(
     "nfd-prop4-5", "nfd",
     "C_t is strictly positive definite (Prop. 4); C_t' - C_t is PSD for t < t' (Prop. 5)",
     quick={"phi": "relu", "inputs": 64, "dim": 16, "times": [0.25, 0.5, 1, 2, 4, 8]},
     full={"phi": "relu", "inputs": 256, "dim": 32, "times": [0.1, 0.25, 0.5, 1, 2, 4, 8, 16]},
     smoke={"phi": "relu", "inputs": 6, "dim": 3, "times": [0.5, 1, 2]},
+    cost=prop4_5_cost,
     control=Control(
         "identity activation instead of ReLU (polynomial, outside Prop. 4): with more points "
         "than input dimensions C_t is singular, so 'min eig C_t > 0' must fail",

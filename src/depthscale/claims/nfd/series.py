@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from depthscale.claims.registry import Runs, Solver
 from depthscale.claims.verdicts import Decision, Route, interval_finding, noise_gate
 from depthscale.errors import ConfigError
 from depthscale.limits.nfd import NFD
@@ -42,6 +44,8 @@ __all__ = [
     "limit_gia_gap",
     "nfd_outputs",
     "nfd_run",
+    "nfd_solver",
+    "online_runs",
     "require_for_refuted",
     "series_measured",
     "series_route",
@@ -86,6 +90,20 @@ def finite_outputs(model: str, recipe: str, *, width: int, depth: int, backward:
     return np.array([[finite_run(model, recipe, int(width), int(depth), backward, float(eta_c),
                                  float(T), int(steps), int(dim), int(stream_seed), s, sign)
                       for sign in (1.0, -1.0)] for s in range(seed, seed + pairs)])
+
+
+def online_runs(model: str, width: int, depth: int, s: Mapping[str, Any],
+                count: int) -> Runs:
+    """``count`` finite nets trained online as :func:`finite_outputs` trains them (batch 1,
+    ``s["steps"]`` steps on the teacher stream of dimension ``s["dim"]``): a claim's cost."""
+    return Runs(model, width, depth, "teacher", count=count, steps=s["steps"], batch=1,
+                data={"dim": s["dim"]})
+
+
+def nfd_solver(depth: int, s: Mapping[str, Any], count: int) -> Solver:
+    """``count`` runs of the NFD solver at ``depth`` depth steps as :func:`nfd_outputs` runs
+    them (``s["particles"]`` particles, ``s["steps"]`` online steps): a claim's cost."""
+    return Solver("nfd", s["particles"], depth, steps=s["steps"], dim=s["dim"], count=count)
 
 
 @functools.cache

@@ -355,6 +355,11 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
     return Judgement(measured, decision=transfer_decision(s, m), note=note)
 
 
+def transfer_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """nfd-transfer's study."""
+    return [transfer_tables(s, device=device)]
+
+
 @claim(
     "nfd-transfer", "nfd",
     "With Eq. 8 the optimal eta_c is the same across depths; under depth-muP it drifts",
@@ -371,6 +376,7 @@ def judge_transfer(s: Mapping[str, Any], m: TransferMeasure) -> Judgement:
     smoke={**SMOKE_DATA,
            "width": 16, "depths": [2, 3], "eta_cs": [0.1, 1.0, 10.0], "epochs": 0.2,
            "seeds": 1},
+    cost=transfer_cost,
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
         "eta_1 missing): both arms are the same runs, so the spread cannot be smaller with the "
