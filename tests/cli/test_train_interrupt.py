@@ -118,7 +118,7 @@ def test_interrupt_while_building_keeps_nothing(
 ) -> None:
     import depthscale.cli.model as cli_model
 
-    def interrupted(_args: object) -> None:
+    def interrupted(*_args: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli_model, "build_from_args", interrupted)

@@ -58,28 +58,26 @@ def finite_float(text: str) -> float:
 
 
 def rate(text: str) -> float:
-    """A learning rate: a finite number in (0, 1e6] (:data:`depthscale.param.optim.MAX_RATE`:
-    the rate times a weight or gradient up to 1e32 stays a float32)."""
-    from depthscale.param.optim import MAX_RATE
+    """A learning rate: a finite number > 0 and at most float32's largest
+    (:data:`depthscale.param.optim.MAX_RATE`: torch holds each rate as a float32)."""
+    from depthscale.param.optim import MAX_RATE, RATE_RULE
 
     value = finite_float(text)
     if not 0 < value <= MAX_RATE:
-        raise argparse.ArgumentTypeError(f"a learning rate must be in (0, {MAX_RATE:,.0f}] (the "
-                                         "rate times a weight or gradient up to 1e32 must "
-                                         f"stay a float32), got {text}")
+        raise argparse.ArgumentTypeError(f"a learning rate must be > 0 and {RATE_RULE}, got "
+                                         f"{text}")
     return value
 
 
 def decay(text: str) -> float:
-    """A weight decay: a finite number in [0, 1e6] (as :func:`rate`); its product with the
-    learning rate is checked with the other training settings."""
-    from depthscale.param.optim import MAX_RATE
+    """A weight decay: a finite number >= 0, at most float32's largest (as :func:`rate`); its
+    product with the learning rate is checked with the other training settings."""
+    from depthscale.param.optim import MAX_RATE, RATE_RULE
 
     value = finite_float(text)
     if not 0 <= value <= MAX_RATE:
-        raise argparse.ArgumentTypeError(f"a weight decay must be in [0, {MAX_RATE:,.0f}] (the "
-                                         "rate times a weight up to 1e32 must stay a "
-                                         f"float32), got {text}")
+        raise argparse.ArgumentTypeError(f"a weight decay must be >= 0 and {RATE_RULE}, got "
+                                         f"{text}")
     return value
 
 

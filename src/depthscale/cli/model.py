@@ -309,7 +309,7 @@ def register(sub: Any) -> None:
     t.add_argument("--batch-size", type=positive_int, default=128, help="1 = online SGD")
     t.add_argument("--momentum", type=momentum, default=0.0, help="SGD only, in [0, 1)")
     t.add_argument("--weight-decay", type=decay, default=0.0,
-                   help="in [0, 1e6], with --lr x --weight-decay < 1")
+                   help=">= 0, with --lr x --weight-decay < 1")
     t.add_argument("--eval-every", type=int, default=0, help="steps between test evaluations")
     t.add_argument("--divergence-factor", type=finite_float, default=10.0,
                    help="diverged when the running loss exceeds this x the initial loss "

@@ -17,13 +17,15 @@ from depthscale.errors import ConfigError
 from depthscale.param.checks import number
 from depthscale.param.evaluate import ParamSpec
 
-__all__ = ["MAX_RATE", "OPTIMIZERS", "OptimizerSettings", "build_optimizer",
+__all__ = ["MAX_RATE", "OPTIMIZERS", "RATE_RULE", "OptimizerSettings", "build_optimizer",
            "optimizer_settings"]
 
 OPTIMIZERS = ("sgd", "adam")
-#: the largest base LR or weight decay: the rate times a float32 weight or gradient up to 1e32
-#: stays a float32 (at most 3.4e38), where torch would otherwise fail converting it
-MAX_RATE = 1e6
+#: the largest LR or weight decay, float32's largest: torch holds each rate as a float32 and
+#: fails converting a larger one
+MAX_RATE = 3.4028234663852886e38
+#: the rule a rate over :data:`MAX_RATE` breaks, as every refusal says it
+RATE_RULE = "at most 3.4e38, float32's largest (torch holds each rate as a float32)"
 _OPTIMIZER_ALIASES = {"adamw": "adam"}  # torch users write AdamW (what "adam" builds)
 
 
@@ -41,9 +43,9 @@ class OptimizerSettings:
 
 def optimizer_settings(name: str, lr: float, momentum: float, weight_decay: float,
                        eps: float) -> OptimizerSettings:
-    """``name`` (``adamw`` is ``adam``) and the numbers, checked: ``lr`` in (0, 1e6],
-    ``momentum`` (SGD only) in [0, 1), ``weight_decay`` in [0, 1e6] with ``lr x weight_decay``
-    < 1, ``eps`` > 0; else a ConfigError. Each step multiplies every weight by
+    """``name`` (``adamw`` is ``adam``) and the numbers, checked: ``lr`` in (0, 3.4e38],
+    ``momentum`` (SGD only) in [0, 1), ``weight_decay`` in [0, 3.4e38] with ``lr x
+    weight_decay`` < 1, ``eps`` > 0; else a ConfigError. Each step multiplies every weight by
     ``1 - lr x weight_decay`` (the rules keep that product in every param group), so at 1 or
     more the decay zeroes or flips the weights each step."""
     name = _OPTIMIZER_ALIASES.get(name, name)
@@ -56,8 +58,7 @@ def optimizer_settings(name: str, lr: float, momentum: float, weight_decay: floa
     eps = number("eps", eps)
     for what, rate in (("lr (learning rate)", lr), ("weight_decay", weight_decay)):
         if rate > MAX_RATE:
-            raise ConfigError(f"{what} must be at most {MAX_RATE:,.0f} (the rate times a weight "
-                              f"or gradient up to 1e32 must stay a float32), got {rate:g}")
+            raise ConfigError(f"{what} must be {RATE_RULE}, got {rate:g}")
     if lr * weight_decay >= 1:
         raise ConfigError(f"lr x weight_decay must be < 1 (each step multiplies every weight by "
                           f"1 - lr x weight_decay), got {lr:g} x {weight_decay:g} = "
@@ -80,6 +81,11 @@ def build_optimizer(o: OptimizerSettings, specs: Sequence[ParamSpec],
                else 0.0)
         groups.setdefault(key, []).append(params[spec.name])
     adam = o.name == "adam"
+    for g_lr, wd, _e in groups:  # a rule's multiplier may take a group past float32
+        if not (g_lr <= MAX_RATE and wd <= MAX_RATE):
+            raise ConfigError(f"a param group's lr {g_lr:g} or weight decay {wd:g} (the base "
+                              f"rates times the rule's multipliers) is not {RATE_RULE}; "
+                              "lower the base rates")
     param_groups: list[dict[str, Any]] = [
         {"params": ps, "lr": g_lr, "weight_decay": wd, **({"eps": e} if adam else {})}
         for (g_lr, wd, e), ps in groups.items()

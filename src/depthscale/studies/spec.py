@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from depthscale.errors import ConfigError
-from depthscale.param.optim import MAX_RATE
+from depthscale.param.optim import MAX_RATE, RATE_RULE
 from depthscale.studies.spec_bounds import check_grid_cost, check_grid_size
 from depthscale.studies.spec_toml import study_toml, toml_loads
 from depthscale.train import FINAL_EVALS, LOSSES, TrainConfig, TrainSettings
@@ -583,8 +583,7 @@ class _Validator:
             if x <= 0:
                 self.fail(key, f"must be > 0, got {value!r}")
             if name == "lr" and x > MAX_RATE:
-                self.fail(key, f"must be at most {MAX_RATE:,.0f} (the rate times a weight or "
-                          f"gradient up to 1e32 must stay a float32), got {value!r}")
+                self.fail(key, f"must be {RATE_RULE}, got {value!r}")
             return x
         if name == "momentum":
             x = self.number(key, value)
@@ -595,8 +594,7 @@ class _Validator:
         if name == "weight_decay":
             x = self.number(key, value)
             if not 0 <= x <= MAX_RATE:
-                self.fail(key, f"must be in [0, {MAX_RATE:,.0f}] (the rate times a weight up to "
-                          f"1e32 must stay a float32), got {value!r}")
+                self.fail(key, f"must be >= 0 and {RATE_RULE}, got {value!r}")
             return x
         if name in ("recipe", "optimizer", "loss", "device", "final_eval"):
             return self.string(key, value)
