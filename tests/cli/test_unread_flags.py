@@ -24,7 +24,7 @@ from depthscale.cli.flags import LIMIT_READS, UNREAD, typed_flags
         (["limit", "mean-ode", "--T", "2", "--steps", "1"], "does not read --T"),
         (["limit", "sde", "--coupling", "full", "--depth=3"], "does not read --coupling"),
         (["train", "--optimizer", "adam", "--mom", "0.9", "--steps", "1", "--width", "4",
-          "--depth", "1"], "train does not read --momentum (with --optimizer adam"),
+          "--depth", "1"], "train does not read --momentum (with --optimizer adam: momentum is an SGD"),
         (["transfer-check", "--lr", "0.1", "--steps", "1"],
          "transfer-check does not read --lr"),
         (["explain", "--lr", "0.1", "--width", "4", "--depth", "1"],

@@ -93,11 +93,30 @@ def _one_by_one(model, plan, data, cfg, lrs, seeds=None):  # type: ignore[no-unt
             for lr, s in zip(lrs, seeds, strict=True)]
 
 
+def _rounding_floors(model, plan, data, cfg, lrs, refs):  # type: ignore[no-untyped-def]
+    """Per LR, how far the loop's own losses move (largest relative change over the steps)
+    when every initial weight is moved by one float32 ulp: the rounding a chaotic member
+    amplifies on this machine's kernels, measured in the same run. A member may differ from
+    the loop by a few times this, never by a wrong computation's orders of magnitude."""
+    moved = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.mul_(1 + 2**-23)
+    floors = []
+    for ref, other in zip(refs, _one_by_one(moved, plan, data, cfg, lrs), strict=True):
+        pairs = list(zip(ref.losses, other.losses, strict=False))
+        floors.append(max((abs(a - b) / abs(a) for a, b in pairs if math.isfinite(a - b)
+                           and a != 0), default=0.0))
+    return floors
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_members_match_one_by_one_runs(datasets: dict[str, Dataset], case: str) -> None:
     """Every member's losses per step, epoch losses, evaluations and final metrics are the
-    loop's to ``RTOL``; the member at lr 1e3 diverges at the loop's step and is recorded as the
-    loop records it, without touching the others."""
+    loop's to ``RTOL``, or to 4 times the loop's own drift under a one-ulp move of its initial
+    weights where that is larger (:func:`_rounding_floors`: the ViTs amplify rounding); the
+    member at lr 1e3 diverges at the loop's step and is recorded as the loop records it,
+    without touching the others."""
     torch.set_num_threads(1)  # the setting of every sweep run (and of the reference)
     model, plan, data = _build(case, datasets)
     assert stacked_laws.laws_forward(model) is not None
@@ -106,9 +125,10 @@ def test_members_match_one_by_one_runs(datasets: dict[str, Dataset], case: str) 
     cfg = TrainConfig(epochs=2.5, batch_size=48, loss="ce", eval_every=4, seed=1)
     got = train_batched(model, plan, data, cfg, lrs)
     refs = _one_by_one(model, plan, data, cfg, lrs)
+    floors = _rounding_floors(model, plan, data, cfg, lrs, refs)
     assert [r.status for r in got] == ["ok", "ok", "ok", "diverged"]
-    for ref, res in zip(refs, got, strict=True):
-        _assert_same(ref, res, rows=len(data.x_test))
+    for ref, res, floor in zip(refs, got, floors, strict=True):
+        _assert_same(ref, res, rtol=max(RTOL, 4 * floor), rows=len(data.x_test))
     assert set(got[0].final) == {"train_loss", "train_acc", "test_loss", "test_acc"}
     assert got[3].final == {} and got[3].diverged_at is not None
 

@@ -46,7 +46,8 @@ def _limit(args: argparse.Namespace) -> dict[str, str]:
 def _sgd_only(args: argparse.Namespace) -> dict[str, str]:
     """Momentum is plain SGD's: Adam keeps its own moments."""
     if getattr(args, "optimizer", "sgd") == "adam":
-        return {"momentum": "with --optimizer adam: Adam keeps its own moments"}
+        return {"momentum": "with --optimizer adam: momentum is an SGD setting, Adam keeps its "
+                            "own moments"}
     return {}
 
 
