@@ -225,3 +225,15 @@ def test_the_kept_names_are_those_the_writers_use() -> None:
     names = {STORE_FILE, f"{STORE_FILE}-wal", f"{STORE_FILE}-shm", LOCK_FILE, REPRODUCE_LOCK,
              CLAIMS_FILE, HISTORY_FILE, "study.toml", "spec.toml"}
     assert names <= set(KEPT_FILES)
+
+
+def test_two_outputs_naming_one_file_are_refused_before_either_is_written(
+    store_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'status s --csv out --parquet out' wrote the CSV, then refused the Parquet over it
+    (exit 2 after writing: found by the property test)."""
+    target = store_folder.parent / "out"
+    err = _refused(["status", str(store_folder), "--csv", str(target), "--parquet",
+                    str(target)], target, capsys)
+    assert "--csv and --parquet name the same file" in err
+    assert not target.exists()

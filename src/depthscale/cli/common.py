@@ -152,16 +152,21 @@ def check_outputs(args: argparse.Namespace) -> None:
     """The one check of everything a command will write, before it does any work: each dest
     named in the command's ``output_dirs`` must be a folder that can be created and written,
     each in ``output_files`` (dest -> output kind, :data:`~depthscale.io.outputs.OUTPUT_KINDS`)
-    a file that can, over nothing but that kind's earlier output (:mod:`depthscale.io.outputs`);
-    else ConfigError."""
+    a file that can, over nothing but that kind's earlier output (:mod:`depthscale.io.outputs`),
+    and no two of them the same file; else ConfigError."""
     from depthscale.io.outputs import check_output_dir, check_output_file
 
     for dest in getattr(args, "output_dirs", ()):
         if getattr(args, dest) is not None:
             check_output_dir(getattr(args, dest), _flag(dest))
+    seen: dict[Path, str] = {}
     for dest, kind in getattr(args, "output_files", {}).items():
         if getattr(args, dest) is not None:
-            check_output_file(getattr(args, dest), _flag(dest), kind)
+            path = check_output_file(getattr(args, dest), _flag(dest), kind).resolve()
+            if path in seen:
+                raise ConfigError(f"{seen[path]} and {_flag(dest)} name the same file {path}; "
+                                  "give each its own")
+            seen[path] = _flag(dest)
 
 
 def _flag(dest: str) -> str:
