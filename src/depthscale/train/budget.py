@@ -132,11 +132,7 @@ def run_cost(model: str, *, input_shape: tuple[int, ...], n_out: int, width: int
     batch = batch_size if n_train is None else min(batch_size, n_train)
     seconds, formula = training_seconds(parameters=count, batch_size=batch, steps=total,
                                         runs=runs, device=device)
-    if limits is not None and limits.seconds is not None and seconds > limits.seconds:
-        raise ConfigError(
-            f"{what} would take at least {human_seconds(seconds)} ({formula}), over the "
-            f"{limits.seconds / 3600:,.0f} h a run starts without confirmation; lower "
-            f"{lower_time}, or {_say(override, 'time', seconds / 3600)}")
+    _check_time(what, seconds, formula, limits, lower_time, override)
     return RunCost(count, over, total, seconds, formula)
 
 
@@ -195,12 +191,19 @@ def solver_cost(kind: str, *, inputs: int = 1, dim: int = 1, particles: int = 1,
     if kind == "coupling":  # one width x width product a layer
         seconds = runs * L * 2.0 * p * p / FLOPS["cpu"]
         when = f"{runs:,} run(s) x {L:,} layers x 2 x {p:,}^2 / {FLOPS['cpu']:.0e} FLOP/s"
+    _check_time(what, seconds, when, limits, "the steps", override)
+    return RunCost(need, False, steps, seconds, when)
+
+
+def _check_time(what: str, seconds: float, formula: str, limits: Limits | None, lower: str,
+                override: Override) -> None:
+    """ConfigError when ``seconds`` (a lower bound) is over ``limits.seconds``: the estimate,
+    its formula, what to lower and the ``override``."""
     if limits is not None and limits.seconds is not None and seconds > limits.seconds:
         raise ConfigError(
-            f"{what} would take at least {human_seconds(seconds)} ({when}), over the "
-            f"{limits.seconds / 3600:,.0f} h a run starts without confirmation; lower the "
-            f"steps, or {_say(override, 'time', seconds / 3600)}")
-    return RunCost(need, False, steps, seconds, when)
+            f"{what} would take at least {human_seconds(seconds)} ({formula}), over the "
+            f"{limits.seconds / 3600:,.0f} h a run starts without confirmation; lower "
+            f"{lower}, or {_say(override, 'time', seconds / 3600)}")
 
 
 def _say(override: Override, bound: str, need: float) -> str:
