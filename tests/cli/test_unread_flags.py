@@ -1,6 +1,7 @@
-"""Flags typed but not read by the chosen command or mode are refused before any work (issue 43,
-item 8: ``limit kernel --particles`` ran and ignored it; ``train --optimizer adam --momentum``
-was refused only after the progress bar)."""
+"""Flags typed but not read by the chosen command or mode are refused before any work, and a
+flag read otherwise than it says is said (issue 43, item 8: ``limit kernel --particles`` ran and
+ignored it; ``train --optimizer adam --momentum`` was refused only after the progress bar;
+``--batch-size`` past the data meant full-batch steps without a word)."""
 
 from __future__ import annotations
 
@@ -120,3 +121,19 @@ def test_the_limit_table_is_what_each_solver_reads(
                         str(tmp_path)])
     capsys.readouterr()
     assert read & set().union(*LIMIT_READS.values()) == LIMIT_READS[solver]
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "--steps", "1"],
+    ["coord-check", "--widths", "4,8", "--depths", "1,2", "--seeds", "1", "--steps", "1"],
+])
+def test_a_batch_over_the_data_is_said(command: list[str], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """--batch-size past the training set silently meant full-batch steps (issue 43's battery:
+    'train --batch-size 100000000' exited 0 without a word)."""
+    monkeypatch.chdir(tmp_path)
+    assert main([*command, "--dataset", "digits", "--width", "4", "--depth", "1",
+                 "--batch-size", "100000000", "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "--batch-size 100,000,000 is over the" in err and "each batch holds all" in err

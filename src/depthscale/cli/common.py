@@ -27,6 +27,7 @@ __all__ = [
     "json_safe",
     "key_value",
     "model_flags",
+    "note_batch",
     "momentum",
     "option_flags",
     "positive_int",
@@ -167,6 +168,15 @@ def check_outputs(args: argparse.Namespace) -> None:
                 raise ConfigError(f"{seen[path]} and {_flag(dest)} name the same file {path}; "
                                   "give each its own")
             seen[path] = _flag(dest)
+
+
+def note_batch(batch_size: int, data: Any) -> None:
+    """One line on stderr when ``--batch-size`` is over the training examples: every step then
+    uses all of them (full-batch), which is not what the number says."""
+    n = len(data.x_train)
+    if batch_size > n:
+        print(f"depthscale: note: --batch-size {batch_size:,} is over the {n:,} training "
+              f"examples of the data; each batch holds all {n:,}", file=sys.stderr)
 
 
 def _flag(dest: str) -> str:

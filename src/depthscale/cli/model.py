@@ -22,6 +22,7 @@ from depthscale.cli.common import (
     json_safe,
     model_flags,
     momentum,
+    note_batch,
     option_flags,
     positive_int,
     progress,
@@ -96,6 +97,7 @@ def _prepare_train(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, int]:
     cfg.validate()
     model, plan, data = build_from_args(args, cfg)
     check_data(model, data, cfg.loss)  # train() checks again; here before the progress bar
+    note_batch(cfg.batch_size, data)
     total = steps_of(steps=cfg.steps, epochs=cfg.epochs, n_train=len(data.x_train),
                      batch_size=cfg.batch_size)
     return model, plan, data, cfg, total
@@ -209,6 +211,7 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
 
     _check_model_name(args.model)
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
+    note_batch(args.batch_size, data)
     x, y = data.x_train[: args.batch_size], data.y_train[: args.batch_size]
     total = (len(args.widths) + len(args.depths)) * args.seeds
     make = _model_factory(args, data, x, runs=total, batch_size=len(x))
@@ -252,6 +255,7 @@ def _cmd_transfer_check(args: argparse.Namespace) -> int:
     _check_model_name(args.model)
     check_lr_grid(args.lrs)
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
+    note_batch(args.batch_size, data)
     sizes = len(set(args.depths)) + len(set(args.widths))
     total = sizes * len(args.lrs) * args.seeds
     make = _model_factory(args, data, data.x_train[: args.batch_size], runs=total,
