@@ -219,6 +219,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "slopes (a refutation granted on routes that agree only in finding)",
         ("tests/claims/test_nfd_collapse.py::"
          "test_two_routes_refute_a_slope_only_when_they_agree_in_value_and_see_the_rule",)),
+    Mutation(
+        "fig2-b-over-sqrt-D", "claims/chizat/output_error.py",
+        "return (law.a, *law.a_ci), (law.b, *law.b_ci)",
+        "return (law.a, *law.a_ci), tuple(v / s.D ** 0.5 for v in (law.b, *law.b_ci))",
+        "chizat Fig. 2's b banded as b/sqrt(D) (the old false PASS), not as the coefficient of "
+        "1/sqrt(LM) the caption writes at D = 10",
+        ("tests/claims/test_chizat_verdicts.py::"
+         "test_fig2_b_is_the_coefficient_of_one_over_sqrt_lm_at_the_papers_d",
+         "tests/claims/test_chizat_verdicts.py::"
+         "test_fig2_b_of_0_6_fails_though_its_b_over_sqrt_d_lies_in_the_band")),
 )
 
 
