@@ -196,3 +196,16 @@ def test_recipe_scale_is_not_double_counted_when_already_right() -> None:
         block.cfg["scale"] = 2 / D_HEAD  # 0.5 * 2/d = 1/d: what muP wants
     assert _apply(model, "mup") == []
     assert math.isclose(inspect(model, _ids()).attention[0].effective_scale, 1 / D_HEAD)
+
+
+def test_an_attribute_the_forward_does_not_use_is_put_back_and_the_fix_advised() -> None:
+    """A float attribute equal to the constant by coincidence (q is multiplied by a literal
+    0.5): apply sets it, measures again, sees no change, puts it back and warns instead."""
+    model = Net("sdpa")
+    for block in model.blocks:
+        block.unused = 0.5
+    st = inspect(model, _ids())
+    assert [c.attribute for c in st.attention] == ["unused"] * 2
+    (message,) = _apply(model, "mup")
+    assert [b.unused for b in model.blocks] == [0.5, 0.5]
+    assert f"pass scale={2 / D_HEAD:.6g}" in message

@@ -66,9 +66,10 @@ def set_scales(model: nn.Module, scales: Mapping[str, float]) -> dict[str, float
 def unheld(plan: PlanSettings, structure: Structure, scales: Mapping[str, float]) -> list[str]:
     """The keys of ``scales`` whose attention, measured again (``structure``), does not have
     the recipe's scale (the attribute is not what the forward multiplies by)."""
-    calls = {_key(c.module, c.attribute): c for c in structure.attention if c.attribute}
-    return [k for k in scales if k not in calls or not math.isclose(
-        calls[k].effective_scale, attention_scale(plan, calls[k].d_head), rel_tol=1e-6)]
+    calls = {c.module: c for c in structure.attention}
+    return [k for k in scales if (c := calls.get(k.rpartition(".")[0])) is None
+            or not math.isclose(c.effective_scale, attention_scale(plan, c.d_head),
+                                rel_tol=1e-6)]
 
 
 def check_attention(model: nn.Module, plan: PlanSettings,
