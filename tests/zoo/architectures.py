@@ -725,4 +725,5 @@ ZOO: list[Arch] = [
                          "from the forward pass: apply must name it and the roles= to pass")),
 ]
 
+ZOO += importlib.import_module("arch_attention").ARCHS  # OPT, Bloom (issue 40)
 BY_NAME = {a.name: a for a in ZOO}

@@ -1,7 +1,8 @@
 """``Plan.apply`` as one pass over pure steps: inspect (with an example input), assign roles,
 check sizes, read each parameter's use, evaluate every rule (a refusal leaves the model
 untouched), draw the init and set multipliers (nfd Eq. 1, or its absorbed form by the
-abc-symmetry), set the attention scale and tied-readout multipliers, record the plan
+abc-symmetry), set the attention scale (``attention_scale``, or the module attribute that holds
+the measured constant, checked by measuring again) and tied-readout multipliers, record the plan
 (:class:`~depthscale.param.state.PlanState`), and warn where the recipe's derivation does not
 cover the structure found."""
 
@@ -14,7 +15,13 @@ from torch import nn
 
 from depthscale.errors import ConfigError
 from depthscale.param.assign import assign_roles, covered
-from depthscale.param.attention import attention_modules, set_attention
+from depthscale.param.attention import (
+    attention_modules,
+    scale_attributes,
+    set_attention,
+    set_scales,
+    unheld,
+)
 from depthscale.param.bind import model_usages, param_specs, readout_multipliers
 from depthscale.param.checks import whole
 from depthscale.param.draw import initialise
@@ -47,11 +54,17 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
     heads = attention_modules(inner)
     for m in heads.values():  # a bad head width is refused before anything is changed
         attention_scale(plan, int(m.attention_head_dim))
+    scales = {} if structure is None else scale_attributes(plan, structure, set(heads))
     forms = initialise(planned, usage, seed, absorb)
     set_attention(inner, plan)
+    before = set_scales(inner, scales)
+    if scales:  # measured again: an attribute that does not give the scale is put back
+        wrong = unheld(plan, inspect(inner, example_input), scales)
+        set_scales(inner, {k: before[k] for k in wrong})
+        scales = {k: v for k, v in scales.items() if k not in wrong}
     set_readouts(inner, readouts)
     kept = {k: u for k, u in usage.items() if u != Usage()}
-    record(inner, PlanState(settings_of(plan), role_of, forms, kept, readouts))
+    record(inner, PlanState(settings_of(plan), role_of, forms, kept, readouts, scales))
     if structure is not None:
-        warn_attention(plan, structure, set(heads))
+        warn_attention(plan, structure, set(heads) | {k.rpartition(".")[0] for k in scales})
         warn_structure(plan, structure, readouts)

@@ -142,5 +142,5 @@ def resolve(plan: PlanSettings, model: nn.Module,
                 "again with this plan"
             )
         out.append(spec)
-    check_attention(inner, plan)
+    check_attention(inner, plan, state.scales)
     return out

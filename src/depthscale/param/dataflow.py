@@ -22,7 +22,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 __all__ = ["ADDITIONS", "NORM_OPS", "Addition", "AttentionCall", "Recorder", "TensorInfo", "Use",
-           "call_args", "copy_input", "module_stack", "tensors_in"]
+           "attention_calls", "call_args", "copy_input", "module_stack", "tensors_in"]
 
 #: the torch functions and operators that add two tensors (a residual addition's candidates)
 ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__,
@@ -39,6 +39,11 @@ NORM_OPS = {F.layer_norm, F.group_norm, F.batch_norm, F.instance_norm, torch.lay
 _GAINS = {torch.mul, torch.Tensor.mul, torch.Tensor.mul_, torch.Tensor.__mul__,
           torch.Tensor.__rmul__, torch.Tensor.__imul__, operator.mul, torch.div,
           torch.Tensor.div, torch.Tensor.__truediv__, torch.Tensor.div_}
+_DIVS = {torch.div, torch.Tensor.div, torch.Tensor.__truediv__, torch.Tensor.div_}
+#: ops that add a mask or a bias to attention scores: the scores keep their scale
+_MASKS = ADDITIONS | {torch.where, torch.Tensor.masked_fill, torch.Tensor.masked_fill_,
+                      torch.sub, torch.Tensor.sub, torch.Tensor.__sub__}
+_SOFTMAX = {F.softmax, torch.softmax, torch.Tensor.softmax}
 _CATS = {torch.cat, torch.concat, torch.stack}
 #: ops that keep a tensor's values (up to layout), so a constant scale passes through them
 _SAME = {torch.Tensor.view, torch.Tensor.reshape, torch.reshape, torch.Tensor.transpose,
@@ -51,19 +56,40 @@ _MHA = F.multi_head_attention_forward
 
 @dataclass(frozen=True)
 class AttentionCall:
-    """One attention call: the innermost module that made it (``""`` for the model itself), the
-    head width ``d_head`` and the ``scale`` used (None: torch's default 1/sqrt(d_head));
-    ``fixed`` when the module hard-codes it (``nn.MultiheadAttention`` has no scale argument)."""
+    """One attention, measured from the forward: the innermost module that ran it (``""`` for
+    the model itself), the head width ``d_head`` (what q . k contracts), the kernel's ``scale``
+    argument (None: torch's default 1/sqrt(d_head); 1.0 for scores written by hand) and
+    ``factors``, the constants multiplied into q, k or the scores outside the kernel (OPT's
+    q * head_dim^-0.5, Bloom's ``baddbmm(..., alpha=1/sqrt(d))``). ``kind``: ``"sdpa"``,
+    ``"mha"`` (``nn.MultiheadAttention``: ``fixed``, it takes no scale) or ``"scores"`` (q @ k^T
+    then a softmax). ``attribute``: the float attribute of the module that holds one of the
+    constants (OPT's ``scaling``), ``power`` how many times it enters; "" when none or
+    several could."""
 
     module: str
     d_head: int
     scale: float | None
     fixed: bool = False
+    factors: tuple[float, ...] = ()
+    kind: str = "sdpa"
+    attribute: str = ""
+    value: float = 0.0  # the attribute's value: one of the constants
+    power: int = 1
+    qk: int = 0  # how many of ``factors``, first, were multiplied into q and k
 
     @property
     def effective_scale(self) -> float:
-        """The softmax scale the call used."""
-        return 1 / math.sqrt(self.d_head) if self.scale is None else self.scale
+        """The constant the attention logits q . k are multiplied by."""
+        kernel = 1 / math.sqrt(self.d_head) if self.scale is None else self.scale
+        return kernel * math.prod(self.factors)
+
+    def text(self) -> str:
+        """The scale for a person: its value and the constants it is the product of."""
+        kernel = "1/sqrt(d_head)" if self.scale is None else f"{self.scale:.4g}"
+        parts = ([] if self.kind == "scores" else [kernel]) + [f"{c:.4g}" for c in self.factors]
+        where = f" = {' x '.join(parts)}" if len(parts) > 1 or self.scale is None else ""
+        held = f"; {self.attribute} = {self.value:.4g}" if self.attribute else ""
+        return f"{self.effective_scale:.4g}{where}{held}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +110,8 @@ class TensorInfo:
     after_sum: bool = False
     normed: bool = False
     tail: frozenset[str] = frozenset()  # gains of normalisations since the last layer use
+    #: attention scores q @ k^T (until their softmax): (d_head, the constants multiplied in)
+    score: tuple[int, tuple[float, ...], int] | None = None  # ... and how many, first, on q, k
 
 
 @dataclass(frozen=True)
@@ -211,10 +239,7 @@ class Recorder(TorchFunctionMode):
         infos = [self.get(t) for t in ins]
         data = [t for t, i in zip(ins, infos, strict=True) if i.data]
         if func is F.scaled_dot_product_attention:
-            scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
-            module = self.stack[-1] if self.stack else ""
-            self.attention.setdefault(module, AttentionCall(
-                module, int(ins[0].shape[-1]), None if scale is None else float(scale)))
+            self._sdpa(args, kwargs)
         if not data:  # a function of parameters and constants (W.T, a slice of a table)
             merged = self.merge(ins)
             for t in outs:
@@ -238,32 +263,103 @@ class Recorder(TorchFunctionMode):
                 info = replace(info, scale=scale, after_sum=True, normed=False,
                                tail=frozenset())
             elif func in _GAINS and len(data) == 1:
-                info = self._scaled(info, args, data[0])
+                info = self._scaled(func, info, args, data[0])
             elif func in _SAME and len(data) == 1:
                 info = replace(info, scale=self.get(data[0]).scale)
+        score = self._score(func, args, kwargs, data, held)
+        if score is not None:
+            info = replace(info, score=score)
+        if func in _SOFTMAX and len(data) == 1 and self.get(data[0]).score is not None:
+            d_head, factors, qk = self.get(data[0]).score  # type: ignore[misc]
+            module = self.stack[-1] if self.stack else ""
+            self.attention.setdefault(module, AttentionCall(module, d_head, 1.0,
+                                                            factors=factors, kind="scores",
+                                                            qk=qk))
         for t in outs:
             self.set(t, info)
         for i in range(first, len(self.uses)):
             self.use_out[i] = id(outs[0]) if outs else -1
         return out
 
-    def _scaled(self, info: TensorInfo, args: Any, x: torch.Tensor) -> TensorInfo:
-        """``x * c`` or ``x / c`` with a constant ``c`` (a number or a one-element tensor that
-        carries neither data nor parameters) keeps track of the constant."""
+    def _constant(self, func: Any, args: Any, x: torch.Tensor) -> float | None:
+        """``c`` when the op computes ``x * c`` (``x / c``: ``1/c``) with a constant ``c`` (a
+        number or a one-element tensor that carries neither data nor parameters)."""
         others = [a for a in args if a is not x]
+        other = others[0] if len(others) == 1 else None
+        constant = isinstance(other, torch.Tensor) and other.numel() == 1 and not (
+            self.get(other).data or self.get(other).params)
+        if not (isinstance(other, (int, float)) or constant) or float(other) == 0:  # type: ignore[arg-type]
+            return None
+        c = float(other)  # type: ignore[arg-type]
+        if func in _DIVS:
+            return 1 / c if args[0] is x else None
+        return c
+
+    def _scaled(self, func: Any, info: TensorInfo, args: Any, x: torch.Tensor) -> TensorInfo:
+        """``x * c`` or ``x / c`` with a constant ``c`` keeps track of the constant."""
         scale = self.get(x).scale
         if self.stack and self.stack[-1] in self.planned and any(
                 self.uses[i].module == self.stack[-1] for i in info.last):
             return info  # a depthscale layer's own multiplier (set by the plan): not the model's
-        c: float | None = None
-        other = others[0] if len(others) == 1 else None
-        constant = isinstance(other, torch.Tensor) and other.numel() == 1 and not (
-            self.get(other).data or self.get(other).params)
-        if isinstance(other, (int, float)) or constant:
-            c = float(other)  # type: ignore[arg-type]
-        if c is not None and scale is not None and c != 0 and args[0] is x:
+        c = self._constant(func, args, x)
+        if c is not None and scale is not None:
             return replace(info, scale=scale * c)
         return replace(info, scale=None)
+
+    # ---- attention ------------------------------------------------------------------------
+    def _factor(self, t: Any) -> float | None:
+        """The constant ``t`` (q or k) was multiplied by since its projection (None: none
+        known; a rotation such as RoPE or a normalisation leaves it unknown, read as 1)."""
+        if not isinstance(t, torch.Tensor):
+            return None
+        info = self.get(t)
+        return info.scale if info.data and info.last and info.scale not in (None, 1.0) else None
+
+    def _sdpa(self, args: Any, kwargs: Any) -> None:
+        """``F.scaled_dot_product_attention``: its ``scale`` argument and the constants q and k
+        were multiplied by on the way from their projections (OPT's q * head_dim^-0.5)."""
+        q = kwargs.get("query", args[0] if args else None)
+        k = kwargs.get("key", args[1] if len(args) > 1 else None)
+        if not isinstance(q, torch.Tensor):
+            return
+        scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
+        factors = tuple(c for c in (self._factor(q), self._factor(k)) if c is not None)
+        module = self.stack[-1] if self.stack else ""
+        self.attention.setdefault(module, AttentionCall(
+            module, int(q.shape[-1]), None if scale is None else float(scale),
+            factors=factors, qk=len(factors)))
+
+    def _score(self, func: Any, args: Any, kwargs: Any, data: list[torch.Tensor],
+               held: list[tuple[torch.Tensor, TensorInfo]]
+               ) -> tuple[int, tuple[float, ...], int] | None:
+        """The attention-score record of the op's output: a product of two activations that
+        both come from layers (q @ k^T by ``matmul``, ``bmm``, ``baddbmm`` or ``einsum``)
+        starts one (d_head the contracted size; the constants q and k carry and ``alpha``);
+        a layout op, a constant factor or an added mask or bias keeps it; anything else ends
+        it. A softmax of scores is an attention (:class:`AttentionCall`, kind "scores")."""
+        infos = [self.get(t) for t in data]
+        if func in _MATMULS and func is not F.linear and not held and len(data) == 2:
+            if any(i.score is not None or not i.last for i in infos):
+                return None
+            alpha = kwargs.get("alpha", 1.0)
+            qk = [c for c in (self._factor(data[0]), self._factor(data[1])) if c is not None]
+            consts = qk + ([float(alpha)] if isinstance(alpha, (int, float)) and alpha != 1
+                           else [])
+            return _contracted(func, args, data), tuple(consts), len(qk)
+        carriers = [(t, i.score) for t, i in zip(data, infos, strict=True) if i.score]
+        if len(carriers) != 1:
+            return None
+        x, score = carriers[0]
+        if func in _SAME and len(data) == 1:
+            return score
+        if func in _GAINS and len(data) == 1 and not held:
+            c = self._constant(func, args, x)
+            return None if c is None else (score[0], score[1] + ((c,) if c != 1.0 else ()),
+                                           score[2])
+        if func in _MASKS and all(not i.uses for t, i in zip(data, infos, strict=True)
+                                  if t is not x):
+            return score
+        return None
 
     def _layer(self, given: TensorInfo, new: list[Use], writers: list[Use]) -> TensorInfo:
         ids = frozenset(u.index for u in new)
@@ -364,8 +460,53 @@ class Recorder(TorchFunctionMode):
         module = self.stack[-1] if self.stack else ""
         embed = int(data[0].shape[-1])
         self.attention.setdefault(module, AttentionCall(module, embed // max(heads, 1), None,
-                                                        fixed=True))
+                                                        fixed=True, kind="mha"))
         return self._layer(inner, writes, writes)
+
+
+def _contracted(func: Any, args: Any, data: list[torch.Tensor]) -> int:
+    """The size a product of two activations contracts (q . k: the head width)."""
+    a, b = data
+    if func is torch.einsum:
+        equation, *operands = args
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = list(operands[0])
+        lhs, _, rhs = str(equation).replace(" ", "").partition("->")
+        terms = lhs.split(",")
+        ia = next(i for i, t in enumerate(operands) if t is a)
+        ib = next(i for i, t in enumerate(operands) if t is b)
+        size = 1
+        for letter, dim in zip(terms[ia], a.shape, strict=False):
+            if letter.isalpha() and letter in terms[ib] and letter not in rhs:
+                size *= int(dim)
+        return size
+    if func is torch.Tensor.__rmatmul__:  # b @ a
+        return int(b.shape[-1])
+    return int(a.shape[-1])
+
+
+def attention_calls(model: nn.Module, rec: Recorder) -> tuple[AttentionCall, ...]:
+    """The recorded attention calls, each with the float attribute of its module that holds
+    one of its constants (``attribute``; a number equal to two attributes names neither):
+    where the model keeps its scale, which ``apply`` can set."""
+    found = []
+    modules = dict(model.named_modules())
+    for call in rec.attention.values():
+        module = modules.get(call.module)
+        consts = [c for c in (*call.factors, *(() if call.scale is None else (call.scale,)))
+                  if c != 1.0]
+        if call.fixed or module is None or not consts:
+            found.append(call)
+            continue
+        names = [n for n, v in vars(module).items() if type(v) is float
+                 and any(math.isclose(v, c, rel_tol=1e-6) for c in consts)]
+        if len(names) != 1:
+            found.append(call)
+            continue
+        value = float(vars(module)[names[0]])
+        power = sum(math.isclose(value, c, rel_tol=1e-6) for c in consts)
+        found.append(replace(call, attribute=names[0], value=value, power=power))
+    return tuple(found)
 
 
 def _fan_in(func: Any, args: Any, w: torch.Tensor) -> int:

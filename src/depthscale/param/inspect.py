@@ -29,9 +29,11 @@ is a **tied** embedding (its readout is listed in ``readouts``). Names in branch
 the module name when the parameter is the module's ``weight``, else the full parameter name.
 
 The **effective depth** is the laws paper's L = m + K (Sec. 3.4-3.5): m layer uses on the main
-path (input, plain hidden layers, output) plus K residual branches. Calls of
-``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention`` are recorded with the head
-width and scale, so a plan can check the attention scale (muP: 1/d_head, TP-V Sec. 8).
+path (input, plain hidden layers, output) plus K residual branches. Attention is recorded with
+its head width and the scale the forward computes (muP: 1/d_head, TP-V Sec. 8): calls of
+``F.scaled_dot_product_attention`` (its ``scale`` times the constants multiplied into q and k
+since their projections), ``nn.MultiheadAttention``, and q @ k^T written by hand up to its
+softmax, with the module attribute that holds the constant (:class:`AttentionCall`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from depthscale.param.dataflow import (
     Recorder,
     TensorInfo,
     Use,
+    attention_calls,
     call_args,
     copy_input,
     module_stack,
@@ -139,8 +142,7 @@ class Structure:
             lines.append("post-LN: a normalisation sits on the residual stream after an addition")
         if self.attention:
             lines.append("attention: " + ", ".join(
-                f"{a.module or '(model)'} (d_head {a.d_head}, scale "
-                f"{'default 1/sqrt(d_head)' if a.scale is None else f'{a.scale:.4g}'}"
+                f"{a.module or '(model)'} (d_head {a.d_head}, scale {a.text()}"
                 f"{', fixed by the module' if a.fixed else ''})"
                 for a in self.attention))
         if self.unclassified:
@@ -432,7 +434,7 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
     return Structure(
         found.roles, found.reasons, tuple(flow.branches), {k: tuple(v) for k, v in blocks.items()},
         width, len(flow.branches), main_uses, main_uses + len(flow.branches), found.unclassified,
-        _tied(model), tuple(rec.attention.values()), found.fan_in, found.counts, found.readouts,
+        _tied(model), attention_calls(model, rec), found.fan_in, found.counts, found.readouts,
         flow.input_scale, flow.post_ln, tuple(found.gains), flow.branch_gains,
         tuple(flow.unscaled))
 

@@ -117,10 +117,13 @@ class Plan(ev.PlanSettings):
         of keyword arguments), from :func:`depthscale.param.inspect`, which also checks the
         plan's width and depth against the residual stream and branches it finds (see
         :meth:`roles`). Every submodule with an int ``attention_head_dim`` gets
-        ``attention_scale = plan.attention_scale(attention_head_dim)``; an
-        ``F.scaled_dot_product_attention`` call inspect saw in another module with a scale the
-        recipe does not give is warned about (once, naming the modules and the ``scale=`` to
-        pass). Depthscale layers get the native form unless ``absorb``; other modules always get
+        ``attention_scale = plan.attention_scale(attention_head_dim)``; another attention
+        inspect measured (SDPA's ``scale`` times the constants multiplied into q and k, or
+        scores written by hand) whose module holds one of its constants in a float attribute
+        (Hugging Face's ``scaling``) gets that attribute set so the measured scale is the
+        recipe's (measured again to check); any other with a scale the recipe does not give
+        is warned about (once, naming the modules and the fix that gives the recipe's
+        scale). Depthscale layers get the native form unless ``absorb``; other modules always get
         the absorbed form. Draws come from a generator seeded by ``seed`` (CPU, then copied), so
         the same seed gives the same model on any device. Returns ``model``.
 

@@ -56,8 +56,11 @@ def warn_structure(plan: PlanSettings, structure: Structure,
 
 
 def warn_attention(plan: PlanSettings, structure: Structure, handled: set[str]) -> None:
-    """One warning naming every module that calls ``F.scaled_dot_product_attention`` with a
-    scale other than the recipe's (modules with ``attention_head_dim`` are set by apply)."""
+    """One warning naming every attention inspect measured with a scale other than the
+    recipe's (modules with ``attention_head_dim`` or a scale attribute are set by apply), each
+    with the fix that gives the recipe's scale: the kernel's ``scale=`` divided by the
+    constants multiplied into q and k on the way (OPT's q * head_dim^-0.5), or the factor to
+    multiply hand-written scores by."""
     wrong = []
     for call in structure.attention:
         want = attention_scale(plan, call.d_head)
@@ -72,12 +75,23 @@ def warn_attention(plan: PlanSettings, structure: Structure, handled: set[str]) 
                 f"{want:.6g}) in your block, or keep d_head fixed as width grows (more "
                 "heads), where 1/sqrt(d_head) and 1/d_head differ by a constant")
             continue
+        extra = math.prod(call.factors)
+        consts = " x ".join(f"{c:.6g}" for c in call.factors)
+        if call.kind == "scores":
+            wrong.append(f"{where} computes its attention scores by hand (q @ k^T, then "
+                         f"softmax) scaled by {consts or '1'} (d_head {call.d_head}); scale "
+                         f"them by {want:.6g} instead")
+            continue
         used = "the default 1/sqrt(d_head)" if call.scale is None else f"scale={call.scale:.6g}"
-        wrong.append(f"{where} calls F.scaled_dot_product_attention with {used} (d_head "
-                     f"{call.d_head}); pass scale={want:.6g}")
+        after = f" after multiplying q and k by {consts}" if call.factors else ""
+        drop = f" (or drop the {consts} and pass scale={want:.6g})" if call.factors else ""
+        total = f": scale {call.effective_scale:.6g}" if call.factors else ""
+        wrong.append(f"{where} calls F.scaled_dot_product_attention with {used}{after} "
+                     f"(d_head {call.d_head}{total}); pass scale={want / extra:.6g}{drop}")
     if wrong:
         warnings.warn(
             f"recipe {plan.recipe.name!r} wants the attention scale "
             f"{plan.recipe.attention.text} ({plan.recipe.attention_source}): "
             + "; ".join(wrong) + " (or give the module an int attention_head_dim and use "
-            "self.attention_scale, which apply sets)", UserWarning, stacklevel=_STACKLEVEL)
+            "self.attention_scale, or keep the scale in a float attribute of the module "
+            "(as HF's `scaling`): apply sets either)", UserWarning, stacklevel=_STACKLEVEL)

@@ -6,6 +6,7 @@ whole modules' own updates (probes.block_updates)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +69,10 @@ class Layout:
     branch_types: tuple[str, ...]  # per branch: "branch" or "branch_out"
     internal: frozenset[str]  # units inside a branch whose own update the lazy diagnostic reads
     group: dict[str, str]  # unit -> the name its own-update fit pools it under
+    #: the constants the model multiplies q or k by for its attention scale (OPT's q *
+    #: head_dim^-0.5): they scale the attention logits, so a layer's output is not followed
+    #: through them (muP: q Theta(1), the logits 1/d_head; TP-V Sec. 8)
+    stops: frozenset[float] = frozenset()
 
 
 def weight_layout(model: nn.Module, st: Structure) -> Layout:
@@ -108,7 +113,7 @@ def weight_layout(model: nn.Module, st: Structure) -> Layout:
              for (r, t), us in names.items() for u in us}
     return Layout({id(p): u for u, p in unit_params.items()}, unit_params, role, quota,
                    {u: tuple(ks) for u, ks in writers.items()}, tuple(branch_types), internal,
-                   group)
+                   group, frozenset(c for a in st.attention for c in a.factors[:a.qk]))
 
 
 # ---- the recorded forward pass --------------------------------------------------------------
@@ -120,6 +125,7 @@ _RESHAPES = {_aten._unsafe_view.default, _aten.clone.default, _aten._to_copy.def
 #: ... and elementwise affine epilogues (a forward multiplier, a bias), in place or not
 _AFFINE = {_aten.add, _aten.sub, _aten.mul, _aten.div, _aten.add_, _aten.sub_, _aten.mul_,
            _aten.div_}
+_SCALINGS = {_aten.mul, _aten.div, _aten.mul_, _aten.div_}
 #: the residual additions' candidates
 _ADDS = {_aten.add.Tensor, _aten.add_.Tensor}
 
@@ -219,11 +225,11 @@ class _Recorder(TorchDispatchMode):
         return func(*a, **k)
 
     def _follow_or_settle(self, func: Any, ins: list[torch.Tensor], held: list[torch.Tensor],
-                          units: frozenset[str], outs: list[torch.Tensor] | None
-                          ) -> torch.Tensor | None:
+                          units: frozenset[str], outs: list[torch.Tensor] | None,
+                          args: Any = ()) -> torch.Tensor | None:
         """The one pending output this op carries on (a reshape or affine op of it alone), or
         None after snapshotting every pending output the op consumes."""
-        if len(held) == 1 and not units and self._follows(func, ins, held[0], outs):
+        if len(held) == 1 and not units and self._follows(func, ins, held[0], outs, args):
             return held[0]
         for t in held:
             for o in list(self.pending.get(id(t), ())):
@@ -231,16 +237,31 @@ class _Recorder(TorchDispatchMode):
         return None
 
     def _follows(self, func: Any, ins: list[torch.Tensor], t: torch.Tensor,
-                 outs: list[torch.Tensor] | None) -> bool:
+                 outs: list[torch.Tensor] | None, args: Any = ()) -> bool:
         """Whether ``func`` continues the layer output ``t`` (a reshape, or an affine epilogue
         without another data input); ``outs`` is None before an in-place op runs."""
         if sum(x is t for x in ins) != 1 or any(id(x) in self.data for x in ins if x is not t):
             return False
         if func.overloadpacket in _AFFINE:
+            if self._attention_constant(func, t, args):
+                return False
             return outs is None or (len(outs) == 1 and outs[0].shape == t.shape)
         if outs is None or len(outs) != 1 or outs[0].numel() != t.numel():
             return False
         return bool(func.is_view) or func in _RESHAPES
+
+    def _attention_constant(self, func: Any, t: torch.Tensor, args: Any) -> bool:
+        """Whether ``func`` multiplies ``t`` by one of the layout's attention constants."""
+        if not self.layout.stops or func.overloadpacket not in _SCALINGS:
+            return False
+        others = [x for x in tree_leaves(args) if x is not t]
+        other = others[0] if len(others) == 1 else None
+        if isinstance(other, torch.Tensor) and other.numel() == 1:
+            other = float(other)
+        if not isinstance(other, (int, float)) or other == 0:
+            return False
+        c = 1 / other if func.overloadpacket in (_aten.div, _aten.div_) else float(other)
+        return any(math.isclose(c, s, rel_tol=1e-6) for s in self.layout.stops)
 
     def mark(self, t: torch.Tensor, branches: frozenset[int]) -> None:
         self.marks[id(t)] = self.marks.get(id(t), frozenset()) | branches
@@ -257,7 +278,7 @@ class _Recorder(TorchDispatchMode):
         # an op that writes into its input: decide before it runs, and snapshot what it ends
         follow: torch.Tensor | None = None
         if mutating:
-            follow = self._follow_or_settle(func, ins, held, units, None)
+            follow = self._follow_or_settle(func, ins, held, units, None, args)
         marked = [t for t in ins if id(t) in self.marks]
         residual = (func in _ADDS and len(ins) == 2 and len(marked) == 1
                     and id(ins[1] if ins[0] is marked[0] else ins[0]) in self.data)
@@ -270,7 +291,7 @@ class _Recorder(TorchDispatchMode):
         if data_in:
             self.data.update(id(t) for t in outs)
         if not mutating and held:
-            follow = self._follow_or_settle(func, ins, held, units, outs)
+            follow = self._follow_or_settle(func, ins, held, units, outs, args)
         if follow is not None:
             self._follow(follow, func, args, kwargs, outs, mutating)
         elif units and data_in and outs:

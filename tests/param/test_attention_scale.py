@@ -1,0 +1,211 @@
+"""The attention scale measured from the forward (issue 40): the constant the logits q . k are
+multiplied by is the kernel's ``scale`` times every constant multiplied into q or k on the way
+(OPT's q * head_dim^-0.5 with ``scaling=1.0``), and a hand-written attention (q @ k^T, then a
+softmax: Bloom's ``baddbmm(alibi, q, k^T, alpha=1/sqrt(d))``) is an attention too. Apply sets
+the module attribute that holds the constant so that the measured scale is the recipe's
+(muP family: 1/d_head, TP-V Sec. 8), checked by measuring again; where no attribute holds it,
+the warning gives the fix that yields the recipe's scale."""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from depthscale.errors import ConfigError
+from depthscale.param import inspect, plan
+
+V, T, WIDTH, HEADS = 16, 8, 32, 2
+D_HEAD = WIDTH // HEADS
+
+
+def _ids() -> torch.Tensor:
+    return torch.randint(0, V, (2, T), generator=torch.Generator().manual_seed(0))
+
+
+def _hf(config: str, model: str, attn: str, **kw: Any) -> nn.Module:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = getattr(transformers, config)(attn_implementation=attn, **kw)
+        return getattr(transformers, model)(cfg)
+
+
+class Logits(nn.Module):
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids).logits
+
+
+def opt() -> nn.Module:
+    return Logits(_hf("OPTConfig", "OPTForCausalLM", "sdpa", vocab_size=V, hidden_size=WIDTH,
+                      word_embed_proj_dim=WIDTH, num_hidden_layers=2, ffn_dim=4 * WIDTH,
+                      num_attention_heads=HEADS, max_position_embeddings=T, dropout=0.0,
+                      attention_dropout=0.0, pad_token_id=0, bos_token_id=0, eos_token_id=0))
+
+
+def bloom() -> nn.Module:
+    return Logits(_hf("BloomConfig", "BloomForCausalLM", "eager", vocab_size=V,
+                      hidden_size=WIDTH, n_layer=2, n_head=HEADS, hidden_dropout=0.0,
+                      attention_dropout=0.0, pad_token_id=0, bos_token_id=0, eos_token_id=0))
+
+
+def _apply(model: nn.Module, recipe: str) -> list[str]:
+    st = inspect(model, _ids())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan(recipe, width=st.width, depth=st.depth).apply(model, example_input=_ids())
+    return [str(w.message) for w in caught if "attention scale" in str(w.message)]
+
+
+def test_opt_scale_is_the_q_constant_times_the_kernel_scale() -> None:
+    """OPT: q_proj(x) * head_dim^-0.5, then attention with scaling 1.0: the logits' scale is
+    head_dim^-0.5, not 1.0 (read as 1.0 it was warned about with scale=1/d_head, which would
+    make it 1/d_head^1.5)."""
+    st = inspect(opt(), _ids())
+    assert len(st.attention) == 2
+    for call in st.attention:
+        assert call.d_head == D_HEAD and call.scale == 1.0
+        assert call.effective_scale == pytest.approx(D_HEAD ** -0.5, rel=1e-12)
+        assert (call.attribute, call.value) == ("scaling", pytest.approx(D_HEAD ** -0.5))
+        assert call.qk == 1  # on q: the coordinate check reads q_proj before it
+
+
+@pytest.mark.parametrize("recipe", ["mup", "completep"])
+def test_opt_apply_sets_scaling_to_give_one_over_d_head(recipe: str) -> None:
+    model = opt()
+    assert _apply(model, recipe) == []  # set, so nothing to advise
+    again = inspect(model, _ids())
+    assert [c.effective_scale for c in again.attention] == pytest.approx([1 / D_HEAD] * 2)
+    assert model.model.model.decoder.layers[0].self_attn.scaling == pytest.approx(1 / D_HEAD)
+
+
+def test_opt_under_sp_keeps_its_scale_and_the_plan_checks_it() -> None:
+    model = opt()
+    assert _apply(model, "sp") == []
+    assert [c.effective_scale for c in inspect(model, _ids()).attention] == pytest.approx(
+        [D_HEAD ** -0.5] * 2)
+    p = plan("mup", width=WIDTH, depth=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p.apply(model, example_input=_ids())
+    state = model.state_dict()
+    model.model.model.decoder.layers[1].self_attn.scaling = 0.5  # changed after apply
+    with pytest.raises(ConfigError, match=r"self_attn\.scaling is 0\.5"):
+        p.optimizer(model)
+    model.load_state_dict(state)  # the checkpoint carries the plan's attributes
+    assert model.model.model.decoder.layers[1].self_attn.scaling == pytest.approx(1 / D_HEAD)
+    p.optimizer(model)
+
+
+def test_bloom_hand_written_alibi_attention_is_seen_and_set() -> None:
+    """Bloom computes baddbmm(alibi, q, k^T, beta, alpha=inv_norm_factor), then a softmax: no
+    F.scaled_dot_product_attention. Before, no attention was seen: no scale set, no warning."""
+    model = bloom()
+    st = inspect(model, _ids())
+    assert [(c.module, c.kind, c.d_head) for c in st.attention] == [
+        (f"model.transformer.h.{i}.self_attention", "scores", D_HEAD) for i in range(2)]
+    assert [c.effective_scale for c in st.attention] == pytest.approx([D_HEAD ** -0.5] * 2)
+    assert {(c.attribute, c.qk) for c in st.attention} == {("inv_norm_factor", 0)}  # alpha
+    assert _apply(model, "completep") == []
+    again = inspect(model, _ids())
+    assert [c.effective_scale for c in again.attention] == pytest.approx([1 / D_HEAD] * 2)
+
+
+class Block(nn.Module):
+    """Pre-LN attention + MLP whose attention scale sits where no float attribute holds it:
+    q times a literal constant, the kernel's scale in a dict (``how="sdpa"``), or scores written
+    by hand divided by a literal (``how="scores"``) or by einsum (``how="einsum"``)."""
+
+    def __init__(self, n: int, how: str) -> None:
+        super().__init__()
+        self.how, self.cfg = how, {"scale": 1.0}
+        self.ln1, self.ln2 = nn.LayerNorm(n), nn.LayerNorm(n)
+        self.q, self.k, self.v, self.o = (nn.Linear(n, n) for _ in range(4))
+        self.fc, self.out = nn.Linear(n, 2 * n), nn.Linear(2 * n, n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, n = x.shape
+        h = self.ln1(x)
+
+        def heads(y: torch.Tensor) -> torch.Tensor:
+            return y.view(b, t, HEADS, n // HEADS).transpose(1, 2)
+
+        q, k, v = heads(self.q(h) * 0.5), heads(self.k(h)), heads(self.v(h))
+        if self.how == "sdpa":
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.cfg["scale"])
+        else:
+            s = (q @ k.transpose(-1, -2) if self.how == "scores"
+                 else torch.einsum("bhtd,bhsd->bhts", q, k)) / 2.0
+            a = torch.softmax(s + torch.triu(torch.full((t, t), -1e9), 1), dim=-1) @ v
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, n))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class Net(nn.Module):
+    def __init__(self, how: str, n: int = WIDTH) -> None:
+        super().__init__()
+        self.emb, self.head = nn.Embedding(V, n), nn.Linear(n, V)
+        self.blocks = nn.Sequential(Block(n, how), Block(n, how))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.emb(ids)))
+
+
+def test_advice_gives_the_kernel_scale_that_yields_the_recipe_scale() -> None:
+    """q * 0.5 and a kernel scale no attribute holds: the advice divides 1/d_head by 0.5, and
+    following it gives 1/d_head measured (not 0.5/d_head, the double scaling)."""
+    model = Net("sdpa")
+    assert inspect(model, _ids()).attention[0].effective_scale == pytest.approx(0.5)
+    (message,) = _apply(model, "mup")
+    assert "after multiplying q and k by 0.5" in message
+    passed = [float(s) for s in re.findall(r"\); pass scale=([0-9.e-]+)", message)]
+    assert passed == pytest.approx([2 / D_HEAD] * 2)
+    for block, scale in zip(model.blocks, passed, strict=True):
+        block.cfg["scale"] = scale
+    again = inspect(model, _ids())
+    assert [c.effective_scale for c in again.attention] == pytest.approx([1 / D_HEAD] * 2)
+
+
+@pytest.mark.parametrize("how", ["scores", "einsum"])
+def test_hand_written_scores_are_measured_with_their_constants(how: str) -> None:
+    """(q * 0.5) @ k^T / 2 then softmax: scale 0.25 (a division counts as 1/c), d_head the
+    contracted size; no attribute holds it, so apply advises the factor."""
+    model = Net(how)
+    st = inspect(model, _ids())
+    assert [(c.kind, c.d_head, c.attribute) for c in st.attention] == [("scores", D_HEAD, "")] * 2
+    assert [c.effective_scale for c in st.attention] == pytest.approx([0.25] * 2)
+    (message,) = _apply(model, "mup")
+    assert "computes its attention scores by hand" in message
+    assert f"scale them by {1 / D_HEAD:.6g} instead" in message
+
+
+def test_recipe_scale_is_not_double_counted_when_already_right() -> None:
+    model = Net("sdpa")
+    for block in model.blocks:
+        block.cfg["scale"] = 2 / D_HEAD  # 0.5 * 2/d = 1/d: what muP wants
+    assert _apply(model, "mup") == []
+    assert math.isclose(inspect(model, _ids()).attention[0].effective_scale, 1 / D_HEAD)
+
+
+def test_an_attribute_the_forward_does_not_use_is_put_back_and_the_fix_advised() -> None:
+    """A float attribute equal to the constant by coincidence (q is multiplied by a literal
+    0.5): apply sets it, measures again, sees no change, puts it back and warns instead."""
+    model = Net("sdpa")
+    for block in model.blocks:
+        block.unused = 0.5
+    st = inspect(model, _ids())
+    assert [c.attribute for c in st.attention] == ["unused"] * 2
+    (message,) = _apply(model, "mup")
+    assert [b.unused for b in model.blocks] == [0.5, 0.5]
+    assert f"pass scale={2 / D_HEAD:.6g}" in message
