@@ -726,3 +726,8 @@ ZOO: list[Arch] = [
 ]
 
 BY_NAME = {a.name: a for a in ZOO}
+
+from arch_branches import ARCHS as _BRANCHES  # noqa: E402  (issue 40: PoolFormer, T5)
+
+ZOO += _BRANCHES
+BY_NAME = {a.name: a for a in ZOO}

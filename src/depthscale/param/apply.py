@@ -1,7 +1,8 @@
 """``Plan.apply`` as one pass over pure steps: inspect (with an example input), assign roles,
 check sizes, read each parameter's use, evaluate every rule (a refusal leaves the model
 untouched), draw the init and set multipliers (nfd Eq. 1, or its absorbed form by the
-abc-symmetry), set the attention scale and tied-readout multipliers, record the plan
+abc-symmetry), set the attention scale, tied-readout multipliers and those of branches
+that hold no weight (a forward hook on the module that outputs one), record the plan
 (:class:`~depthscale.param.state.PlanState`), and warn where the recipe's derivation does not
 cover the structure found."""
 
@@ -15,14 +16,19 @@ from torch import nn
 from depthscale.errors import ConfigError
 from depthscale.param.assign import assign_roles, covered
 from depthscale.param.attention import attention_modules, set_attention
-from depthscale.param.bind import model_usages, param_specs, readout_multipliers
+from depthscale.param.bind import (
+    branch_multipliers,
+    model_usages,
+    param_specs,
+    readout_multipliers,
+)
 from depthscale.param.checks import whole
 from depthscale.param.draw import initialise
 from depthscale.param.evaluate import PlanSettings, attention_scale, settings_of
 from depthscale.param.inspect import inspect
 from depthscale.param.sizes import check_sizes
 from depthscale.param.state import PlanState, record
-from depthscale.param.usage import Usage, set_readouts
+from depthscale.param.usage import Usage, set_branch_outputs, set_readouts
 from depthscale.param.walk import unwrap
 from depthscale.param.warn import warn_attention, warn_structure
 
@@ -44,14 +50,17 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
     usage = model_usages(inner, structure, base, example_input, role_of)
     planned = param_specs(plan, inner, role_of, usage)  # every rule first: a refusal changes
     readouts = readout_multipliers(plan, inner, structure, role_of, usage)  # nothing
+    branches = branch_multipliers(plan, structure)
     heads = attention_modules(inner)
     for m in heads.values():  # a bad head width is refused before anything is changed
         attention_scale(plan, int(m.attention_head_dim))
     forms = initialise(planned, usage, seed, absorb)
     set_attention(inner, plan)
     set_readouts(inner, readouts)
+    before = PlanState.of(inner)  # an earlier plan's branch multipliers are undone
+    set_branch_outputs(inner, dict.fromkeys(before.branches if before else (), 1.0) | branches)
     kept = {k: u for k, u in usage.items() if u != Usage()}
-    record(inner, PlanState(settings_of(plan), role_of, forms, kept, readouts))
+    record(inner, PlanState(settings_of(plan), role_of, forms, kept, readouts, branches))
     if structure is not None:
         warn_attention(plan, structure, set(heads))
         warn_structure(plan, structure, readouts)

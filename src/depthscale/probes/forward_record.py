@@ -68,6 +68,8 @@ class Layout:
     branch_types: tuple[str, ...]  # per branch: "branch" or "branch_out"
     internal: frozenset[str]  # units inside a branch whose own update the lazy diagnostic reads
     group: dict[str, str]  # unit -> the name its own-update fit pools it under
+    #: module -> the branch its output is (a branch that holds no weight: Structure.branch_outputs)
+    outputs: dict[str, int] = field(default_factory=dict)
 
 
 def weight_layout(model: nn.Module, st: Structure) -> Layout:
@@ -108,7 +110,7 @@ def weight_layout(model: nn.Module, st: Structure) -> Layout:
              for (r, t), us in names.items() for u in us}
     return Layout({id(p): u for u, p in unit_params.items()}, unit_params, role, quota,
                    {u: tuple(ks) for u, ks in writers.items()}, tuple(branch_types), internal,
-                   group)
+                   group, dict(st.branch_outputs))
 
 
 # ---- the recorded forward pass --------------------------------------------------------------
@@ -367,12 +369,28 @@ def record_pass(model: nn.Module, x: Any, layout: Layout,
     docstring)."""
     x = copy_input(x)
     rec = _Recorder(layout, list(tensors_in(x)), initial)
-    with torch.no_grad():
-        with rec:
-            out = logits_of(call_model(model, x))
-        rec.finish()
-        out = out.detach().clone()
-    missing = sorted(set(range(len(layout.branch_types))) - set(rec.found))
+    modules = dict(model.named_modules())
+
+    def marker(k: int) -> Any:  # a branch without a weight: marked at its module's output
+        def after(_m: nn.Module, _args: Any, output: Any) -> None:
+            if isinstance(output, torch.Tensor):
+                rec.keep.append(output)
+                rec.mark(output, frozenset({k}))
+        return after
+
+    handles = [modules[m].register_forward_hook(marker(k))
+               for m, k in layout.outputs.items() if m in modules]
+    try:
+        with torch.no_grad():
+            with rec:
+                out = logits_of(call_model(model, x))
+            rec.finish()
+            out = out.detach().clone()
+    finally:
+        for h in handles:
+            h.remove()
+    findable = {k for ks in layout.writers.values() for k in ks} | set(layout.outputs.values())
+    missing = sorted(findable - set(rec.found))
     if missing:
         names = sorted({u for u, ks in layout.writers.items() if set(ks) & set(missing)})
         raise ConfigError(

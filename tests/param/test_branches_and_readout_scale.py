@@ -1,0 +1,124 @@
+"""Issue 40: a residual branch that holds no weight counts as a branch (CompleteP's 1/L
+multiplies every branch, Dey et al. 2025) and gets the branch multiplier on its module's
+output; a constant the model multiplies into its readout (T5's d_model^-0.5 before a tied
+head) is compensated by the readout's multiplier, as Gemma's embedding constant is."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from depthscale.param import PlanState, inspect, plan
+
+V = 16
+
+
+class Pool(nn.Module):
+    """PoolFormer's token mixer: average pooling minus identity (no parameter)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, n)
+        return F.avg_pool1d(x.transpose(1, 2), 3, 1, 1, count_include_pad=False
+                            ).transpose(1, 2) - x
+
+
+class PoolMixer(nn.Module):
+    """Blocks x + pool(norm(x)) and x + MLP(norm(x)): two branches, one without a weight."""
+
+    def __init__(self, n: int = 32, blocks: int = 3) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(V, n)
+        self.norms = nn.ModuleList(nn.LayerNorm(n) for _ in range(2 * blocks))
+        self.pools = nn.ModuleList(Pool() for _ in range(blocks))
+        self.fc1 = nn.ModuleList(nn.Linear(n, 2 * n) for _ in range(blocks))
+        self.fc2 = nn.ModuleList(nn.Linear(2 * n, n) for _ in range(blocks))
+        self.head = nn.Linear(n, V)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        for i, pool in enumerate(self.pools):
+            x = x + pool(self.norms[2 * i](x))
+            x = x + self.fc2[i](F.gelu(self.fc1[i](self.norms[2 * i + 1](x))))
+        return self.head(x)
+
+
+def test_a_branch_without_a_weight_is_counted_and_carries_the_branch_multiplier() -> None:
+    model = PoolMixer(32, 3)
+    x = torch.randint(0, V, (4, 8))
+    st = inspect(model, x)
+    assert st.depth == 6
+    assert st.branch_outputs == {"pools.0": 0, "pools.1": 2, "pools.2": 4}
+    assert st.effective_depth == 2 + 6
+    p = plan("completep", width=32, depth=6)
+    p.apply(model, example_input=x, seed=0)
+    h = torch.randn(2, 8, 32)
+    assert torch.allclose(model.pools[1](h), Pool()(h) / 6)  # T/L with T = 1
+    assert PlanState.of(model).branches == {"pools.0": 1 / 6, "pools.1": 1 / 6,
+                                            "pools.2": 1 / 6}
+    reloaded = PoolMixer(32, 3)
+    p.apply(reloaded, example_input=x, seed=1)
+    plan("sp", width=32, depth=6).apply(reloaded, example_input=x, seed=1)
+    assert torch.allclose(reloaded.pools[1](h), Pool()(h))  # sp: no multiplier
+    reloaded.load_state_dict(model.state_dict())  # the checkpoint's plan restores it
+    assert torch.allclose(reloaded.pools[1](h), Pool()(h) / 6)
+    assert torch.allclose(reloaded(x), model(x))
+
+
+class TiedScaled(nn.Module):
+    """A pre-LN residual MLP whose tied head reads ``c`` times the final norm's output."""
+
+    def __init__(self, n: int = 32, c: float = 1.0, tied: bool = True) -> None:
+        super().__init__()
+        self.c = c
+        self.emb = nn.Embedding(V, n)
+        self.norm, self.fc1, self.fc2 = nn.LayerNorm(n), nn.Linear(n, 2 * n), nn.Linear(2 * n, n)
+        self.ln_f = nn.LayerNorm(n)
+        self.head = nn.Linear(n, V, bias=False)
+        if tied:
+            self.head.weight = self.emb.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        x = x + self.fc2(F.relu(self.fc1(self.norm(x))))
+        return self.head(self.ln_f(x) * self.c)
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+@pytest.mark.parametrize("recipe", ["completep", "mup", "sp"])
+def test_a_constant_before_the_readout_is_compensated(recipe: str, tied: bool) -> None:
+    """After apply (same seed), the model with the constant computes what the model without
+    it computes, before and after an Adam step: the readout's multiplier divides it out."""
+    x = torch.randint(0, V, (4, 8))
+    y = torch.randint(0, V, (4, 8))
+    c = 64 ** -0.5
+    scaled, plain = TiedScaled(64, c, tied), TiedScaled(64, 1.0, tied)
+    assert inspect(scaled, x).output_scale == pytest.approx(c)
+    assert inspect(plain, x).output_scale == 1.0
+    p = plan(recipe, width=64, depth=1)
+    outs = []
+    for model in (scaled, plain):
+        p.apply(model, example_input=x, seed=3)
+        opt = p.optimizer(model, "adam", lr=1e-2)
+        before = model(x).detach()
+        F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1)).backward()
+        opt.step()
+        outs.append((before, model(x).detach()))
+    torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(outs[0][1], outs[1][1], rtol=1e-4, atol=1e-5)
+
+
+def test_a_constant_after_the_readout_is_measured_too() -> None:
+    class After(TiedScaled):
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            x = self.emb(ids)
+            x = x + self.fc2(F.relu(self.fc1(self.norm(x))))
+            return self.head(self.ln_f(x)) / 8
+
+    model = After(32, tied=True)
+    st = inspect(model, torch.randint(0, V, (2, 8)))
+    assert st.output_scale == pytest.approx(1 / 8)
+    assert "readout is multiplied by 0.125" in st.summary()
+    assert copy.deepcopy(st) == st
