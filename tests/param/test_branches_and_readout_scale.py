@@ -86,6 +86,7 @@ class TiedScaled(nn.Module):
         return self.head(self.ln_f(x) * self.c)
 
 
+@pytest.mark.filterwarnings("ignore:.*reads out with the tied input table")
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
 @pytest.mark.parametrize("recipe", ["completep", "mup", "sp"])
 def test_a_constant_before_the_readout_is_compensated(recipe: str, tied: bool) -> None:
@@ -122,3 +123,19 @@ def test_a_constant_after_the_readout_is_measured_too() -> None:
     assert st.output_scale == pytest.approx(1 / 8)
     assert "readout is multiplied by 0.125" in st.summary()
     assert copy.deepcopy(st) == st
+
+
+def test_applying_again_reads_the_model_not_the_plans_own_multipliers() -> None:
+    """A second apply sees the readout and branch hooks of the first: they are the plan's,
+    not constants of the model, so the second plan's multipliers are the first's."""
+    x = torch.randint(0, V, (4, 8))
+    for model in (TiedScaled(64, 64 ** -0.5), PoolMixer(64, 2)):
+        st = inspect(model, x)
+        p = plan("completep", width=64, depth=st.depth)
+        p.apply(model, example_input=x, seed=0)
+        first = PlanState.of(model)
+        p.apply(model, example_input=x, seed=0)
+        again = PlanState.of(model)
+        assert first is not None and again is not None
+        assert (again.readouts, again.branches) == (first.readouts, first.branches)
+        assert inspect(model, x).output_scale == pytest.approx(st.output_scale)

@@ -154,6 +154,10 @@ class Recorder(TorchFunctionMode):
             for name, m in model.named_modules()}
         self.use_out: dict[int, int] = {}  # use -> id of its op's output
         self.planned = {name for name, m in model.named_modules() if hasattr(m, "multiplier")}
+        # modules whose output a plan's forward hook multiplies (param.usage: a tied readout's
+        # or a weightless branch's multiplier): not the model's own constant
+        self.hooked = {name for name, m in model.named_modules()
+                       if {"_depthscale_readout", "_depthscale_branch"} & set(vars(m))}
         self.calls: Counter[str] = Counter()  # module -> forward calls in the pass
 
     def returned(self, name: str, output: Any) -> None:
@@ -272,6 +276,9 @@ class Recorder(TorchFunctionMode):
         others = [a for a in args if a is not x]
         scale = self.get(x).scale
         info = replace(info, carriers=self.get(x).carriers)
+        if self.stack and self.stack[-1] in self.hooked:
+            x_info = self.get(x)
+            return replace(info, scale=x_info.scale, factor=x_info.factor)
         if self.stack and self.stack[-1] in self.planned and any(
                 self.uses[i].module == self.stack[-1] for i in info.last):
             return info  # a depthscale layer's own multiplier (set by the plan): not the model's
