@@ -139,3 +139,31 @@ def test_applying_again_reads_the_model_not_the_plans_own_multipliers() -> None:
         assert first is not None and again is not None
         assert (again.readouts, again.branches) == (first.readouts, first.branches)
         assert inspect(model, x).output_scale == pytest.approx(st.output_scale)
+
+
+class InlineShift(nn.Module):
+    """Blocks x + (shift(x) - x), computed inline (no module outputs the branch), and an
+    MLP branch."""
+
+    def __init__(self, n: int = 32, blocks: int = 2) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(V, n)
+        self.fc1 = nn.ModuleList(nn.Linear(n, 2 * n) for _ in range(blocks))
+        self.fc2 = nn.ModuleList(nn.Linear(2 * n, n) for _ in range(blocks))
+        self.head = nn.Linear(n, V)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        for fc1, fc2 in zip(self.fc1, self.fc2, strict=True):
+            x = x + (torch.roll(x, 1, dims=1) - x)
+            x = x + fc2(F.gelu(fc1(x)))
+        return self.head(x)
+
+
+def test_a_weightless_branch_no_module_makes_is_counted_and_warned_about() -> None:
+    x = torch.randint(0, V, (4, 8))
+    model = InlineShift(32, 2)
+    st = inspect(model, x)
+    assert st.depth == 4 and st.unscaled == (0, 2) and not st.branch_outputs
+    with pytest.warns(UserWarning, match="hold no weight"):
+        plan("completep", width=32, depth=4).apply(model, example_input=x, seed=0)
