@@ -167,3 +167,15 @@ def test_a_weightless_branch_no_module_makes_is_counted_and_warned_about() -> No
     assert st.depth == 4 and st.unscaled == (0, 2) and not st.branch_outputs
     with pytest.warns(UserWarning, match="hold no weight"):
         plan("completep", width=32, depth=4).apply(model, example_input=x, seed=0)
+
+
+def test_explain_names_the_weightless_branches_and_the_readout_constant() -> None:
+    x = torch.randint(0, V, (4, 8))
+    model = PoolMixer(32, 2)
+    p = plan("completep", width=32, depth=4)
+    p.apply(model, example_input=x, seed=0)
+    assert "branch pools.1 holds no weight: its output x 0.25" in p.explain(model)
+    scaled = TiedScaled(64, 0.5, tied=False)
+    p = plan("completep", width=64, depth=1)
+    p.apply(scaled, example_input=x, seed=0)
+    assert "head.weight: the model multiplies it by 0.5" in p.explain(scaled)
