@@ -179,3 +179,29 @@ def test_explain_names_the_weightless_branches_and_the_readout_constant() -> Non
     p = plan("completep", width=64, depth=1)
     p.apply(scaled, example_input=x, seed=0)
     assert "head.weight: the model multiplies it by 0.5" in p.explain(scaled)
+
+
+class Parallel(nn.Module):
+    """GPT-J-style blocks x + attn-like(norm(x)) + mlp(norm(x)): two weighted branches read
+    one norm; counting additions must not count them twice or lose one."""
+
+    def __init__(self, n: int = 32, blocks: int = 2) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(V, n)
+        self.norms = nn.ModuleList(nn.LayerNorm(n) for _ in range(blocks))
+        self.mix = nn.ModuleList(nn.Linear(n, n) for _ in range(blocks))
+        self.fc1 = nn.ModuleList(nn.Linear(n, 2 * n) for _ in range(blocks))
+        self.fc2 = nn.ModuleList(nn.Linear(2 * n, n) for _ in range(blocks))
+        self.head = nn.Linear(n, V)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        for norm, mix, fc1, fc2 in zip(self.norms, self.mix, self.fc1, self.fc2, strict=True):
+            h = norm(x)
+            x = mix(h) + fc2(F.gelu(fc1(h))) + x
+        return self.head(x)
+
+
+def test_parallel_branches_are_each_counted_once() -> None:
+    st = inspect(Parallel(32, 2), torch.randint(0, V, (2, 8)))
+    assert st.depth == 4 and not st.branch_outputs and not st.unscaled

@@ -235,6 +235,8 @@ def block_key(members: tuple[str, ...]) -> str:
     """The block a branch belongs to: its unit path up to the first run of numeric components
     (``h.0``, ``layers.3``, ``layer1.0``, ``block.0.2`` for a stage's layer), else the
     members' common prefix."""
+    if not members:
+        return ""
     parts = members[0].split(".")
     for i, part in enumerate(parts):
         if part.isdigit():
@@ -296,7 +298,6 @@ def _flow(rec: Recorder) -> _Flow:
     uses = rec.uses
     layer_uses = {u.index for u in uses if u.kind in _WEIGHT_KINDS}
     flow = _Flow()
-    claimed: set[int] = set()  # the uses of earlier additions (an encoder's, for a decoder)
     for add, (stream, branch, shortcut, sid, weightless) in _accepted(rec, layer_uses):
         if flow.first_stream is None:
             flow.first_stream = stream
@@ -318,7 +319,11 @@ def _flow(rec: Recorder) -> _Flow:
                     flow.branch_gains.setdefault(g, k)
                 else:
                     flow.unscaled.append(k)
-            inside = sorted((branch.uses - stream.uses - shortcut - claimed) & layer_uses)
+            # not the uses made before the stream began (an encoder's, read by a decoder's
+            # cross-attention)
+            start = min(stream.uses, default=-1)
+            inside = sorted(i for i in (branch.uses - stream.uses - shortcut) & layer_uses
+                            if i > start)
             writer_ids = [i for i in inside if i in branch.last]
             reader_ids = [i for i in inside if not uses[i].input.last & set(inside)]
             flow.branches.append(Branch(
@@ -337,7 +342,6 @@ def _flow(rec: Recorder) -> _Flow:
             if (u.kind not in _WEIGHT_KINDS and sid in u.input.anc
                     and not u.input.uses & shortcut and rec.use_out.get(u.index) != sid):
                 flow.in_branch.add(u.index)
-        claimed |= add.ia.uses | add.ib.uses
     return flow
 
 
