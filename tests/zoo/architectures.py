@@ -725,5 +725,8 @@ ZOO: list[Arch] = [
                          "from the forward pass: apply must name it and the roles= to pass")),
 ]
 
-ZOO += importlib.import_module("arch_attention").ARCHS  # OPT, Bloom (issue 40)
+# issue 40's second round, one file per mechanism: OPT and Bloom (the attention scale measured
+# from the forward), PoolFormer and T5 (weightless branches, readout constants)
+for _module in ("arch_attention", "arch_branches"):
+    ZOO += importlib.import_module(_module).ARCHS
 BY_NAME = {a.name: a for a in ZOO}

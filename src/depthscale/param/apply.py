@@ -2,7 +2,8 @@
 check sizes, read each parameter's use, evaluate every rule (a refusal leaves the model
 untouched), draw the init and set multipliers (nfd Eq. 1, or its absorbed form by the
 abc-symmetry), set the attention scale (``attention_scale``, or the module attribute that holds
-the measured constant, checked by measuring again) and tied-readout multipliers, record the plan
+the measured constant, checked by measuring again), tied-readout multipliers and those of
+branches that hold no weight (a forward hook on the module that outputs one), record the plan
 (:class:`~depthscale.param.state.PlanState`), and warn where the recipe's derivation does not
 cover the structure found."""
 
@@ -22,14 +23,19 @@ from depthscale.param.attention import (
     set_scales,
     unheld,
 )
-from depthscale.param.bind import model_usages, param_specs, readout_multipliers
+from depthscale.param.bind import (
+    branch_multipliers,
+    model_usages,
+    param_specs,
+    readout_multipliers,
+)
 from depthscale.param.checks import whole
 from depthscale.param.draw import initialise
 from depthscale.param.evaluate import PlanSettings, attention_scale, settings_of
 from depthscale.param.inspect import inspect
 from depthscale.param.sizes import check_sizes
 from depthscale.param.state import PlanState, record
-from depthscale.param.usage import Usage, set_readouts
+from depthscale.param.usage import Usage, set_branch_outputs, set_readouts
 from depthscale.param.walk import unwrap
 from depthscale.param.warn import warn_attention, warn_structure
 
@@ -51,6 +57,7 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
     usage = model_usages(inner, structure, base, example_input, role_of)
     planned = param_specs(plan, inner, role_of, usage)  # every rule first: a refusal changes
     readouts = readout_multipliers(plan, inner, structure, role_of, usage)  # nothing
+    branches = branch_multipliers(plan, structure)
     heads = attention_modules(inner)
     for m in heads.values():  # a bad head width is refused before anything is changed
         attention_scale(plan, int(m.attention_head_dim))
@@ -63,8 +70,11 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
         set_scales(inner, {k: before[k] for k in wrong})
         scales = {k: v for k, v in scales.items() if k not in wrong}
     set_readouts(inner, readouts)
+    earlier = PlanState.of(inner)  # an earlier plan's branch multipliers are undone
+    set_branch_outputs(inner, dict.fromkeys(earlier.branches if earlier else (), 1.0) | branches)
     kept = {k: u for k, u in usage.items() if u != Usage()}
-    record(inner, PlanState(settings_of(plan), role_of, forms, kept, readouts, scales))
+    record(inner, PlanState(settings_of(plan), role_of, forms, kept, readouts, scales,
+                            branches))
     if structure is not None:
         warn_attention(plan, structure, set(heads) | {k.rpartition(".")[0] for k in scales})
         warn_structure(plan, structure, readouts)

@@ -1,7 +1,8 @@
 """A plan bound to one model's parameters: the fan-in each module gives its parameter (1 for an
 embedding table: nfd Eq. 1's h0 = U x with x one-hot), how the forward uses it
 (:class:`~depthscale.param.usage.Usage`), the rule of every parameter, the multiplier of a tied
-readout (mup's MuSharedReadout in the form of nfd Eq. 1), and :func:`resolve`: the rules in the
+readout (mup's MuSharedReadout in the form of nfd Eq. 1) and of a branch that holds no weight,
+and :func:`resolve`: the rules in the
 form ``apply`` left them, checked against the model.
 """
 
@@ -24,7 +25,8 @@ from depthscale.param.state import applied
 from depthscale.param.usage import Usage, usages
 from depthscale.param.walk import params, unwrap
 
-__all__ = ["fan_in_of", "model_usages", "param_specs", "readout_multipliers", "resolve"]
+__all__ = ["branch_multipliers", "fan_in_of", "model_usages", "param_specs",
+           "readout_multipliers", "resolve"]
 
 #: (own name, owning module, parameter, its rule) for every parameter of a model
 Planned = list[tuple[str, nn.Module, nn.Parameter, ParamSpec]]
@@ -115,8 +117,20 @@ def readout_multipliers(plan: PlanSettings, model: nn.Module, structure: Structu
         table = formed(table, False, usage.get(name, Usage()))
         head = evaluate(plan, unit + ".weight", "output", tuple(weight.shape),
                         int(weight.shape[-1]))
-        out[unit] = head.a * head.b / table.b
+        out[unit] = head.a * head.b / (table.b * structure.output_scale)
     return out
+
+
+def branch_multipliers(plan: PlanSettings, structure: Structure | None) -> dict[str, float]:
+    """The multiplier of each residual branch that holds no weight, on the output of the
+    module that makes it: the recipe's branch multiplier (its ``branch_gain`` rule's value,
+    CompleteP's T/L per branch, Dey et al. 2025); none where it is 1 or the recipe has none."""
+    if structure is None or not structure.branch_outputs or (
+            "branch_gain" not in plan.recipe.rules):
+        return {}
+    gain = evaluate(plan, "branch", "branch_gain", (structure.width,))
+    m = gain.a * gain.b
+    return {} if math.isclose(m, 1.0) else dict.fromkeys(structure.branch_outputs, m)
 
 
 def resolve(plan: PlanSettings, model: nn.Module,

@@ -99,7 +99,10 @@ class TensorInfo:
     through and the most recent ones; ``params`` (non-data tensors) the parameters it is a view
     or function of; ``scale`` the constant it equals times its last layer use's output (None:
     not a constant multiple); ``after_sum``/``normed``: computed from a residual sum without a
-    layer use since, and normalised on the way (post-LN)."""
+    layer use since, and normalised on the way (post-LN); ``factor`` the numbers it was
+    multiplied by since its last layer use or normalisation, through ops that keep values and
+    elementwise gains (T5's d_model^-0.5 before its readout); ``carriers`` the modules (inner
+    first) whose output it equals up to such ops, where a multiplier can be placed."""
 
     data: bool = False
     anc: frozenset[int] = frozenset()
@@ -112,6 +115,8 @@ class TensorInfo:
     tail: frozenset[str] = frozenset()  # gains of normalisations since the last layer use
     #: attention scores q @ k^T (until their softmax): (d_head, the constants multiplied in)
     score: tuple[int, tuple[float, ...], int] | None = None  # ... and how many, first, on q, k
+    factor: float = 1.0  # constants multiplied in since the last layer use or normalisation
+    carriers: tuple[str, ...] = ()  # modules whose output this is, up to gains and constants
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,7 @@ class Addition:
     ib: TensorInfo
     out: torch.Tensor
     time: int = 0  # the number of uses recorded before it
+    module: str = ""  # the innermost module running when it was made
 
 
 def _op_name(func: Any) -> str:
@@ -175,6 +181,17 @@ class Recorder(TorchFunctionMode):
             for name, m in model.named_modules()}
         self.use_out: dict[int, int] = {}  # use -> id of its op's output
         self.planned = {name for name, m in model.named_modules() if hasattr(m, "multiplier")}
+        # modules whose output a plan's forward hook multiplies (param.usage: a tied readout's
+        # or a weightless branch's multiplier): not the model's own constant
+        self.hooked = {name for name, m in model.named_modules()
+                       if {"_depthscale_readout", "_depthscale_branch"} & set(vars(m))}
+        self.calls: Counter[str] = Counter()  # module -> forward calls in the pass
+
+    def returned(self, name: str, output: Any) -> None:
+        """Module ``name`` returned ``output``: a data tensor records it as a carrier."""
+        if isinstance(output, torch.Tensor) and self.get(output).data:
+            info = self.get(output)
+            self.set(output, replace(info, carriers=(*info.carriers, name)))
 
     # ---- tensor records -------------------------------------------------------------------
     def get(self, t: torch.Tensor) -> TensorInfo:
@@ -204,7 +221,8 @@ class Recorder(TorchFunctionMode):
             last |= i.last
         return TensorInfo(True, frozenset(anc), frozenset(uses), frozenset(last), frozenset(),
                      None, any(i.after_sum for _, i in data), any(i.normed for _, i in data),
-                     frozenset().union(*(i.tail for _, i in data)))
+                     frozenset().union(*(i.tail for _, i in data)),
+                     factor=data[0][1].factor if len(data) == 1 else 1.0)
 
     # ---- uses -----------------------------------------------------------------------------
     def unit(self, p: nn.Parameter) -> tuple[str, str]:
@@ -257,7 +275,7 @@ class Recorder(TorchFunctionMode):
                 a, b = data
                 self.keep.extend((a, b))
                 self.adds.append(Addition(id(a), id(b), self.get(a), self.get(b), outs[0],
-                                      len(self.uses)))
+                                          len(self.uses), self.stack[-1] if self.stack else ""))
                 ia, ib = self.get(a), self.get(b)
                 scale = ia.scale if ia.scale == ib.scale else None
                 info = replace(info, scale=scale, after_sum=True, normed=False,
@@ -265,7 +283,10 @@ class Recorder(TorchFunctionMode):
             elif func in _GAINS and len(data) == 1:
                 info = self._scaled(func, info, args, data[0])
             elif func in _SAME and len(data) == 1:
-                info = replace(info, scale=self.get(data[0]).scale)
+                x = self.get(data[0])
+                info = replace(info, scale=x.scale, factor=x.factor, carriers=x.carriers)
+            else:  # any other op: a constant does not pass it
+                info = replace(info, factor=1.0)
         score = self._score(func, args, kwargs, data, held)
         if score is not None:
             info = replace(info, score=score)
@@ -298,13 +319,18 @@ class Recorder(TorchFunctionMode):
     def _scaled(self, func: Any, info: TensorInfo, args: Any, x: torch.Tensor) -> TensorInfo:
         """``x * c`` or ``x / c`` with a constant ``c`` keeps track of the constant."""
         scale = self.get(x).scale
+        info = replace(info, carriers=self.get(x).carriers)
+        if self.stack and self.stack[-1] in self.hooked:
+            x_info = self.get(x)
+            return replace(info, scale=x_info.scale, factor=x_info.factor)
         if self.stack and self.stack[-1] in self.planned and any(
                 self.uses[i].module == self.stack[-1] for i in info.last):
             return info  # a depthscale layer's own multiplier (set by the plan): not the model's
         c = self._constant(func, args, x)
-        if c is not None and scale is not None:
-            return replace(info, scale=scale * c)
-        return replace(info, scale=None)
+        factor = self.get(x).factor
+        if c is not None:
+            return replace(info, scale=None if scale is None else scale * c, factor=factor * c)
+        return replace(info, scale=None, factor=factor)
 
     # ---- attention ------------------------------------------------------------------------
     def _factor(self, t: Any) -> float | None:
@@ -384,7 +410,7 @@ class Recorder(TorchFunctionMode):
             for p, _ in biases:
                 self.use(p, "bias", 1, given, op, matrices[0].param if matrices else "")
             if not matrices:
-                return given
+                return replace(given, factor=1.0)
             return self._layer(given, matrices, matrices)
         if func in _LOOKUPS and data and all(d.dtype in (torch.long, torch.int, torch.bool)
                                              or d.dtype == torch.int64 for d in data):
@@ -397,12 +423,15 @@ class Recorder(TorchFunctionMode):
                     kind = "bias" if t.ndim <= 1 or self._ndim(p) <= 1 else "added"
                     self.use(p, kind, 1, given, op, last[0].param if last and kind == "bias"
                              else "")
-            return replace(given, scale=self.get(data[0]).scale if len(data) == 1 else None)
+            return replace(given, scale=self.get(data[0]).scale if len(data) == 1 else None,
+                           factor=1.0)
         if func in _GAINS:
             for _, ps in names:
                 for p in ps:
                     self.use(p, "gain", 1, given, op)
-            return replace(given, scale=None, normed=given.after_sum)
+            x = self.get(data[0])
+            return replace(given, scale=None, normed=given.after_sum, factor=x.factor,
+                           carriers=x.carriers if len(data) == 1 else ())
         if func in NORM_OPS:
             gains: set[str] = set()
             weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
@@ -420,7 +449,7 @@ class Recorder(TorchFunctionMode):
         for _, ps in names:
             for p in ps:
                 self.use(p, "other", 1, given, op)
-        return given
+        return replace(given, factor=1.0)
 
     def _ndim(self, p_name: str) -> int:
         return self.by_name[p_name].ndim
@@ -595,13 +624,17 @@ def module_stack(model: nn.Module, rec: Recorder) -> Iterator[None]:
             rec.stack.append(name)
         return before
 
-    def pop(_m: nn.Module, _args: Any, _output: Any) -> None:
-        if rec.stack:
-            rec.stack.pop()
+    def pop(name: str) -> Any:
+        def after(_m: nn.Module, _args: Any, output: Any) -> None:
+            if rec.stack:
+                rec.stack.pop()
+            rec.calls[name] += 1
+            rec.returned(name, output)
+        return after
 
     for name, module in model.named_modules():
         handles.append(module.register_forward_pre_hook(push(name)))
-        handles.append(module.register_forward_hook(pop, always_call=True))
+        handles.append(module.register_forward_hook(pop(name), always_call=True))
     try:
         yield
     finally:

@@ -38,11 +38,14 @@ def _row(s: ParamSpec) -> tuple[str, ...]:
 
 
 def _notes(state: PlanState | None) -> list[str]:
-    """Tied readouts, shared uses, kept gains, the model's own scales and frozen widths."""
+    """Tied readouts, weightless branches, shared uses, kept gains, the model's own scales and
+    frozen widths."""
     if state is None:
         return []
     notes = [f"tied readout {unit}: logits x {m:.4g} (the output rule's init size over the "
              "tied table's; mup's MuSharedReadout)" for unit, m in state.readouts.items()]
+    notes += [f"branch {unit} holds no weight: its output x {m:.4g} (the branch multiplier, "
+              "a forward hook)" for unit, m in state.branches.items()]
     for name, u in state.usage.items():
         if u.uses > 1:
             notes.append(f"{name} is used {u.uses} times (a shared block): SGD LR / "

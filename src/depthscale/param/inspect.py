@@ -20,7 +20,11 @@ the type of module that holds it:
 Each use is a node of the data flow; a tensor records the uses it passed through. A **residual
 branch** is an addition ``s + f(s)`` whose one operand ``s`` (the stream) is an ancestor of the
 other, or whose operands share an ancestor (a projection shortcut): the uses the branch operand
-passed through since the stream are the branch. A block applied L times (shared weights) makes
+passed through since the stream are the branch. A branch that holds no weight (PoolFormer's
+pooling minus identity, a fixed shift) is a branch too where its addition sits on the stream
+(its sum or its stream operand is another branch's stream): CompleteP's 1/L multiplies every
+branch (Dey et al. 2025), so K counts residual additions, not weights; the module that outputs
+it (``branch_outputs``) carries the multiplier. A block applied L times (shared weights) makes
 L uses of each weight and L branches. Roles follow from position (laws Sec. 3.4, nfd Eq. 1 and
 6): a use in a branch that reads the stream is ``branch_in``, one that writes into the addition
 ``branch_out`` (``branch`` when it does both), the use that first makes the stream is ``input``,
@@ -97,7 +101,10 @@ class Structure:
     values); ``branch_gains`` the gains of normalisations that end a branch (after its last
     layer, as a ResNet's bn2: role ``branch_gain``, which carries the branch multiplier the
     norm divides out) and ``unscaled`` the branches that end in a normalisation without a gain
-    (no parameter can carry their multiplier)."""
+    (no parameter can carry their multiplier). ``output_scale`` a constant the model multiplies
+    into its readout, before or after the readout's matrix (T5's d_model^-0.5 before its tied
+    head; 1 when none); ``branch_outputs`` the modules whose output is a branch that holds no
+    weight, by branch (the plan multiplies it by the branch multiplier)."""
 
     roles: dict[str, str]
     reasons: dict[str, str]
@@ -118,6 +125,8 @@ class Structure:
     gains: tuple[str, ...] = ()
     branch_gains: dict[str, int] = field(default_factory=dict)
     unscaled: tuple[int, ...] = ()
+    output_scale: float = 1.0
+    branch_outputs: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         """A few lines for a person: sizes, blocks and every role with its count."""
@@ -138,6 +147,11 @@ class Structure:
         if self.input_scale != 1.0:
             lines.append(f"input scale: the embedding is multiplied by {self.input_scale:.4g} "
                          "before the first block")
+        if self.output_scale != 1.0:
+            lines.append(f"output scale: the readout is multiplied by {self.output_scale:.4g}")
+        if self.branch_outputs:
+            lines.append("branches without a weight: " + ", ".join(
+                f"{b} (output of {m})" for m, b in self.branch_outputs.items()))
         if self.post_ln:
             lines.append("post-LN: a normalisation sits on the residual stream after an addition")
         if self.attention:
@@ -178,9 +192,10 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
 
 
 def _residual(add: Addition, layer_uses: set[int]
-              ) -> tuple[TensorInfo, TensorInfo, frozenset[int], int] | None:
-    """``(stream, branch operand, shortcut uses, stream id)`` if ``add`` is a residual
-    addition."""
+              ) -> tuple[TensorInfo, TensorInfo, frozenset[int], int, bool] | None:
+    """``(stream, branch operand, shortcut uses, stream id, weightless)`` if ``add`` is a
+    residual addition; ``weightless`` when the branch holds no layer use (a candidate only:
+    :func:`_flow` keeps it where it sits on the stream)."""
     ia, ib = add.ia, add.ib
     if add.a in ib.anc and ib.uses - ia.uses:
         stream, branch, shortcut, sid = ia, ib, frozenset[int](), add.a
@@ -190,20 +205,47 @@ def _residual(add: Addition, layer_uses: set[int]
         new_a, new_b = ia.uses - ib.uses, ib.uses - ia.uses  # projection shortcut: fewer new
         stream, branch, shortcut, sid = ((ia, ib, new_a, add.a) if len(new_a) <= len(new_b)
                                          else (ib, ia, new_b, add.b))
+    elif add.a in ib.anc:
+        stream, branch, shortcut, sid = ia, ib, frozenset[int](), add.a
+    elif add.b in ia.anc:
+        stream, branch, shortcut, sid = ib, ia, frozenset[int](), add.b
     else:
         return None
-    if not (branch.uses - stream.uses - shortcut) & layer_uses:
-        return None
-    return stream, branch, shortcut, sid
+    weightless = not (branch.uses - stream.uses - shortcut) & layer_uses
+    return stream, branch, shortcut, sid, weightless
+
+
+def _on_stream(add: Addition, stream: TensorInfo, sid: int, kept: list[tuple[Addition, int]],
+               layer_uses: set[int]) -> bool:
+    """Whether a weightless addition sits on the residual stream of the branches ``kept``
+    (addition, stream id): its sum flows into their stream, or its stream comes from their sum
+    or is their stream, with no layer use between (a GELU's inner ``x + c x^3`` does not)."""
+    mine = (add.ia.uses | add.ib.uses) & layer_uses
+    for other, osid in kept:
+        theirs = (other.ia.uses | other.ib.uses) & layer_uses
+        s_other = other.ia if osid == other.a else other.ib
+        if id(add.out) == osid or (id(add.out) in s_other.anc
+                                   and s_other.uses & layer_uses == mine):
+            return True
+        if sid in (id(other.out), osid) or (id(other.out) in stream.anc
+                                            and stream.uses & layer_uses == theirs):
+            return True
+    return False
 
 
 def block_key(members: tuple[str, ...]) -> str:
-    """The block a branch belongs to: its unit path up to the first numeric component
-    (``h.0``, ``layers.3``, ``layer1.0``), else the members' common prefix."""
+    """The block a branch belongs to: its unit path up to the first run of numeric components
+    (``h.0``, ``layers.3``, ``layer1.0``, ``block.0.2`` for a stage's layer), else the
+    members' common prefix."""
+    if not members:
+        return ""
     parts = members[0].split(".")
     for i, part in enumerate(parts):
         if part.isdigit():
-            return ".".join(parts[: i + 1])
+            end = i + 1
+            while end < len(parts) and parts[end].isdigit():
+                end += 1
+            return ".".join(parts[:end])
     common = [p for p in zip(*(m.split(".") for m in members), strict=False)
               if len(set(p)) == 1]
     return ".".join(p[0] for p in common) or members[0]
@@ -228,7 +270,29 @@ class _Flow:
     input_scale: float = 1.0
     branch_gains: dict[str, int] = field(default_factory=dict)  # gain ending a branch -> branch
     in_branch: set[int] = field(default_factory=set)  # bias, gain and shift uses in a branch
-    unscaled: list[int] = field(default_factory=list)  # branches ending in a gain-free norm
+    unscaled: list[int] = field(default_factory=list)  # branches nothing can scale
+    branch_outputs: dict[str, int] = field(default_factory=dict)  # weightless: its module
+
+
+def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple[
+        TensorInfo, TensorInfo, frozenset[int], int, bool]]]:
+    """The residual additions of the pass in order: every one whose branch holds a layer use,
+    and the weightless ones on their stream (:func:`_on_stream`, to a fixed point)."""
+    found = [(add, r) for add in rec.adds if (r := _residual(add, layer_uses)) is not None]
+    keep = {i for i, (_, r) in enumerate(found) if not r[4]}
+    while True:
+        kept = [(found[i][0], found[i][1][3]) for i in sorted(keep)]
+        new = {i for i, (add, r) in enumerate(found) if i not in keep
+               and _on_stream(add, r[0], r[3], kept, layer_uses)}
+        if not new:
+            return [found[i] for i in sorted(keep)]
+        keep |= new
+
+
+def _carrier(rec: Recorder, branch: TensorInfo) -> str:
+    """The module (called once in the pass) whose output the weightless branch is, up to
+    gains and constants; "" if none."""
+    return next((m for m in branch.carriers if rec.calls[m] == 1), "")
 
 
 def _flow(rec: Recorder) -> _Flow:
@@ -236,33 +300,42 @@ def _flow(rec: Recorder) -> _Flow:
     uses = rec.uses
     layer_uses = {u.index for u in uses if u.kind in _WEIGHT_KINDS}
     flow = _Flow()
-    for add in rec.adds:
-        found = _residual(add, layer_uses)
-        if found is None:
-            continue
-        stream, branch, shortcut, sid = found
+    for add, (stream, branch, shortcut, sid, weightless) in _accepted(rec, layer_uses):
         if flow.first_stream is None:
             flow.first_stream = stream
             if stream.scale is not None and not math.isclose(stream.scale, 1.0):
                 flow.input_scale = stream.scale
         flow.post_ln = flow.post_ln or stream.normed
         k = len(flow.branches)
-        for g in sorted(branch.tail):
-            if g:
-                flow.branch_gains.setdefault(g, k)
+        if weightless:
+            carrier = _carrier(rec, branch)
+            if carrier:
+                flow.branch_outputs[carrier] = k
             else:
                 flow.unscaled.append(k)
-        inside = sorted((branch.uses - stream.uses - shortcut) & layer_uses)
-        writer_ids = [i for i in inside if i in branch.last]
-        reader_ids = [i for i in inside if not uses[i].input.last & set(inside)]
-        width = int(add.out.shape[1] if add.out.ndim == 4 or (
-            add.out.ndim == 3 and any(uses[i].op.endswith("conv1d") for i in writer_ids))
-            else add.out.shape[-1])
-        flow.branches.append(Branch(
-            k, _units(uses, inside), _units(uses, reader_ids), _units(uses, writer_ids),
-            _units(uses, sorted(shortcut)), width))
-        for i in inside:
-            flow.branch_of.setdefault(i, k)
+            unit = (carrier or add.module or f"branch {k}",)
+            flow.branches.append(Branch(k, unit, (), (), (), _width(add.out, [], uses)))
+        else:
+            for g in sorted(branch.tail):
+                if g:
+                    flow.branch_gains.setdefault(g, k)
+                else:
+                    flow.unscaled.append(k)
+            # not the uses made before the stream began (an encoder's, read by a decoder's
+            # cross-attention)
+            start = min(stream.uses, default=-1)
+            inside = sorted(i for i in (branch.uses - stream.uses - shortcut) & layer_uses
+                            if i > start)
+            writer_ids = [i for i in inside if i in branch.last]
+            reader_ids = [i for i in inside if not uses[i].input.last & set(inside)]
+            flow.branches.append(Branch(
+                k, _units(uses, inside), _units(uses, reader_ids), _units(uses, writer_ids),
+                _units(uses, sorted(shortcut)), _width(add.out, writer_ids, uses)))
+            for i in inside:
+                flow.branch_of.setdefault(i, k)
+            flow.reads.update(reader_ids)
+            flow.writes.update(writer_ids)
+            flow.shortcut_uses |= set(shortcut)
         # the biases and norms inside the branch: used before the addition on what was
         # computed from the stream (not on the shortcut), and not making the stream itself
         # (a post-LN norm)
@@ -271,10 +344,15 @@ def _flow(rec: Recorder) -> _Flow:
             if (u.kind not in _WEIGHT_KINDS and sid in u.input.anc
                     and not u.input.uses & shortcut and rec.use_out.get(u.index) != sid):
                 flow.in_branch.add(u.index)
-        flow.reads.update(reader_ids)
-        flow.writes.update(writer_ids)
-        flow.shortcut_uses |= set(shortcut)
     return flow
+
+
+def _width(out: torch.Tensor, writer_ids: list[int], uses: list[Use]) -> int:
+    """The stream width at a residual addition: channels of an image (or of a conv1d's
+    output), else the last dimension."""
+    return int(out.shape[1] if out.ndim == 4 or (
+        out.ndim == 3 and any(uses[i].op.endswith("conv1d") for i in writer_ids))
+        else out.shape[-1])
 
 
 def _units(uses: list[Use], ids: list[int]) -> tuple[str, ...]:
@@ -436,7 +514,20 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
         width, len(flow.branches), main_uses, main_uses + len(flow.branches), found.unclassified,
         _tied(model), attention_calls(model, rec), found.fan_in, found.counts, found.readouts,
         flow.input_scale, flow.post_ln, tuple(found.gains), flow.branch_gains,
-        tuple(flow.unscaled))
+        tuple(flow.unscaled), _output_scale(rec, out), flow.branch_outputs)
+
+
+def _output_scale(rec: Recorder, out: TensorInfo) -> float:
+    """The constant the model multiplies into its readout: the numbers the readout's input
+    was multiplied by since its last layer or normalisation, times those after the readout's
+    matrix (1 where the readouts disagree or none is found)."""
+    readers = [u for u in rec.uses if u.index in out.last and u.kind == "matrix"]
+    before = {u.input.factor for u in readers}
+    if len(before) != 1:
+        return 1.0
+    after = out.scale if out.scale is not None else 1.0
+    c = before.pop() * after
+    return 1.0 if math.isclose(c, 1.0) else c
 
 
 def _is_norm_op(p_uses: list[Use]) -> bool:

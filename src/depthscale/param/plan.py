@@ -129,8 +129,10 @@ class Plan(ev.PlanSettings):
 
         How the forward uses each parameter (:class:`~depthscale.param.usage.Usage`, from
         ``inspect``) refines its rule: the fan-in its matrix use contracts, a weight applied k
-        times (a shared block: SGD LR / k), a constant the model multiplies its embedding by
-        (Gemma's sqrt(n): taken as that parameter's multiplier), gains whose own values are kept
+        times (a shared block: SGD LR / k), a constant the model multiplies its embedding or its
+        readout by (Gemma's sqrt(n), T5's d_model^-0.5: taken as that parameter's multiplier), a
+        branch that holds no weight (its module's output gets the branch multiplier), gains
+        whose own values are kept
         (norm gains, Gemma's 1 + w, layer-scale gammas) and a tied readout (its output gets the
         multiplier that makes it the output rule, as mup's MuSharedReadout). ``base`` is the
         same model built at the base width (one fixed width for every size, as mup's base

@@ -22,7 +22,7 @@ from depthscale.errors import ConfigError
 from depthscale.param.attention import set_attention, set_scales
 from depthscale.param.evaluate import PlanSettings, call_text, settings_of
 from depthscale.param.rules import RECIPES, ROLES
-from depthscale.param.usage import Usage, set_readouts
+from depthscale.param.usage import Usage, set_branch_outputs, set_readouts
 from depthscale.param.walk import params, unwrap
 
 __all__ = ["PlanState", "applied", "record"]
@@ -53,6 +53,7 @@ class PlanState:
     usage: dict[str, Usage] = field(default_factory=dict)
     readouts: dict[str, float] = field(default_factory=dict)
     scales: dict[str, float] = field(default_factory=dict)  # attention attributes apply set
+    branches: dict[str, float] = field(default_factory=dict)
 
     @staticmethod
     def of(model: nn.Module) -> PlanState | None:
@@ -67,8 +68,8 @@ class PlanState:
         text = json.dumps({"version": _STATE_VERSION, "settings": dict(self.settings),
                            "roles": dict(self.roles), "forms": dict(self.forms),
                            "usage": {k: u.to_json() for k, u in self.usage.items()},
-                           "readouts": dict(self.readouts), "scales": dict(self.scales)},
-                          sort_keys=True)
+                           "readouts": dict(self.readouts), "scales": dict(self.scales),
+                           "branches": dict(self.branches)}, sort_keys=True)
         return torch.tensor(list(text.encode()), dtype=torch.uint8)
 
     @classmethod
@@ -94,7 +95,8 @@ class PlanState:
                 f"(version {_STATE_VERSION}); load a checkpoint saved from a planned model"
             )
         return cls(dict(state["settings"]), dict(state["roles"]), dict(state["forms"]), usage,
-                   dict(state.get("readouts", {})), dict(state.get("scales", {})))
+                   dict(state.get("readouts", {})), dict(state.get("scales", {})),
+                   dict(state.get("branches", {})))
 
     def __repr__(self) -> str:
         return f"PlanState({call_text(self.settings)}, {len(self.roles)} parameters)"
@@ -117,7 +119,9 @@ def _is_record(state: Any) -> bool:
         and isinstance(state.get("readouts", {}), dict)
         and all(isinstance(m, float) for m in state.get("readouts", {}).values())
         and isinstance(state.get("scales", {}), dict)
-        and all(isinstance(m, float) for m in state.get("scales", {}).values()))
+        and all(isinstance(m, float) for m in state.get("scales", {}).values())
+        and isinstance(state.get("branches", {}), dict)
+        and all(isinstance(m, float) for m in state.get("branches", {}).values()))
 
 
 def _save_plan(module: nn.Module, state_dict: dict[str, Any], prefix: str,
@@ -146,6 +150,7 @@ def _load_plan(module: nn.Module, state_dict: dict[str, Any], prefix: str,
     set_attention(module, PlanSettings(RECIPES[state.settings["recipe"]], **settings))
     set_readouts(module, state.readouts)
     set_scales(module, state.scales)
+    set_branch_outputs(module, state.branches)
 
 
 def record(model: nn.Module, state: PlanState) -> None:

@@ -19,9 +19,10 @@ from torch import nn
 from depthscale.errors import ConfigError
 from depthscale.param.inspect import Structure
 
-__all__ = ["Usage", "set_readouts", "usages"]
+__all__ = ["Usage", "set_branch_outputs", "set_readouts", "usages"]
 
 _READOUT = "_depthscale_readout"  # the module attribute holding a tied readout's multiplier
+_BRANCH = "_depthscale_branch"  # the module attribute holding a weightless branch's multiplier
 _FIXED = ("", "fan_in", "both")
 
 
@@ -78,7 +79,8 @@ def usages(structure: Structure, base: Structure | None = None,
         out[name] = Usage(
             fan_in=structure.fan_in.get(name),
             uses=structure.uses.get(name, 1),
-            scale=structure.input_scale if role == "input" else 1.0,
+            scale=(structure.input_scale if role == "input" else
+                   structure.output_scale if role == "output" else 1.0),
             keep=name in structure.gains,
             fixed=fixed,
             base=n0,
@@ -122,3 +124,25 @@ def set_readouts(model: nn.Module, readouts: dict[str, float]) -> None:
         if _READOUT not in vars(module):
             module.register_forward_hook(_readout_hook)
         object.__setattr__(module, _READOUT, float(m))
+
+
+def _branch_hook(module: nn.Module, args: Any, output: Any) -> Any:
+    """Multiply a weightless branch's output by its branch multiplier."""
+    m = vars(module).get(_BRANCH)
+    if not isinstance(m, float) or not hasattr(output, "mul"):
+        return output
+    return output * m
+
+
+def set_branch_outputs(model: nn.Module, multipliers: dict[str, float]) -> None:
+    """Give each named module, whose output is a residual branch that holds no weight, the
+    branch multiplier (a forward hook, registered once; the value lives on the module)."""
+    modules = dict(model.named_modules())
+    for name, m in multipliers.items():
+        module = modules.get(name)
+        if module is None:
+            raise ConfigError(f"the plan names a branch output {name!r} the model does not "
+                              "have")
+        if _BRANCH not in vars(module):
+            module.register_forward_hook(_branch_hook)
+        object.__setattr__(module, _BRANCH, float(m))

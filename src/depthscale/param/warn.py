@@ -29,9 +29,11 @@ def warn_structure(plan: PlanSettings, structure: Structure,
     if structure.unscaled and name in ("depth-mup", "nfd-depth", "completep", "laws"):
         warnings.warn(
             f"residual branch(es) {list(structure.unscaled)} end in a normalisation without "
-            f"a gain, which divides out the branch multiplier of {name!r}: no "
-            "parameter can carry it (give the normalisation an affine gain, e.g. "
-            "BatchNorm2d(affine=True), whose role branch_gain then carries it)",
+            f"a gain, which divides out the branch multiplier of {name!r}, or hold no weight "
+            "and are made by no module of their own: nothing can carry it (give the "
+            "normalisation an affine gain, e.g. BatchNorm2d(affine=True), whose role "
+            "branch_gain then carries it; compute a weightless branch in a module of its own, "
+            "whose output then gets it)",
             UserWarning, stacklevel=_STACKLEVEL)
     head = evaluate(plan, "readout", "output", (1, plan.width)) if readouts else None
     for unit, m in readouts.items():

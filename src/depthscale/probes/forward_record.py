@@ -73,6 +73,8 @@ class Layout:
     #: head_dim^-0.5): they scale the attention logits, so a layer's output is not followed
     #: through them (muP: q Theta(1), the logits 1/d_head; TP-V Sec. 8)
     stops: frozenset[float] = frozenset()
+    #: module -> the branch its output is (a branch that holds no weight: Structure.branch_outputs)
+    outputs: dict[str, int] = field(default_factory=dict)
 
 
 def weight_layout(model: nn.Module, st: Structure) -> Layout:
@@ -113,7 +115,8 @@ def weight_layout(model: nn.Module, st: Structure) -> Layout:
              for (r, t), us in names.items() for u in us}
     return Layout({id(p): u for u, p in unit_params.items()}, unit_params, role, quota,
                    {u: tuple(ks) for u, ks in writers.items()}, tuple(branch_types), internal,
-                   group, frozenset(c for a in st.attention for c in a.factors[:a.qk]))
+                   group, frozenset(c for a in st.attention for c in a.factors[:a.qk]),
+                   dict(st.branch_outputs))
 
 
 # ---- the recorded forward pass --------------------------------------------------------------
@@ -388,12 +391,28 @@ def record_pass(model: nn.Module, x: Any, layout: Layout,
     docstring)."""
     x = copy_input(x)
     rec = _Recorder(layout, list(tensors_in(x)), initial)
-    with torch.no_grad():
-        with rec:
-            out = logits_of(call_model(model, x))
-        rec.finish()
-        out = out.detach().clone()
-    missing = sorted(set(range(len(layout.branch_types))) - set(rec.found))
+    modules = dict(model.named_modules())
+
+    def marker(k: int) -> Any:  # a branch without a weight: marked at its module's output
+        def after(_m: nn.Module, _args: Any, output: Any) -> None:
+            if isinstance(output, torch.Tensor):
+                rec.keep.append(output)
+                rec.mark(output, frozenset({k}))
+        return after
+
+    handles = [modules[m].register_forward_hook(marker(k))
+               for m, k in layout.outputs.items() if m in modules]
+    try:
+        with torch.no_grad():
+            with rec:
+                out = logits_of(call_model(model, x))
+            rec.finish()
+            out = out.detach().clone()
+    finally:
+        for h in handles:
+            h.remove()
+    findable = {k for ks in layout.writers.values() for k in ks} | set(layout.outputs.values())
+    missing = sorted(findable - set(rec.found))
     if missing:
         names = sorted({u for u, ks in layout.writers.items() if set(ks) & set(missing)})
         raise ConfigError(

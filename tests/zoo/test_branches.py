@@ -1,0 +1,74 @@
+"""Issue 40 on the zoo's models: T5's readout constant under the coordinate check (its
+relative position bias given the role the refusal names), and PoolFormer's weightless
+branches carrying CompleteP's branch multiplier (Dey et al. 2025: 1/L per branch)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+import torch
+from architectures import BY_NAME
+from torch import nn
+
+import depthscale as ds
+
+
+def _make_t5(recipe: str, x: torch.Tensor, roles: dict[str, str]) -> Any:
+    """The zoo's factory with the refusal's roles, and T5's attention scale set as apply's
+    warning asks (T5 computes q k^T without a scale; its module keeps it in ``scaling``)."""
+    arch = BY_NAME["hf-t5"]
+
+    def make(width: int, depth: int, seed: int) -> tuple[nn.Module, ds.param.Plan]:
+        model = arch.build(width, depth, seed)
+        base = arch.build(min(arch.widths), depth, seed)
+        st = ds.param.inspect(model, x)
+        p = ds.param.plan(recipe, width=st.width, depth=st.depth)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p.apply(model, roles=roles, example_input=x, seed=seed, base=base)
+        for call in st.attention:
+            module = model.get_submodule(call.module)
+            module.scaling = p.attention_scale(call.d_head)
+        return model, p
+    return make
+
+
+def test_t5_completep_holds_with_its_readout_constant_compensated() -> None:
+    """T5 multiplies the decoder output by d_model^-0.5 before its tied head; the readout's
+    multiplier must divide it out (it grows the logits' update as width^-0.5 otherwise: the
+    output slope was -0.62 before). With the refusal's fix for the position bias, CompleteP
+    does not FAIL and SP does."""
+    arch = BY_NAME["hf-t5"]
+    assert arch.refusal is not None
+    data = arch.data()
+    x, y = data.x_train[:8], data.y_train[:8]
+    st = ds.param.inspect(arch.build(64, 1, 0), x)
+    assert st.output_scale == pytest.approx(64 ** -0.5)
+    verdicts = {}
+    for recipe in ("completep", "sp"):
+        rep = ds.probes.coord_check(_make_t5(recipe, x, arch.refusal.fix), x, y,
+                                    widths=arch.widths, depths=(2, 4, 8), base_width=64,
+                                    base_depth=1, lr=3e-3, optimizer="adam", seeds=range(2))
+        verdicts[recipe] = (rep.verdict, rep.evidence)
+    assert verdicts["completep"][0] != "FAIL", verdicts["completep"][1]
+    assert verdicts["sp"][0] == "FAIL", verdicts["sp"][1]
+
+
+def test_poolformer_pooling_branches_carry_the_branch_multiplier() -> None:
+    """Each block's pooling branch holds no weight: inspect counts it (K = 2 per block) and
+    CompleteP multiplies the pooling module's output by T/L = 1/K."""
+    arch = BY_NAME["hf-poolformer"]
+    x, _ = arch.example()
+    model = arch.build(32, 3, 0)
+    st = ds.param.inspect(model, x)
+    assert st.depth == 6
+    pools = [f"poolformer.encoder.block.0.{i}.pooling" for i in range(3)]
+    assert st.branch_outputs == {m: 2 * i for i, m in enumerate(pools)}
+    ds.param.plan("completep", width=32, depth=6).apply(model, example_input=x, seed=0)
+    pool = dict(model.named_modules())[pools[1]]
+    h = torch.randn(2, 32, 4, 4)
+    assert torch.allclose(pool(h), (pool.pool(h) - h) / 6)
+    ds.param.plan("sp", width=32, depth=6).apply(model, example_input=x, seed=0)
+    assert torch.allclose(pool(h), pool.pool(h) - h)  # the earlier plan's multiplier undone
