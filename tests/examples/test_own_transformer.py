@@ -21,7 +21,8 @@ def test_the_own_transformer_example_runs_and_measures() -> None:
     out = run.stdout
     # 2 pre-LN blocks: 4 residual branches, L = m + K = 2 + 4 (laws Sec. 3.4)
     assert "width 64, 4 residual branches in 2 blocks, effective depth 6" in out
-    assert "attention: blocks.0 (d_head 32, scale 0.03125)" in out  # 1/d_head, set by apply
+    # 1/d_head, set by apply on the attribute that holds it
+    assert "attention: blocks.0 (d_head 32, scale 0.03125; attention_scale = 0.03125)" in out
     # CompleteP: each branch's output ~ L^-1 (multiplier T/L); the stream stays O(1)
     slope = float(re.search(r"branch_out\s+act_vs_depth\s+([+-]\d\.\d\d)", out).group(1))
     assert -1.15 <= slope <= -0.85, out
