@@ -497,11 +497,7 @@ def _contracted(func: Any, args: Any, data: list[torch.Tensor]) -> int:
     """The size a product of two activations contracts (q . k: the head width)."""
     a, b = data
     if func is torch.einsum:
-        equation, *operands = args
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = list(operands[0])
-        lhs, _, rhs = str(equation).replace(" ", "").partition("->")
-        terms = lhs.split(",")
+        operands, terms, rhs = _einsum_parts(args)
         ia = next(i for i, t in enumerate(operands) if t is a)
         ib = next(i for i, t in enumerate(operands) if t is b)
         size = 1
@@ -558,17 +554,23 @@ def _fan_in(func: Any, args: Any, w: torch.Tensor) -> int:
     return int(w.shape[-1])  # W @ x
 
 
-def _einsum_fan_in(args: Any, w: torch.Tensor) -> int:
-    """The product of ``w``'s dimensions that the einsum sums over."""
+def _einsum_parts(args: Any) -> tuple[list[Any], list[str], str]:
+    """An einsum call's operands, their index letters and the output's letters (implicit
+    output: the letters that occur once, as torch reads it)."""
     equation, *operands = args
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = list(operands[0])
     lhs, _, rhs = str(equation).replace(" ", "").partition("->")
-    terms = lhs.split(",")
-    idx = next(i for i, t in enumerate(operands) if t is w)
     if not rhs:
         counts = Counter(lhs.replace(",", ""))
         rhs = "".join(sorted(c for c, k in counts.items() if k == 1 and c.isalpha()))
+    return operands, lhs.split(","), rhs
+
+
+def _einsum_fan_in(args: Any, w: torch.Tensor) -> int:
+    """The product of ``w``'s dimensions that the einsum sums over."""
+    operands, terms, rhs = _einsum_parts(args)
+    idx = next(i for i, t in enumerate(operands) if t is w)
     size = 1
     for letter, dim in zip(terms[idx], w.shape, strict=False):
         if letter.isalpha() and letter not in rhs:
