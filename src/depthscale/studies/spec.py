@@ -39,12 +39,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from depthscale.errors import ConfigError
-from depthscale.param.optim import MAX_RATE, RATE_RULE
 from depthscale.studies.spec_bounds import check_grid_cost, check_grid_size
 from depthscale.studies.spec_toml import study_toml, toml_loads
+from depthscale.studies.spec_values import SpecValidator
 from depthscale.train import FINAL_EVALS, LOSSES, TrainConfig, TrainSettings
 
 __all__ = [
@@ -74,7 +74,6 @@ _STUDY_KEYS = ("name", "model", "recipe", "dataset", "max_runs", "max_hours", "m
 #: the keys of [train]: the fields of depthscale.train.TrainSettings, in their order
 _TRAIN_KEYS = tuple(f.name for f in fields(TrainSettings))
 _PLAN_KEYS = ("T", "regime", "alpha", "sigma_u", "eta_u_scale")
-_PLAN_FLOATS = ("T", "alpha", "sigma_u", "eta_u_scale")
 _DATA_KEYS = ("n_train", "n_test", "seed", "dir")  # and the dataset's own options
 _CORE_AXES = ("lr", "width", "depth", "seed")
 _SWEEPABLE = (*_CORE_AXES, "recipe",
@@ -275,7 +274,7 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
     check_grid_cost`), for a caller that bounded them already."""
     if text is None:
         text = study_toml(raw)
-    v = _Validator(source)
+    v = SpecValidator(source)
     v.keys("", raw, _SECTIONS)
     for section in _SECTIONS:
         if section in raw and not isinstance(raw[section], dict):
@@ -312,7 +311,7 @@ def study_from_tables(raw: Mapping[str, Any], *, source: str = "<tables>",
 
 
 def _head(study: Mapping[str, Any], grid: Mapping[str, Any], source: str,
-          v: _Validator) -> tuple[str, str, str | None, str, bool]:
+          v: SpecValidator) -> tuple[str, str, str | None, str, bool]:
     """``[study]``: name, model (registry name or user factory), recipe (None: swept),
     dataset, and whether the model is a factory."""
     from depthscale.data import DATASETS
@@ -338,7 +337,7 @@ _Options = dict[str, dict[str, Any]]
 
 def _fixed_options(
     raw: Mapping[str, Any], model: str, dataset: str, factory: bool,
-    base_dir: str | os.PathLike[str] | None, v: _Validator,
+    base_dir: str | os.PathLike[str] | None, v: SpecValidator,
 ) -> tuple[_Options, dict[str, tuple[str, ...]], tuple[tuple[str, str], ...], str | None]:
     """``[model]``, ``[plan]``, ``[data]`` and ``[roles]``: the fixed options per section, the
     keys each section allows, the roles and the data folder (resolved against ``base_dir``)."""
@@ -368,7 +367,7 @@ def _fixed_options(
 
 def _grid_axes(grid: Mapping[str, Any], train_raw: Mapping[str, Any], options: _Options,
                allowed: Mapping[str, tuple[str, ...]],
-               v: _Validator) -> list[tuple[str, tuple[Any, ...]]]:
+               v: SpecValidator) -> list[tuple[str, tuple[Any, ...]]]:
     """``[grid]``'s axes in expansion order: recipe, width, depth, seed, the swept [train]
     keys, the option sub-tables, then lr (fastest)."""
     axes: list[tuple[str, tuple[Any, ...]]] = []
@@ -410,7 +409,7 @@ def _grid_axes(grid: Mapping[str, Any], train_raw: Mapping[str, Any], options: _
 
 
 def _train_settings(train_raw: Mapping[str, Any], axes: Sequence[tuple[str, tuple[Any, ...]]],
-                    v: _Validator) -> TrainSettings:
+                    v: SpecValidator) -> TrainSettings:
     """``[train]``'s values over the defaults of :class:`~depthscale.train.TrainSettings`,
     checked together with the swept training axes (steps or epochs, known names)."""
     from depthscale.param import OPTIMIZERS, RECIPES
@@ -442,7 +441,7 @@ def _train_settings(train_raw: Mapping[str, Any], axes: Sequence[tuple[str, tupl
     return TrainSettings(**train_kw)
 
 
-def _factory_keys(raw: Mapping[str, Any], v: _Validator) -> tuple[str, ...]:
+def _factory_keys(raw: Mapping[str, Any], v: SpecValidator) -> tuple[str, ...]:
     """The model options a study gives a user factory: every key of ``[model]`` and
     ``[grid.model]`` (the factory's signature judges them, :func:`_check_factory`)."""
     keys: list[str] = []
@@ -453,7 +452,7 @@ def _factory_keys(raw: Mapping[str, Any], v: _Validator) -> tuple[str, ...]:
 
 
 def _check_factory(model: str, fixed: Mapping[str, Any], raw: Mapping[str, Any],
-                   v: _Validator) -> None:
+                   v: SpecValidator) -> None:
     """Import the factory ``model`` and check it takes the sizes and every model option the
     study gives it (fixed and swept): a ConfigError naming the string otherwise."""
     from depthscale.models import resolve_factory
@@ -466,7 +465,7 @@ def _check_factory(model: str, fixed: Mapping[str, Any], raw: Mapping[str, Any],
         v.fail("study.model", str(exc))
 
 
-def _roles(table: Any, known: Mapping[str, str], v: _Validator) -> tuple[tuple[str, str], ...]:
+def _roles(table: Any, known: Mapping[str, str], v: SpecValidator) -> tuple[tuple[str, str], ...]:
     """``[roles]``: glob pattern over parameter names -> role, in the file's order."""
     if not isinstance(table, dict):
         v.fail("[roles]", "must be a table of \"pattern\" = \"role\"")
@@ -487,7 +486,7 @@ def parse_analysis(table: Any, *, axes: Sequence[str] | None = None,
     ``optimize`` and ``group`` must be among them (None: not checked). Raises ConfigError naming
     the key.
     """
-    v = _Validator(source)
+    v = SpecValidator(source)
     v.keys("analysis", table, ANALYSIS_KEYS)
     criterion = v.choice("analysis.criterion", table.get("criterion", "running"), _CRITERIA)
     axis = v.choice("analysis.axis", table.get("axis", "depth"), ANALYSIS_AXES)
@@ -516,125 +515,6 @@ def parse_analysis(table: Any, *, axes: Sequence[str] | None = None,
                         aggregate=aggregate)
 
 
-class _Validator:
-    """Raises ConfigError("spec FILE: KEY MESSAGE") for the first problem found."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, key: str, message: str) -> NoReturn:
-        raise ConfigError(f"spec {self.source}: {key} {message}")
-
-    def keys(self, section: str, table: Any, known: tuple[str, ...] | Any) -> None:
-        if not isinstance(table, dict):
-            self.fail(f"[{section}]", "must be a table")
-        unknown = sorted(set(table) - set(known))
-        if unknown:
-            where = f"[{section}]" if section else "top level"
-            self.fail(f"{where}", f"has unknown key(s) {', '.join(unknown)}; known: "
-                      f"{', '.join(known) or 'none'}")
-
-    def string(self, key: str, value: Any) -> str:
-        if not isinstance(value, str) or not value:
-            self.fail(key, f"must be a non-empty string, got {value!r}")
-        return value
-
-    def choice(self, key: str, value: Any, known: Any) -> str:
-        if value is None:
-            self.fail(key, f"is missing; choose one of: {', '.join(known)}")
-        if not isinstance(value, str) or value not in known:
-            kind = key.split(".")[-1]
-            self.fail(key, f"unknown {kind} {value!r}; choose one of: {', '.join(known)}")
-        return value
-
-    def scalar(self, key: str, value: Any, option: str | None = None) -> Any:
-        """A TOML scalar; plan options that are numbers become floats."""
-        if isinstance(value, float) and not math.isfinite(value):
-            self.fail(key, f"must be finite, got {value}")
-        if not isinstance(value, str | int | float | bool):
-            self.fail(key, f"must be a string, number or boolean, got {value!r}")
-        if option is not None and option.startswith("plan.") \
-                and option.split(".", 1)[1] in _PLAN_FLOATS:
-            return self.number(key, value)
-        return value
-
-    def number(self, key: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value):
-            self.fail(key, f"must be a finite number, got {value!r}")
-        return float(value)
-
-    def integer(self, key: str, value: Any, minimum: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(key, f"must be an integer, got {value!r}")
-        if value < minimum:
-            self.fail(key, f"must be >= {minimum}, got {value}")
-        return int(value)
-
-    def field_value(self, key: str, name: str | None, value: Any) -> Any:
-        """A value of RunSpec field ``name`` (``section.key``: an option) with its type and
-        range."""
-        if name in ("width", "depth", "steps", "batch_size"):
-            return self.integer(key, value, 1)
-        if name in ("seed", "eval_every"):
-            return self.integer(key, value, 0)
-        if name in ("lr", "epochs"):
-            x = self.number(key, value)
-            if x <= 0:
-                self.fail(key, f"must be > 0, got {value!r}")
-            if name == "lr" and x > MAX_RATE:
-                self.fail(key, f"must be {RATE_RULE}, got {value!r}")
-            return x
-        if name == "momentum":
-            x = self.number(key, value)
-            if not 0 <= x < 1:
-                self.fail(key, f"must be in [0, 1) (SGD's momentum; at 1 or more the "
-                          f"velocity never decays), got {value!r}")
-            return x
-        if name == "weight_decay":
-            x = self.number(key, value)
-            if not 0 <= x <= MAX_RATE:
-                self.fail(key, f"must be >= 0 and {RATE_RULE}, got {value!r}")
-            return x
-        if name in ("recipe", "optimizer", "loss", "device", "final_eval"):
-            return self.string(key, value)
-        return self.scalar(key, value, name)
-
-    def axis(self, key: str, values: Any, name: str | None) -> tuple[Any, ...]:
-        if isinstance(values, dict):
-            values = self._logspace(key, values)
-        if not isinstance(values, list):
-            self.fail(key, f"must be a list of values or {{logspace = [start, stop, num]}}, "
-                      f"got {values!r}")
-        if not values:
-            self.fail(key, "is empty: the study would have no runs")
-        out = tuple(self.field_value(key, name, x) for x in values)
-        seen: set[str] = set()
-        for x in out:
-            token = json.dumps(x)
-            if token in seen:
-                self.fail(key, f"lists {x!r} twice")
-            seen.add(token)
-        return out
-
-    def _logspace(self, key: str, table: dict[str, Any]) -> list[float]:
-        if set(table) != {"logspace"}:
-            self.fail(key, "as a table takes only logspace = [start, stop, num] "
-                      "(powers of ten)")
-        spec = table["logspace"]
-        if not (isinstance(spec, list) and len(spec) == 3):
-            self.fail(key, f"logspace must be [start, stop, num], got {spec!r}")
-        start, stop = self.number(key, spec[0]), self.number(key, spec[1])
-        num = self.integer(f"{key} logspace num", spec[2], 1)
-        exponents = [start] if num == 1 else [start + i * (stop - start) / (num - 1)
-                                              for i in range(num)]
-        if any(not -300 <= e <= 300 for e in exponents):
-            self.fail(key, f"logspace [{spec[0]}, {spec[1]}, ...] gives 10^{max(exponents):g}: "
-                      "powers of ten must stay within 10^-300 .. 10^300 (a float's range)")
-        # 12 significant digits: the same values (and hashes) on every platform
-        return [float(f"{10.0 ** e:.12g}") for e in exponents]
-
-
 def combination(spec: StudySpec, run: RunSpec) -> str:
     """The grid values that make ``run`` (``optimizer adam, momentum 0.9, lr 0.1``): the
     combination a refusal names."""
@@ -644,7 +524,7 @@ def combination(spec: StudySpec, run: RunSpec) -> str:
                      f"{key} {flat[key]}" for key, _ in spec.grid)
 
 
-def _check_runs(spec: StudySpec, v: _Validator) -> None:
+def _check_runs(spec: StudySpec, v: SpecValidator) -> None:
     """Validate every expanded run's train config and each distinct plan setting."""
     from depthscale.param import plan
 
