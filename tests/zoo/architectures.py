@@ -726,7 +726,10 @@ ZOO: list[Arch] = [
 ]
 
 # issue 40's second round, one file per mechanism: OPT and Bloom (the attention scale measured
-# from the forward), PoolFormer and T5 (weightless branches, readout constants)
-for _module in ("arch_attention", "arch_branches"):
+# from the forward), PoolFormer and T5 (weightless branches, readout constants), channel-last
+# and inverted-residual vision backbones, widths per dimension and seed-stable verdicts, MoE
+# and state-space models, and the remaining families
+for _module in ("arch_attention", "arch_branches", "arch_vision", "arch_backbones",
+                "arch_moe_ssm", "arch_more"):
     ZOO += importlib.import_module(_module).ARCHS
 BY_NAME = {a.name: a for a in ZOO}
