@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench mutate clean print-strict report-shot
+.PHONY: install demo test lint docs bench mutate clean print-strict report-shot
 
 # the layers typed strictly (mypy --strict), in CI as in make lint
 STRICT = src/depthscale/param src/depthscale/stats src/depthscale/io src/depthscale/studies \
@@ -31,6 +31,11 @@ lint: $(STAMP)
 	$(BIN)/mypy src
 	$(BIN)/mypy --strict $(STRICT)
 
+# the documentation (docs/, mkdocs.yml; API reference from the docstrings) into site/; a
+# warning (a broken link, a docstring it cannot read) fails the build
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
+
 # every claim at its smoke settings (about a minute) into a temp folder, then a headless-Chromium
 # screenshot of its index.html at 1300x1600 (Debian: apt-get install chromium); prints both paths
 report-shot: $(STAMP)
@@ -44,7 +49,7 @@ mutate: $(STAMP)
 	$(BIN)/python tools/mutate.py
 
 clean:
-	rm -rf $(VENV) reproduce-out runs bench.json
+	rm -rf $(VENV) reproduce-out runs bench.json site
 
 print-strict:
 	@echo $(STRICT)

@@ -38,7 +38,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("__main__",),  # python -m depthscale
 ]
 FLOOR = {pkg: i for i, floor in enumerate(FLOORS) for pkg in floor}
-#: Who may import the papers' claims (DEVELOPERS.md: the CLI, the laws-sweep benchmarks, which
+#: Who may import the papers' claims (docs/development.md: the CLI, the laws-sweep benchmarks, which
 #: time the claims' own quick sizes, and the old shim).
 CLAIMS_USERS = {"cli", "benchmarks", "experiments"}
 #: Beyond the standard library, the only third-party imports of the leaves.

@@ -64,10 +64,11 @@ def test_roles_the_plan_reads() -> None:
             assert roles[f"blocks.{blk}.{name}.bias"] == bias_role
         assert roles[f"blocks.{blk}.ln1.weight"] == "branch_norm"  # pre-LN: inside the branch
     assert roles["final_norm.weight"] == "norm"
-    # the embedding reads one-hot tokens: its fan-in is the vocabulary, not the width
+    # the embedding reads one-hot tokens: a lookup, fan-in 1 (nfd Eq. 1 with |x| = 1), as an
+    # nn.Embedding is read; neither the vocabulary nor the width
     embed = next(s for s in p.resolve(model) if s.name == "embed.weight")
-    assert embed.shape == (16, V) and embed.fan_in == V
-    assert math.isclose(model.embed.multiplier, 1 / math.sqrt(V))
+    assert embed.shape == (16, V) and embed.fan_in == 1
+    assert model.embed.multiplier == 1.0
 
 
 def test_no_bias_leaves_no_bias_parameter() -> None:
@@ -191,3 +192,20 @@ def test_plan_of_the_wrong_depth_is_refused() -> None:
     model = create("gpt", input_shape=(T,), n_out=V, width=16, depth=3, heads=2)
     with pytest.raises(ConfigError, match="plan_depth is 6 but the plan was made for depth=3"):
         plan("completep", width=16, depth=3).apply(model)
+
+
+@pytest.mark.parametrize("recipe", ["completep", "mup", "depth-mup"])
+def test_declared_and_inspected_plans_agree(recipe: str) -> None:
+    """The GPT planned from its declared roles (no example input: the CLI's and the claims'
+    path) gets the same rule for every parameter as when inspect reads it from a forward pass.
+    The token embedding is a lookup: fan-in 1, so its multiplier is 1 (it read fan-in = vocab,
+    a = 1/sqrt(16) = 0.25, and the stream's update fell with depth, slope -0.27 at 4-16 blocks
+    under CompleteP)."""
+    x = torch.randint(0, 16, (4, 8))
+    shape = dict(input_shape=(8,), n_out=16, width=32, depth=2, seed=0)
+    declared, p1 = build("gpt", recipe, **shape)
+    inspected, p2 = build("gpt", recipe, **shape, example_input=x)
+    a = {s.name: (s.role, s.fan_in, s.a, s.b, s.c_sgd, s.c_adam, s.eps) for s in p1.resolve(declared)}
+    b = {s.name: (s.role, s.fan_in, s.a, s.b, s.c_sgd, s.c_adam, s.eps) for s in p2.resolve(inspected)}
+    assert a == b
+    assert declared.embed.multiplier == pytest.approx(1.0)

@@ -34,8 +34,11 @@ __all__ = ["GPT", "CausalSelfAttention", "TokenEmbedding"]
 
 
 class TokenEmbedding(ScaledLinear):
-    """``a * onehot(tokens) W^T``: a :class:`ScaledLinear` (vocab -> width, role ``input``,
-    fan-in = vocab) evaluated as a lookup of the columns of ``W`` (width x vocab)."""
+    """``a * onehot(tokens) W^T``: a :class:`ScaledLinear` (vocab -> width, role ``input``)
+    evaluated as a lookup of the columns of ``W`` (width x vocab). Its input is one-hot, so its
+    fan-in is 1 (nfd Eq. 1's h0 = U x / sqrt(d) with |x| = 1), as for an ``nn.Embedding``."""
+
+    one_hot_input = True
 
     def __init__(self, vocab: int, width: int) -> None:
         super().__init__(vocab, width, "input")
@@ -202,7 +205,7 @@ class GPT(nn.Module):
             p = Plan(RECIPES[settings.pop("recipe")], **settings)
             a_out = p.spec("readout", "output", (self.vocab, self.width)).a
             role = state.roles.get("embed.weight", "input")
-            a_in = p.spec("embed.weight", role, tuple(self.embed.weight.shape)).a
+            a_in = p.spec("embed.weight", role, tuple(self.embed.weight.shape), fan_in=1).a
             self._tied_cache = (state, a_out / a_in)
         assert self._tied_cache is not None
         return self._tied_cache[1] * self.embed.multiplier

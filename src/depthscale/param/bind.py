@@ -33,12 +33,13 @@ Planned = list[tuple[str, nn.Module, nn.Parameter, ParamSpec]]
 
 
 def fan_in_of(module: nn.Module, p_name: str, p: torch.Tensor) -> int:
-    """The fan-in of parameter ``p_name`` of ``module``, from how the module uses it: 1 for an
-    ``nn.Embedding`` table (its input is one-hot: row i is selected, nfd Eq. 1's h0 = U x with
-    x = e_i), ``nx`` for a Hugging Face ``Conv1D`` (weight stored inputs x outputs), else the
-    product of the weight's trailing dimensions (Linear: in_features, Conv: in x kernel)."""
+    """The fan-in of parameter ``p_name`` of ``module``, from how the module uses it: 1 for a
+    lookup table (an ``nn.Embedding``, or a module declaring ``one_hot_input``: its input is
+    one-hot, row i is selected, nfd Eq. 1's h0 = U x with x = e_i), ``nx`` for a Hugging Face
+    ``Conv1D`` (weight stored inputs x outputs), else the product of the weight's trailing
+    dimensions (Linear: in_features, Conv: in x kernel)."""
     if p.ndim >= 2 and p_name == "weight":
-        if isinstance(module, nn.Embedding):
+        if isinstance(module, nn.Embedding) or getattr(module, "one_hot_input", False):
             return 1
         nx, nf = getattr(module, "nx", None), getattr(module, "nf", None)
         if isinstance(nx, int) and isinstance(nf, int) and tuple(p.shape) == (nx, nf):
