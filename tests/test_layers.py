@@ -33,14 +33,14 @@ FLOORS: list[tuple[str, ...]] = [
     ("studies",),
     ("report",),
     ("claims",),
-    ("benchmarks", "experiments"),  # experiments: the deprecated shim of the old paths
+    ("benchmarks",),
     ("cli",),
     ("__main__",),  # python -m depthscale
 ]
 FLOOR = {pkg: i for i, floor in enumerate(FLOORS) for pkg in floor}
 #: Who may import the papers' claims (docs/development.md: the CLI, the laws-sweep benchmarks, which
-#: time the claims' own quick sizes, and the old shim).
-CLAIMS_USERS = {"cli", "benchmarks", "experiments"}
+#: time the claims' own quick sizes).
+CLAIMS_USERS = {"cli", "benchmarks"}
 #: Beyond the standard library, the only third-party imports of the leaves.
 LEAF_THIRD_PARTY = {"stats": {"numpy", "scipy"}, "io": set(), "errors": set(),
                     "_version": set()}
