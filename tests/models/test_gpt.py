@@ -205,7 +205,10 @@ def test_declared_and_inspected_plans_agree(recipe: str) -> None:
     shape = dict(input_shape=(8,), n_out=16, width=32, depth=2, seed=0)
     declared, p1 = build("gpt", recipe, **shape)
     inspected, p2 = build("gpt", recipe, **shape, example_input=x)
-    a = {s.name: (s.role, s.fan_in, s.a, s.b, s.c_sgd, s.c_adam, s.eps) for s in p1.resolve(declared)}
-    b = {s.name: (s.role, s.fan_in, s.a, s.b, s.c_sgd, s.c_adam, s.eps) for s in p2.resolve(inspected)}
-    assert a == b
+
+    def rules(plan, model):  # type: ignore[no-untyped-def]
+        return {s.name: (s.role, s.fan_in, s.a, s.b, s.c_sgd, s.c_adam, s.eps)
+                for s in plan.resolve(model)}
+
+    assert rules(p1, declared) == rules(p2, inspected)
     assert declared.embed.multiplier == pytest.approx(1.0)
