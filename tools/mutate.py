@@ -229,6 +229,13 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_fig2_b_is_the_coefficient_of_one_over_sqrt_lm_at_the_papers_d",
          "tests/claims/test_chizat_verdicts.py::"
          "test_fig2_b_of_0_6_fails_though_its_b_over_sqrt_d_lies_in_the_band")),
+    Mutation(
+        "transfer-exponent-half", "claims/laws/transfer.py",
+        'exponent = s.get("transfer_exponent", -1.5)',
+        'exponent = s.get("transfer_exponent", -0.5)',
+        "laws Table 5 rule (L/L0)^(-3/2) made (L/L0)^(-1/2): still beats raw transfer (the old "
+        "check passed it), but misses the oracle by more than half Table 5's raw error",
+        ("tests/claims/test_laws_transfer.py::test_table5_optima_pass_by_the_default_rule",)),
 )
 
 
