@@ -236,6 +236,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "laws Table 5 rule (L/L0)^(-3/2) made (L/L0)^(-1/2): still beats raw transfer (the old "
         "check passed it), but misses the oracle by more than half Table 5's raw error",
         ("tests/claims/test_laws_transfer.py::test_table5_optima_pass_by_the_default_rule",)),
+    Mutation(
+        "widths-spread-unjudged", "claims/laws/widths.py",
+        'if finding == "contradicts":',
+        'if finding == "never":',
+        "laws Table 4 spread of alpha over widths and epochs back to reported, not judged (the "
+        "old check): one width's alpha scaled 1.5x, still in the law band, passes",
+        ("tests/claims/test_laws_widths.py::"
+         "test_one_width_alpha_scaled_passes_the_law_band_but_fails_the_spread",
+         "tests/claims/test_laws_widths.py::test_spread_band_edge")),
 )
 
 
