@@ -245,6 +245,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_laws_widths.py::"
          "test_one_width_alpha_scaled_passes_the_law_band_but_fails_the_spread",
          "tests/claims/test_laws_widths.py::test_spread_band_edge")),
+    Mutation(
+        "kernel-flow-drift-doubled", "limits/kernel.py",
+        "(s - theta * rho) / (2.0 * math.pi)",
+        "(s - theta * rho) / math.pi",
+        "nfd Prop. 3 ReLU correlation flow's drift doubled: C_t' - C_t stays PSD (the old "
+        "Prop. 5 check passed it), but is no longer the covariance ODE's gap",
+        ("tests/claims/test_nfd_prop4_5.py::test_smoke_gaps_are_the_ode_routes_to_rounding",)),
 )
 
 
