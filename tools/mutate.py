@@ -229,6 +229,29 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_fig2_b_is_the_coefficient_of_one_over_sqrt_lm_at_the_papers_d",
          "tests/claims/test_chizat_verdicts.py::"
          "test_fig2_b_of_0_6_fails_though_its_b_over_sqrt_d_lies_in_the_band")),
+    Mutation(
+        "transfer-exponent-half", "claims/laws/transfer.py",
+        'exponent = s.get("transfer_exponent", -1.5)',
+        'exponent = s.get("transfer_exponent", -0.5)',
+        "laws Table 5 rule (L/L0)^(-3/2) made (L/L0)^(-1/2): still beats raw transfer (the old "
+        "check passed it), but misses the oracle by more than half Table 5's raw error",
+        ("tests/claims/test_laws_transfer.py::test_table5_optima_pass_by_the_default_rule",)),
+    Mutation(
+        "widths-spread-unjudged", "claims/laws/widths.py",
+        'if finding == "contradicts":',
+        'if finding == "never":',
+        "laws Table 4 spread of alpha over widths and epochs back to reported, not judged (the "
+        "old check): one width's alpha scaled 1.5x, still in the law band, passes",
+        ("tests/claims/test_laws_widths.py::"
+         "test_one_width_alpha_scaled_passes_the_law_band_but_fails_the_spread",
+         "tests/claims/test_laws_widths.py::test_spread_band_edge")),
+    Mutation(
+        "kernel-flow-drift-doubled", "limits/kernel.py",
+        "(s - theta * rho) / (2.0 * math.pi)",
+        "(s - theta * rho) / math.pi",
+        "nfd Prop. 3 ReLU correlation flow's drift doubled: C_t' - C_t stays PSD (the old "
+        "Prop. 5 check passed it), but is no longer the covariance ODE's gap",
+        ("tests/claims/test_nfd_prop4_5.py::test_smoke_gaps_are_the_ode_routes_to_rounding",)),
 )
 
 

@@ -55,12 +55,14 @@ class AmmupDepth:
 @dataclass(frozen=True)
 class ArchAmmup:
     """One architecture: its Table 1 law (``grid``), the AM-muP law over init seeds
-    (``probe``) and a row per depth."""
+    (``probe``), a row per depth, and (where ``deep_depths`` names more depths) the AM-muP law
+    over the grid's depths and those together (``deep``: probes need no training)."""
 
     key: str
     grid: LawResult
     probe: LawResult
     depths: list[AmmupDepth]
+    deep: LawResult | None = None
 
 
 def _probe_etas(ctx: ClaimContext, arch: Arch, data: Dataset, depth: int, eff: int) -> list[float]:
@@ -137,7 +139,10 @@ def _measure_arch(ctx: ClaimContext, key: str, arch: Arch) -> ArchAmmup:
         sd = float(np.std(np.log10(etas), ddof=1)) if len(etas) > 1 else math.nan
         depths.append(AmmupDepth(key, depth, eff, float(np.exp(np.mean(np.log(etas)))), sd,
                                  grid_by_eff.get(eff, math.nan)))
-    return ArchAmmup(key, grid, probe, depths)
+    extra = sorted(set(ctx.settings.get("deep_depths", {}).get(key, [])) - set(arch["depths"]))
+    deep = probe_arch(ctx, {**arch, "depths": sorted([*arch["depths"], *extra])})[0] if (
+        extra) else None
+    return ArchAmmup(key, grid, probe, depths, deep)
 
 
 def measure_ammup(ctx: ClaimContext) -> list[ArchAmmup]:
@@ -159,13 +164,19 @@ def ammup_measurement(arches: Sequence[ArchAmmup]) -> Measurement:
                      f"alpha_difference_{a.key}": pred - grid,
                      f"alpha_difference_{a.key}_low": am_lo - gr_hi,
                      f"alpha_difference_{a.key}_high": am_hi - gr_lo}
+        if a.deep is not None:
+            (d_lo, d_hi) = a.deep.interval
+            measured |= {f"alpha_ammup_deep_{a.key}": a.deep.fit.slope,
+                         f"alpha_ammup_deep_{a.key}_low": d_lo,
+                         f"alpha_ammup_deep_{a.key}_high": d_hi}
     return Measurement(measured, rows)
 
 
 def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
     """The AM-muP slope's interval in the law band (a contradiction read family-wise over the
-    architectures), and its difference from the grid slope within +-0.5 (undecided where the
-    grid sweep cannot locate eta*)."""
+    architectures), so too that of the deeper probes where measured (``deep_depths``), and its
+    difference from the grid slope within +-0.5 (undecided where the grid sweep cannot locate
+    eta*)."""
     bands: dict[str, Band] = {}
     findings: dict[str, tuple[str, str]] = {}
     for a in arches:
@@ -173,6 +184,10 @@ def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
         pred, grid = a.probe.fit.slope, a.grid.fit.slope
         bands |= {f"alpha_ammup_{a.key}": LAW_BAND, f"alpha_difference_{a.key}": _AGREEMENT}
         findings[f"alpha_ammup_{a.key}"] = ammup_finding(a.probe, probe_seeds, len(arches))
+        if a.deep is not None:
+            bands[f"alpha_ammup_deep_{a.key}"] = LAW_BAND
+            findings[f"alpha_ammup_deep_{a.key}"] = ammup_finding(a.deep, probe_seeds,
+                                                                  len(arches))
         flat = flat_evidence(a.key, a.grid)
         no_grid = not math.isfinite(grid)
         findings[f"alpha_difference_{a.key}"] = (
@@ -208,8 +223,9 @@ def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
     difference from the grid-searched slope of the same architecture within +-0.5 (the interval
     of the difference is [AM low - grid high, AM high - grid low]; undecided where the grid
     sweep locates eta* at fewer than 3 depths; depths it cannot locate are left out of the grid
-    fit, see :func:`~depthscale.claims.laws.gates.flat_evidence`). Every listed architecture is
-    banded."""
+    fit, see :func:`~depthscale.claims.laws.gates.flat_evidence`), and where ``deep_depths``
+    names deeper nets (no training, so far deeper than the grid), the AM-muP slope over all the
+    depths in the same band. Every listed architecture is banded."""
     arches = measure_ammup(ctx)
     return finish(ctx, "laws-ammup", ammup_measurement(arches),
                   judge_ammup(arches, ctx.settings["probe_seeds"]), figures.ammup_figure(arches))

@@ -189,13 +189,18 @@ TRANSFER = Scales(
                     {"transfer_exponent": 0.0}, contrast=False),
 )
 
+#: laws-ammup's probe-only depths (layers for cnn1d, blocks for the ViT)
+_DEEP_DEPTHS = {"cnn1d": [24, 32, 48, 64, 96, 128], "vit": [8, 12, 16, 24, 32]}
+
 AMMUP = Scales(
     # init seeds per depth: one probe's log10 eta* scatters by 0.3-0.6 (width 32), and probes
     # cost no training, so enough of them to give the slope an interval that can decide
+    # deep_depths: probes only (no training), so the AM-muP slope is also read far past the
+    # grid's depths, to L of order 64-128 (a probe costs one forward and backward per seed)
     quick={"archs": {k: ARCHS_QUICK[k] for k in ("cnn1d", "vit")}, "probe_seeds": 16,
-           "batch": 128, **_QUICK_BUDGET},
+           "batch": 128, "deep_depths": _DEEP_DEPTHS, **_QUICK_BUDGET},
     medium={"archs": {k: ARCHS_MEDIUM[k] for k in ("cnn1d", "vit")}, "probe_seeds": 16,
-            "batch": 128, **_MEDIUM_BUDGET},
+            "batch": 128, "deep_depths": _DEEP_DEPTHS, **_MEDIUM_BUDGET},
     full={"archs": {"cnn2d": ARCHS_FULL["cnn2d"]}, "probe_seeds": 16, "batch": 128,
           "seeds": 3, "epochs": 1, "data": {}},
     smoke={"archs": {"cnn1d": _SMOKE_CNN1D}, "probe_seeds": 8, "batch": 16, "seeds": 1,
