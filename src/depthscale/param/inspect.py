@@ -272,6 +272,7 @@ class _Flow:
     in_branch: set[int] = field(default_factory=set)  # bias, gain and shift uses in a branch
     unscaled: list[int] = field(default_factory=list)  # branches nothing can scale
     branch_outputs: dict[str, int] = field(default_factory=dict)  # weightless: its module
+    matrices: set[int] = field(default_factory=set)  # the matrix uses (not lookups)
 
 
 def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple[
@@ -299,7 +300,7 @@ def _flow(rec: Recorder) -> _Flow:
     """The residual branches of the recorded pass (module docstring), in addition order."""
     uses = rec.uses
     layer_uses = {u.index for u in uses if u.kind in _WEIGHT_KINDS}
-    flow = _Flow()
+    flow = _Flow(matrices={u.index for u in uses if u.kind == "matrix"})
     for add, (stream, branch, shortcut, sid, weightless) in _accepted(rec, layer_uses):
         if flow.first_stream is None:
             flow.first_stream = stream
@@ -348,8 +349,13 @@ def _flow(rec: Recorder) -> _Flow:
 
 
 def _width(out: torch.Tensor, writer_ids: list[int], uses: list[Use]) -> int:
-    """The stream width at a residual addition: channels of an image (or of a conv1d's
-    output), else the last dimension."""
+    """The stream width at a residual addition: the feature size the branch's writers write
+    (a Linear's or conv's output features), where it is a dimension of the sum, whatever the
+    layout (NCHW, channel-last NHWC, tokens); without such a writer, channels of an image
+    (or of a conv1d's output), else the last dimension."""
+    sizes = Counter(uses[i].fan_out for i in writer_ids if uses[i].fan_out in out.shape[1:])
+    if sizes:
+        return int(sizes.most_common(1)[0][0])
     return int(out.shape[1] if out.ndim == 4 or (
         out.ndim == 3 and any(uses[i].op.endswith("conv1d") for i in writer_ids))
         else out.shape[-1])
@@ -377,7 +383,10 @@ def _position(u: Use, flow: _Flow, out: TensorInfo) -> tuple[str, str]:
     if u.index in flow.shortcut_uses:
         return "hidden", "projection shortcut of a residual block"
     if flow.first_stream is not None and u.index in flow.first_stream.last:
-        return "input", "makes the residual stream from the data"
+        if not u.input.uses & flow.matrices:
+            return "input", "makes the residual stream from the data"
+        return "hidden", ("makes the residual stream from what earlier layers computed (a "
+                          "channel-changing block's projection): a hidden layer")
     if u.index in out.last:
         return "output", "writes the model's output"
     if not u.input.uses:
