@@ -158,3 +158,65 @@ def test_the_layer_before_a_branch_ending_norm_takes_no_branch_multiplier() -> N
     assert torch.equal(model.blocks[1][7].weight.detach(), torch.full((16,), 0.25))
     std = float(model.blocks[1][6].weight.std())
     assert abs(std * math.sqrt(96) - 1) < 0.1  # 1536 draws of N(0, 1/96)
+
+
+class Sub(nn.Module):
+    """x + fc2(relu(fc1(x))): one residual branch."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(n, 2 * n), nn.Linear(2 * n, n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(F.relu(self.fc1(x)))
+
+
+class Pair(nn.Module):
+    """Two branches of different kinds (``mix``, ``mlp``), as a Swin layer's attention + MLP."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.mix, self.mlp = Sub(n), Sub(n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.mix(x))
+
+
+class Staged(nn.Module):
+    """``stages.s.blocks.k``: stages of repeated blocks (Swin's ``layers.0.blocks.k``), or, with
+    ``t5=True``, ``block.k.layer.j``: blocks whose numbered sublayers differ (T5)."""
+
+    def __init__(self, n: int = 16, stages: int = 2, blocks: int = 3, t5: bool = False) -> None:
+        super().__init__()
+        self.inp, self.head = nn.Linear(8, n), nn.Linear(n, 4)
+        if t5:
+            self.block = nn.ModuleList(nn.ModuleDict({"layer": nn.ModuleList(
+                [Sub(n), Pair(n)])}) for _ in range(blocks))
+        else:
+            self.stages = nn.ModuleList(nn.ModuleDict({"blocks": nn.ModuleList(
+                Pair(n) for _ in range(blocks))}) for _ in range(stages))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        if hasattr(self, "block"):
+            for blk in self.block:
+                for sub in blk["layer"]:
+                    h = sub(h)
+        else:
+            for stage in self.stages:
+                for blk in stage["blocks"]:
+                    h = blk(h)
+        return self.head(h)
+
+
+def test_a_stage_of_repeated_blocks_counts_its_blocks() -> None:
+    """2 stages of 3 two-branch blocks: 12 branches in 6 blocks (``stages.s.blocks.k``; the
+    first numbered module alone gave 2); 3 T5-like blocks, each ``layer.0`` (one branch) and
+    ``layer.1`` (two): 9 branches in 3 blocks, not split into their different sublayers."""
+    x = torch.randn(4, 8)
+    st = inspect(Staged(), x)
+    assert (st.depth, sorted(st.blocks)) == (12, [f"stages.{s}.blocks.{k}" for s in (0, 1)
+                                                  for k in range(3)])
+    assert all(len(v) == 2 for v in st.blocks.values())
+    st = inspect(Staged(t5=True), x)
+    assert (st.depth, sorted(st.blocks)) == (9, ["block.0", "block.1", "block.2"])

@@ -251,6 +251,39 @@ def block_key(members: tuple[str, ...]) -> str:
     return ".".join(p[0] for p in common) or members[0]
 
 
+def _sub_key(key: str, members: tuple[str, ...]) -> str:
+    """The next numbered module below ``key`` on the branch's first unit (a stage's
+    ``blocks.1`` in ``layers.0.blocks.1.attention``), "" if none."""
+    rest = members[0][len(key) + 1:].split(".") if members and key else []
+    for i, part in enumerate(rest):
+        if part.isdigit():
+            return f"{key}.{'.'.join(rest[: i + 1])}"
+    return ""
+
+
+def _blocks(branches: list[Branch]) -> dict[str, list[int]]:
+    """Branches grouped by :func:`block_key`; a group whose branches sit in numbered modules
+    one level down that repeat the same units (a stage holding its blocks: Swin's
+    ``layers.0.blocks.k``, not T5's ``block.0.layer.k`` of different sublayers) is split
+    into those modules."""
+    groups: dict[str, list[Branch]] = {}
+    for b in branches:
+        groups.setdefault(block_key(b.modules), []).append(b)
+    out: dict[str, list[int]] = {}
+    for key, members in groups.items():
+        subs: dict[str, list[Branch]] = {}
+        for b in members:
+            subs.setdefault(_sub_key(key, b.modules), []).append(b)
+        shapes = {tuple(tuple(m[len(sub):] for m in b.modules) for b in bs)
+                  for sub, bs in subs.items()}
+        if len(subs) > 1 and "" not in subs and len(shapes) == 1:
+            for sub, bs in subs.items():
+                out[sub] = [b.index for b in bs]
+        else:
+            out[key] = [b.index for b in members]
+    return out
+
+
 _WEIGHT_KINDS = ("matrix", "lookup")
 
 
@@ -513,9 +546,7 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
     for n in dict(model.named_parameters()):
         if n not in found.roles and n not in found.unclassified:
             found.unclassified[n] = "never used in the forward pass on the example input"
-    blocks: dict[str, list[int]] = {}
-    for b in flow.branches:
-        blocks.setdefault(block_key(b.modules), []).append(b.index)
+    blocks = _blocks(flow.branches)
     widths = Counter(b.width for b in flow.branches)
     width = widths.most_common(1)[0][0] if widths else plain_width(model)
     return Structure(
