@@ -220,3 +220,29 @@ def test_a_stage_of_repeated_blocks_counts_its_blocks() -> None:
     assert all(len(v) == 2 for v in st.blocks.values())
     st = inspect(Staged(t5=True), x)
     assert (st.depth, sorted(st.blocks)) == (9, ["block.0", "block.1", "block.2"])
+
+
+def test_hugging_face_mobilenetv2_reads_every_inverted_residual_as_what_it_is() -> None:
+    """The whole model (16 inverted residuals, depth_multiplier 0.5, 8x8 input): the 10 with
+    an addition (stride 1, same channels) are branches, expand branch_in, depthwise hidden,
+    project branch_out; the 6 that change channels or stride (layers 0, 2, 5, 9, 12, 15) are
+    plain hidden layers throughout, layer 0's projection too (it makes the first stream);
+    the stem's first conv is the one input layer, the classifier the output."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.MobileNetV2Config(num_channels=1, image_size=8, depth_multiplier=0.5,
+                                         classifier_dropout_prob=0.0, num_labels=10)
+    model = transformers.MobileNetV2ForImageClassification(cfg)
+    st = inspect(model, _image())
+    plain = {0, 2, 5, 9, 12, 15}
+    assert st.depth == 10
+    assert [b.width for b in st.branches] == [16, 16, 16, 32, 32, 32, 48, 48, 80, 80]
+    want = {f"layer.{i}.{c}": "hidden" if i in plain or c == "conv_3x3" else
+            {"expand_1x1": "branch_in", "reduce_1x1": "branch_out"}[c]
+            for i in range(16) for c in ("expand_1x1", "conv_3x3", "reduce_1x1")}
+    want |= {"conv_stem.first_conv": "input", "conv_stem.conv_3x3": "hidden",
+             "conv_stem.reduce_1x1": "hidden", "conv_1x1": "hidden"}
+    found = {k: st.roles[f"mobilenet_v2.{k}.convolution.weight"] for k in want}
+    assert found == want
+    assert st.roles["classifier.weight"] == "output"
+    assert list(st.roles.values()).count("input") == 1

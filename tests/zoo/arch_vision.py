@@ -74,13 +74,13 @@ class WindowAttention(nn.Module):
 
 
 class SwinBlock(nn.Module):
-    """x + attn(norm1(x)), then x + mlp(norm2(x)), on the (B, H, W, C) stream."""
+    """x + attn(norm1(x)), then x + mlp(norm2(x)) (MLP ratio 2), on the (B, H, W, C) stream."""
 
     def __init__(self, width: int, shift: int) -> None:
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.attn = WindowAttention(width, 2, shift)
-        self.fc1, self.fc2 = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        self.fc1, self.fc2 = nn.Linear(width, 2 * width), nn.Linear(2 * width, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x))
@@ -217,12 +217,13 @@ def _hf_swin_truth(width: int, depth: int) -> Truth:
 # ---- MobileNetV2 from Hugging Face's layers --------------------------------------------------
 
 def build_hf_mobilenetv2(width: int, depth: int, seed: int) -> nn.Module:
-    """``MobileNetV2ForImageClassification`` with depth_multiplier width/32 (the stem expands to
-    ``width``, projects to width/2), its 16 fixed layers replaced, as a user shortens it, by
-    one inverted residual that changes the channels (width/2 -> width, no addition) and
-    ``depth`` residual ones at ``width`` (expand 6x); the final 1x1 conv to 4 x width (the
-    model's 1280 at this scale) and the classifier remade to match, all with the model's own
-    init (N(0, 0.02) convs and linears, BatchNorm 1 and 0)."""
+    """``MobileNetV2ForImageClassification`` with depth_multiplier width/32, shortened as a user
+    does it: the model is made without memory (its 16 fixed layers are not kept), then given
+    Hugging Face's own stem (3x3 conv to ``width``, depthwise, 1x1 project to width/2), one
+    inverted residual that changes the channels (width/2 -> width, no addition), ``depth``
+    residual ones at ``width`` (expand 6x), the final 1x1 conv (to 4 x width, the model's
+    1280 at this scale) and a classifier, all with the model's own init (N(0, 0.02) convs
+    and linears, BatchNorm 1 and 0)."""
     import transformers
     from transformers.models.mobilenet_v2 import modeling_mobilenet_v2 as hf
 
@@ -231,16 +232,18 @@ def build_hf_mobilenetv2(width: int, depth: int, seed: int) -> nn.Module:
         cfg = transformers.MobileNetV2Config(
             num_channels=IMAGE[0], image_size=IMAGE[1], depth_multiplier=width / 32,
             classifier_dropout_prob=0.0, num_labels=CLASSES)
-        model = transformers.MobileNetV2ForImageClassification(cfg)
+        with torch.device("meta"):
+            model = transformers.MobileNetV2ForImageClassification(cfg)
         body = model.mobilenet_v2
         half = hf.apply_depth_multiplier(cfg, 16)
+        body.conv_stem = hf.MobileNetV2Stem(cfg, IMAGE[0], width, half)
         body.layer = nn.ModuleList([
             hf.MobileNetV2InvertedResidual(cfg, half, width, stride=1),
             *(hf.MobileNetV2InvertedResidual(cfg, width, width, stride=1)
               for _ in range(depth))])
         body.conv_1x1 = hf.MobileNetV2ConvLayer(cfg, width, 4 * width, kernel_size=1)
         model.classifier = nn.Linear(4 * width, CLASSES)
-        for m in (*body.layer.modules(), *body.conv_1x1.modules(), model.classifier):
+        for m in model.modules():
             model._init_weights(m)
         return model
 
