@@ -81,6 +81,31 @@ def test_a_channels_first_stream_keeps_its_channel_width() -> None:
     assert [b.width for b in st.branches] == [48, 24]
 
 
+class TokenMixer(nn.Module):
+    """(B, 16 tokens, n): a token-mixing branch (Linear over the 16 tokens, on the transposed
+    stream, transposed back) and a channel MLP branch, as an MLP-Mixer block."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.inp = nn.Linear(4, n)
+        self.tok1, self.tok2 = nn.Linear(16, 32), nn.Linear(32, 16)
+        self.ch1, self.ch2 = nn.Linear(n, 2 * n), nn.Linear(2 * n, n)
+        self.head = nn.Linear(n, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x.reshape(x.shape[0], 16, 4))
+        h = h + self.tok2(F.gelu(self.tok1(h.transpose(1, 2)))).transpose(1, 2)
+        h = h + self.ch2(F.gelu(self.ch1(h)))
+        return self.head(h.mean(dim=1))
+
+
+def test_a_branch_writing_another_dim_does_not_set_the_width() -> None:
+    """The token-mixing branch writes 16 features along the token dim: where its sum has them
+    (dim 1) is not where it wrote them (last), so its width is the stream's, 48."""
+    st = inspect(TokenMixer(48), _image())
+    assert (st.width, [b.width for b in st.branches]) == (48, [48, 48])
+
+
 class Inverted(nn.Module):
     """MobileNetV2's layout in plain torch: a stem conv (1 -> n), then an inverted residual
     that changes the channels (n -> n/2: 1x1 expand to 3n, depthwise 3x3, 1x1 project; no

@@ -383,10 +383,13 @@ def _flow(rec: Recorder) -> _Flow:
 
 def _width(out: torch.Tensor, writer_ids: list[int], uses: list[Use]) -> int:
     """The stream width at a residual addition: the feature size the branch's writers write
-    (a Linear's or conv's output features), where it is a dimension of the sum, whatever the
-    layout (NCHW, channel-last NHWC, tokens); without such a writer, channels of an image
-    (or of a conv1d's output), else the last dimension."""
-    sizes = Counter(uses[i].fan_out for i in writer_ids if uses[i].fan_out in out.shape[1:])
+    (a Linear's or conv's output features) where the sum has it in the place the writer put
+    it, whatever the layout (NCHW, channel-last NHWC, tokens); without such a writer (a
+    Mixer's token-mixing writes the token dim, transposed back), channels of an image (or of
+    a conv1d's output), else the last dimension."""
+    sizes = Counter(u.fan_out for u in (uses[i] for i in writer_ids)
+                    if u.fan_out and -out.ndim <= u.out_axis < out.ndim
+                    and out.shape[u.out_axis] == u.fan_out)
     if sizes:
         return int(sizes.most_common(1)[0][0])
     return int(out.shape[1] if out.ndim == 4 or (
