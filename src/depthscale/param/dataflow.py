@@ -134,6 +134,8 @@ class Use:
     op: str
     partner: str = ""  # bias/shift: the weight it belongs to
     module: str = ""  # the innermost module running when it was used
+    fan_out: int = 0  # a matrix use: the size of the feature dim it writes (0: not known)
+    out_axis: int = -1  # ... and that dim's index in the op's output (a conv's: 1)
 
 
 @dataclass(frozen=True)
@@ -238,10 +240,10 @@ class Recorder(TorchFunctionMode):
         return (mod if own == "weight" and mod else full), full
 
     def use(self, p_name: str, kind: str, fan_in: int, given: TensorInfo, op: str,
-            partner: str = "") -> Use:
+            partner: str = "", fan_out: tuple[int, int] = (0, -1)) -> Use:
         unit, full = self.unit(self.by_name[p_name])
         module = self.stack[-1] if self.stack else ""
-        u = Use(len(self.uses), unit, full, kind, fan_in, given, op, partner, module)
+        u = Use(len(self.uses), unit, full, kind, fan_in, given, op, partner, module, *fan_out)
         self.uses.append(u)
         return u
 
@@ -404,7 +406,8 @@ class Recorder(TorchFunctionMode):
             for t, ps in names:
                 for p in ps:
                     if self._ndim(p) >= 2 and t.ndim >= 2:
-                        matrices.append(self.use(p, "matrix", _fan_in(func, args, t), given, op))
+                        matrices.append(self.use(p, "matrix", _fan_in(func, args, t), given, op,
+                                                 fan_out=_fan_out(func, args, t)))
                     else:
                         biases.append((p, 1))
             for p, _ in biases:
@@ -480,7 +483,8 @@ class Recorder(TorchFunctionMode):
         w = bound.get("out_proj_weight")
         if isinstance(w, torch.Tensor) and self.get(w).params:
             for p in sorted(self.get(w).params):
-                writes.append(self.use(p, "matrix", int(w.shape[-1]), inner, op))
+                writes.append(self.use(p, "matrix", int(w.shape[-1]), inner, op,
+                                       fan_out=(int(w.shape[0]), -1)))
         b = bound.get("out_proj_bias")
         if isinstance(b, torch.Tensor) and self.get(b).params:
             for p in sorted(self.get(b).params):
@@ -552,6 +556,33 @@ def _fan_in(func: Any, args: Any, w: torch.Tensor) -> int:
     if len(tensors) >= 2 and tensors[-1] is w:  # x @ W: W's rows are the inputs
         return int(w.shape[-2]) if w.ndim >= 2 else int(w.shape[0])
     return int(w.shape[-1])  # W @ x
+
+
+def _fan_out(func: Any, args: Any, w: torch.Tensor) -> tuple[int, int]:
+    """(size, index in the op's output) of the feature dimension a matrix use of ``w`` writes:
+    a Linear's output features (last), a conv's channels (1), the columns of ``x @ W`` (size
+    0 where an einsum keeps several of ``w``'s dims)."""
+    if func is F.linear:
+        return int(w.shape[0]), -1
+    if func in _CONVS:
+        return int(w.shape[0]), 1
+    if func in _CONV_T:
+        groups = args[6] if len(args) > 6 else 1
+        return int(w.shape[1]) * (groups if isinstance(groups, int) else 1), 1
+    if func is torch.einsum:
+        operands, terms, rhs = _einsum_parts(args)
+        idx = next(i for i, t in enumerate(operands) if t is w)
+        kept = [(int(d), rhs.index(letter) - len(rhs)) for letter, d in
+                zip(terms[idx], w.shape, strict=False) if letter.isalpha() and letter in rhs]
+        return kept[0] if len(kept) == 1 else (0, -1)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if func in (torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm):
+        tensors = tensors[1:3]
+    if func is torch.Tensor.__rmatmul__:  # W.__rmatmul__(x) = x @ W
+        tensors = tensors[::-1]
+    if len(tensors) >= 2 and tensors[-1] is w:  # x @ W: W's columns are the outputs
+        return int(w.shape[-1]), -1
+    return (int(w.shape[-2]), -2) if w.ndim >= 2 else (0, -1)  # W @ x
 
 
 def _einsum_parts(args: Any) -> tuple[list[Any], list[str], str]:

@@ -193,7 +193,8 @@ def evaluate(plan: PlanSettings, name: str, role: str, shape: tuple[int, ...],
         spec = evaluate(plan, name, role, shape, fan_in)
         frozen = (evaluate(replace(plan, width=usage.base), name, role, shape, fan_in)
                   if usage.fixed and usage.base else None)
-        return adjusted(spec, usage, frozen)
+        spec = adjusted(spec, usage, frozen)
+        return _unnormed(plan, spec) if usage.normed else spec
     r = rule(plan.recipe, role)
     fan_in = shape_fan_in(shape) if fan_in is None else fan_in
     d = dims(plan, fan_in)
@@ -216,6 +217,22 @@ def evaluate(plan: PlanSettings, name: str, role: str, shape: tuple[int, ...],
                   r.eps.text, r.wd_adam.text),
         adam_source=r.adam_source,
     )
+
+
+def _unnormed(plan: PlanSettings, spec: ParamSpec) -> ParamSpec:
+    """The rule of a branch's last layer whose output a normalisation divides out before the
+    addition: the branch multiplier m (the ``branch_gain`` rule's a b, which the norm's gain
+    carries) is taken out of its multiplier, a -> a/m. Behind a scale-invariant norm this
+    keeps every step's relative size (the gradient of W is unchanged), so only the norm's
+    epsilon sees the difference; the gain is the branch's multiplier once, not twice."""
+    if "branch_gain" not in plan.recipe.rules or spec.role not in ("branch", "branch_out"):
+        return spec
+    gain = evaluate(plan, "branch", "branch_gain", (plan.width,))
+    m = gain.a * gain.b
+    if math.isclose(m, 1.0) or not m > 0:
+        return spec
+    return replace(spec, a=spec.a / m, source=spec.source + "; a normalisation follows it: "
+                   "the branch multiplier is its gain's, not its own")
 
 
 def adjusted(spec: ParamSpec, usage: Usage, frozen: ParamSpec | None = None) -> ParamSpec:

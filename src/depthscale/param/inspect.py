@@ -251,6 +251,39 @@ def block_key(members: tuple[str, ...]) -> str:
     return ".".join(p[0] for p in common) or members[0]
 
 
+def _sub_key(key: str, members: tuple[str, ...]) -> str:
+    """The next numbered module below ``key`` on the branch's first unit (a stage's
+    ``blocks.1`` in ``layers.0.blocks.1.attention``), "" if none."""
+    rest = members[0][len(key) + 1:].split(".") if members and key else []
+    for i, part in enumerate(rest):
+        if part.isdigit():
+            return f"{key}.{'.'.join(rest[: i + 1])}"
+    return ""
+
+
+def _blocks(branches: list[Branch]) -> dict[str, list[int]]:
+    """Branches grouped by :func:`block_key`; a group whose branches sit in numbered modules
+    one level down that repeat the same units (a stage holding its blocks: Swin's
+    ``layers.0.blocks.k``, not T5's ``block.0.layer.k`` of different sublayers) is split
+    into those modules."""
+    groups: dict[str, list[Branch]] = {}
+    for b in branches:
+        groups.setdefault(block_key(b.modules), []).append(b)
+    out: dict[str, list[int]] = {}
+    for key, members in groups.items():
+        subs: dict[str, list[Branch]] = {}
+        for b in members:
+            subs.setdefault(_sub_key(key, b.modules), []).append(b)
+        shapes = {tuple(tuple(m[len(sub):] for m in b.modules) for b in bs)
+                  for sub, bs in subs.items()}
+        if len(subs) > 1 and "" not in subs and len(shapes) == 1:
+            for sub, bs in subs.items():
+                out[sub] = [b.index for b in bs]
+        else:
+            out[key] = [b.index for b in members]
+    return out
+
+
 _WEIGHT_KINDS = ("matrix", "lookup")
 
 
@@ -272,6 +305,7 @@ class _Flow:
     in_branch: set[int] = field(default_factory=set)  # bias, gain and shift uses in a branch
     unscaled: list[int] = field(default_factory=list)  # branches nothing can scale
     branch_outputs: dict[str, int] = field(default_factory=dict)  # weightless: its module
+    matrices: set[int] = field(default_factory=set)  # the matrix uses (not lookups)
 
 
 def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple[
@@ -299,7 +333,7 @@ def _flow(rec: Recorder) -> _Flow:
     """The residual branches of the recorded pass (module docstring), in addition order."""
     uses = rec.uses
     layer_uses = {u.index for u in uses if u.kind in _WEIGHT_KINDS}
-    flow = _Flow()
+    flow = _Flow(matrices={u.index for u in uses if u.kind == "matrix"})
     for add, (stream, branch, shortcut, sid, weightless) in _accepted(rec, layer_uses):
         if flow.first_stream is None:
             flow.first_stream = stream
@@ -348,8 +382,16 @@ def _flow(rec: Recorder) -> _Flow:
 
 
 def _width(out: torch.Tensor, writer_ids: list[int], uses: list[Use]) -> int:
-    """The stream width at a residual addition: channels of an image (or of a conv1d's
-    output), else the last dimension."""
+    """The stream width at a residual addition: the feature size the branch's writers write
+    (a Linear's or conv's output features) where the sum has it in the place the writer put
+    it, whatever the layout (NCHW, channel-last NHWC, tokens); without such a writer (a
+    Mixer's token-mixing writes the token dim, transposed back), channels of an image (or of
+    a conv1d's output), else the last dimension."""
+    sizes = Counter(u.fan_out for u in (uses[i] for i in writer_ids)
+                    if u.fan_out and -out.ndim <= u.out_axis < out.ndim
+                    and out.shape[u.out_axis] == u.fan_out)
+    if sizes:
+        return int(sizes.most_common(1)[0][0])
     return int(out.shape[1] if out.ndim == 4 or (
         out.ndim == 3 and any(uses[i].op.endswith("conv1d") for i in writer_ids))
         else out.shape[-1])
@@ -377,7 +419,10 @@ def _position(u: Use, flow: _Flow, out: TensorInfo) -> tuple[str, str]:
     if u.index in flow.shortcut_uses:
         return "hidden", "projection shortcut of a residual block"
     if flow.first_stream is not None and u.index in flow.first_stream.last:
-        return "input", "makes the residual stream from the data"
+        if not u.input.uses & flow.matrices:
+            return "input", "makes the residual stream from the data"
+        return "hidden", ("makes the residual stream from what earlier layers computed (a "
+                          "channel-changing block's projection): a hidden layer")
     if u.index in out.last:
         return "output", "writes the model's output"
     if not u.input.uses:
@@ -504,9 +549,7 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
     for n in dict(model.named_parameters()):
         if n not in found.roles and n not in found.unclassified:
             found.unclassified[n] = "never used in the forward pass on the example input"
-    blocks: dict[str, list[int]] = {}
-    for b in flow.branches:
-        blocks.setdefault(block_key(b.modules), []).append(b.index)
+    blocks = _blocks(flow.branches)
     widths = Counter(b.width for b in flow.branches)
     width = widths.most_common(1)[0][0] if widths else plain_width(model)
     return Structure(

@@ -37,7 +37,10 @@ class Usage:
     norm weights, Gemma's 1 + w, layer-scale gammas; no width or depth rule applies to them).
     ``fixed`` names the dimensions that do not grow with width (``"fan_in"``: a depthwise
     kernel; ``"both"``: a token-mixing matrix, an output bias) and ``base`` the width at which
-    their width factors are frozen (muP's base shapes, TP-V Sec. 7)."""
+    their width factors are frozen (muP's base shapes, TP-V Sec. 7). ``normed``: a branch's
+    last layer whose output a normalisation divides out before the addition (MobileNetV2's
+    project conv before its BatchNorm): the norm's gain carries the branch multiplier, so the
+    layer's own multiplier drops it (:func:`depthscale.param.evaluate.evaluate`)."""
 
     fan_in: int | None = None
     uses: int = 1
@@ -45,6 +48,7 @@ class Usage:
     keep: bool = False
     fixed: str = ""
     base: int | None = None
+    normed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The fields that differ from the default (what PlanState stores)."""
@@ -70,6 +74,9 @@ def usages(structure: Structure, base: Structure | None = None,
     """The usage of every parameter ``structure`` classified; with ``base`` (the same model at
     another width, and the parameter shapes of both), the dimensions that do not grow."""
     out: dict[str, Usage] = {}
+    gained = set(structure.branch_gains.values())
+    normed = {w + ".weight" if w + ".weight" in structure.roles else w
+              for b in structure.branches if b.index in gained for w in b.writers}
     for name, role in structure.roles.items():
         fixed, n0 = "", None
         if base is not None and shapes and base_shapes and name in base_shapes:
@@ -84,6 +91,7 @@ def usages(structure: Structure, base: Structure | None = None,
             keep=name in structure.gains,
             fixed=fixed,
             base=n0,
+            normed=name in normed,
         )
     return out
 
