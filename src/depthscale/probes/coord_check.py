@@ -104,7 +104,7 @@ from depthscale.param.checks import number, whole
 from depthscale.param.dataflow import copy_input
 from depthscale.param.inspect import Structure, inspect
 from depthscale.probes.coord_bands import FLAT, WEIGHT, expected_bands
-from depthscale.probes.factory_sizes import check_factory
+from depthscale.probes.factory_sizes import check_factory, with_auto_base
 from depthscale.probes.forward_record import (
     LAYER_TYPES,
     record_pass,
@@ -515,6 +515,7 @@ def coord_check(
     any training.
     """
     _check_sweep(widths, depths, base_width, base_depth, steps, lr, seeds)
+    make = with_auto_base(make, widths, base_width)
     check_factory(make, [*((w, base_depth) for w in widths), *((base_width, d) for d in depths)],
                   seeds[0], x)
     sweeps, first_plan = _measure_sweeps(
