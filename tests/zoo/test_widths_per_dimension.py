@@ -43,3 +43,22 @@ def test_coord_check_finds_the_fixed_dims_without_base(name: str) -> None:
         verdicts[recipe] = (rep.verdict, rep.evidence)
     assert verdicts["completep"][0] != "FAIL", f"{name}: {verdicts['completep'][1]}"
     assert verdicts["sp"][0] == "FAIL", f"{name}: {verdicts['sp'][1]}"
+
+
+@pytest.mark.xfail(strict=True, reason="open: a real contradiction, not interval sizing")
+def test_tv_resnet18_depth_sweep_under_completep() -> None:
+    """torchvision's ResNet-18 layout (4 stages, stride-2 projections with BN, ReLU after each
+    addition), depths 1-4 blocks per stage at width 32, 2 seeds: FAIL at seeds (0, 1), (2, 3)
+    and (0, 1, 2, 3) alike, the intervals narrow and away from the bands (branch_out update
+    vs depth -0.40 [-0.43, -0.37] against -1 +- 0.15, branch_in update +0.30 [+0.25, +0.34],
+    stream act -0.26 [-0.26, -0.26]; over 2-8 blocks: -0.71, +0.24 and stream update +0.22).
+    The one-stage zoo resnet passes over 4-16 blocks: the stage transitions are the suspect."""
+    arch = BY_NAME["tv-resnet18"]
+    data = arch.data()
+    x, y = data.x_train[:8], data.y_train[:8]
+    from test_zoo import factory
+
+    rep = ds.probes.coord_check(factory(arch, "completep", x), x, y, depths=(1, 2, 4),
+                                base_width=32, base_depth=1, lr=3e-3, optimizer="adam",
+                                seeds=range(2))
+    assert rep.verdict != "FAIL", rep.evidence

@@ -251,6 +251,27 @@ def block_key(members: tuple[str, ...]) -> str:
     return ".".join(p[0] for p in common) or members[0]
 
 
+def _split_blocks(members: dict[int, tuple[str, ...]]) -> dict[str, list[int]]:
+    """Branches grouped by :func:`block_key`; a group whose branches each sit in a layer of
+    their own further down (``stages.0.layers.1``) with the same modules inside (one layer
+    repeated, not a block's attention and MLP sub-layers) is one block per layer."""
+    blocks: dict[str, list[int]] = {}
+    for i, mods in members.items():
+        blocks.setdefault(block_key(mods), []).append(i)
+    out: dict[str, list[int]] = {}
+    for key, found in blocks.items():
+        deeper = {i: block_key(tuple(m[len(key) + 1:] for m in members[i]
+                                     if m.startswith(key + "."))) for i in found}
+        inner = {i: tuple(m[len(key) + len(deeper[i]) + 2:] for m in members[i])
+                 for i in found}
+        if (len(found) > 1 and all(d and any(c.isdigit() for c in d) for d in deeper.values())
+                and len(set(deeper.values())) == len(found) and len(set(inner.values())) == 1):
+            out.update({f"{key}.{deeper[i]}": [i] for i in found})
+        else:
+            out[key] = found
+    return out
+
+
 _WEIGHT_KINDS = ("matrix", "lookup")
 
 
@@ -504,9 +525,7 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
     for n in dict(model.named_parameters()):
         if n not in found.roles and n not in found.unclassified:
             found.unclassified[n] = "never used in the forward pass on the example input"
-    blocks: dict[str, list[int]] = {}
-    for b in flow.branches:
-        blocks.setdefault(block_key(b.modules), []).append(b.index)
+    blocks = _split_blocks({b.index: b.modules for b in flow.branches})
     widths = Counter(b.width for b in flow.branches)
     width = widths.most_common(1)[0][0] if widths else plain_width(model)
     return Structure(
