@@ -1,5 +1,7 @@
 """``Plan.apply`` as one pass over pure steps: inspect (with an example input), assign roles,
-check sizes, read each parameter's use, evaluate every rule (a refusal leaves the model
+check sizes, read each parameter's use (the dimensions that do not grow with width found by
+comparison with a base model, else guessed from the sizes: :mod:`~depthscale.param.widths`),
+evaluate every rule (a refusal leaves the model
 untouched), draw the init and set multipliers (nfd Eq. 1, or its absorbed form by the
 abc-symmetry), set the attention scale (``attention_scale``, or the module attribute that holds
 the measured constant, checked by measuring again), tied-readout multipliers and those of
