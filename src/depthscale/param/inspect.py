@@ -264,7 +264,8 @@ def _split_blocks(members: dict[int, tuple[str, ...]]) -> dict[str, list[int]]:
                                      if m.startswith(key + "."))) for i in found}
         inner = {i: tuple(m[len(key) + len(deeper[i]) + 2:] for m in members[i])
                  for i in found}
-        if (len(found) > 1 and all(d and any(c.isdigit() for c in d) for d in deeper.values())
+        indexed = all(any(part.isdigit() for part in d.split(".")) for d in deeper.values())
+        if (len(found) > 1 and indexed
                 and len(set(deeper.values())) == len(found) and len(set(inner.values())) == 1):
             out.update({f"{key}.{deeper[i]}": [i] for i in found})
         else:
