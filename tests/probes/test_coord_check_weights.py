@@ -1,8 +1,9 @@
 """Every weight's own update vs width (muP: Theta(1); Yang & Hu 2021, TP-V) catches a weight
 whose width dimension the plan assumed wrongly: a depthwise conv (fan-in 49 at every width) in
-a ConvNeXt-like residual block, planned by today's ``completep`` with Adam as a hidden matrix,
-gets the LR ~ 1/sqrt(49 n) and its own update falls as n^-1/2 (FAIL); with an LR that does not
-shrink with width, given by hand in the optimizer's param groups, it does not FAIL."""
+a ConvNeXt-like residual block given, by hand in the optimizer's param groups, the LR of a
+hidden matrix ~ 1/sqrt(49 n) (what ``completep`` gave it before issue 40) has its own update
+fall as n^-1/2 (FAIL); as planned now (its fan-in found not to grow: no width factor) it does
+not FAIL."""
 
 from __future__ import annotations
 
@@ -58,9 +59,10 @@ def planned(model: nn.Module, plan: ds.param.Plan, lr: float) -> torch.optim.Opt
     return plan.optimizer(model, "adam", lr)
 
 
-def depthwise_by_hand(model: nn.Module, plan: ds.param.Plan, lr: float) -> torch.optim.Optimizer:
-    """The plan's optimizer with each depthwise conv's LR made width-free (muP for a weight
-    whose fan-in does not grow: the plan's c ~ 1/sqrt(49 n) times sqrt(n / n0))."""
+def depthwise_as_hidden(model: nn.Module, plan: ds.param.Plan, lr: float
+                        ) -> torch.optim.Optimizer:
+    """The plan's optimizer with each depthwise conv's LR falling with width as a hidden
+    matrix's (the plan's width-free c times sqrt(n0 / n))."""
     opt = plan.optimizer(model, "adam", lr)
     dw = {id(b.dw.weight) for b in model.blocks}  # type: ignore[attr-defined]
     moved = []
@@ -69,7 +71,7 @@ def depthwise_by_hand(model: nn.Module, plan: ds.param.Plan, lr: float) -> torch
         group["params"] = [p for p in group["params"] if id(p) not in dw]
         if mine:
             moved.append({**group, "params": mine,
-                          "lr": group["lr"] * (plan.width / BASE) ** 0.5})
+                          "lr": group["lr"] * (BASE / plan.width) ** 0.5})
     for group in moved:
         opt.add_param_group(group)
     return opt
@@ -92,14 +94,14 @@ def test_the_aligned_own_update_of_a_conv_is_its_step_times_the_input_magnitude(
         float(aligned.pow(2).mean().sqrt()), rel=1e-4)
 
 
-@pytest.mark.parametrize(("optimizer", "finding"), [(planned, "contradicts"),
-                                                    (depthwise_by_hand, "supports")])
+@pytest.mark.parametrize(("optimizer", "finding"), [(depthwise_as_hidden, "contradicts"),
+                                                    (planned, "supports")])
 def test_a_depthwise_conv_planned_as_a_hidden_matrix_fails(optimizer, finding) -> None:  # type: ignore[no-untyped-def]
     rep = coord_check(make, X, Y, widths=[32, 64, 128], base_depth=1, lr=1e-2,
                       optimizer=optimizer, seeds=range(2))
     dw = rep.fit("blocks.*.dw", "own_aligned", "width")
     assert dw.finding == finding, rep.table()
-    if finding == "contradicts":  # the plan's LR 1/sqrt(49 n): n^-1/2 at a fixed fan-in
+    if finding == "contradicts":  # an LR ~ 1/sqrt(49 n): n^-1/2 at a fixed fan-in
         assert -0.6 < dw.slope < -0.4 and rep.verdict == "FAIL"
         assert "blocks.*.dw own_aligned_vs_width: contradicts" in rep.evidence
     else:

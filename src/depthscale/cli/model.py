@@ -293,6 +293,11 @@ def _cmd_transfer_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sizes_or_none(text: str) -> list[int]:
+    """Comma-separated sizes, or ``none`` for no sweep along that axis."""
+    return [] if text.strip().lower() == "none" else int_list(text)
+
+
 def register(sub: Any) -> None:
     """Add this module's commands to the ``depthscale`` subparsers."""
     from depthscale.models import BACKWARD_MODES, MODELS
@@ -332,7 +337,8 @@ def register(sub: Any) -> None:
     c.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
     c.add_argument("--loss", default="ce", choices=LOSSES)
     c.add_argument("--widths", type=int_list, default=[64, 128, 256, 512])
-    c.add_argument("--depths", type=int_list, default=[2, 4, 8, 16, 32])
+    c.add_argument("--depths", type=_sizes_or_none, default=[2, 4, 8, 16, 32],
+                   help="depths compared at --width, or none (a net without residual branches)")
     c.add_argument("--steps", type=positive_int, default=1, help="optimizer steps before measuring")
     c.add_argument("--seeds", type=positive_int, default=3, help="models per size (the CI's seeds)")
     c.add_argument("--batch-size", type=positive_int, default=128)
@@ -346,8 +352,8 @@ def register(sub: Any) -> None:
     tc.add_argument("--loss", default="ce", choices=LOSSES)
     tc.add_argument("--lrs", type=_float_list, default=[0.01, 0.03, 0.1, 0.3, 1.0],
                     help="base learning rates (log-spaced, at least three)")
-    tc.add_argument("--depths", type=int_list, default=[2, 8],
-                    help="depths compared at --width")
+    tc.add_argument("--depths", type=_sizes_or_none, default=[2, 8],
+                    help="depths compared at --width, or none (widths only)")
     tc.add_argument("--widths", type=int_list, default=[],
                     help="widths compared at --depth (default none)")
     tc.add_argument("--steps", type=positive_int, default=100, help="training steps per run")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
@@ -26,6 +27,7 @@ from depthscale.models.vit import ViT
 from depthscale.param import Plan, plan
 from depthscale.param.checks import whole
 from depthscale.param.dataflow import copy_input
+from depthscale.param.widths import auto_base
 
 __all__ = ["MODELS", "ModelSpec", "build", "check_training_step", "create", "is_factory",
            "resolve_factory"]
@@ -477,7 +479,13 @@ def build(
         activation=options.get("activation", getattr(model, "activation_name", "relu")),
         **dict(plan_options or {}),
     )
-    p.apply(model, dict(roles) if roles else None, seed=seed, example_input=example_input)
+    with contextlib.ExitStack() as stack:
+        if is_factory(name) and example_input is not None:  # its dims compared at another width
+            other = width // 2 if width % 2 == 0 and width >= 8 else 2 * width
+            stack.enter_context(auto_base(lambda: create(
+                name, input_shape=input_shape, n_out=n_out, width=other, depth=depth,
+                **options)))
+        p.apply(model, dict(roles) if roles else None, seed=seed, example_input=example_input)
     if is_factory(name) and example_input is not None:
         check_training_step(name, model, example_input)
     return model, p

@@ -1,5 +1,7 @@
 """``Plan.apply`` as one pass over pure steps: inspect (with an example input), assign roles,
-check sizes, read each parameter's use, evaluate every rule (a refusal leaves the model
+check sizes, read each parameter's use (the dimensions that do not grow with width found by
+comparison with a base model, else guessed from the sizes: :mod:`~depthscale.param.widths`),
+evaluate every rule (a refusal leaves the model
 untouched), draw the init and set multipliers (nfd Eq. 1, or its absorbed form by the
 abc-symmetry), set the attention scale (``attention_scale``, or the module attribute that holds
 the measured constant, checked by measuring again), tied-readout multipliers and those of
@@ -10,6 +12,7 @@ cover the structure found."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from torch import nn
@@ -32,12 +35,13 @@ from depthscale.param.bind import (
 from depthscale.param.checks import whole
 from depthscale.param.draw import initialise
 from depthscale.param.evaluate import PlanSettings, attention_scale, settings_of
-from depthscale.param.inspect import inspect
+from depthscale.param.inspect import Structure, inspect
 from depthscale.param.sizes import check_sizes
 from depthscale.param.state import PlanState, record
 from depthscale.param.usage import Usage, set_branch_outputs, set_readouts
 from depthscale.param.walk import unwrap
 from depthscale.param.warn import warn_attention, warn_structure
+from depthscale.param.widths import NO_WIDTH, built_base, guess_fixed, warn_fixed, with_fixed
 
 __all__ = ["apply_plan"]
 
@@ -54,7 +58,7 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
                           "inspect compares how both use each parameter")
     role_of = assign_roles(model, roles, structure)
     check_sizes(plan, inner, role_of, structure, explicit=covered(model, roles))
-    usage = model_usages(inner, structure, base, example_input, role_of)
+    usage, guessed = _usages(inner, structure, base, example_input, role_of)
     planned = param_specs(plan, inner, role_of, usage)  # every rule first: a refusal changes
     readouts = readout_multipliers(plan, inner, structure, role_of, usage)  # nothing
     branches = branch_multipliers(plan, structure)
@@ -78,3 +82,27 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
     if structure is not None:
         warn_attention(plan, structure, set(heads) | {k.rpartition(".")[0] for k in scales})
         warn_structure(plan, structure, readouts)
+        warn_fixed(structure.width, guessed, stacklevel=4)
+
+
+def _usages(inner: nn.Module, structure: Structure | None, base: nn.Module | None,
+            example_input: Any, role_of: Mapping[str, str],
+            ) -> tuple[dict[str, Usage], dict[str, tuple[str, str]]]:
+    """The usages of ``inner``'s parameters and the dimensions taken as finite by their sizes
+    alone: compared with ``base``, else with the model an enclosing
+    :func:`~depthscale.param.widths.auto_base` builds (finite dimensions get no width factor),
+    else guessed (:func:`~depthscale.param.widths.guess_fixed`)."""
+    if base is not None or structure is None:
+        return model_usages(inner, structure, base, example_input, role_of), {}
+    built = built_base()
+    if built is not None:
+        try:
+            found = model_usages(inner, structure, built, example_input, role_of)
+        except ConfigError:  # not the same kind of model: guessed below
+            pass
+        else:
+            return {k: replace(u, base=NO_WIDTH) if u.fixed else u
+                    for k, u in found.items()}, {}
+    usage = model_usages(inner, structure, None, example_input, role_of)
+    guessed = guess_fixed(inner, structure, role_of, usage)
+    return with_fixed(usage, guessed), guessed

@@ -94,6 +94,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import scipy.stats
 import torch
 from torch import nn
 
@@ -104,7 +105,7 @@ from depthscale.param.checks import number, whole
 from depthscale.param.dataflow import copy_input
 from depthscale.param.inspect import Structure, inspect
 from depthscale.probes.coord_bands import FLAT, WEIGHT, expected_bands
-from depthscale.probes.factory_sizes import check_factory
+from depthscale.probes.factory_sizes import check_factory, with_auto_base
 from depthscale.probes.forward_record import (
     LAYER_TYPES,
     record_pass,
@@ -285,7 +286,8 @@ def bootstrap_slope(
 ) -> tuple[float, float, float]:
     """(slope, 2.5%, 97.5%) of log10 mean_y on log10 size: the slope on the seed means and its
     percentile interval when each size's seeds are resampled with replacement (``n_boot``
-    times, generator ``seed``). One seed gives no interval (NaN)."""
+    times, generator ``seed``), widened about the slope by :func:`small_sample_factor` (with k
+    seeds a plain percentile interval covers too little). One seed gives no interval (NaN)."""
     y = np.asarray(per_seed, dtype=float)  # (sizes, seeds)
     slope = loglog_slope(sizes, y.mean(axis=1)).slope
     if y.shape[1] < 2:
@@ -298,7 +300,18 @@ def bootstrap_slope(
     dx = lx - lx.mean()
     slopes = (dx * (ly - ly.mean(axis=1, keepdims=True))).sum(axis=1) / (dx**2).sum()
     low, high = np.percentile(slopes, [2.5, 97.5])
-    return slope, float(low), float(high)
+    f = small_sample_factor(y.shape[0], y.shape[1])
+    return slope, float(slope - f * (slope - low)), float(slope + f * (high - slope))
+
+
+def small_sample_factor(n_sizes: int, n_seeds: int) -> float:
+    """How much a seed-bootstrap interval is widened: t_{0.975, m (k-1)} / z_{0.975} x
+    sqrt(k / (k-1)) for m sizes of k seeds (the Student-t quantile of the pooled within-size
+    degrees of freedom, and the bootstrap's plug-in variance (k-1)/k undone), which brings
+    its coverage to the nominal 95% for seed noise of any size."""
+    k = n_seeds
+    return float(scipy.stats.t.ppf(0.975, n_sizes * (k - 1)) / scipy.stats.norm.ppf(0.975)
+                 * math.sqrt(k / (k - 1)))
 
 
 @dataclass(frozen=True)
@@ -515,6 +528,7 @@ def coord_check(
     any training.
     """
     _check_sweep(widths, depths, base_width, base_depth, steps, lr, seeds)
+    make = with_auto_base(make, widths, base_width)
     check_factory(make, [*((w, base_depth) for w in widths), *((base_width, d) for d in depths)],
                   seeds[0], x)
     sweeps, first_plan = _measure_sweeps(

@@ -17,8 +17,9 @@ from depthscale.models.calls import to_device
 from depthscale.param import Plan
 from depthscale.param.inspect import Structure, inspect
 from depthscale.param.walk import unwrap
+from depthscale.param.widths import auto_base
 
-__all__ = ["built_size", "check_factory"]
+__all__ = ["built_size", "check_factory", "with_auto_base"]
 
 #: make(width, depth, seed) -> (model, plan) or (model, plan, structure)
 Factory = Callable[[int, int, int], Any]
@@ -38,6 +39,16 @@ def _inspected(model: nn.Module, example: Any) -> Structure | None:
         return inspect(model, to_device(example, device))
     except ConfigError:
         return None
+
+
+def _branchless(model: nn.Module, structure: Any, example: Any) -> bool:
+    """Whether inspect finds no residual branch in ``model`` (False when it cannot read it or
+    the model reports its own depth)."""
+    inner, _ = unwrap(model)
+    if _whole(getattr(inner, "plan_depth", None)):
+        return False
+    st = structure if isinstance(structure, Structure) else _inspected(inner, example)
+    return st is not None and not st.branches
 
 
 def built_size(model: nn.Module, plan: Plan, structure: Any, example: Any) -> tuple[int, int]:
@@ -64,14 +75,25 @@ def check_factory(make: Factory, sizes: Sequence[tuple[int, int]], seed: int,
     size asked builds a larger model."""
     read: dict[tuple[int, int], tuple[int, int]] = {}
     kinds: set[str] = set()
+    plain: set[str] = set()  # kinds of model in which inspect finds no residual branch
     with torch.random.fork_rng(devices=[]):
         for w, d in dict.fromkeys(sizes):
             made = make(w, d, seed)
-            read[(w, d)] = built_size(made[0], made[1], made[2] if len(made) > 2 else None,
-                                      example)
-            kinds.add(type(unwrap(made[0])[0]).__name__)
+            structure = made[2] if len(made) > 2 else None
+            read[(w, d)] = built_size(made[0], made[1], structure, example)
+            kind = type(unwrap(made[0])[0]).__name__
+            kinds.add(kind)
+            if len({s[1] for s in sizes}) > 1 and _branchless(made[0], structure, example):
+                plain.add(kind)
             del made
     name = getattr(make, "__qualname__", None) or type(make).__name__
+    if plain:
+        raise ConfigError(
+            f"inspect finds no residual branch in the {' and '.join(sorted(plain))} models "
+            f"that factory {name!r} builds (no residual addition: its layers are chained or "
+            "concatenated, as a DenseNet's or a U-Net's), so depth has nothing to scale: a "
+            "depth recipe's branch multiplier has no branch to act on. Sweep widths only "
+            "(depths=() in Python, --depths none on the command line), with a width-only plan")
     for i, axis in enumerate(("width", "depth")):
         by_asked: dict[int, list[int]] = {}
         for s in sizes:
@@ -86,3 +108,31 @@ def check_factory(make: Factory, sizes: Sequence[tuple[int, int]], seed: int,
             f"{asked}, it built {' and '.join(sorted(kinds))} models of {axis}s {built} (as "
             f"the model reports them, else as inspect reads them); make it use its {axis} "
             "argument")
+
+
+def with_auto_base(make: Factory, widths: Sequence[int], base_width: int) -> Factory:
+    """``make`` whose ``Plan.apply`` calls without ``base=`` compare each model with the
+    factory's model at another width (the sweep's smallest width, or the next one for the
+    smallest; twice ``base_width`` without a width sweep), so that every dimension's growth
+    is found (:func:`depthscale.param.widths.auto_base`). Each base is built once per (width,
+    depth, seed) and only when an apply asks for it."""
+    ordered = sorted(set(widths)) or [base_width]
+    cache: dict[tuple[int, int, int], nn.Module] = {}
+
+    def other(width: int) -> int:
+        if len(ordered) == 1:
+            return 2 * width
+        return ordered[1] if width == ordered[0] else ordered[0]
+
+    def base_of(width: int, depth: int, seed: int) -> nn.Module:
+        key = (other(width), depth, seed)
+        if key not in cache:
+            cache[key] = make(*key)[0]
+        return cache[key]
+
+    def wrapped(width: int, depth: int, seed: int) -> Any:
+        with auto_base(lambda: base_of(width, depth, seed)):
+            return make(width, depth, seed)
+
+    wrapped.__qualname__ = getattr(make, "__qualname__", None) or type(make).__name__
+    return wrapped

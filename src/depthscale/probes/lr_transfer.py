@@ -27,7 +27,7 @@ from depthscale.errors import ConfigError
 from depthscale.models.calls import take_rows
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
-from depthscale.probes.factory_sizes import check_factory
+from depthscale.probes.factory_sizes import check_factory, with_auto_base
 from depthscale.stats.findings import Decision, interval_finding, noise_gate
 from depthscale.stats.sweeps import GridSignal, Optimum, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
@@ -200,6 +200,7 @@ def lr_transfer_check(
                        batch_size=whole("batch_size", batch_size), loss=loss, device=device)
     base.validate()
     x = getattr(data, "x_train", None)
+    make = with_auto_base(make, widths, base_width)
     check_factory(make, sizes, seed_list[0],
                   None if x is None else take_rows(x, slice(0, base.batch_size)))
     records: list[dict[str, Any]] = []

@@ -1,0 +1,115 @@
+"""Which dimensions of a parameter grow with width, without the model at a second width.
+
+muP (Yang & Hu 2021; TP-V Sec. 7, base shapes) gives width factors only to dimensions that
+grow with width; a dimension that does not is finite and gets none. Compared with the model
+at another width (``Plan.apply(base=...)``, or a factory built twice: :func:`auto_base`) every
+dimension's growth is found; without one, a dimension is taken as growing only when it is a
+multiple of half the width (the stream's width, 4x MLPs, a half-width stem), and every other
+contracted size (a depthwise kernel's 7x7 = 49, a token-mixing matrix's patches) as finite:
+its rule is evaluated at n = 1 (no width factor). Apply warns, naming them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+
+import torch
+from torch import nn
+
+from depthscale.param.inspect import Structure
+from depthscale.param.usage import Usage
+
+__all__ = ["auto_base", "built_base", "guess_fixed", "warn_fixed"]
+
+#: roles whose rules carry width factors for their contracted size (matrices inside the net)
+_INNER = ("hidden", "branch", "branch_in", "branch_out")
+#: the width a finite dimension's rule is evaluated at: no width factor
+NO_WIDTH = 1
+
+_BASE: contextvars.ContextVar[Callable[[], nn.Module] | None] = contextvars.ContextVar(
+    "depthscale_auto_base", default=None)
+
+
+@contextlib.contextmanager
+def auto_base(build: Callable[[], nn.Module]) -> Iterator[None]:
+    """Within the block, ``Plan.apply`` without ``base=`` compares the model with ``build()``
+    (the same model at another width) to find the dimensions that do not grow."""
+    token = _BASE.set(build)
+    try:
+        yield
+    finally:
+        _BASE.reset(token)
+
+
+def built_base() -> nn.Module | None:
+    """The model :func:`auto_base` builds (the global RNG and warnings left as they were), or
+    None without one or when building it fails."""
+    build = _BASE.get()
+    if build is None:
+        return None
+    token = _BASE.set(None)
+    try:
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return build()
+    except Exception:  # a factory that cannot build the second width: guessed instead
+        return None
+    finally:
+        _BASE.reset(token)
+
+
+def _grows(size: int, width: int) -> bool:
+    return width > 0 and (2 * size) % width == 0
+
+
+def guess_fixed(model: nn.Module, structure: Structure, role_of: Mapping[str, str],
+                usage: Mapping[str, Usage]) -> dict[str, tuple[str, str]]:
+    """Parameter name -> (fixed dimensions, ``"fan_in"`` or ``"both"``; their sizes as text)
+    for every matrix of an internal role whose contracted size (a conv's input channels per
+    group) is not a multiple of half ``structure.width``."""
+    out: dict[str, tuple[str, str]] = {}
+    n = structure.width
+    for name, p in model.named_parameters():
+        u = usage.get(name)
+        if u is None or p.ndim < 2 or role_of.get(name) not in _INNER:
+            continue
+        shape = tuple(int(s) for s in p.shape)
+        if p.ndim >= 3:  # a conv: (out, in / groups, *kernel); the kernel never grows
+            fan_in, channels, fan_out = u.fan_in or 0, shape[1], shape[0]
+            kernel = "x".join(str(s) for s in shape[2:])
+            what = f"fan-in {channels} channel(s) x kernel {kernel}"
+        else:
+            fan_in = u.fan_in if u.fan_in is not None else shape[1]
+            channels, fan_out = fan_in, p.numel() // max(fan_in, 1)
+            what = f"fan-in {fan_in}"
+        if _grows(channels, n):
+            continue
+        both = not _grows(fan_out, n)
+        out[name] = ("both" if both else "fan_in",
+                     f"{what}{f', fan-out {fan_out}' if both else ''}")
+    return out
+
+
+def with_fixed(usage: Mapping[str, Usage], fixed: Mapping[str, tuple[str, str]],
+               ) -> dict[str, Usage]:
+    """``usage`` with the guessed dimensions frozen at :data:`NO_WIDTH`."""
+    return {k: replace(u, fixed=fixed[k][0], base=NO_WIDTH) if k in fixed else u
+            for k, u in usage.items()}
+
+
+def warn_fixed(width: int, fixed: Mapping[str, tuple[str, str]], stacklevel: int) -> None:
+    """One warning naming every parameter :func:`guess_fixed` took as finite."""
+    if not fixed:
+        return
+    listed = "; ".join(f"{k} ({v[1]})" for k, v in fixed.items())
+    warnings.warn(
+        f"without base= these sizes are neither the width {width} nor a multiple of "
+        f"{width}/2, and were taken as NOT growing with width (finite, no width factor: "
+        f"their rules evaluated at n = {NO_WIDTH}, muP's definition): {listed}. If any of "
+        "them does grow, or to freeze them at a base width as mup's base shapes do, pass "
+        "base= (the same model built at another width) to Plan.apply, which finds every "
+        "dimension's growth by comparison", UserWarning, stacklevel=stacklevel)
