@@ -104,7 +104,9 @@ class Structure:
     (no parameter can carry their multiplier). ``output_scale`` a constant the model multiplies
     into its readout, before or after the readout's matrix (T5's d_model^-0.5 before its tied
     head; 1 when none); ``branch_outputs`` the modules whose output is a branch that holds no
-    weight, by branch (the plan multiplies it by the branch multiplier)."""
+    weight, by branch (the plan multiplies it by the branch multiplier); ``routers`` the
+    mixture-of-experts routers (role ``output``: their per-token softmax/sigmoid weights
+    multiply the experts' outputs, a readout of the branch to a fixed number of experts)."""
 
     roles: dict[str, str]
     reasons: dict[str, str]
@@ -127,6 +129,7 @@ class Structure:
     unscaled: tuple[int, ...] = ()
     output_scale: float = 1.0
     branch_outputs: dict[str, int] = field(default_factory=dict)
+    routers: tuple[str, ...] = ()
 
     def summary(self) -> str:
         """A few lines for a person: sizes, blocks and every role with its count."""
@@ -272,6 +275,7 @@ class _Flow:
     in_branch: set[int] = field(default_factory=set)  # bias, gain and shift uses in a branch
     unscaled: list[int] = field(default_factory=list)  # branches nothing can scale
     branch_outputs: dict[str, int] = field(default_factory=dict)  # weightless: its module
+    routers: set[int] = field(default_factory=set)  # uses whose output only gates experts
 
 
 def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple[
@@ -279,6 +283,7 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
     """The residual additions of the pass in order: every one whose branch holds a layer use,
     and the weightless ones on their stream (:func:`_on_stream`, to a fixed point)."""
     found = [(add, r) for add in rec.adds if (r := _residual(add, layer_uses)) is not None]
+    found = [(add, r) for i, (add, r) in enumerate(found) if not _inside(add, found[i + 1:])]
     keep = {i for i, (_, r) in enumerate(found) if not r[4]}
     while True:
         kept = [(found[i][0], found[i][1][3]) for i in sorted(keep)]
@@ -287,6 +292,16 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
         if not new:
             return [found[i] for i in sorted(keep)]
         keep |= new
+
+
+def _inside(add: Addition, later: list[tuple[Addition, tuple[
+        TensorInfo, TensorInfo, frozenset[int], int, bool]]]) -> bool:
+    """Whether the sum is part of a later addition's branch operand and not of its stream:
+    parallel paths summed inside one branch (routed experts + a shared expert, x + (attn(h) +
+    mlp(h))), so one residual branch, not two."""
+    s = id(add.out)
+    return any(s in branch.anc and s not in stream.anc and s != sid
+               for _, (stream, branch, _, sid, _) in later)
 
 
 def _carrier(rec: Recorder, branch: TensorInfo) -> str:
@@ -299,7 +314,7 @@ def _flow(rec: Recorder) -> _Flow:
     """The residual branches of the recorded pass (module docstring), in addition order."""
     uses = rec.uses
     layer_uses = {u.index for u in uses if u.kind in _WEIGHT_KINDS}
-    flow = _Flow()
+    flow = _Flow(routers=set(rec.routers))
     for add, (stream, branch, shortcut, sid, weightless) in _accepted(rec, layer_uses):
         if flow.first_stream is None:
             flow.first_stream = stream
@@ -367,6 +382,10 @@ def _position(u: Use, flow: _Flow, out: TensorInfo) -> tuple[str, str]:
     if u.index in flow.branch_of:
         b = flow.branch_of[u.index]
         r, w = u.index in flow.reads, u.index in flow.writes
+        if u.index in flow.routers and not w:
+            return "output", (f"router of residual branch {b}: its softmax/sigmoid weights "
+                              "gate the experts' outputs (a readout of width-sized input to "
+                              "a fixed number of experts: muP's output rule, fan-in n)")
         if r and w:
             return "branch", f"reads the stream and writes residual branch {b}"
         if w:
@@ -403,9 +422,10 @@ class _Roles:
 
 
 def _weight_role(found: _Roles, name: str, weights: list[Use], flow: _Flow,
-                 out: TensorInfo) -> None:
+                 out: TensorInfo, stacked: set[str]) -> None:
     """A matrix or lookup: the role of its first use; a second use as the readout makes it a
-    tied embedding, more uses of one role a shared weight."""
+    tied embedding, more uses of one role a shared weight (not a stack of experts' matrices
+    indexed per expert: each use is another expert's slice)."""
     placed = [(u, *_position(u, flow, out)) for u in weights]
     u0, role, why = placed[0]
     found.fan_in[name] = u0.fan_in
@@ -413,6 +433,8 @@ def _weight_role(found: _Roles, name: str, weights: list[Use], flow: _Flow,
     if role == "input" and outputs:
         found.readouts[outputs[0].unit] = name
         why += f"; also read out by {outputs[0].unit} (tied embedding)"
+    elif name in stacked:
+        why += f" (stacked experts: {len(weights)} uses, one per expert selected)"
     elif len(weights) > 1 and len({r for _, r, _ in placed}) == 1:
         found.counts[name] = len(weights)
         why += f" ({len(weights)} uses: a shared weight)"
@@ -476,7 +498,7 @@ def _classify(rec: Recorder, flow: _Flow, out: TensorInfo) -> _Roles:
     for name, p_uses in by_param.items():
         weights = [u for u in p_uses if u.kind in _WEIGHT_KINDS]
         if weights:
-            _weight_role(found, name, weights, flow, out)
+            _weight_role(found, name, weights, flow, out, rec.stacked)
         else:
             _vector_role(found, name, p_uses, flow)
     # biases whose weight was classified after them
@@ -514,7 +536,9 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
         width, len(flow.branches), main_uses, main_uses + len(flow.branches), found.unclassified,
         _tied(model), attention_calls(model, rec), found.fan_in, found.counts, found.readouts,
         flow.input_scale, flow.post_ln, tuple(found.gains), flow.branch_gains,
-        tuple(flow.unscaled), _output_scale(rec, out), flow.branch_outputs)
+        tuple(flow.unscaled), _output_scale(rec, out), flow.branch_outputs,
+        tuple(sorted({u.param for u in rec.uses if u.index in flow.routers
+                      and found.roles.get(u.param) == "output"})))
 
 
 def _output_scale(rec: Recorder, out: TensorInfo) -> float:

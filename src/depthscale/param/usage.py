@@ -80,7 +80,8 @@ def usages(structure: Structure, base: Structure | None = None,
             fan_in=structure.fan_in.get(name),
             uses=structure.uses.get(name, 1),
             scale=(structure.input_scale if role == "input" else
-                   structure.output_scale if role == "output" else 1.0),
+                   structure.output_scale if role == "output"
+                   and name not in structure.routers else 1.0),
             keep=name in structure.gains,
             fixed=fixed,
             base=n0,
