@@ -10,10 +10,20 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from architectures import _SPECIAL, CONTEXT, HEADS, VOCAB, Arch, _r, _transformer_truth, seeded
+from architectures import (
+    _SPECIAL,
+    CONTEXT,
+    HEADS,
+    VOCAB,
+    Arch,
+    Truth,
+    _r,
+    _transformer_truth,
+    seeded,
+)
 from torch import nn
 
-__all__ = ["ARCHS", "build_mixtral", "build_qwen2_moe"]
+__all__ = ["ARCHS", "build_mamba", "build_mixtral", "build_qwen2_moe"]
 
 
 def _hf(config_name: str, model_name: str, seed: int, **config: Any) -> nn.Module:
@@ -82,3 +92,37 @@ ARCHS: list[Arch] = [
                                   "1 gate: one residual branch, two routers, two writers"),
          logits="logits", inputs="input_ids", hf=True),
 ]
+
+
+# ---- Mamba (Gu and Dao 2023) -----------------------------------------------------------------
+
+def build_mamba(width: int, depth: int, seed: int) -> nn.Module:
+    """``depth`` Mamba blocks x + mixer(RMSNorm(x)): inner width 2x, state 8, conv kernel 4,
+    dt rank width/16; the torch path (no CUDA kernels), tied head as the checkpoints ship."""
+    return _hf("MambaConfig", "MambaForCausalLM", seed, vocab_size=VOCAB, hidden_size=width,
+               state_size=8, num_hidden_layers=depth, expand=2, conv_kernel=4,
+               time_step_rank="auto", use_mambapy=False, tie_word_embeddings=True,
+               bos_token_id=0, eos_token_id=0, pad_token_id=0)
+
+
+def _mamba_truth(width: int, depth: int) -> Truth:
+    mixer = "backbone.layers.*.mixer"
+    return Truth(width, depth, depth, True, {
+        "backbone.embeddings.weight": _r("input"),
+        f"{mixer}.in_proj.weight": _r("branch_in"),
+        f"{mixer}.out_proj.weight": _r("branch_out"),
+        f"{mixer}.conv1d.weight": _r("hidden"),
+        f"{mixer}.x_proj.weight": _r("hidden"),
+        f"{mixer}.dt_proj.weight": _r("hidden"),
+        "backbone.layers.*.norm.weight": _r("branch_norm"),
+        "backbone.norm_f.weight": _r("norm")},
+        kept=(f"{mixer}.dt_proj.bias", f"{mixer}.A_log", f"{mixer}.D"),
+        notes="one branch per block x + mixer(RMSNorm(x)): in_proj (width -> 2 x inner: x and "
+              "the gate z), depthwise causal conv1d over the inner channels, x_proj (inner -> "
+              "dt rank + 2 state), dt_proj (rank -> inner; bias softplus^-1(dt), dt in "
+              "[1e-3, 0.1]), selective scan with A = -exp(A_log) (S4D-real 1..N) and skip D = "
+              "1, out_proj; tied head")
+
+
+ARCHS.append(Arch("hf-mamba", build_mamba, "tokens", _mamba_truth, logits="logits",
+                  inputs="input_ids", hf=True))

@@ -106,7 +106,9 @@ class Structure:
     head; 1 when none); ``branch_outputs`` the modules whose output is a branch that holds no
     weight, by branch (the plan multiplies it by the branch multiplier); ``routers`` the
     mixture-of-experts routers (role ``output``: their per-token softmax/sigmoid weights
-    multiply the experts' outputs, a readout of the branch to a fixed number of experts)."""
+    multiply the experts' outputs, a readout of the branch to a fixed number of experts);
+    ``conventions`` the biases whose init is the model's own convention (:func:`conventions`:
+    the plan keeps them, as it keeps gains)."""
 
     roles: dict[str, str]
     reasons: dict[str, str]
@@ -130,6 +132,7 @@ class Structure:
     output_scale: float = 1.0
     branch_outputs: dict[str, int] = field(default_factory=dict)
     routers: tuple[str, ...] = ()
+    conventions: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         """A few lines for a person: sizes, blocks and every role with its count."""
@@ -162,6 +165,9 @@ class Structure:
                 f"{a.module or '(model)'} (d_head {a.d_head}, scale {a.text()}"
                 f"{', fixed by the module' if a.fixed else ''})"
                 for a in self.attention))
+        if self.conventions:
+            lines.append("kept inits: " + "; ".join(f"{k} ({v})"
+                                                     for k, v in self.conventions.items()))
         if self.unclassified:
             lines.append("not classified: " + "; ".join(f"{k} ({v})"
                                                          for k, v in self.unclassified.items()))
@@ -296,11 +302,11 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
 
 def _inside(add: Addition, later: list[tuple[Addition, tuple[
         TensorInfo, TensorInfo, frozenset[int], int, bool]]]) -> bool:
-    """Whether the sum is part of a later addition's branch operand and not of its stream:
-    parallel paths summed inside one branch (routed experts + a shared expert, x + (attn(h) +
-    mlp(h))), so one residual branch, not two."""
-    s = id(add.out)
-    return any(s in branch.anc and s not in stream.anc and s != sid
+    """Whether the sum is a later addition's branch operand (up to ops without a layer) and
+    not part of its stream: parallel paths summed inside one branch (routed experts + a
+    shared expert, x + (attn(h) + mlp(h))), so one residual branch, not two."""
+    s, made = id(add.out), add.ia.last | add.ib.last
+    return any(s in branch.anc and s not in stream.anc and s != sid and branch.last <= made
                for _, (stream, branch, _, sid, _) in later)
 
 
@@ -538,7 +544,29 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
         flow.input_scale, flow.post_ln, tuple(found.gains), flow.branch_gains,
         tuple(flow.unscaled), _output_scale(rec, out), flow.branch_outputs,
         tuple(sorted({u.param for u in rec.uses if u.index in flow.routers
-                      and found.roles.get(u.param) == "output"})))
+                      and found.roles.get(u.param) == "output"})),
+        conventions(model, found.roles))
+
+
+_BIAS_ROLES = ("vector", "branch_vector", "branch_bias", "output_bias")
+
+
+def conventions(model: nn.Module, roles: dict[str, str]) -> dict[str, str]:
+    """The biases whose init no recipe's zero init may replace: values that are neither zero
+    nor a zero-mean random draw (|mean| > 4 std/sqrt(k) over k entries: a draw's mean is
+    std/sqrt(k)), such as Mamba's dt bias softplus^-1(dt), dt in [dt_min, dt_max] (Gu and Dao
+    2023, Sec. 3.6), or a constant (an LSTM's forget-gate 1)."""
+    found = {}
+    for name, p in model.named_parameters():
+        if roles.get(name) not in _BIAS_ROLES or not p.numel():
+            continue
+        v = p.detach().double().flatten()
+        mean = float(v.mean())
+        std = float(v.std()) if v.numel() > 1 else 0.0
+        if math.isfinite(mean) and mean != 0 and abs(mean) > 4 * std / math.sqrt(v.numel()):
+            found[name] = (f"init mean {mean:.3g}, std {std:.3g}: not zero nor a zero-mean "
+                           "draw, the model's own convention")
+    return found
 
 
 def _output_scale(rec: Recorder, out: TensorInfo) -> float:

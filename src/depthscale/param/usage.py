@@ -82,7 +82,7 @@ def usages(structure: Structure, base: Structure | None = None,
             scale=(structure.input_scale if role == "input" else
                    structure.output_scale if role == "output"
                    and name not in structure.routers else 1.0),
-            keep=name in structure.gains,
+            keep=name in structure.gains or name in structure.conventions,
             fixed=fixed,
             base=n0,
         )
