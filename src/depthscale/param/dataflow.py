@@ -274,6 +274,9 @@ class Recorder(TorchFunctionMode):
             self._sdpa(args, kwargs)
         if not data:  # a function of parameters and constants (W.T, a slice of a table)
             merged = self.merge(ins)
+            if (func in _LOOKUPS and outs and id(ins[0]) in self.params and ins[0].ndim >= 3
+                    and outs[0].ndim < ins[0].ndim):
+                self.stacked.update(merged.params)  # one expert's matrix of a stack
             for t in outs:
                 self.set(t, merged)
             return out
