@@ -51,6 +51,7 @@ import torch
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.models.calls import logits_of
 from depthscale.param.dataflow import (
     NORM_OPS,
     Addition,
@@ -179,6 +180,8 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
     ``example_input`` (a tensor, a tuple of positional arguments, or a dict of keyword
     arguments), run on a copy of it. Parameters are not changed (no gradients); every module's
     train/eval mode is restored. A forward pass that fails is a ConfigError naming the error.
+    The readout writes the logits: the output itself, its ``.logits`` (a ModelOutput), its
+    ``"logits"`` entry or a tuple's first element; any other output is a ConfigError.
     """
     args, kwargs = call_args(copy_input(example_input))
     rec = Recorder(model)
@@ -196,8 +199,11 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
     finally:
         for m, training in modes.items():
             m.training = training
-    logits = next((t for t in tensors_in(output) if rec.get(t).data), None)
-    return _analyse(model, rec, TensorInfo() if logits is None else rec.get(logits))
+    try:
+        logits = logits_of(output)
+    except ConfigError as exc:
+        raise ConfigError(f"inspect: {exc}; the readout is the layer that writes it") from None
+    return _analyse(model, rec, rec.get(logits) if rec.get(logits).data else TensorInfo())
 
 
 def _residual(add: Addition, layer_uses: set[int]
