@@ -126,3 +126,4 @@ def _mamba_truth(width: int, depth: int) -> Truth:
 
 ARCHS.append(Arch("hf-mamba", build_mamba, "tokens", _mamba_truth, logits="logits",
                   inputs="input_ids", hf=True))
+
