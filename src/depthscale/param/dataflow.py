@@ -44,6 +44,8 @@ _DIVS = {torch.div, torch.Tensor.div, torch.Tensor.__truediv__, torch.Tensor.div
 _MASKS = ADDITIONS | {torch.where, torch.Tensor.masked_fill, torch.Tensor.masked_fill_,
                       torch.sub, torch.Tensor.sub, torch.Tensor.__sub__}
 _SOFTMAX = {F.softmax, torch.softmax, torch.Tensor.softmax}
+#: ops whose output is a probability (a router's scores become gates through them)
+_PROBS = _SOFTMAX | {torch.sigmoid, torch.Tensor.sigmoid, F.sigmoid}
 _CATS = {torch.cat, torch.concat, torch.stack}
 #: ops that keep a tensor's values (up to layout), so a constant scale passes through them
 _SAME = {torch.Tensor.view, torch.Tensor.reshape, torch.reshape, torch.Tensor.transpose,
@@ -117,6 +119,9 @@ class TensorInfo:
     score: tuple[int, tuple[float, ...], int] | None = None  # ... and how many, first, on q, k
     factor: float = 1.0  # constants multiplied in since the last layer use or normalisation
     carriers: tuple[str, ...] = ()  # modules whose output this is, up to gains and constants
+    #: computed only from a softmax or sigmoid of layer outputs (routing probabilities, their
+    #: top-k and renormalisation): weights that select, not values written to the stream
+    gate: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,8 @@ class Recorder(TorchFunctionMode):
         self.hooked = {name for name, m in model.named_modules()
                        if {"_depthscale_readout", "_depthscale_branch"} & set(vars(m))}
         self.calls: Counter[str] = Counter()  # module -> forward calls in the pass
+        self.routers: set[int] = set()  # uses whose output became a per-token gate
+        self.stacked: set[str] = set()  # parameters of stacked experts, indexed per expert
 
     def returned(self, name: str, output: Any) -> None:
         """Module ``name`` returned ``output``: a data tensor records it as a carrier."""
@@ -209,22 +216,29 @@ class Recorder(TorchFunctionMode):
         self.set(t, TensorInfo(data=True))
 
     def merge(self, tensors: list[torch.Tensor]) -> TensorInfo:
-        """The record of a tensor computed from ``tensors`` by an op with no layer use."""
+        """The record of a tensor computed from ``tensors`` by an op with no layer use. Index
+        tensors (integer or bool data: routing indices, masks) select values without carrying
+        any, so where values are selected their layers are not the result's last ones; the
+        result is a gate when every value operand is one."""
         infos = [(t, self.get(t)) for t in tensors]
         data = [(t, i) for t, i in infos if i.data]
         if not data:
             return TensorInfo(params=frozenset().union(*(i.params for _, i in infos)))
+        values = [(t, i) for t, i in data if t.is_floating_point() or t.is_complex()]
+        value_ids = {id(t) for t, _ in values}
         anc: set[int] = set()
         uses: set[int] = set()
         last: set[int] = set()
         for t, i in data:
             anc |= i.anc | {id(t)}
             uses |= i.uses
-            last |= i.last
+            if not values or id(t) in value_ids:
+                last |= i.last
         return TensorInfo(True, frozenset(anc), frozenset(uses), frozenset(last), frozenset(),
                      None, any(i.after_sum for _, i in data), any(i.normed for _, i in data),
                      frozenset().union(*(i.tail for _, i in data)),
-                     factor=data[0][1].factor if len(data) == 1 else 1.0)
+                     factor=data[0][1].factor if len(data) == 1 else 1.0,
+                     gate=all(i.gate for _, i in values or data))
 
     # ---- uses -----------------------------------------------------------------------------
     def unit(self, p: nn.Parameter) -> tuple[str, str]:
@@ -262,6 +276,9 @@ class Recorder(TorchFunctionMode):
             self._sdpa(args, kwargs)
         if not data:  # a function of parameters and constants (W.T, a slice of a table)
             merged = self.merge(ins)
+            if (func in _LOOKUPS and outs and id(ins[0]) in self.params and ins[0].ndim >= 3
+                    and outs[0].ndim < ins[0].ndim):
+                self.stacked.update(merged.params)  # one expert's matrix of a stack
             for t in outs:
                 self.set(t, merged)
             return out
@@ -284,11 +301,15 @@ class Recorder(TorchFunctionMode):
                                tail=frozenset())
             elif func in _GAINS and len(data) == 1:
                 info = self._scaled(func, info, args, data[0])
+            elif func in _GAINS and len(data) == 2 and (gated := self._gated(data)):
+                info = gated
             elif func in _SAME and len(data) == 1:
                 x = self.get(data[0])
                 info = replace(info, scale=x.scale, factor=x.factor, carriers=x.carriers)
             else:  # any other op: a constant does not pass it
                 info = replace(info, factor=1.0)
+            if func in _PROBS and len(data) == 1 and info.last:
+                info = replace(info, gate=True)
         score = self._score(func, args, kwargs, data, held)
         if score is not None:
             info = replace(info, score=score)
@@ -303,6 +324,21 @@ class Recorder(TorchFunctionMode):
         for i in range(first, len(self.uses)):
             self.use_out[i] = id(outs[0]) if outs else -1
         return out
+
+    def _gated(self, data: list[torch.Tensor]) -> TensorInfo | None:
+        """``values * gate`` where the gate is one weight per token (a routing probability
+        broadcast over the features: a mixture of experts' top-k weights, a sigmoid-gated
+        shared expert): the product is the values' layers' output, and the layers that made
+        the gate are recorded as routers (:attr:`routers`); None for any other product."""
+        a, b = data
+        for values, gate in ((a, b), (b, a)):
+            ig = self.get(gate)
+            if (ig.gate and not self.get(values).gate and gate.ndim >= 1 and values.ndim >= 1
+                    and gate.shape[-1] == 1 and values.shape[-1] > 1):
+                self.routers |= set(ig.last)
+                merged = self.merge([values, gate])
+                return replace(merged, last=self.get(values).last, gate=False)
+        return None
 
     def _constant(self, func: Any, args: Any, x: torch.Tensor) -> float | None:
         """``c`` when the op computes ``x * c`` (``x / c``: ``1/c``) with a constant ``c`` (a
@@ -417,6 +453,10 @@ class Recorder(TorchFunctionMode):
             return self._layer(given, matrices, matrices)
         if func in _LOOKUPS and data and all(d.dtype in (torch.long, torch.int, torch.bool)
                                              or d.dtype == torch.int64 for d in data):
+            stacked = sorted(p for _, ps in names for p in ps if self._ndim(p) >= 3)
+            if stacked:  # experts' matrices stacked (E, out, in), selected by routing indices
+                self.stacked.update(stacked)
+                return TensorInfo(params=frozenset(stacked))
             uses = [self.use(p, "lookup", 1, given, op) for _, ps in names for p in ps]
             return self._layer(given, uses, uses)
         if func in ADDITIONS or func in _CATS:

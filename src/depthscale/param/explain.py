@@ -52,7 +52,8 @@ def _notes(state: PlanState | None) -> list[str]:
                          f"{u.uses}, Adam eps x {u.uses} (its gradient sums {u.uses} "
                          "uses); Adam LR as one use")
         if u.keep:
-            notes.append(f"{name}: the model's own values kept (a gain)")
+            notes.append(f"{name}: the model's own values kept (a gain, or an init "
+                         "convention no rule replaces)")
         if u.scale != 1.0:
             notes.append(f"{name}: the model multiplies it by {u.scale:.4g}; init and LR "
                          "compensate (its multiplier in the rule's form)")

@@ -51,6 +51,7 @@ import torch
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.models.calls import logits_of
 from depthscale.param.dataflow import (
     NORM_OPS,
     Addition,
@@ -104,7 +105,11 @@ class Structure:
     (no parameter can carry their multiplier). ``output_scale`` a constant the model multiplies
     into its readout, before or after the readout's matrix (T5's d_model^-0.5 before its tied
     head; 1 when none); ``branch_outputs`` the modules whose output is a branch that holds no
-    weight, by branch (the plan multiplies it by the branch multiplier)."""
+    weight, by branch (the plan multiplies it by the branch multiplier); ``routers`` the
+    mixture-of-experts routers (role ``output``: their per-token softmax/sigmoid weights
+    multiply the experts' outputs, a readout of the branch to a fixed number of experts);
+    ``conventions`` the biases whose init is the model's own convention (:func:`conventions`:
+    the plan keeps them, as it keeps gains)."""
 
     roles: dict[str, str]
     reasons: dict[str, str]
@@ -127,6 +132,8 @@ class Structure:
     unscaled: tuple[int, ...] = ()
     output_scale: float = 1.0
     branch_outputs: dict[str, int] = field(default_factory=dict)
+    routers: tuple[str, ...] = ()
+    conventions: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         """A few lines for a person: sizes, blocks and every role with its count."""
@@ -159,6 +166,9 @@ class Structure:
                 f"{a.module or '(model)'} (d_head {a.d_head}, scale {a.text()}"
                 f"{', fixed by the module' if a.fixed else ''})"
                 for a in self.attention))
+        if self.conventions:
+            lines.append("kept inits: " + "; ".join(f"{k} ({v})"
+                                                     for k, v in self.conventions.items()))
         if self.unclassified:
             lines.append("not classified: " + "; ".join(f"{k} ({v})"
                                                          for k, v in self.unclassified.items()))
@@ -170,6 +180,8 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
     ``example_input`` (a tensor, a tuple of positional arguments, or a dict of keyword
     arguments), run on a copy of it. Parameters are not changed (no gradients); every module's
     train/eval mode is restored. A forward pass that fails is a ConfigError naming the error.
+    The readout writes the logits: the output itself, its ``.logits`` (a ModelOutput), its
+    ``"logits"`` entry or a tuple's first element; any other output is a ConfigError.
     """
     args, kwargs = call_args(copy_input(example_input))
     rec = Recorder(model)
@@ -187,8 +199,11 @@ def inspect(model: nn.Module, example_input: Any) -> Structure:
     finally:
         for m, training in modes.items():
             m.training = training
-    logits = next((t for t in tensors_in(output) if rec.get(t).data), None)
-    return _analyse(model, rec, TensorInfo() if logits is None else rec.get(logits))
+    try:
+        logits = logits_of(output)
+    except ConfigError as exc:
+        raise ConfigError(f"inspect: {exc}; the readout is the layer that writes it") from None
+    return _analyse(model, rec, rec.get(logits) if rec.get(logits).data else TensorInfo())
 
 
 def _residual(add: Addition, layer_uses: set[int]
@@ -306,6 +321,7 @@ class _Flow:
     unscaled: list[int] = field(default_factory=list)  # branches nothing can scale
     branch_outputs: dict[str, int] = field(default_factory=dict)  # weightless: its module
     matrices: set[int] = field(default_factory=set)  # the matrix uses (not lookups)
+    routers: set[int] = field(default_factory=set)  # uses whose output only gates experts
 
 
 def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple[
@@ -313,6 +329,7 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
     """The residual additions of the pass in order: every one whose branch holds a layer use,
     and the weightless ones on their stream (:func:`_on_stream`, to a fixed point)."""
     found = [(add, r) for add in rec.adds if (r := _residual(add, layer_uses)) is not None]
+    found = [(add, r) for i, (add, r) in enumerate(found) if not _inside(add, found[i + 1:])]
     keep = {i for i, (_, r) in enumerate(found) if not r[4]}
     while True:
         kept = [(found[i][0], found[i][1][3]) for i in sorted(keep)]
@@ -321,6 +338,16 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
         if not new:
             return [found[i] for i in sorted(keep)]
         keep |= new
+
+
+def _inside(add: Addition, later: list[tuple[Addition, tuple[
+        TensorInfo, TensorInfo, frozenset[int], int, bool]]]) -> bool:
+    """Whether the sum is a later addition's branch operand (up to ops without a layer) and
+    not part of its stream: parallel paths summed inside one branch (routed experts + a
+    shared expert, x + (attn(h) + mlp(h))), so one residual branch, not two."""
+    s, made = id(add.out), add.ia.last | add.ib.last
+    return any(s in branch.anc and s not in stream.anc and s != sid and branch.last <= made
+               for _, (stream, branch, _, sid, _) in later)
 
 
 def _carrier(rec: Recorder, branch: TensorInfo) -> str:
@@ -333,7 +360,7 @@ def _flow(rec: Recorder) -> _Flow:
     """The residual branches of the recorded pass (module docstring), in addition order."""
     uses = rec.uses
     layer_uses = {u.index for u in uses if u.kind in _WEIGHT_KINDS}
-    flow = _Flow(matrices={u.index for u in uses if u.kind == "matrix"})
+    flow = _Flow(matrices={u.index for u in uses if u.kind == "matrix"}, routers=set(rec.routers))
     for add, (stream, branch, shortcut, sid, weightless) in _accepted(rec, layer_uses):
         if flow.first_stream is None:
             flow.first_stream = stream
@@ -409,6 +436,10 @@ def _position(u: Use, flow: _Flow, out: TensorInfo) -> tuple[str, str]:
     if u.index in flow.branch_of:
         b = flow.branch_of[u.index]
         r, w = u.index in flow.reads, u.index in flow.writes
+        if u.index in flow.routers and not w:
+            return "output", (f"router of residual branch {b}: its softmax/sigmoid weights "
+                              "gate the experts' outputs (a readout of width-sized input to "
+                              "a fixed number of experts: muP's output rule, fan-in n)")
         if r and w:
             return "branch", f"reads the stream and writes residual branch {b}"
         if w:
@@ -448,9 +479,10 @@ class _Roles:
 
 
 def _weight_role(found: _Roles, name: str, weights: list[Use], flow: _Flow,
-                 out: TensorInfo) -> None:
+                 out: TensorInfo, stacked: set[str]) -> None:
     """A matrix or lookup: the role of its first use; a second use as the readout makes it a
-    tied embedding, more uses of one role a shared weight."""
+    tied embedding, more uses of one role a shared weight (not a stack of experts' matrices
+    indexed per expert: each use is another expert's slice)."""
     placed = [(u, *_position(u, flow, out)) for u in weights]
     u0, role, why = placed[0]
     found.fan_in[name] = u0.fan_in
@@ -458,6 +490,8 @@ def _weight_role(found: _Roles, name: str, weights: list[Use], flow: _Flow,
     if role == "input" and outputs:
         found.readouts[outputs[0].unit] = name
         why += f"; also read out by {outputs[0].unit} (tied embedding)"
+    elif name in stacked:
+        why += f" (stacked experts: {len(weights)} uses, one per expert selected)"
     elif len(weights) > 1 and len({r for _, r, _ in placed}) == 1:
         found.counts[name] = len(weights)
         why += f" ({len(weights)} uses: a shared weight)"
@@ -521,7 +555,7 @@ def _classify(rec: Recorder, flow: _Flow, out: TensorInfo) -> _Roles:
     for name, p_uses in by_param.items():
         weights = [u for u in p_uses if u.kind in _WEIGHT_KINDS]
         if weights:
-            _weight_role(found, name, weights, flow, out)
+            _weight_role(found, name, weights, flow, out, rec.stacked)
         else:
             _vector_role(found, name, p_uses, flow)
     # biases whose weight was classified after them
@@ -557,7 +591,31 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
         width, len(flow.branches), main_uses, main_uses + len(flow.branches), found.unclassified,
         _tied(model), attention_calls(model, rec), found.fan_in, found.counts, found.readouts,
         flow.input_scale, flow.post_ln, tuple(found.gains), flow.branch_gains,
-        tuple(flow.unscaled), _output_scale(rec, out), flow.branch_outputs)
+        tuple(flow.unscaled), _output_scale(rec, out), flow.branch_outputs,
+        tuple(sorted({u.param for u in rec.uses if u.index in flow.routers
+                      and found.roles.get(u.param) == "output"})),
+        conventions(model, found.roles))
+
+
+_BIAS_ROLES = ("vector", "branch_vector", "branch_bias", "output_bias")
+
+
+def conventions(model: nn.Module, roles: dict[str, str]) -> dict[str, str]:
+    """The biases whose init no recipe's zero init may replace: values that are neither zero
+    nor a zero-mean random draw (|mean| > 4 std/sqrt(k) over k entries: a draw's mean is
+    std/sqrt(k)), such as Mamba's dt bias softplus^-1(dt), dt in [dt_min, dt_max] (Gu and Dao
+    2023, Sec. 3.6), or a constant (an LSTM's forget-gate 1)."""
+    found = {}
+    for name, p in model.named_parameters():
+        if roles.get(name) not in _BIAS_ROLES or not p.numel():
+            continue
+        v = p.detach().double().flatten()
+        mean = float(v.mean())
+        std = float(v.std()) if v.numel() > 1 else 0.0
+        if math.isfinite(mean) and mean != 0 and abs(mean) > 4 * std / math.sqrt(v.numel()):
+            found[name] = (f"init mean {mean:.3g}, std {std:.3g}: not zero nor a zero-mean "
+                           "draw, the model's own convention")
+    return found
 
 
 def _output_scale(rec: Recorder, out: TensorInfo) -> float:

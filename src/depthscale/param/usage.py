@@ -87,8 +87,9 @@ def usages(structure: Structure, base: Structure | None = None,
             fan_in=structure.fan_in.get(name),
             uses=structure.uses.get(name, 1),
             scale=(structure.input_scale if role == "input" else
-                   structure.output_scale if role == "output" else 1.0),
-            keep=name in structure.gains,
+                   structure.output_scale if role == "output"
+                   and name not in structure.routers else 1.0),
+            keep=name in structure.gains or name in structure.conventions,
             fixed=fixed,
             base=n0,
             normed=name in normed,

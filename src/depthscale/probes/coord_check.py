@@ -212,7 +212,8 @@ def measure_point(
 
     def add(layer_type: str, b: torch.Tensor, a: torch.Tensor) -> None:
         values["act"].setdefault(layer_type, []).append(_rms(b))
-        values["update"].setdefault(layer_type, []).append(_rms(a - b))
+        if a.shape == b.shape:  # a routed expert's tokens may change with the step: no update
+            values["update"].setdefault(layer_type, []).append(_rms(a - b))
 
     later = after.by_use()
     for o in before.outs:  # call order

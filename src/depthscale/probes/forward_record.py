@@ -266,6 +266,12 @@ class _Recorder(TorchDispatchMode):
         c = 1 / other if func.overloadpacket in (_aten.div, _aten.div_) else float(other)
         return any(math.isclose(c, s, rel_tol=1e-6) for s in self.layout.stops)
 
+    def _selects(self, units: frozenset[str], ins: list[torch.Tensor]) -> bool:
+        """Whether the op selects matrices of stacked experts ((E, out, in) weights) by
+        routing indices: every data input is an index, so the result is still a weight."""
+        return all(self.layout.params[u].ndim >= 3 for u in units) and all(
+            not t.is_floating_point() for t in ins if id(t) in self.data)
+
     def mark(self, t: torch.Tensor, branches: frozenset[int]) -> None:
         self.marks[id(t)] = self.marks.get(id(t), frozenset()) | branches
 
@@ -297,9 +303,9 @@ class _Recorder(TorchDispatchMode):
             follow = self._follow_or_settle(func, ins, held, units, outs, args)
         if follow is not None:
             self._follow(follow, func, args, kwargs, outs, mutating)
-        elif units and data_in and outs:
+        elif units and data_in and outs and not self._selects(units, ins):
             self._use(units, func, args, kwargs, outs, mutating)
-        elif units and not data_in:
+        elif units:
             self._derive(units, func, args, kwargs, ins, outs, mutating)
         if residual and operand is not None and outs:
             branch = marked[0]
