@@ -251,6 +251,43 @@ def block_key(members: tuple[str, ...]) -> str:
     return ".".join(p[0] for p in common) or members[0]
 
 
+def _numeric_prefix(path: str) -> str | None:
+    """``path`` up to its first run of numeric components (``layers.1`` of
+    ``layers.1.layer.0.conv``), or None when it has none."""
+    parts = path.split(".")
+    first = next((i for i, p in enumerate(parts) if p.isdigit()), None)
+    if first is None:
+        return None
+    end = first + 1
+    while end < len(parts) and parts[end].isdigit():
+        end += 1
+    return ".".join(parts[:end])
+
+
+def _blocks(branches: list[Branch]) -> dict[str, list[int]]:
+    """Branches grouped by :func:`block_key`. A group whose branches repeat one layout one
+    numeric level further down (a stage ``stages.0`` holding ``layers.0``, ``layers.1`` of
+    the same layers) is split at that level: those are its blocks. A group of different
+    branches (T5's ``block.0.layer.0`` attention and ``layer.1`` MLP) stays one block."""
+    groups: dict[str, list[Branch]] = {}
+    for b in branches:
+        groups.setdefault(block_key(b.modules), []).append(b)
+    blocks: dict[str, list[int]] = {}
+    for key, group in groups.items():
+        subs: list[str | None] = []
+        layouts: list[tuple[str, ...] | None] = []
+        for b in group:
+            rel = [m[len(key) + 1:] for m in b.modules if m.startswith(key + ".")]
+            heads = {_numeric_prefix(r) for r in rel}
+            sub = heads.pop() if rel and len(rel) == len(b.modules) and len(heads) == 1 else None
+            subs.append(sub)
+            layouts.append(None if sub is None else tuple(r[len(sub):] for r in rel))
+        split = None not in subs and len(set(subs)) > 1 and len(set(layouts)) < len(layouts)
+        for b, sub in zip(group, subs, strict=True):
+            blocks.setdefault(f"{key}.{sub}" if split else key, []).append(b.index)
+    return blocks
+
+
 _WEIGHT_KINDS = ("matrix", "lookup")
 
 
@@ -279,6 +316,12 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
     """The residual additions of the pass in order: every one whose branch holds a layer use,
     and the weightless ones on their stream (:func:`_on_stream`, to a fixed point)."""
     found = [(add, r) for add in rec.adds if (r := _residual(add, layer_uses)) is not None]
+    # parallel paths summed before they reach the stream (GPT-J, NeoX, Phi: x + (a(x) + m(x)))
+    # share an ancestor like a projection shortcut, but their sum is the branch operand of the
+    # addition that follows: one branch, not two
+    branch_ids = [add.b if r[3] == add.a else add.a for add, r in found]
+    found = [(add, r) for i, (add, r) in enumerate(found)
+             if not (r[2] and id(add.out) in branch_ids[i + 1:])]
     keep = {i for i, (_, r) in enumerate(found) if not r[4]}
     while True:
         kept = [(found[i][0], found[i][1][3]) for i in sorted(keep)]
@@ -504,9 +547,7 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
     for n in dict(model.named_parameters()):
         if n not in found.roles and n not in found.unclassified:
             found.unclassified[n] = "never used in the forward pass on the example input"
-    blocks: dict[str, list[int]] = {}
-    for b in flow.branches:
-        blocks.setdefault(block_key(b.modules), []).append(b.index)
+    blocks = _blocks(flow.branches)
     widths = Counter(b.width for b in flow.branches)
     width = widths.most_common(1)[0][0] if widths else plain_width(model)
     return Structure(
