@@ -316,12 +316,6 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
     """The residual additions of the pass in order: every one whose branch holds a layer use,
     and the weightless ones on their stream (:func:`_on_stream`, to a fixed point)."""
     found = [(add, r) for add in rec.adds if (r := _residual(add, layer_uses)) is not None]
-    # parallel paths summed before they reach the stream (GPT-J, NeoX, Phi: x + (a(x) + m(x)))
-    # share an ancestor like a projection shortcut, but their sum is the branch operand of the
-    # addition that follows: one branch, not two
-    branch_ids = [add.b if r[3] == add.a else add.a for add, r in found]
-    found = [(add, r) for i, (add, r) in enumerate(found)
-             if not (r[2] and id(add.out) in branch_ids[i + 1:])]
     keep = {i for i, (_, r) in enumerate(found) if not r[4]}
     while True:
         kept = [(found[i][0], found[i][1][3]) for i in sorted(keep)]

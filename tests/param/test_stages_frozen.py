@@ -1,9 +1,8 @@
-"""Three readings of issue 40's remaining families, on tiny plain-torch models: a parallel
-block (GPT-J, GPT-NeoX, Phi: ``x + (attn(h) + mlp(h))``) is one residual branch per block, not
-a branch plus a projection shortcut; a stage holding several identical blocks one numeric level
-down (Hugging Face ResNet's ``stages.0.layers.i``) has one block per ``layers.i``, while a block
-whose sub-layers differ (T5's ``block.0.layer.j``) stays one; a frozen parameter
-(``requires_grad=False``, Pegasus's sinusoidal positions) keeps its values under apply."""
+"""Two readings of issue 40's remaining families, on tiny plain-torch models: a stage holding
+several identical blocks one numeric level down (Hugging Face ResNet's ``stages.0.layers.i``)
+has one block per ``layers.i``, while a block whose sub-layers differ (T5's ``block.0.layer.j``)
+stays one; a frozen parameter (``requires_grad=False``, Pegasus's sinusoidal positions) keeps
+its values under apply."""
 
 from __future__ import annotations
 
@@ -13,64 +12,6 @@ from torch import nn
 
 import depthscale as ds
 from depthscale.param.inspect import inspect
-
-
-class Parallel(nn.Module):
-    """x + (a(ln x) + m(ln x)): the two paths summed before the stream (``sum_first``), or
-    the same paths added to the stream one after the other (two branches)."""
-
-    def __init__(self, n: int, sum_first: bool) -> None:
-        super().__init__()
-        self.sum_first = sum_first
-        self.ln = nn.LayerNorm(n)
-        self.a, self.m1, self.m2 = nn.Linear(n, n), nn.Linear(n, 2 * n), nn.Linear(2 * n, n)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.sum_first:
-            h = self.ln(x)
-            return self.a(h) + self.m2(torch.relu(self.m1(h))) + x
-        x = x + self.a(self.ln(x))
-        return x + self.m2(torch.relu(self.m1(self.ln(x))))
-
-
-class ParallelNet(nn.Module):
-    def __init__(self, depth: int, sum_first: bool) -> None:
-        super().__init__()
-        self.inp = nn.Linear(4, 8)
-        self.layers = nn.ModuleList(Parallel(8, sum_first) for _ in range(depth))
-        self.head = nn.Linear(8, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.inp(x)
-        for layer in self.layers:
-            x = layer(x)
-        return self.head(x)
-
-
-@pytest.mark.parametrize("depth", [1, 3])
-def test_a_parallel_block_is_one_branch_holding_both_paths(depth: int) -> None:
-    st = inspect(ParallelNet(depth, sum_first=True), torch.randn(2, 4))
-    assert st.depth == depth and len(st.blocks) == depth
-    b = st.branches[0]
-    assert b.modules == ("layers.0.a", "layers.0.m1", "layers.0.m2") and b.shortcut == ()
-    assert b.readers == ("layers.0.a", "layers.0.m1")
-    assert b.writers == ("layers.0.a", "layers.0.m2")
-    assert st.roles["layers.0.a.weight"] == "branch"  # reads the stream and writes the sum
-    assert st.roles["layers.0.m1.weight"] == "branch_in"
-    assert st.roles["layers.0.m2.weight"] == "branch_out"
-    assert st.effective_depth == 2 + depth
-
-
-def test_sequential_paths_stay_two_branches() -> None:
-    st = inspect(ParallelNet(2, sum_first=False), torch.randn(2, 4))
-    assert st.depth == 4 and len(st.blocks) == 2
-
-
-def test_a_parallel_plan_takes_the_block_count() -> None:
-    """The plan for K = depth applies without a size error (K = 2 depth was read before)."""
-    model = ParallelNet(2, sum_first=True)
-    x = torch.randn(2, 4)
-    ds.param.plan("completep", width=8, depth=2).apply(model, example_input=x, seed=0)
 
 
 class ConvLayer(nn.Sequential):
