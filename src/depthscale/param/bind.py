@@ -51,7 +51,8 @@ def model_usages(model: nn.Module, structure: Structure | None, base: nn.Module 
                  example_input: Any, role_of: Mapping[str, str]) -> dict[str, Usage]:
     """How the forward uses each parameter (none without a structure); ``base`` (the model at
     another width) gives the dimensions that do not grow. Depthscale layers carry their own
-    multipliers: only their fan-in and shared uses are taken."""
+    multipliers: only their fan-in and shared uses are taken. A frozen parameter
+    (``requires_grad=False``) keeps its values."""
     if structure is None:
         return {}
     base_st, shapes, base_shapes = None, None, None
@@ -68,8 +69,10 @@ def model_usages(model: nn.Module, structure: Structure | None, base: nn.Module 
             base_st = None
     found = usages(structure, base_st, shapes, base_shapes)
     out = {}
-    for full, _, module, _ in params(model):
+    for full, _, module, p in params(model):
         u = found.get(full)
+        if not p.requires_grad:  # frozen (Pegasus's sinusoidal positions): never trained,
+            u = replace(u or Usage(), keep=True)  # so no rule replaces its values
         if u is None:
             continue
         if role_of.get(full) != structure.roles.get(full):
