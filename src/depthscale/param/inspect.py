@@ -329,7 +329,8 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
     """The residual additions of the pass in order: every one whose branch holds a layer use,
     and the weightless ones on their stream (:func:`_on_stream`, to a fixed point)."""
     found = [(add, r) for add in rec.adds if (r := _residual(add, layer_uses)) is not None]
-    found = [(add, r) for i, (add, r) in enumerate(found) if not _inside(add, found[i + 1:])]
+    found = [(add, r) for i, (add, r) in enumerate(found)
+             if not _inside(add, found[i + 1:], rec.routers)]
     keep = {i for i, (_, r) in enumerate(found) if not r[4]}
     while True:
         kept = [(found[i][0], found[i][1][3]) for i in sorted(keep)]
@@ -341,10 +342,13 @@ def _accepted(rec: Recorder, layer_uses: set[int]) -> list[tuple[Addition, tuple
 
 
 def _inside(add: Addition, later: list[tuple[Addition, tuple[
-        TensorInfo, TensorInfo, frozenset[int], int, bool]]]) -> bool:
-    """Whether the sum is a later addition's branch operand (up to ops without a layer) and
-    not part of its stream: parallel paths summed inside one branch (routed experts + a
-    shared expert, x + (attn(h) + mlp(h))), so one residual branch, not two."""
+        TensorInfo, TensorInfo, frozenset[int], int, bool]]], routers: set[int]) -> bool:
+    """Whether the sum joins routed experts to another path (a shared expert) inside a later
+    addition's branch operand (up to ops without a layer), not its stream: one MoE branch.
+    Parallel paths without a router (GPT-J, Falcon: x + (attn(h) + mlp(h))) stay a branch
+    each, as in the model's own additions x + attn(h) + mlp(h)."""
+    if not (add.ia.uses | add.ib.uses) & routers:
+        return False
     s, made = id(add.out), add.ia.last | add.ib.last
     return any(s in branch.anc and s not in stream.anc and s != sid and branch.last <= made
                for _, (stream, branch, _, sid, _) in later)
