@@ -257,8 +257,7 @@ def transformer_cost(s: Mapping[str, Any], device: str) -> list[Runs | dict[str,
     "stream's O(1); Eq. 8 (x sqrt(L) on qkv and fc1) makes them flat and narrows the spread "
     "of the optimal eta_c across depths",
     # 3 collapse seeds (an interval over seeds needs them; t(0.975, 1) = 12.7 at 2) over 1-8
-    # blocks (L = 2-16, the same factor 8 as 2-16 blocks at half the runs' cost: 1.5x the old
-    # single seed at 2-16 blocks, about +25 s on `make demo`'s 13 min 44 s, estimated)
+    # blocks (L = 2-16, the same factor 8 as 2-16 blocks at half the runs' cost)
     quick={**GPT_QUICK, "width": 64, "collapse_blocks": [1, 2, 4, 8], "eta_c": 0.1,
            "steps": 100, "probe_batch": 64, "collapse_seeds": 3, "transfer_blocks": [1, 2, 4],
            "eta_cs": [0.2, 0.4, 0.8, 1.6, 3.2], "epochs": 3, "seeds": 2, "n_boot": 1000},

@@ -1,6 +1,6 @@
 """Claims of chizat (the hidden width of deep ResNets): Fig. 1, 2, 5a, 5b, Thm. 2, Thm. 3.
 
-Setting (chizat Sec. 2.4, CLAIMS.md section C; :mod:`.setting`): n = 10 pairs (x, y) with
+Setting (chizat Sec. 2.4, docs/claims.md section C; :mod:`.setting`): n = 10 pairs (x, y) with
 N(0, 1) entries in R^D (``depthscale.data.load("chizat")``, one draw for all repeats), ResNets
 of 2LP blocks with tanh (Eq. 24), ``sigma_u = sqrt(D)``, ``sigma_v = alpha sqrt(D)``,
 full-batch GD with LRs ``eta_u L M`` and ``eta_v L M`` (Eq. 25; ``eta_u = D min(1,

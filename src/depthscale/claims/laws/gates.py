@@ -15,7 +15,7 @@ is read on the interval at 1 - 0.05/m (Bonferroni, :func:`band_finding`), a supp
   is noise; **untrained**: at a depth whose best loss is not below chance by more than that
   spread, the argmin marks where large LRs blow up. Such a depth alone is undecided: it is
   left out of the fit and named; the part is undecided when fewer than 3 depths are left;
-* **still moving** (CLAIMS.md B): the band applies at the run length n only where alpha is
+* **still moving** (docs/claims.md B): the band applies at the run length n only where alpha is
   shown to have stopped moving there: the seed-paired change of alpha from n/2 to n (the same
   runs read at n/2, constant-LR SGD: the first s steps are an s-step run;
   :func:`~depthscale.claims.laws.law.slope_change`) has a 95% interval inside
