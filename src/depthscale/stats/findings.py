@@ -53,7 +53,7 @@ class Route:
 def routes_verdict(
     routes: list[Route], *, contrast_seen: bool, contrast_evidence: str
 ) -> Decision:
-    """The verdict of a claim checked along independent routes (the verdict classes of docs/claims.md).
+    """The verdict of a claim checked along independent routes (docs/claims.md's verdicts).
 
     PASS when every route supports the claim; INCONCLUSIVE when any route is undecided and none
     contradicts; REFUTED when at least two routes contradict, none supports, and the in-run

@@ -13,10 +13,8 @@ at a fixed step mixes depth scaling with training progress; the verdict reads ea
 *matched training loss* (:func:`matched_steps`): per arm and seed the target is the largest
 over depths of the running loss at the last step (every depth reaches it), and each depth is
 read at the first recorded step whose running loss is at or below it. One log-log slope per
-seed, then its 95% t-interval over seeds (:func:`slope_ci`) against the band. The same is
-done for the target of a third of the run; a slope whose finding differs between the two
-targets depends on the loss level it is matched at, so it is undecided (INCONCLUSIVE). The
-slopes at fixed steps (a third, two thirds, the end) are reported as diagnostics.
+seed, then its 95% t-interval over seeds (:func:`slope_ci`) against the band; a slope whose
+finding changes at the target of a third of the run is undecided (INCONCLUSIVE).
 
 Two routes (``second_route``, at medium and full): the same runs and readouts again on nets
 written in numpy from nfd Eq. 6 and Eq. 8 with hand-derived gradients
