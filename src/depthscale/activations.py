@@ -7,39 +7,19 @@ nfd Prop. 3 and App. D, the drift of d Sigma / dt) and ``E[phi'(u) phi'(v)]`` (t
 of nfd Prop. 6), in closed form where one exists, by the one quadrature rule of this module
 otherwise. Plans read ``q = E[phi'(Z)^2]`` (laws Sec. 3.1) from it (:func:`gating_factor`).
 
-Closed forms (exact to float64 rounding, no NaN for correlation +-1, duplicate points or zero
-variance):
-
-* ``relu``: the arc-cosine kernels of degree 1 and 0 (Cho & Saul 2009),
-  ``E[relu(u) relu(v)] = (sqrt(q1 q2 - c^2) + (pi - theta) c) / (2 pi)`` and
-  ``E[1{u>0} 1{v>0}] = (pi - theta) / (2 pi)``, with the angle computed as
-  ``theta = atan2(sqrt(max(q1 q2 - c^2, 0)), c)``: no division, no arccos near +-1.
-  ``relu'(0) = 0`` (torch's convention), so a zero-variance input has ``E[relu'^2] = 0``.
-* ``erf`` (Williams 1997): ``E[erf(u) erf(v)] = (2/pi) arcsin(2c / sqrt((1+2q1)(1+2q2)))`` and
-  ``E[erf'(u) erf'(v)] = (4/pi) / sqrt((1+2q1)(1+2q2) - 4c^2)``.
-* ``identity``: ``E[uv] = c`` and ``E[1 * 1] = 1``.
+Closed forms (exact to float64 rounding, no NaN at correlation +-1 or zero variance): ``relu``,
+the arc-cosine kernels of degree 1 and 0 (Cho & Saul 2009) with ``theta = atan2(sqrt(max(q1 q2 -
+c^2, 0)), c)`` (no arccos near +-1; ``relu'(0) = 0`` as in torch); ``erf`` (Williams 1997),
+``(2/pi) arcsin(2c / sqrt((1+2q1)(1+2q2)))`` and ``(4/pi) / sqrt((1+2q1)(1+2q2) - 4c^2)``;
+``identity``, ``c`` and ``1``.
 
 Every other activation (``tanh``, ``gelu``, a user callable) uses a tensor product of two
-``nodes``-point quadrature rules on the Cholesky factorisation
-``u = sqrt(q1) z1``, ``v = sqrt(q2) (rho z1 + sqrt(1 - rho^2) z2)``, ``rho = c / sqrt(q1 q2)``:
-the outer rule integrates over ``z1`` and, for each outer node, the inner rule integrates over
-``z2`` (the conditional law of ``v`` given ``u``). The 1D rule is the trapezoidal rule for the
-standard normal density on ``[-8.5, 8.5]`` (weights ``h exp(-z^2/2) / sqrt(2 pi)``), which for
-integrands analytic in a strip ``|Im z| < a`` converges like ``exp(-2 pi a / h)``: geometric in
-``nodes``, where Gauss-Hermite converges only like ``exp(-a sqrt(2 nodes))`` (tanh(s z) has poles
-at ``z = +-i pi / (2 s)``). Measured errors (against the closed forms and 1201-node rules, see
-``tests/test_activations.py``) with the default ``nodes = 97``:
-
-* smooth phi: tanh <= 1e-12 for variances up to 3 and ~5e-8 at variance 10; gelu and erf
-  (as a callable) ~1e-12 or better for variances up to 10. Gauss-Hermite with the same node
-  count is 1e-4 to 1e-7 off on the same pairs.
-* kinked phi (relu passed as a callable): the kink costs the rule its spectral accuracy; the
-  error falls like ``nodes^-2`` (97 nodes: ~1e-3 absolute at variance 10, ~3e-4 at variance 1),
-  and for a step-like phi' (its derivative) like ``nodes^-1`` (~3e-2). Prefer a closed form.
-
-Cost per pair: ``nodes^2`` evaluations of phi; pairs are processed in chunks of at most
-``_CHUNK_ELEMENTS`` quadrature points, so memory is O(``_CHUNK_ELEMENTS``) whatever their number.
-Closed forms cost O(1) per pair.
+``nodes``-point trapezoidal rules for the standard normal density on ``[-8.5, 8.5]``, applied to
+the Cholesky factorisation ``u = sqrt(q1) z1``, ``v = sqrt(q2) (rho z1 + sqrt(1 - rho^2) z2)``.
+For integrands analytic in a strip it converges geometrically in ``nodes``, where Gauss-Hermite
+converges only like ``exp(-a sqrt(2 nodes))``; a kinked phi loses that (error ``~ nodes^-2``), so
+prefer a closed form (accuracy figures: docs/how-it-works.md). Cost: ``nodes^2`` evaluations of
+phi per pair, in chunks of at most ``_CHUNK_ELEMENTS`` points; closed forms are O(1) per pair.
 """
 
 from __future__ import annotations

@@ -2,55 +2,22 @@
 
 Ours: :func:`depthscale.train.batched.train_batched` trains G = 16 members of one MLP-ResNet
 (``build("resnet1", "depth-mup", input_shape=(40,), n_out=10, width=128, depth=16)``) that
-differ only in the base learning rate, in one batched pass (batched matmuls on the stacked
-weights, :func:`~depthscale.train.batched.stacked_forward`). Baseline: the existing
-:func:`depthscale.train.train` loop run once per learning rate on a fresh copy of the same
-initial model. Both see MNIST-1D in the same seeded order (batch 128, 200 plain-SGD steps,
-final full-set evaluation) on the CPU, so the per-step losses must agree to float rounding;
-``extra`` reports the largest relative difference and whether every member's status and
-divergence step match. The goal is ``ratio >= 5`` (``GOAL_RATIO``; ``GOAL_RATIO_CUDA`` = 10 on
-a GPU).
+differ only in the base learning rate, in one batched pass. Baseline: :func:`depthscale.train.train`
+once per learning rate on a fresh copy of the same initial model. Both see MNIST-1D in the same
+seeded order (batch 128, 200 plain-SGD steps), so per-step losses must agree to float rounding;
+a goal is met only if the members match the loop on one thread (the setting of every sweep run)
+to ``LOSS_RTOL``, since members near the edge of stability amplify rounding and a loop on more
+threads rounds differently (``matches_one_thread_loop``, ``extra["vs_one_thread_loop"]``).
+Goals: ``ratio >= GOAL_RATIO`` (``GOAL_RATIO_CUDA`` on a GPU); ``extra["sweep"]`` times the same
+grid through ``run_study`` with and without ``batch_lrs``.
 
-Members near the edge of stability amplify float rounding: on two threads the loop's own
-matmuls round differently from the loop on one, by ~7e-5 after 20 steps at lr ~ 1.6 and by O(1)
-after 200 (``max_rel_loss_diff_per_member`` shows which members drive the maximum), so the loop
-on two threads is no reference for anything. The batched matmuls split over members, not inside
-one, so they round as the loop on one thread: ``extra["vs_one_thread_loop"]`` compares both timed
-sides with an untimed loop on one thread (the setting of every sweep run) when the timing used
-more threads.
-
-``extra["sweep"]`` times the same grid at the sweep level: ``run_study`` (the ``depthscale sweep``
-engine) on a one-group study of these G learning rates, ``SWEEP_STEPS`` steps, one CPU thread
-per run as in every sweep, with and without ``batch_lrs``, store writes included.
-
-On the CPU this workload is largely matmul-bound: at width 128 the loop already runs its
-128 x 128 x 128 matmuls at about half the rate a single core reaches on them, so batching can
-remove only the per-op overhead. Measured on a shared 2-core EPYC VM (torch 2.13, MKL): width
-128, 1.2-1.45x on one thread and 1.6-2.3x on two; width 32, 3.2x on one thread and 5.3x on two
-(where the batched matmuls use both cores and the loop's small ones do not), with the
-hand-written backward of :class:`~depthscale.train.stacked._Tape` (2.7x and 4.6x with
-autograd's). 5x at width 128 is out of reach here.
-
-The ceiling (:func:`peak`): in the same run, on one thread, one batched training step (stacked
-forward, its backward, SGD update; G members, fixed batch, no divergence) is timed against a
-bare ``torch.bmm`` into preallocated outputs of exactly the step's matmul shapes and FLOPs (per
-layer a forward ``[G, B, in] x [G, in, out]``, a weight gradient ``[G, out, B] x [G, B, in]`` and,
-past the first layer, an input gradient ``[G, B, out] x [G, out, in]``), alternating, median of
-``PEAK_REPEATS`` timings of ``PEAK_STEPS`` steps each. ``extra["peak_fraction"]`` = bare time /
-step time (goal >= ``GOAL_PEAK`` at width 128); ``extra["width_32"]`` repeats the loop comparison
-at width 32 (goal ratio >= ``GOAL_RATIO_SMALL``) on the timing's threads, with its own ceiling
-on those threads and ``ceiling_ratio``: the loop's time per member-step over the bare matmuls'
-per member-step, the ratio a batched sweep whose non-matmul work were free would reach
-(``goal_reachable`` when it is >= the goal). Measured: 4.2-4.8 on one thread, so 5x cannot be
-had there with these matmuls; 8.7-12.3 on two. A goal is met only if the batched members match
-the loop on one thread (the setting of every sweep run) to ``LOSS_RTOL``: on more threads the
-loop's own matmuls round differently (``matches_one_thread_loop``). ``device`` (``cpu`` or
-``cuda``) is passed to both training paths and the ceiling; on CUDA every timed call ends with a
-synchronize.
-Measured on the shared 2-core VM (one thread, G = 16): peak_fraction 0.91 at width 128 (0.79
-before :func:`~depthscale.train.batched.reuse_freed_memory`, which removes the page faults of
-fresh ~1 MB activations), 0.72 at width 32 (0.66 with autograd's backward), where relu's
-backward and the residual adds, memory-bound, are most of the rest.
+The ceiling (:func:`peak`): one batched training step against bare ``torch.bmm`` calls of exactly
+the step's matmul shapes, alternating, median of ``PEAK_REPEATS`` timings;
+``extra["peak_fraction"]`` = bare time / step time (goal >= ``GOAL_PEAK`` at width 128).
+``extra["width_32"]`` repeats the loop comparison at width 32 (goal ``GOAL_RATIO_SMALL``) with
+``ceiling_ratio``, the loop's time per member-step over the bare matmuls', i.e. the ratio a batched
+sweep with free non-matmul work would reach (``goal_reachable``). On CUDA every timed call ends
+with a synchronize. Figures: docs/performance.md.
 """
 
 from __future__ import annotations

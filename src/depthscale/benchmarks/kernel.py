@@ -1,22 +1,16 @@
 """Benchmark "kernel": the ReLU NNGP kernel of the infinite-depth ResNet (nfd Prop. 3).
 
 Ours: :func:`depthscale.limits.nngp_kernel` (exact diagonal and the flow map of the correlation
-ODE, DOP853 at rtol 1e-10). Baseline: our own finite-depth, infinite-width recursion
-:func:`depthscale.limits.nngp_kernel_euler` at L = 1000 (forward Euler on the same ODE; the usual
-way such kernels are computed layer by layer, as neural-tangents would for a deep ResNet, which is
-not installed here). Both are scored against a reference: the packed covariance ODE integrated
-pair by pair (``method="ode"``) at rtol 1e-13, atol 1e-15.
+ODE, DOP853 at rtol 1e-10). Baseline: the finite-depth recursion
+:func:`depthscale.limits.nngp_kernel_euler` at L = 1000 (forward Euler on the same ODE, as a
+layer-by-layer library would compute it). Both are scored against the packed covariance ODE
+integrated pair by pair (``method="ode"``) at rtol 1e-13, atol 1e-15.
 
-Growth in N (``n_exponent``): :func:`~depthscale.limits.nngp_kernel` (ReLU, d = 100, T = 1) at
-N = 500, 1000, 2000, 4000 Gaussian inputs, each timed ``repeats`` times (median), on one BLAS
-thread; the exponent is the least-squares slope of log time on log N. The output has N^2
-entries, so 2 is the floor for the large-N law; the goal is ``n_exponent <= 2.1`` (a fixed
-flow-map cost of ~15 ms keeps the fitted slope below 2 at these sizes, so the slope over the
-last doubling, 2000 to 4000, is reported too as ``n_exponent_last_doubling``). Measured on
-the shared 2-core machine (3 repeats, median): 1.68 overall and 2.0 over the last doubling
-(0.31 s at N = 4000); the packed-triangle evaluation it replaced gave 1.5-1.75 and 1.7-1.9
-(0.38 s), and with three times per call (``kernel_path``) 2.4 s against 0.9 s now at
-N = 4000, where its transposed scatter missed the cache.
+Growth in N (``n_exponent``, goal <= 2.1): ReLU, d = 100, T = 1 at N = 500 .. 4000 Gaussian
+inputs, median of ``repeats`` timings on one BLAS thread, least-squares slope of log time on
+log N. The output has N^2 entries, so 2 is the large-N floor; a fixed flow-map cost keeps the
+fitted slope below 2 at these sizes, so ``n_exponent_last_doubling`` (2000 to 4000) is reported
+too. Figures: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -80,7 +74,7 @@ def run(quick: bool = False) -> BenchResult:
     """N = 1000 (quick: 200) Gaussian inputs in d = 100, ReLU, T = 1; Euler baseline at L = 1000.
 
     Time: ours best of 5 after one warm-up; the baseline (seconds per call at N = 1000) once.
-    Target: ours within 1e-8 relative error in under 1 s at N = 1000. Then the growth in N
+    Target: ours within 1e-8 relative error in under a second at N = 1000. Then the growth in N
     (:func:`n_scaling`, module docstring; 3 repeats, quick 2).
     """
     n_inputs = 200 if quick else 1000

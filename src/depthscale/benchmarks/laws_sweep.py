@@ -1,26 +1,18 @@
 """``laws-sweep-<model>``: one depth of a laws claim's LR sweep, batched against one by one.
 
 The laws claims (laws Table 1: cnn1d of Eq. 3, convresnet1d of Eq. 4, the Post-LN ViT of Sec.
-3.5) sweep G learning rates per depth. Ours: :func:`~depthscale.train.train_batched` trains the
-G members at once through their hand-batched program (:mod:`depthscale.train.stacked_laws`:
-grouped convolutions, batched matmuls). Baseline: :func:`depthscale.train.train` once per LR on
-a fresh copy of the same initial model. Both take the quick scale's settings
-(:data:`~depthscale.claims.laws.settings.ARCHS_QUICK`: width 32, its LR grid, so G = 20 for
-cnn1d and 12 for the others; its data, one epoch of batch 128, ``final_eval = "test"``) at the
-middle depth of the quick grid, and see the same seeded data order.
+3.5) sweep G learning rates per depth. Ours: :func:`~depthscale.train.train_batched` (grouped
+convolutions, batched matmuls, :mod:`depthscale.train.stacked_laws`). Baseline:
+:func:`depthscale.train.train` once per LR on a fresh copy of the same initial model. Both take
+the quick scale's settings (:data:`~depthscale.claims.laws.settings.ARCHS_QUICK`) at the middle
+depth of the quick grid and the same seeded data order.
 
 The figure is loop time / batched time on ``THREADS`` torch threads (goal >= ``GOAL_RATIO``),
-timed alternately in the same run (best of ``REPEATS``); ``extra["one_thread"]`` repeats the
-timing on one thread (every sweep run's setting, where the loop's convolutions already run at
-the core's speed, so only the per-op and padding overhead is left to win). Members are compared
-with the loop on one thread (``matches_one_thread_loop``: statuses, divergence steps and every
-finite member's per-step losses within ``LOSS_RTOL``; ``members_within_rtol`` counts them).
-Members at the edge of stability amplify rounding, as in ``batched-sweep``: on two threads the
-convolutions split their sums differently from one, and a top-LR member then parts from the
-loop by up to 0.2 over an epoch (measured, cnn1d), so the check is exact-to-rounding only where
-the dynamics are not chaotic. The load average before and after the
-timing is in ``extra["load"]``: on a shared 2-core machine a busy neighbour slows the loop's
-many small two-thread ops most.
+alternating, best of ``REPEATS``; ``extra["one_thread"]`` repeats it on one thread (every sweep
+run's setting). Members are compared with the loop on one thread (``matches_one_thread_loop``,
+``members_within_rtol``): at the edge of stability more threads round differently and the
+dynamics amplify it, so the check is exact-to-rounding only where they are not chaotic.
+``extra["load"]`` holds the load average before and after the timing.
 """
 
 from __future__ import annotations

@@ -1,49 +1,22 @@
 """Benchmark "mean-ode": the Neural Mean ODE solver against the brute-force wide, deep ResNet.
 
-Setting (chizat Sec. 2.4): n = 10 pairs in D = 10 with N(0, 1) entries, 2LP blocks with tanh,
-sigma_u = sigma_v = sqrt(D), eta_u = eta_v = D, loss mean_i |h - y|^2 / (2 D), K = 100 GD steps.
+Setting (chizat Sec. 2.4): n = 10 pairs in D = 10, 2LP blocks with tanh, sigma_u = sigma_v =
+sqrt(D), eta_u = eta_v = D, loss mean_i |h - y|^2 / (2 D), K = 100 GD steps. Both methods
+estimate the limit's outputs ``h_K(1, x_i)``; a run's error is the RMS of its outputs minus a
+reference (chizat Fig. 2's measure), the mean of ``R`` higher-resolution
+:class:`~depthscale.limits.MeanODE` runs whose own standard error is reported; a method's error
+is the RMS over ``seeds`` runs.
 
-Error. Both methods estimate the same deterministic object, the limit's outputs
-``h_K(1, x_i)``; a run's error is the entrywise RMS of its outputs minus a *reference* (chizat
-Fig. 2's measure), and a method's error is the RMS over ``seeds`` runs (one run's error varies
-by +-30% with the seed at K = 100). The reference is the mean of ``R`` independent runs of
-:class:`~depthscale.limits.MeanODE` at higher resolution (more particles, RK4 with more depth
-steps); its own error, estimated from the spread of its runs (standard error
-``sqrt(mean_i var_r / R)``), is reported and enters both methods' errors alike.
-
-Baseline: :func:`~depthscale.train.finite_mean_ode.train_finite_resnet` with L = M = 1000
-(quick: 200), the ``chizat2lp`` model under the ``mean-ode`` plan, float64 torch, each run
-timed from build to the K-th step; ``baseline_seconds`` is the mean over its seeds. Its error
-is a sampling term in 1/sqrt(L M) plus a depth term in 1/L.
-
-Ours: the Mean ODE with RK4 in depth, float32, and the ``blocks`` coupling: the stage points'
-Sobol' particle sets are consecutive aligned blocks of one scrambled Sobol' sequence (each an
-unbiased randomised net for ``mu_0``, their union a larger net, so the stage points' sampling
-errors partly cancel in the depth integral; one scramble instead of one per stage point).
-Measured at equal particles against the previous method (independent Sobol' draws per stage
-point, float64), which ``extra["previous_method"]`` re-times in the same run: float32 changes
-the outputs by ~1e-7, far below the ~5e-3 sampling error, and the blocks lower the error
-(quick setting, 12 seeds: 0.0041 against 0.0048 at 2048 particles, 0.0065 against 0.0074 at
-1024). ``J`` follows a rule fixed in advance: the
-smallest of 4, 8, 16, 32 whose depth error (the output change from J to 2J on the same 256
-particles) is at most a fifth of the baseline's error; that calibration's time is added to
-ours. The calibration runs J = 4, 8, 16, ... once each (the 2J run of one comparison is the J
-run of the next; the same rule and numbers as running each pair afresh, at 60% of the cost
-when it reaches J = 16). Then ``Q`` grows from a small value through ``2^m`` and ``3 * 2^(m-1)``
-(factors 1.5 and 4/3 in turn; earlier versions doubled) until the error is at most the
-baseline's (or a cap is hit). The finer schedule halves the typical overshoot of the doubling
-one (which at full scale ran 8192 particles where 6144 already reach the error); every value
-is allowed by the ``sobol`` sampler because each stage point's set is then one or three whole
-aligned Sobol' nets, and the error at each Q is measured, never interpolated. ``ours_seconds``
-is the calibration time plus the mean run time at the first ``Q`` that reaches it (at the last ``Q``
-tried if none does, with ``extra["reached_baseline_error"] = False``). The goal is
-``ratio >= 10``.
-
-Every timed run uses one thread (torch and BLAS) and skips per-step travel statistics
-(``track_travel=False``: at L = M = 1000 copying every unit each step costs as much as the step).
-One thread: the matrices have ``n = 10`` rows, where
-extra threads only add synchronisation, and on a shared machine a contended torch pool slowed
-the baseline 4x in our measurements (12.6 s instead of 2.9 s at L = M = 200, K = 20).
+Baseline: :func:`~depthscale.train.finite_mean_ode.train_finite_resnet` at L = M = 1000 (quick:
+200), float64, timed from build to step K. Ours: RK4 in depth, float32, ``blocks`` coupling
+(the stage points' particle sets are consecutive blocks of one scrambled Sobol' sequence, so their
+sampling errors partly cancel); ``extra["previous_method"]`` re-times independent draws in float64.
+``J`` is the smallest of 4, 8, 16, 32 whose depth error (J vs 2J on 256 particles) is at most a
+fifth of the baseline's error, its calibration time added to ours; ``Q`` then grows through
+``2^m`` and ``3 * 2^(m-1)`` (whole aligned Sobol' nets) until the error is at most the
+baseline's (else ``extra["reached_baseline_error"] = False``). Goal: ``ratio >= 10``.
+Every timed run uses one thread (``n = 10`` rows leave threads only synchronisation) and
+``track_travel=False``. Figures: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -100,7 +73,7 @@ def run(quick: bool = False) -> BenchResult:
     """Time-to-accuracy of the Mean ODE solver vs the brute-force ResNet (module docstring).
 
     Full: K = 100, baseline L = M = 1000 (3 seeds), reference 4 runs of RK4 J = 16 with 32768
-    particles per stage point. Quick (~20 s): K = 20, L = M = 200, reference 4 runs of J = 8
+    particles per stage point. Quick: K = 20, L = M = 200, reference 4 runs of J = 8
     with 8192 particles. Cost: the baseline O(seeds K L M n D), the reference
     O(R K J Q_ref n D), ours O(seeds K J Q n D) per ``Q`` tried.
     """

@@ -1,32 +1,19 @@
 """Benchmark "nfd": the NFD training simulator (nfd Def. 1, App. G Eq. 15), online SGD.
 
-Ours: :class:`depthscale.limits.nfd.NFD` with the Cholesky factors of the growing Brownian
-covariances ``Sigma_t^(k)``, ``Theta_t^(k)`` extended by one row per step (a triangular solve,
-O(k^2) per depth step). Baseline: the same simulator with ``factor_update="refactor"``: a fresh
-LAPACK Cholesky of the whole ``(k+1) x (k+1)`` matrix at every step and depth step (O(k^3)),
-everything else identical; both give the same factor (Cholesky is unique), hence the same
-outputs up to rounding, which ``extra`` reports. Per step the particle work (Gram rows and
-gemvs over the stored history, O(L P k)) dominates at these sizes, so the time grows like K^2
-for both; the refactor's O(L K^4) total only starts to show at K ~ 200.
+Ours: :class:`depthscale.limits.nfd.NFD`, the Cholesky factors of the growing Brownian
+covariances ``Sigma_t^(k)``, ``Theta_t^(k)`` extended by one row per step (O(k^2)). Baseline: the
+same simulator with ``factor_update="refactor"`` (a fresh O(k^3) Cholesky per step and depth
+step); both give the same factor, so ``extra`` reports their output difference. The particle
+work (O(L P k) per step) dominates at these sizes; the refactor shows only from K ~ 200.
 
-Against an ensemble of finite nets (``vs_ensemble_ratio``, goal >= 3), on its own smaller
-setting (:data:`ENSEMBLE_SETTINGS`), defined before any timing:
-
-* task: online SGD on the teacher stream (d = 16, ReLU, T = 1, eta_c = 0.1), depth L; the
-  simulator with ``coupling="none"`` (Def. 1) is the infinite-width limit of the *decoupled*
-  finite net of nfd Cor. 1 at that depth (:func:`~depthscale.train.online.online_sgd_finite`
-  with ``backward="decoupled"``, float32, one torch thread);
-* quantity and error: the online outputs ``f^(k)``, ``k < K``; an estimate's error is the RMS
-  over k of its outputs minus a reference, the mean of ``ref_runs`` simulator runs at
-  ``8 P`` particles (its standard error, from their spread, is reported). The simulator's
-  error is the RMS over 2 seeds of single runs at ``P`` particles; its time their mean;
-* ensemble rule: for each width n in P/8, P/4, P/2, P, nets in antithetic pairs (read-out v and
-  -v, seeds 0, 1, ...), R = 2, 4, 8, ... up to ``R_max``; the ensemble estimate is the mean of
-  the R nets' outputs and its time the sum of their times. The first R whose error is at most
-  the simulator's is that width's ensemble; the cheapest over widths is the ensemble.
-  ``vs_ensemble_ratio`` is its time over the simulator's. If no width reaches the error within
-  ``R_max``, the ratio uses the largest ensemble tried and is a lower bound
-  (``vs_ensemble_reached = False``).
+Against an ensemble of finite nets (``vs_ensemble_ratio``, goal >= 3, :data:`ENSEMBLE_SETTINGS`,
+fixed before any timing): online SGD on the teacher stream (d = 16, ReLU, T = 1, eta_c = 0.1),
+whose limit with ``coupling="none"`` is the decoupled finite net of nfd Cor. 1
+(:func:`~depthscale.train.online.online_sgd_finite`, ``backward="decoupled"``). Error: RMS over
+k of the outputs ``f^(k)`` minus a reference (mean of ``ref_runs`` simulator runs at ``8 P``).
+For each width in P/8 .. P, antithetic pairs of nets, R = 2, 4, ... up to ``R_max``; the first R
+reaching the simulator's error is that width's ensemble and the cheapest over widths is compared.
+If none reaches it, the ratio is a lower bound (``vs_ensemble_reached = False``).
 """
 
 from __future__ import annotations
@@ -132,7 +119,7 @@ def run(quick: bool = False) -> BenchResult:
     coupling ``"none"`` (Def. 1), float64, no eigenvalue recording; quick: K = 80, P = 1024,
     16 depth steps. Ours is timed at K in {25, 50, 100, 200} (quick: {10, 20, 40, 80}), each
     once (the runs are long), and the exponent of time vs K is fitted on those four points;
-    the baseline runs once at the largest K. Goals: < 60 s at full size on this machine,
+    the baseline runs once at the largest K. Goals: under a minute at full size,
     exponent ~2.
     """
     Ks = [10, 20, 40, 80] if quick else [25, 50, 100, 200]

@@ -1,39 +1,19 @@
 """Benchmark "sde": the forward McKean-Vlasov particle system of nfd Prop. 2, tanh, one input.
 
-Ours: :func:`depthscale.limits.forward_sde` (numpy engine, preallocated buffers, coefficient
-from the particles). Baseline: the straightforward torch loop below, written the way one would
-first write it (fresh tensors every step), computing the same things: terminal particles and the
-second-moment path. Where torchsde is importable (an optional benchmark dependency, never a
-requirement) its Euler ``sdeint`` on the same particle system is timed too and reported in
-``extra``. All are checked against the Euler recursion at the same step count (their exact
-infinite-particle limit) and the kernel ODE.
+Ours: :func:`depthscale.limits.forward_sde` (numpy, preallocated buffers). Baseline: a
+straightforward torch loop computing the same terminal particles and second-moment path (and
+torchsde's Euler ``sdeint`` when importable, in ``extra``). All are checked against the Euler
+recursion at the same step count (their exact infinite-particle limit) and the kernel ODE.
 
-Against the memory ceiling (``bandwidth_fraction``, goal >= 0.7): :func:`bandwidth_loop` makes
-the same passes over ``(1, P)`` arrays per step as one step of ours (N = 1): one write where
-the increments are drawn, a read and a write where phi is applied, a read for ``E[phi^2]``, a
-read and a write for ``f Z``, two reads and a write for ``H += f Z`` and a read for the second
-moment (10 passes), with the arithmetic replaced by a fill, copies by scaling, axpys and dot
-products, so only the memory traffic is left. ``bandwidth_fraction = t(memory loop) /
-t(ours)`` on one thread (ours with ``noise_threads=1``): 1 means ours runs at the speed its
-memory traffic allows. ``parts_fraction`` sets ours against the sum of its parts timed alone:
-the memory loop, the draws (:func:`draws_loop`) and tanh (:func:`phi_loop`); near 1 means
-nothing is left to remove but the parts themselves.
-
-``ceiling`` holds both figures for each of :data:`CONFIGURATIONS` (the memory loop, draws and
-tanh in the configuration's dtype), with its terminal second moment against the Euler
-recursion (``within_3_se``: within 3 Monte Carlo standard errors); the top-level
-``bandwidth_fraction`` is the default scheme's. Measured (idle, P = 1e5, per step):
-
-* float64 normals (the default): memory loop ~72 us, normals alone ~770 us, ours ~920 us:
-  0.08, out of reach while PCG64 normals are drawn every step.
-* float64 fair signs (``increments="two-point"``): signs ~21 us, tanh alone ~70 us (0.97x the
-  whole memory loop), ours ~145 us: 0.50.
-* float32 fair signs: memory loop ~34 us, signs ~18 us, tanh ~15 us, ours ~63 us: 0.54.
-
-Each has ``parts_fraction`` 0.99-1.19: ours costs what its parts cost, and tanh plus the
-increments alone take 0.97x (float32) to 11x (float64 normals) the memory loop, so 0.7 is out
-of reach for any schedule of these numpy passes on this CPU; only fusing the passes (one
-compiled loop per step) could get there.
+``bandwidth_fraction = t(memory loop) / t(ours)`` on one thread (goal >= 0.7):
+:func:`bandwidth_loop` makes the same 10 passes over ``(1, P)`` arrays per step as ours with the
+arithmetic replaced by fills, scalings, axpys and dots, so only the memory traffic is left.
+``parts_fraction`` sets ours
+against the sum of its parts timed alone (memory loop, :func:`draws_loop`, :func:`phi_loop`);
+near 1 means only the parts themselves are left to remove. ``ceiling`` holds both for each of
+:data:`CONFIGURATIONS`, with the terminal second moment against the Euler recursion
+(``within_3_se``). Figures and why 0.7 is out of reach for unfused numpy passes:
+docs/performance.md.
 """
 
 from __future__ import annotations

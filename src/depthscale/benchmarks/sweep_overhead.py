@@ -41,7 +41,8 @@ lr = [0.01, 0.02]
 
 
 def run(quick: bool = False) -> BenchResult:
-    """Runs of ~1 s each (quick: ~0.2 s), 8 of them (quick: 4); fresh store every time."""
+    """Runs of about a second each (quick: a fifth of that), 8 of them (quick: 4); a fresh
+    store every time."""
     steps, seeds = (40, [0, 1]) if quick else (200, [0, 1, 2, 3])
     text = _SPEC.format(steps=steps, seeds=seeds)
     runs = expand(parse_study(text))

@@ -2,7 +2,7 @@
 import, their verdicts, and ``reproduce``. Built on studies, limits, models and probes; nothing
 but the CLI imports this package."""
 
-# each paper's package registers its claims on import, in the order of CLAIMS.md's sections
+# each paper's package registers its claims on import, in the order of docs/claims.md's sections
 # isort: off
 from depthscale.claims import nfd as _nfd  # noqa: F401
 from depthscale.claims import laws as _laws  # noqa: F401

@@ -1,4 +1,4 @@
-"""The registry of reproducible claims, one per row of shared/CLAIMS.md.
+"""The registry of reproducible claims, one per row of docs/claims.md.
 
 A claim runner gets a :class:`ClaimContext` (scale, output folder, device, data, seed, its
 settings) and returns a :class:`ClaimOutcome`
@@ -23,7 +23,7 @@ __all__ = [
 #: decide (a claim without medium settings runs its quick ones); full: the paper's setting.
 SCALES = ("quick", "medium", "full")
 
-#: The version of each paper that the claims reproduce (shared/papers/).
+#: The version of each paper that the claims reproduce.
 PAPERS: dict[str, str] = {
     "nfd": "arXiv 2512.21075v1 (Yao, Wu et al., Understanding Scaling Laws in Deep Neural "
            "Networks via Feature Learning Dynamics; v3 drops the two-layer and eta_1 claims)",
@@ -33,13 +33,13 @@ PAPERS: dict[str, str] = {
               "(September 15, 2025)",
 }
 
-#: Rows of CLAIMS.md that later issues implement: id -> what it waits for.
+#: Rows of docs/claims.md that later issues implement: id -> what it waits for.
 PLANNED: dict[str, str] = {}
 
 
 @dataclass
 class ClaimOutcome:
-    """A claim's result. ``verdict`` is one of the classes of CLAIMS.md (computed by
+    """A claim's result. ``verdict`` is one of the classes of docs/claims.md (computed by
     :func:`band_verdict`, :func:`routes_verdict` or :func:`noise_gate`) or SKIP; every verdict
     but PASS carries its evidence in ``reason``."""
 
@@ -207,7 +207,7 @@ Cost = Callable[[Mapping[str, Any], str], Iterable["Runs | Solver | Mapping[str,
 
 @dataclass(frozen=True)
 class Claim:
-    """One row of CLAIMS.md: id, paper, what it says, its runner with its settings per scale
+    """One row of docs/claims.md: id, paper, what it says, its runner with its settings per scale
     (and ``smoke``, the tests' tiny ones), and its negative control."""
 
     id: str

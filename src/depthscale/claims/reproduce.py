@@ -384,32 +384,22 @@ def reproduce(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
-    A claim whose data is missing ends as SKIP with the reason; a crash (a bug, not a user
-    mistake) ends as SKIP with the error and is listed in the second return value.
-    ``workers``: processes each claim's sweeps may use (the runs are the same either way).
-    ``seeds``: base seeds per claim (UNSTABLE where their verdicts differ); ``control``: run
-    the negative controls instead of the claims. ``budget_seconds``: each claim's time budget
-    (None: none; only sweeps with a sequential design read it). ``batch_lrs``: the sweeps
-    train each group of runs that differ only in LR as one batched run
-    (:func:`~depthscale.train.train_batched`: equal to one-by-one runs to float rounding; on a
-    GPU, where one small run leaves the device idle, a group costs about what one run does).
-    ``changes``: settings changed from the scale's (``--set``,
-    :mod:`~depthscale.claims.changes`: every path checked against every chosen claim before
-    any work, each value's type and range, and the changed claim's sizes and time against the
-    bounds of every run unless ``force``; the record says what was changed). ``from_stored``:
-    judge each claim from the runs and computations already stored in ``out_dir`` alone,
-    training nothing (a missing one makes the claim a SKIP that names it, never written over a
-    decided verdict); ``device`` then names the stored runs (a GPU's, judged here) and is not
-    opened, and the chosen claims are judged again (``rerun``). With
-    the first run's ``budget_seconds`` and ``workers`` a sequential design replays its rounds
-    (its meter reads the stored run times).
+    Missing data ends a claim as SKIP with the reason; a crash ends it as SKIP with the error and
+    is listed in the second return value. ``workers``: processes each claim's sweeps may use (the
+    runs are the same either way). ``seeds``: base seeds per claim (UNSTABLE where verdicts differ);
+    ``control``: run the negative controls instead. ``budget_seconds``: each claim's time budget
+    (read by sequential designs only). ``batch_lrs``: train each group of runs that differ only in
+    LR as one batched run (:func:`~depthscale.train.train_batched`, equal to float rounding).
+    ``changes``: settings changed from the scale's (``--set``, :mod:`~depthscale.claims.changes`,
+    all checked before any work, sizes and time against the run bounds unless ``force``).
+    ``from_stored``: judge each claim from the runs already stored in ``out_dir``, training nothing
+    (a missing run makes a SKIP that names it); ``device`` then names the stored runs and is not
+    opened, and the chosen claims are judged again.
 
-    Resuming: a claim whose result is already in ``out_dir/claims.json`` from the same scale,
-    base seed, number of seeds, budget, LR batching, ``changes`` and depthscale version, and
-    is not a SKIP,
-    is kept as it is and not run again (``on_kept(claim_id)`` is told); ``rerun=True`` runs it
-    anyway. A SKIP never replaces a decided verdict in claims.json (the folder is left as it
-    was); ``on_skip(record, kept)`` is told of every SKIP, with the record kept in its place.
+    Resuming: a claim whose non-SKIP result is in ``out_dir/claims.json`` from the same scale, base
+    seed, number of seeds, budget, LR batching, ``changes`` and depthscale version is kept
+    (``on_kept(claim_id)``) unless ``rerun=True``. A SKIP never replaces a decided verdict
+    (``on_skip(record, kept)`` is told of every SKIP).
     """
     chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds, changes,
                     from_stored, force)

@@ -19,7 +19,7 @@ DIGITS_SAMPLES = 1797
 
 @functools.lru_cache(maxsize=1)
 def _generate_mnist1d() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Run the mnist1d package's own generator with its default arguments (about 1 s, cached).
+    """Run the mnist1d package's own generator with its default arguments (cached).
 
     Only ``make_dataset(get_dataset_args())`` is called: no download, no file is read or
     written. That generator seeds Python's and numpy's global RNGs itself (seed 42); their

@@ -1,38 +1,17 @@
 """The NNGP kernel of the infinite-width, infinite-depth ResNet (nfd Prop. 3-5), and its Euler form.
 
-For inputs ``x_1..x_N`` the limiting pre-activations of nfd Eq. (1) are jointly Gaussian across
-inputs with covariance ``Sigma_t`` solving the ODE
+For inputs ``x_1..x_N`` the limiting pre-activations of nfd Eq. (1) are jointly Gaussian with
+covariance ``Sigma_t`` solving ``d Sigma_ij / dt = E[phi(h_i) phi(h_j)]``, ``Sigma_0 = X X^T / d``
+(nfd Prop. 2, App. D); the NNGP kernel is ``C_T = Sigma_T``. A finite depth ``L`` follows the
+forward-Euler recursion of that ODE exactly, so its distance to ``C_T`` is O(1/L).
 
-    d Sigma_ij / dt = E[phi(h_i) phi(h_j)],  (h_i, h_j) ~ N(0, Sigma_t[[i, j]][:, [i, j]]),
-    Sigma_0 = X X^T / d,
-
-(nfd Prop. 2 and the proof of Prop. 3 in App. D), and the NNGP kernel at ``alpha = 1`` is
-``C_T = Sigma_0 + int_0^T E[phi phi'] ds = Sigma_T``. A width-infinite network of finite depth
-``L`` follows the forward-Euler recursion ``Sigma_l = Sigma_{l-1} + (T/L) E[phi phi'](Sigma_{l-1})``
-exactly, so its distance to ``C_T`` is O(1/L).
-
-Each off-diagonal entry only couples to the two diagonal entries it sits between, so the ODE is
-``N`` scalar ODEs for the variances plus ``N (N - 1) / 2`` pair ODEs driven by them; the state is
-the packed upper triangle. For ReLU (positively homogeneous) more is true: ``E[relu(h)^2] = q/2``,
-so ``q_i(t) = q_i(0) e^{t/2}`` exactly, and the correlation ``rho_ij = Sigma_ij / sqrt(q_i q_j)``
-obeys the autonomous scalar ODE
-
-    d rho / dt = (sqrt(1 - rho^2) - theta rho) / (2 pi),  theta = atan2(sqrt(1 - rho^2), rho),
-
-(the degree-1 arc-cosine kernel minus the ``rho/2`` from the growth of ``sqrt(q_i q_j)``), the
-same ODE for every pair. So ``rho_ij(T) = F_T(theta_ij(0))`` for one flow map ``F_T`` of the
-initial angle ``theta = arccos(rho)``. ``method="relu-flow"`` (the default for ReLU) integrates
-that scalar ODE for 2049 equispaced initial angles on ``[0, pi]`` together with its variational
-equation ``dJ/dt = -theta J / (2 pi)`` (``f'(rho) = -theta / (2 pi)``), then evaluates ``F_T`` at
-each pair's angle by cubic Hermite interpolation. The map is smooth in the angle (the ODE's
-``(1 -+ rho)^{3/2}`` terms are cubes of ``theta`` and ``pi - theta``), so the interpolation error
-is O(h^4) with h = pi / 2048 (~1e-15). Against direct integration of every pair at rtol 1e-13
-it agrees to <= 1e-11 relative for T in [0.1, 16] (``tests/limits/test_limits_kernel.py``); the
-largest differences sit at antipodal pairs (rho_0 = -1), where the ``(1 + rho)^{3/2}`` start
-troubles the direct solver more than the flow map (a step-limited solve of that pair agrees
-with the flow map to 4e-13).
-``method="ode"`` integrates the packed covariance ODE directly (any phi, any N; it is the
-reference the flow map is tested against).
+``method="ode"`` integrates the packed upper triangle directly (any phi). For ReLU,
+``method="relu-flow"`` (the default) uses that the diagonal is exactly ``q_0 e^{t/2}`` and every
+pair's correlation obeys one autonomous scalar ODE
+``d rho / dt = (sqrt(1 - rho^2) - theta rho) / (2 pi)``, ``theta = atan2(sqrt(1 - rho^2), rho)``:
+its flow map is integrated once on 2049 initial angles with its variational equation and
+evaluated per pair by cubic Hermite interpolation (O(h^4), h = pi / 2048). Derivation and
+accuracy against ``"ode"``: docs/derivations.md.
 """
 
 from __future__ import annotations
@@ -176,7 +155,7 @@ def _relu_flow_coefficients(times: np.ndarray, rtol: float, atol: float) -> np.n
     """Cubic Hermite coefficients of ``theta0 -> rho_t`` on the angle grid, ``(len(times), 4, M)``.
 
     Integrates the flow map through the sorted ``times`` in segments (step ends land exactly on
-    each time). Cost: an ODE on ``2 (M + 1)`` states, M = 2048: ~0.1 s whatever N.
+    each time). Cost: an ODE on ``2 (M + 1)`` states, M = 2048, independent of N.
     """
     m = _FLOW_INTERVALS
     h = math.pi / m
@@ -257,21 +236,16 @@ def kernel_path(
     Returns an array ``(len(ts), N, N)`` in the order of ``ts``. All solvers are scipy's DOP853
     (8th order, adaptive, float64, ``rtol``/``atol``) from 0 to ``max(ts)``:
 
-    * ``method="ode"``: the packed upper triangle of the covariance ODE (module docstring);
-      intermediate times come from DOP853's 7th-order dense output. Cost: ~12 right-hand-side
-      evaluations per step (50-150 in all at rtol 1e-10), each O(N^2) for closed-form phi and
-      O(N^2 nodes^2) otherwise, plus scipy's O(N^2) bookkeeping per stage (~25 ms per
-      evaluation at N = 1000); memory O(N^2 (13 + len(ts))) float64.
-    * ``method="relu-flow"`` (what ``"auto"`` picks for ReLU): exact diagonal ``q_0 e^{t/2}``
-      and the flow map of the correlation ODE, integrated once on 2049 initial angles and
-      interpolated (module docstring); the integration stops exactly at each requested time.
-      Cost: ~0.1 s for the flow map plus O(N^2) per requested time (~0.2 s at N = 1000);
-      memory O(N^2 len(ts)).
+    * ``method="ode"``: the packed upper triangle of the covariance ODE, intermediate times from
+      DOP853's dense output. Cost: ~12 right-hand-side evaluations per step, each O(N^2) for
+      closed-form phi and O(N^2 nodes^2) otherwise; memory O(N^2 (13 + len(ts))).
+    * ``method="relu-flow"`` (what ``"auto"`` picks for ReLU): exact diagonal ``q_0 e^{t/2}`` and
+      the interpolated flow map of the correlation ODE (module docstring), stopping exactly at each
+      requested time. Cost: one flow-map integration plus O(N^2) per time; memory O(N^2 len(ts)).
 
     Duplicate, collinear and zero inputs are fine (no NaN); a zero input keeps a zero row when
-    ``phi(0) = 0`` (all named phi), so an all-zero X gives the zero kernel. X with no rows or
-    columns, a bad phi or method name, negative times or a phi with non-finite Gaussian moments
-    raise ConfigError.
+    ``phi(0) = 0``. X with no rows or columns, a bad phi or method name, negative times or a phi
+    with non-finite Gaussian moments raise ConfigError.
     """
     sigma0 = input_covariance(X)
     act = resolve_activation(phi)

@@ -3,7 +3,7 @@ before running (the verdict classes of the claims catalogue), for claims and for
 user runs on a model (``probes.coord_check``, ``probes.lr_transfer_check``).
 
 The verdict is computed from measured values and bands, never asserted. Beyond PASS/FAIL of
-the bands, two rules decide the other classes of CLAIMS.md:
+the bands, two rules decide the other classes of docs/claims.md:
 
 * :func:`routes_verdict`: a claim measured along independent routes (finite networks and a limit
   solver, say) is REFUTED only when at least two routes contradict it *and* an in-run contrast
@@ -53,7 +53,7 @@ class Route:
 def routes_verdict(
     routes: list[Route], *, contrast_seen: bool, contrast_evidence: str
 ) -> Decision:
-    """The verdict of a claim checked along independent routes (CLAIMS.md verdict classes).
+    """The verdict of a claim checked along independent routes (docs/claims.md's verdicts).
 
     PASS when every route supports the claim; INCONCLUSIVE when any route is undecided and none
     contradicts; REFUTED when at least two routes contradict, none supports, and the in-run

@@ -1,10 +1,8 @@
 """Study specs: a TOML file naming a model, recipe, dataset, optimizer and a grid of runs.
 
-A study is loaded and validated by :func:`load_study` (unknown keys and impossible values raise
-:class:`~depthscale.errors.ConfigError` naming the file and the key) and expanded by
-:func:`expand` into :class:`RunSpec` s. A run is identified by :func:`run_id`, a hash of its
-canonical JSON and :data:`SPEC_SCHEMA`. Running a spec is :mod:`depthscale.studies.runner`'s
-business; this module only describes runs.
+:func:`load_study` validates a study (errors name the file and the key), :func:`expand` turns
+it into :class:`RunSpec` s, each identified by :func:`run_id` (a hash of its canonical JSON and
+:data:`SPEC_SCHEMA`); running them is :mod:`depthscale.studies.runner`'s business.
 
 The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
 
@@ -23,10 +21,8 @@ A grid axis is a list of values or ``{logspace = [start, stop, num]}`` (powers o
 either fixed in its section or swept in ``[grid]``, never both.
 
 ``[study] model`` is a registry name (``depthscale.models.MODELS``) or a user factory
-``"package.module:function"`` taking ``(input_shape, n_out, width, depth, **options)`` and
-returning an ``nn.Module`` (:func:`depthscale.models.resolve_factory`); it is imported and its
-signature checked against the ``[model]`` options when the spec is loaded. ``[roles]`` gives
-parameter roles the model does not declare (passed to ``plan.apply``).
+``"package.module:function"`` (:func:`depthscale.models.resolve_factory`), its signature checked
+against ``[model]`` when the spec is loaded.
 """
 
 from __future__ import annotations

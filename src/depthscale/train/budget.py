@@ -34,7 +34,7 @@ MAX_DEPTH = 100_000
 MAX_PARAMETER_BYTES = 8 * 2**30
 #: weights, gradients and two Adam moments in float32
 BYTES_PER_PARAMETER = 16
-#: seconds an optimizer step takes at the very least (one step of a tiny model is ~1 ms here)
+#: seconds an optimizer step takes at the very least (a tiny model's step takes longer)
 STEP_OVERHEAD = 1e-4
 #: floating-point operations per second assumed per device (optimistic)
 FLOPS: dict[str, float] = {"cpu": 1e11, "cuda": 1e15}
@@ -137,7 +137,7 @@ def run_cost(model: str, *, input_shape: tuple[int, ...], n_out: int, width: int
 
 
 #: a lower bound on the time of one depth stage of one training step of the nfd and mean-ode
-#: solvers (a few numpy calls; about 1e-4 s at the smallest sizes)
+#: solvers (a few numpy calls, each slower than this at the smallest sizes)
 DEPTH_STEP_SECONDS = 2e-5
 #: the solvers :func:`solver_cost` knows
 SOLVERS = ("kernel", "sde", "nfd", "mean-ode", "coupling", "coupling-path")

@@ -209,9 +209,7 @@ def resolve_device(name: str) -> torch.device:
 
     On CUDA, TF32 is switched off for matrix products and cuDNN convolutions: torch runs
     convolutions in TF32 (a 10-bit mantissa) by default on Ampere and later GPUs, so a float32
-    run would silently round like half precision there (measured on an H100: one-by-one and
-    batched copies of the same laws runs parted by a median 1e-4 to 1e-3 in their loss after
-    150 steps with TF32 on)."""
+    run would silently round like half precision there (docs/performance.md)."""
     if name == "cpu":
         return torch.device("cpu")
     if name.startswith("cuda"):

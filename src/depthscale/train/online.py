@@ -85,8 +85,7 @@ def online_sgd_finite(
     (default) or ``"float32"`` (half the memory traffic; outputs agree to ~1e-6). Cost per step
     O(L n^2) (the dense rank-one SGD updates dominate); the eigenvalue tracking adds
     O(L n k + L k^3) per step, its Gram matrices accumulated in float64. Torch runs on one
-    thread here: the per-step tensors are small, and on a busy two-core machine two intra-op
-    threads made a width-512, depth-8 run 25x slower (3.5 s against 0.13 s, measured).
+    thread: the per-step tensors are small, so intra-op threads only add contention.
     ``recipe`` other than ``"depth-mup"`` (e.g. ``"mup"``, no 1/sqrt(L) branch factor) is for
     baselines and negative controls. ``model``: ``"resnet1"`` (Eq. 1), ``"resnet2"`` (two-layer
     blocks, Eq. 6) or ``"mlp"`` (the vanilla DNN of Fig. 4a, ``depth`` hidden layers); the

@@ -1,9 +1,9 @@
-"""Open questions of nfd (CLAIMS.md section D) as claims: Transformer blocks
+"""Open questions of nfd (docs/claims.md section D) as claims: Transformer blocks
 (:mod:`.transformer`, Q1), Adam (:mod:`.adam`, Q2), the joint width-depth limit
 (:mod:`.joint_limit`, Q3) and blocks of three layers (:mod:`.three_layer`, Q4).
 
 None of these is a statement of the paper; each claim's title states the hypothesis its verdict
-tests, and the verdict classes keep their CLAIMS.md meaning. Every number is measured here, by
+tests, and the verdict classes keep their docs/claims.md meaning. Every number is measured here, by
 the helpers the nfd claims use: the nfd-transfer study and its LR-optimum analysis
 (:mod:`depthscale.claims.nfd`, :mod:`depthscale.stats.sweeps`), the own-update probes of
 nfd App. H (Eq. 27, Eq. 33-34; :mod:`depthscale.probes.block_updates`), and the finite-net and

@@ -15,14 +15,9 @@ leaves layer 2 collapsed: that arm is reported.
 
 Verdict (bands of nfd-collapse, fixed before running): under depth-muP layers 1, 2 in
 [-0.65, -0.35] and the stream in [-0.15, 0.15]; with the fix all three in [-0.15, 0.15].
-Each slope is read by nfd-collapse's rule (:mod:`depthscale.claims.nfd.collapse`): per seed
-at matched training loss (each depth at the first recorded step whose running loss reaches
-the largest over depths of the last step's running loss), its 95% t-interval over seeds
-against the band, undecided where the target of a third of the run gives another finding;
-the slopes at fixed steps are reported. At medium and full (``second_route``) the judged arms
-run again on nfd-collapse's handwritten numpy nets, and the two routes are joined by
-:func:`~depthscale.claims.nfd.collapse.two_route_decision` (REFUTED needs both to contradict,
-agree in value, and see the fix's sqrt(L) lift layer 2's slope).
+Slopes are read by nfd-collapse's rule (:mod:`depthscale.claims.nfd.collapse`); at medium and
+full (``second_route``) the judged arms run again on its handwritten numpy nets, joined by
+:func:`~depthscale.claims.nfd.collapse.two_route_decision`.
 
 Settings -> :func:`measure_three_layer` -> :func:`judge_three_layer` ->
 :func:`~depthscale.claims.beyond.figures.draw_three_layer`.

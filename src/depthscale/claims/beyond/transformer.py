@@ -1,13 +1,10 @@
 """beyond-transformer (nfd open question 1: Eq. 8 in Transformer blocks).
 
-On the GPT (models/gpt.py: pre-LN blocks of causal multi-head
-attention and a 2-layer GELU MLP; L = 2 D residual branches for D blocks; qkv and fc1 are
-``branch_in``, so nfd-depth gives them eta_1 = eta_c n sqrt(L), Eq. 8) without biases
-(Eq. 6 has none; nfd-depth leaves a first layer's bias at the vector LR, without the
-sqrt(L), so with biases the layer's own update mixes a corrected and an uncorrected part),
-on token data: quick and medium an order-2 markov chain (the next token depends on the
-one before the last, so attention is needed, not only the MLP; its exact entropy rate is
-the loss floor; vocab 16 keeps the runs in budget), full the pytext bytes (real text).
+On the GPT (pre-LN blocks of causal attention and a 2-layer GELU MLP; L = 2 D branches for D
+blocks; qkv and fc1 are ``branch_in``, so nfd-depth gives them eta_1 = eta_c n sqrt(L), Eq. 8)
+without biases (Eq. 6 has none, and nfd-depth would leave a bias uncorrected), on token data:
+an order-2 markov chain at quick and medium (attention is needed; its entropy rate is the
+loss floor), the pytext bytes at full.
 
 (a) Collapse (nfd Fig. 5 row 1): ``steps`` SGD steps at ``eta_c`` per depth, arm and
 collapse seed; per layer the block-mean own update
@@ -20,10 +17,9 @@ both streams in [-0.15, 0.15]; Eq. 8 all four in [-0.15, 0.15]. q, k, v are repo
 not judged. (b) Transfer (nfd Fig. 5 row 2): the study :func:`transformer_tables`;
 per recipe the spread max - min over depths of log10 eta_c* with a 95% seed-bootstrap CI
 (:mod:`~depthscale.claims.beyond.spreads`, as beyond-adam), and the paired difference
-Eq. 8 minus depth-muP, claimed < 0 (:func:`~depthscale.claims.verdicts.sign_finding`);
-undecided where an eta_c grid's loss range is within its seed spread. One verdict over
-all findings (:func:`~depthscale.claims.verdicts.findings_verdict`); one route, so a
-contradiction is a FAIL.
+Eq. 8 minus depth-muP, claimed < 0 (:func:`~depthscale.claims.verdicts.sign_finding`).
+One verdict over all findings (:func:`~depthscale.claims.verdicts.findings_verdict`); one route, so
+a contradiction is a FAIL.
 
 Settings -> :func:`measure_transformer` -> :func:`judge_transformer` ->
 :func:`~depthscale.claims.beyond.figures.draw_transformer`.
@@ -257,8 +253,7 @@ def transformer_cost(s: Mapping[str, Any], device: str) -> list[Runs | dict[str,
     "stream's O(1); Eq. 8 (x sqrt(L) on qkv and fc1) makes them flat and narrows the spread "
     "of the optimal eta_c across depths",
     # 3 collapse seeds (an interval over seeds needs them; t(0.975, 1) = 12.7 at 2) over 1-8
-    # blocks (L = 2-16, the same factor 8 as 2-16 blocks at half the runs' cost: 1.5x the old
-    # single seed at 2-16 blocks, about +25 s on `make demo`'s 13 min 44 s, estimated)
+    # blocks (L = 2-16, the same factor 8 as 2-16 blocks at half the runs' cost)
     quick={**GPT_QUICK, "width": 64, "collapse_blocks": [1, 2, 4, 8], "eta_c": 0.1,
            "steps": 100, "probe_batch": 64, "collapse_seeds": 3, "transfer_blocks": [1, 2, 4],
            "eta_cs": [0.2, 0.4, 0.8, 1.6, 3.2], "epochs": 3, "seeds": 2, "n_boot": 1000},

@@ -1,6 +1,6 @@
 """Claims of chizat (the hidden width of deep ResNets): Fig. 1, 2, 5a, 5b, Thm. 2, Thm. 3.
 
-Setting (chizat Sec. 2.4, CLAIMS.md section C; :mod:`.setting`): n = 10 pairs (x, y) with
+Setting (chizat Sec. 2.4, docs/claims.md section C; :mod:`.setting`): n = 10 pairs (x, y) with
 N(0, 1) entries in R^D (``depthscale.data.load("chizat")``, one draw for all repeats), ResNets
 of 2LP blocks with tanh (Eq. 24), ``sigma_u = sqrt(D)``, ``sigma_v = alpha sqrt(D)``,
 full-batch GD with LRs ``eta_u L M`` and ``eta_v L M`` (Eq. 25; ``eta_u = D min(1,
@@ -9,24 +9,20 @@ alpha^-2)``, ``eta_v = D``, chizat Sec. 4.4) on ``mean_i |h^L(x_i) - y_i|^2 / (2
 Finite ResNets are simulated by :class:`~depthscale.limits.MeanODE` with ``method="euler"``
 and one iid particle set per layer (``coupling="independent"``, ``sampler="iid"``): forward
 Euler with per-layer units *is* Eq. 24-25 (``tests/limits/test_limits_mean_ode.py`` checks
-the trajectory against :func:`~depthscale.limits.train_finite_resnet`, the ``chizat2lp``
-model under the ``mean-ode`` plan, to 1e-12 on shared weights); it runs about 10x faster on a
-CPU (no autograd or module overhead), which is what makes the paper's grids affordable.
+the trajectory against :func:`~depthscale.limits.train_finite_resnet` on shared weights); with
+no autograd or module overhead it is what makes the paper's grids affordable.
 
 The limit reference (Fig. 1, 2) is the library's Mean ODE solver, not a large finite net: the
 mean of ``ref_runs`` runs of RK4 with ``ref_J`` depth steps and ``ref_Q`` Sobol' particles per
 stage point (independent coupling); its standard error from the spread of the runs is
-reported. Thm. 2 compares finite nets with the tangent ODE solver (``limits.TangentODE``);
-Thm. 3 is a statement about the limit and uses the Mean ODE solver directly (Sobol' pairs make
-the first pass exact).
+reported. Thm. 2 compares finite nets with ``limits.TangentODE``; Thm. 3 uses the Mean ODE.
 
 One module per claim, each runner written as settings -> ``measure_*`` (numbers and CSV
 rows) -> ``judge_*`` (the verdict rules of :mod:`depthscale.stats.findings`) -> a draw function of
 :mod:`.figures`: :mod:`.output_error` (Fig. 2), :mod:`.spread_and_travel` (Fig. 5a, 5b),
 :mod:`.tangent_gap` (Thm. 2), :mod:`.d_exponents` (Thm. 3), :mod:`.forward_distance` (Fig. 1).
-
-Quick scale shrinks grids, depths and repeats (each claim's settings say how) to run on a CPU
-in well under a minute each; full scale is the paper's setting.
+Quick scale shrinks grids, depths and repeats (each claim's settings say how); full scale is the
+paper's setting.
 """
 
 # importing a module registers its claims: in the catalogue's order

@@ -41,7 +41,7 @@ __all__ = ["BANDS", "ErrorGridSettings", "GridError", "OutputErrors", "chizat_fi
            "fit_output_law", "in_fit_range", "judge_output_error", "measure_output_error"]
 
 #: fixed before running: a, b (the coefficients of 1/L and 1/sqrt(LM) at D = 10, Fig. 2's
-#: caption) within a factor 2 of the paper's 0.15 and 0.22 (CLAIMS.md); the law describes the
+#: caption) within a factor 2 of the paper's 0.15 and 0.22 (docs/claims.md); the law describes the
 #: grid, RMS misfit within a factor 1.5 (a limit other than the paper's leaves an error floor
 #: that a/L + b/sqrt(LM) cannot follow)
 BANDS: dict[str, Band] = {"a": (0.075, 0.3), "b": (0.11, 0.44), "fit_rms_factor": (1.0, 1.5)}

@@ -5,7 +5,7 @@ Each architecture's sweep is a study (``depthscale.studies``) written as TOML in
 folder's results store: killed and rerun, a claim runs only the missing runs, and claims that
 need the same sweep share it. ``depthscale sweep OUT/<study>/spec.toml`` + ``depthscale fit
 OUT/<study>`` reproduce any of them by hand, with the same analysis
-(:func:`depthscale.stats.sweeps.lr_power_law`). Protocol (laws Sec. 4.1, CLAIMS.md B):
+(:func:`depthscale.stats.sweeps.lr_power_law`). Protocol (laws Sec. 4.1, docs/claims.md B):
 log-spaced LR grid, one epoch of SGD (batch 128, cross-entropy), eta* minimising the
 epoch-averaged running loss, refined by a parabola in log LR, seeds -> mean and 95% CI of
 log10 eta*, weighted least squares against the effective depth L = m + K.

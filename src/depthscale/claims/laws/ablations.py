@@ -44,7 +44,7 @@ def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     family's baseline: activation, optimizer, BatchNorm, dropout, LayerNorm placement, padding,
     kernel size); alpha in [-1.9, -1.0] and R^2 >= 0.7 for every variant, all reported.
 
-    A verdict per variant (``verdict_<variant>`` in measured: 1 supports, 0 undecided, -1
+    A verdict per variant (``verdict_<variant>`` in ``measured``: 1 supports, 0 undecided, -1
     contradicts; the grid route only, gates.py), and the claim's from them
     (gates.parts_verdict): PASS if every variant supports, FAIL if any contradicts (a variant
     that is undecided never hides it), else INCONCLUSIVE."""

@@ -1,34 +1,27 @@
 """The laws claims' verdict rules on a sweep's law (laws Table 1 band on alpha around the
 paper's -3/2, Eq. 9), and the rule that states a claim's verdict from its parts (architectures
-or variants), through :mod:`depthscale.claims.verdicts`.
+or variants), through :mod:`depthscale.claims.verdicts`. A slope's verdict rests on its
+interval: the hull of the fit's t-interval and a seed-bootstrap interval inside the band
+supports the law, wholly outside contradicts it, across an edge is undecided. A contradiction is
+read at 1 - 0.05/m for m parts (Bonferroni, :func:`band_finding`), a support at 95%. The gates that
+make a part undecided instead (each with its numbers):
 
-A slope's verdict rests on its interval, not its point: the hull of the fit's t-interval and a
-seed-bootstrap interval inside the band supports the law, wholly outside contradicts it, across
-an edge is undecided. A claim FAILs when any one of its m parts contradicts, so a contradiction
-is read on the interval at 1 - 0.05/m (Bonferroni, :func:`band_finding`), a support at 95%
-(PASS needs every part). The gates that make a part undecided instead (each with its numbers):
-
-* **edge**: optima on the LR grid's edge are left out of the fit (eta* may lie beyond the grid;
-  :func:`depthscale.stats.sweeps.edge_excluded`), their count is reported;
+* **edge**: optima on the LR grid's edge are left out of the fit
+  (:func:`depthscale.stats.sweeps.edge_excluded`);
 * **flat**: at a depth where the seed-mean loss over the whole LR window (every LR tried
   there, both stages of a two-stage grid) varies by no more than the seed spread, the argmin
   is noise; **untrained**: at a depth whose best loss is not below chance by more than that
   spread, the argmin marks where large LRs blow up. Such a depth alone is undecided: it is
   left out of the fit and named; the part is undecided when fewer than 3 depths are left;
-* **still moving** (CLAIMS.md B): the band applies at the run length n only where alpha is
+* **still moving** (docs/claims.md B): the band applies at the run length n only where alpha is
   shown to have stopped moving there: the seed-paired change of alpha from n/2 to n (the same
   runs read at n/2, constant-LR SGD: the first s steps are an s-step run;
   :func:`~depthscale.claims.laws.law.slope_change`) has a 95% interval inside
   +-:data:`MOVING_MARGIN` (an equivalence test: a change within it, even one that excludes
-  0, counts as stopped). Past the margin, an interval that excludes 0 says alpha still
-  moves; one that straddles 0 cannot tell. Either way the part is undecided, for a
-  support as for a contradiction. alpha at n/8, n/4, n/2 is reported, and the shortest of
-  those lengths from which every refit lies in the interval at n ("stable from").
+  0, counts as stopped); past it the part is undecided. alpha at n/8, n/4, n/2 is reported.
 
-Every gate reads an interval over seeds or a fixed design count, never a bare comparison
-that float rounding could tip: the seed bootstrap fits every resample with the sample's
-weights (:func:`depthscale.stats.sweeps.bootstrap_slope`), so resamples that repeat a seed
-are reported but cannot narrow the interval.
+Every gate reads an interval over seeds or a fixed design count, never a bare comparison that
+float rounding could tip (:func:`depthscale.stats.sweeps.bootstrap_slope`).
 """
 
 from __future__ import annotations

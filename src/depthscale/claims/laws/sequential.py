@@ -1,55 +1,21 @@
 """A sequential, budgeted design for the seeds of a laws sweep (laws Sec. 4.1 protocol, the
 fit of Eq. 9): seeds go where they decide the part, and stop once it is decided.
 
-The fine stage of the two-stage grid (:func:`~depthscale.claims.laws.sweeps.sweep_stages`)
-runs in rounds, ``arch["seed_rounds"] = [n1, n2, ...]`` (the seeds a chosen depth has after
-each round):
+The fine stage of the two-stage grid (:func:`~depthscale.claims.laws.sweeps.sweep_stages`) runs
+in rounds, ``arch["seed_rounds"] = [n1, n2, ...]``. The coarse grid on one seed and round 1 at
+every depth always run; after each round the law is fitted
+(:func:`~depthscale.claims.laws.law.fit_law`) and the part's finding read
+(:func:`~depthscale.claims.laws.gates.alpha_finding`). Rounds stop when the part is decided,
+when seeds cannot decide it, when the rounds are spent or when ``ctx.budget_seconds`` would
+be; otherwise the next round brings the depths that carry :data:`COVER` of the slope's variance
+(read the OLS way) to more seeds, at the LRs still in play. Where the depths' scatter about
+the line keeps seeds from deciding, :func:`added_depths` adds unswept depths once, within the
+swept range. Spent time and estimates are read from the stored runs, so a killed claim, rerun,
+trains only what is missing and reaches the same decisions.
 
-1. the coarse grid on one seed locates each depth's optimum; round 1 runs the fine grid
-   around it at every depth on seeds 0..n1-1 (the two-stage grid's own studies);
-2. after each round the law is fitted (:func:`~depthscale.claims.laws.law.fit_law`) and the
-   part's finding read (:func:`~depthscale.claims.laws.gates.alpha_finding`). No further
-   round starts when the part is decided (supports or contradicts); when seeds cannot decide
-   it (no finite slope, or an interval that straddles no edge of the band while alpha's change
-   from half the run length is bounded: fewer than 3 depths locate eta*, or alpha still
-   moves with training length); when the rounds are spent; or when the budget would be;
-3. otherwise round k brings the chosen depths to n_k seeds. **Depths**: read the WLS slope's
-   variance the OLS way, Var(alpha) = sum_j (x_j - xbar)^2 SEM_j^2 / S_xx^2 with x_j =
-   log10 L_j over the fitted depths, so depth j carries the share c_j = (x_j - xbar)^2 SEM_j^2
-   / sum_i c_i; where the interval straddles a band edge, the chosen depths are the fewest,
-   largest shares first, that carry :data:`COVER` of it. Where the band is decided but the
-   seed-paired change of alpha from half the run length cannot yet tell whether alpha has
-   stopped moving (:func:`~depthscale.claims.laws.gates.moving_evidence`), every fitted depth,
-   as that change is read from each depth's paired seeds. **LRs**: at a chosen depth,
-   the fine-grid LRs still in play: those whose seed-mean loss is within the seed noise (the
-   flatness gate's seed spread there) of the best one, and every seed's best so far, widened
-   to the contiguous span between them plus one grid neighbour on each side, so that a new
-   seed's argmin stays interior. A new seed trains all of them, since the fit reads
-   per-(depth, seed) optima over the fine grid.
-
-**Budget** (``ctx.budget_seconds``): a round starts only when the claim's spent time plus the
-round's estimate fits in it. Both are read from the runs as stored: spent = the run time of
-the studies the claim has read (``ctx.spent_seconds``) / workers; the estimate = per depth
-the mean stored s/run of its fine runs x the runs the round adds there / workers. The rounds
-are thus a deterministic function of the finished runs: a killed claim, rerun, trains only
-what is missing and reaches the same decisions. The coarse stage and round 1 always run.
-
-:class:`Design` says per depth the seeds run, per part decided or not and why the rounds
-stopped, and for an undecided part what would decide it: about N more seeds at the chosen
-depths (at every fitted depth where those alone cannot), the fewest under which (same
-variance reading, plus the depths' scatter about the line beyond their seed noise, which
-seeds leave: :func:`lack_of_fit`) the deciding interval's half-width toward the band edge it
-straddles falls below alpha's distance to that edge, or the change's interval (its
-half-width shrinking as 1/sqrt(seeds)) fits inside the margin, and their CPU time at the
-measured s/run. Where that scatter alone keeps the part undecided, the depths that would
-decide it instead (:func:`added_depths`: the fewest unswept depths between the swept ones,
-each read as an average fitted depth) and the run time of their coarse grid and first round.
-
-**A depth round**: where, after a round, that scatter keeps seeds from deciding the part and
-such depths exist, the design adds them once (the coarse grid extended to them on one seed,
-their fine grid on the first round's seeds) before any further seed round, under the same
-budget rule; then the rounds go on as above. The swept range is never left (deeper nets may
-not train at all).
+:class:`Design` records per depth the seeds run, per part whether it was decided and why the
+rounds stopped, and what would decide an undecided part (more seeds or added depths, with their
+cost). The full rules: docs/how-it-works.md.
 """
 
 from __future__ import annotations

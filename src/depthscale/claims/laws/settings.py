@@ -107,9 +107,9 @@ _MEDIUM_BUDGET = {"steps": 256, "seeds": 5, "refine": _REFINE, "data": {}}
 #: about one run there) minutes (README)
 _MEDIUM_STEPS = 1000
 #: cnn1d's depths: at L = 2-16 (7 depths) its alpha sat on the -1.9 edge however many seeds
-#: (4 -> 24: -2.01 [-2.17, -1.85] at 98.75%), the depths' scatter about the line 85% of the
-#: slope's variance; the design's added-depths estimate (sequential.added_depths) named
-#: L = 13, 14, 15, and with them round 1 (4 seeds) decides it (2026-11-27, a lent H200)
+#: (the depths' scatter about the line, not the seeds, held most of the slope's variance); the
+#: design's added-depths estimate (sequential.added_depths) named L = 13, 14, 15, and with them
+#: round 1 decides it (docs/results.md)
 _CNN1D_MEDIUM_DEPTHS = [2, 3, 4, 6, 8, 11, 13, 14, 15, 16]
 ARCHS_MEDIUM: dict[str, Arch] = {
     "cnn1d": {**CNN1D, "depths": _CNN1D_MEDIUM_DEPTHS, "lr_logspace": [-3, 0.5, 11],
@@ -124,10 +124,10 @@ ARCHS_MEDIUM: dict[str, Arch] = {
 _SMOKE_CNN1D: Arch = {**ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
                       "lr_logspace": [-2, 0, 3]}
 _SMOKE_DATA = {"n_train": 256, "n_test": 64}
-#: the smoke size of the claims that fit a slope (about 8 s a sweep): 0.1 epoch is one step,
+#: the smoke size of the claims that fit a slope (seconds a sweep): 0.1 epoch is one step,
 #: whose loss does not depend on the LR, so every optimum sits on the grid's edge and no slope
 #: is left once edge optima are excluded; 32 steps at 4 depths x 9 LRs locate eta* in the
-#: grid's interior, and alpha has stopped moving by then (-1.22 at 16 steps, -1.29 at 32)
+#: grid's interior, and alpha has stopped moving by then (docs/results.md)
 _SMOKE_FIT_CNN1D: Arch = {**_SMOKE_CNN1D, "depths": [1, 2, 4, 8], "lr_logspace": [-3, 1, 9]}
 _SMOKE_FIT = {"seeds": 1, "steps": 32, "data": _SMOKE_DATA}
 
@@ -150,9 +150,7 @@ _PROBES = {"probe_seeds": 16, "batch": 128}
 #: every depth, then rounds to 6 and 8 seeds only at the depths and LRs that decide, while the
 #: part is undecided. Not 3 first: the change of alpha from half the run length (the
 #: still-moving gate) is a t-interval over seeds, t(0.975, 2) = 4.3 at 3 seeds against 3.2 at
-#: 4, so 3 seeds would rarely bound it within +-0.3. The medium cnn1d at 1000 steps: coarse +
-#: round 1 (77 + 308 runs) stored 132 CPU-min (one thread a run, the 2-core machine loaded
-#: with 3-4 processes; medians 9 s a run at L = 2, 22 s at 6, 40-48 s at 16)
+#: 4, so 3 seeds would rarely bound it within +-0.3 (run costs: docs/performance.md)
 SEED_ROUNDS = [4, 6, 8]
 _TABLE1_MEDIUM = {k: {**arch, "seed_rounds": SEED_ROUNDS} for k, arch in ARCHS_MEDIUM.items()}
 
@@ -171,10 +169,9 @@ TRANSFER = Scales(
            "source_depths": {"cnn1d": 5, "convresnet1d": 4, "cnn2d": 4, "vit": 3},
            "verdict_on": "vit", **_QUICK_BUDGET},
     # Table 5 is the ViT's, and the band reads the ViT alone: medium sweeps it alone (the other
-    # three architectures cost hours here and add no verdict). 256 steps, not Table 1's 1000:
-    # the ViT's alpha stops moving by 125 steps (Table 1 at 1000 steps, a lent H100), and the
-    # still-moving gate checks it in this run (128 against 256 steps). 1000 steps would take
-    # about 4.4 CPU-hours here; 256 took 35.9 min on 2 workers (2026-11-27)
+    # three architectures cost hours and add no verdict). 256 steps, not Table 1's 1000: the
+    # ViT's alpha stops moving by 125 steps (Table 1 at 1000 steps, docs/results.md), and the
+    # still-moving gate checks it in this run (128 against 256 steps)
     medium={"archs": {"vit": {**ARCHS_MEDIUM["vit"], "steps": 256}},
             "source_depths": {"vit": 4}, "verdict_on": "vit", **_MEDIUM_BUDGET},
     full={"archs": {"vit": {**ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 10, 12, 16, 20]}},
@@ -279,7 +276,7 @@ WIDTHS = Scales(
     # two epochs of 16 steps (2048 signals) at 6 depths, so each epoch's eta* lies inside the
     # grid; 2 seeds, so that the control's slope interval clears the band at the family-wise
     # level of its 4 parts (one seed: w32 epoch 2's reached -1.91, against the edge -1.9; two:
-    # w16 epoch 2's [-4.0, -2.49]); about 50 s
+    # w16 epoch 2's [-4.0, -2.49])
     smoke={"arch": {**CNN1D, "width": 8, "depths": [1, 2, 3, 4, 6, 8],
                     "lr_logspace": [-3, 1, 9]},
            "widths": [8, 16], "epochs": 2, "seeds": 2, "data": {"n_train": 2048, "n_test": 64}},

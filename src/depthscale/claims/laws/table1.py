@@ -83,7 +83,7 @@ def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
     grid's edge left out) per architecture, with its CI and R^2; band [-1.9, -1.0] for each,
     applied at the run length where alpha has stopped moving (gates.py).
 
-    Per architecture (``verdict_<arch>`` in measured: 1 supports, 0 undecided, -1 one route
+    Per architecture (``verdict_<arch>`` in ``measured``: 1 supports, 0 undecided, -1 one route
     contradicts, -2 both): the grid route's alpha finding and the AM-muP route's (eta* from
     update energies at init over ``probe_seeds`` seeds, Sec. 3.2). The claim's verdict from
     them (gates.parts_verdict): PASS if every architecture's grid supports and its AM-muP does

@@ -13,10 +13,8 @@ at a fixed step mixes depth scaling with training progress; the verdict reads ea
 *matched training loss* (:func:`matched_steps`): per arm and seed the target is the largest
 over depths of the running loss at the last step (every depth reaches it), and each depth is
 read at the first recorded step whose running loss is at or below it. One log-log slope per
-seed, then its 95% t-interval over seeds (:func:`slope_ci`) against the band. The same is
-done for the target of a third of the run; a slope whose finding differs between the two
-targets depends on the loss level it is matched at, so it is undecided (INCONCLUSIVE). The
-slopes at fixed steps (a third, two thirds, the end) are reported as diagnostics.
+seed, then its 95% t-interval over seeds (:func:`slope_ci`) against the band; a slope whose
+finding changes at the target of a third of the run is undecided (INCONCLUSIVE).
 
 Two routes (``second_route``, at medium and full): the same runs and readouts again on nets
 written in numpy from nfd Eq. 6 and Eq. 8 with hand-derived gradients
@@ -389,7 +387,7 @@ def two_route_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, 
     finding), else conflict; one contradicts, the other undecided -> a lone contradiction;
     else undecided. The claim: FAIL on any conflict (our code is suspected first); REFUTED
     when a slope is refuted and ``contrast`` is seen (the check sees the rule it tests; not
-    seen: FAIL, the check may be blind); FAIL on a lone contradiction (CLAIMS.md: one route
+    seen: FAIL, the check may be blind); FAIL on a lone contradiction (docs/claims.md: one route
     is not a refutation); INCONCLUSIVE on any undecided slope; else PASS."""
     findings = {route: slope_findings_at_matched_loss(r, bands) for route, r in routes.items()}
     parts: dict[str, tuple[str, str]] = {}
@@ -606,8 +604,7 @@ def collapse_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
     quick={**QUICK_DATA, "width": 128, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
            "steps": 300, "seeds": 3, "probe_batch": 256},
     # twice the width, two routes (the library's nets and the handwritten numpy nets), each
-    # 4 seeds then 8 while one of its slopes is undecided (about 10 CPU-min a route and round
-    # on the 2-core CPU machine; quick 170 s, one route)
+    # 4 seeds then 8 while one of its slopes is undecided
     medium={**QUICK_DATA, "width": 256, "depths": [4, 8, 16, 32, 64], "eta_c": 0.1,
             "steps": 300, "seeds": 4, "max_seeds": 8, "probe_batch": 256, "second_route": True},
     full={**FULL_DATA, "width": 128, "depths": [4, 8, 16, 32, 64, 128], "eta_c": 0.1,

@@ -6,7 +6,7 @@ Synchronous coupling (nfd App. C.1) of the depth-muP ResNet of Eq. 1 with the fo
 (:func:`~depthscale.limits.coupled_finite_network`,
 :func:`~depthscale.limits.coupled_finite_network_backward`). Both state the rate
 C(1/L + 1/n): the mean-square coupling error's exponents against width and depth must be
-<= -0.7 (CLAIMS.md), and the error law a/L + b/n is fitted over both sweeps.
+<= -0.7 (docs/claims.md), and the error law a/L + b/n is fitted over both sweeps.
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ def coupling_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
 def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
     """Synchronous coupling (nfd App. C.1) of the Eq. 1 network and the forward SDE: mean-square
     error of h_L vs width (explicit weights) and vs depth (at a width where 1/n is negligible);
-    both fitted exponents must be <= -0.7 (CLAIMS.md)."""
+    both fitted exponents must be <= -0.7 (docs/claims.md)."""
     return _coupling_claim(ctx, "nfd-prop2", backward=False)
 
 
@@ -248,7 +248,7 @@ def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
     "Backward gradients converge to the backward SDE with an independent Brownian motion",
     # The depth sweep draws no weight matrix (the conditional route), so its width can be
     # large enough that the 1/n floor sits below the depth term: with explicit weights at
-    # n = 4096 (medium until 2026-11-26) the error was flat in L, at the floor b/n = 7e-5.
+    # n = 4096 (an earlier medium) the error was flat in L, at the floor b/n.
     quick={**_COUPLING_QUICK, "phi": "tanh", "widths": [64, 128, 256, 512, 1024],
            "depth_at": 16, "depths": [2, 4, 8, 16], "width_at": 2**18, "trials": 8},
     medium={**_COUPLING_QUICK, "phi": "tanh", "widths": [64, 128, 256, 512, 1024, 2048],
@@ -279,7 +279,7 @@ def nfd_prop2(ctx: ClaimContext) -> ClaimOutcome:
 def nfd_prop6(ctx: ClaimContext) -> ClaimOutcome:
     """Synchronous coupling of the finite network's backward pass (shared W_l, nfd Eq. 3) with
     the backward SDE of Prop. 6 driven by the same normalised increments; mean-square error of
-    g_0 vs width and depth; exponents <= -0.7 (CLAIMS.md: "same as nfd-prop2 for g").
+    g_0 vs width and depth; exponents <= -0.7 (docs/claims.md: "same as nfd-prop2 for g").
 
     tanh, not ReLU: Prop. 6 assumes regularity of phi' as well as phi, which ReLU's step
     derivative lacks.

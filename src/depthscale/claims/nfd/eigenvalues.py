@@ -259,8 +259,7 @@ def fig6_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     "Assumption 1: min eigenvalues of Sigma_t^(k) and Theta_t^(k) stay > 0 and grow with width",
     quick={"dim": 16, "depth": 4, "widths": [128, 256, 512, 1024], "seeds": 6, "steps": 30,
            "eta_c": 0.1, "T": 1.0, "particles": 16384},
-    # the paper's widths and steps: quick leaves the read-out Theta at its sampling floor, and
-    # the whole run takes under 3 min on one core
+    # the paper's widths and steps: quick leaves the read-out Theta at its sampling floor
     medium={"dim": 16, "depth": 4, "widths": [512, 1024, 2048, 4096], "seeds": 5, "steps": 50,
             "eta_c": 0.1, "T": 1.0, "particles": 65536},
     full={"dim": 16, "depth": 4, "widths": [512, 1024, 2048, 4096], "seeds": 5, "steps": 50,

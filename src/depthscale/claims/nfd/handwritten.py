@@ -1,45 +1,16 @@
 """A second, independent route to nfd's Eq. 7 measurement: a NumPy ResNet with hand-derived
 gradients (no torch, and no code shared with depthscale's models, parametrisations, trainers
 or probes), written from the paper (Yao, Wu, Gao, Understanding Scaling Laws in Deep Neural
-Networks via Feature Learning Dynamics; text in ``nfd-feature-learning-dynamics.txt``).
+Networks via Feature Learning Dynamics).
 
-The network (width n, depth L, k >= 2 internal layers per block, ReLU phi, input dim d, C
-classes, horizon T = 1):
-
-* ``h_0 = U x / sqrt(d)``, U in R^{n x d}: Eq. (1), "h_0 = (1/sqrt d) U x";
-* per block l = 1..L (Eq. (6) for k = 2, Eq. (23) in App. H; k >= 3 inserts hidden layers with
-  the same width-wise 1/sqrt(n) factor):
-  ``x_{l,1} = W_{l,1} h_{l-1} / sqrt(n)``; ``x_{l,j} = W_{l,j} phi(x_{l,j-1}) / sqrt(n)`` for
-  1 < j < k; ``h_l = h_{l-1} + sqrt(T/(L n)) W_{l,k} phi(x_{l,k-1})`` (Eq. (6) writes
-  1/sqrt(L n), i.e. Eq. (1)'s sqrt(T/(L n)) at T = 1);
-* ``f = (alpha/sqrt(n)) V h_L``, V in R^{C x n} (Eq. (1)'s v^T generalised to C outputs). The
-  paper's feature-learning regime, the one Sec. 4.2, Theorem 1 and App. H.1-H.2 ("Under
-  depth-muP with alpha = 1/sqrt(n) and eta_1 = eta_c n") analyse, sets ``alpha = 1/sqrt(n)``
-  (Eq. (1)'s footnote 2: alpha = 1 is the NTK regime); that is the default here.
-* every weight iid N(0, 1) at initialisation (Eq. (1): "v_i, W_{l,ij}, U_ij ~ N(0,1)"), no
-  biases;
-* loss: the batch mean of softmax cross-entropy on f;
-* SGD on the raw weights, no momentum or weight decay, learning rate ``eta = eta_c n`` for every
-  tensor (Sec. 4.2: "using a learning rate eta = eta_c n"; App. H: eta_2 = eta_c n, Eq. (32));
-  the internal layers listed in ``sqrt_L_layers`` get ``eta_c n sqrt(L)`` (Eq. (8): first layer
-  eta_1 = eta_c n sqrt(L)).
-
-Gradients are written by hand (:func:`_loss_and_grads`): with ``s = sqrt(T/(L n))`` and
-``dh = dLoss/dh_l``, the backward pass through a block is ``dW_{l,k} = s dh^T phi(x_{l,k-1})``,
-``dx_{l,k-1} = s (dh W_{l,k}) * phi'(x_{l,k-1})``, ``dW_{l,j} = dx_{l,j}^T a_{l,j-1} / sqrt(n)``
-(a_{l,0} = h_{l-1}, a_{l,j} = phi(x_{l,j})), ``dx_{l,j-1} = (dx_{l,j} W_{l,j} / sqrt(n)) *
-phi'(x_{l,j-1})`` and the stream ``dh_{l-1} = dh_l + dx_{l,1} W_{l,1} / sqrt(n)``: App. H's
-Eq. (24) (with Eq. (3)'s g = (sqrt(n)/alpha) dLoss/dh scaling dropped).
-
-The measured quantities (App. H, on a fixed probe batch, from the current weights and copies of
-the initial ones), each the batch mean of a Euclidean norm over the n coordinates divided by
-sqrt(n), averaged over the L blocks:
-
-* ``layer{j}_update``: ``|x_{l,j} - x~_{l,j}|/sqrt(n)`` with ``x~`` the layer's initial weights
-  applied to the layer's current input (Eq. (27): x~_l^(k) = W_l^(0) h_{l-1}^(k) / sqrt(n));
-* ``stream_update``: ``|dh - dh~|/sqrt(n)`` with ``dh = sqrt(T/(L n)) W_{l,k} phi(x_{l,k-1}) /
-  tau``, tau = T/L, and ``dh~`` the same with ``W_{l,k}^(0)`` and the current ``x`` (Eqs.
-  (33)-(34): sqrt(L/n) W_{l,2}^(k) phi(x_l^(k)) and sqrt(L/n) W_{l,2}^(0) phi(x_l^(k))).
+The network: ``h_0 = U x / sqrt(d)`` (Eq. 1); blocks of k >= 2 internal layers (Eq. 6, Eq. 23
+of App. H), ``x_{l,1} = W_{l,1} h_{l-1} / sqrt(n)``, ``h_l = h_{l-1} + sqrt(T/(L n)) W_{l,k}
+phi(x_{l,k-1})``; ``f = (alpha/sqrt(n)) V h_L`` with ``alpha = 1/sqrt(n)`` by default (the
+feature-learning regime of Sec. 4.2 and App. H); weights iid N(0, 1), no biases; softmax
+cross-entropy; plain SGD at ``eta_c n``, and ``eta_c n sqrt(L)`` for ``sqrt_L_layers`` (Eq. 8).
+:func:`_loss_and_grads` writes App. H's Eq. (24) backward pass by hand. Measured quantities, on
+a fixed probe batch and averaged over blocks: ``layer{j}_update``, ``|x_{l,j} - x~_{l,j}|/sqrt(n)``
+(Eq. 27), and ``stream_update`` (Eqs. 33-34). Each equation quoted: docs/derivations.md.
 """
 
 from __future__ import annotations

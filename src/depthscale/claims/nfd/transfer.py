@@ -367,8 +367,7 @@ def transfer_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
            "eta_cs": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "epochs": 3, "seeds": 2},
     # quick cannot see the depth-muP drift (noise 0.5-1.3 decades over 2 seeds, half-decade
     # grid): 6 seeds on a 0.125-decade grid and depth 18 for leverage
-    # 6 seeds left the spreads' difference undecided (+0.044 [-0.058, +0.147], noise 0.094);
-    # 24 decide it (+0.136 [+0.078, +0.171], noise 0.040; about 26 min on one core here)
+    # 6 seeds left the spreads' difference undecided and 24 decide it (docs/results.md)
     medium={**QUICK_DATA, "width": 128, "depths": [3, 6, 9, 18],
             "eta_cs": [round(10 ** (k / 8), 4) for k in range(-8, 9)], "epochs": 3, "seeds": 24},
     full={**FULL_DATA, "width": 128, "depths": [3, 6, 9],

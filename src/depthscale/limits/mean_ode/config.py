@@ -1,30 +1,24 @@
 """What the Neural Mean ODE and its tangent ODE share: settings and their checks, the initial
 particles, the activation rho of a block, the loss and the errors (chizat Sec. 4, Eq. 24-25).
 
-Representation. ``Z_k`` is carried by ``Q`` particles at each *stage point* of a depth grid with
-``J`` intervals (the nodes ``s_j = j / J``; for RK4 also the midpoints, since its middle stages
-need the parameter process there). Expectations are particle means. Every particle follows
-Eq. 14 with ``h`` and ``b`` at its own depth. Two couplings of the particles across depth:
+``Z_k`` is carried by ``Q`` particles at each *stage point* of a depth grid with ``J`` intervals
+(nodes ``s_j = j / J``; for RK4 also the midpoints); expectations are particle means and every
+particle follows Eq. 14 at its own depth. Couplings of the particles across depth:
 
 * ``coupling="shared"`` (default, the paper's convention): the same draws ``Z_0^q`` at every
-  stage point (``Z_0`` constant in s, chizat Eq. 11), so ``s -> Z_k^q(s)`` is a particle path,
-  Lipschitz in s (chizat Prop. 5.1, Lemma 6.6; smooth for smooth rho), as in chizat Thm. 1(ii)
-  and Fig. 3b. Its sampling error is coherent across depth: O(1/sqrt(Q)), as a finite net with
-  ``L M = Q`` (measured: ``iid``, ``Q = 4096`` and ``L = M = 64`` both 0.013 RMS at K = 100).
-* ``coupling="independent"``: an independent draw at every stage point. The Mean ODE (Eq. 10,
-  12) and the update (Eq. 14) only involve the marginal laws of ``Z_k(s)``, which evolve the
-  same way whatever the coupling across s, so the limit is the same; the sampling errors of the
-  stage points now average over depth (like the ``L`` independent layers of a finite net),
-  about 3x smaller for the same cost at J = 8. Per-particle paths in s are not available.
+  stage point (chizat Eq. 11), so ``s -> Z_k^q(s)`` is a particle path (chizat Prop. 5.1,
+  Thm. 1(ii), Fig. 3b); its sampling error is coherent across depth, O(1/sqrt(Q)), as a finite
+  net with ``L M = Q``.
+* ``coupling="independent"``: an independent draw per stage point. The Mean ODE (Eq. 10, 12)
+  and the update (Eq. 14) involve only the marginal laws of ``Z_k(s)``, so the limit is the
+  same, and the stage points' sampling errors average over depth (smaller at equal cost); no
+  per-particle paths.
 * ``coupling="blocks"``: as ``independent``, but with the ``sobol`` sampler the stage points'
-  sets are consecutive blocks of *one* scrambled Sobol' sequence
-  (:func:`~depthscale.limits.mean_ode.sampling.standard_normals`):
-  each set is still an unbiased randomised net for ``mu_0`` (same marginal laws, same limit),
-  and their union is a larger net, so the stage points' sampling errors partly cancel in the
-  depth integral. Measured at equal particles (RK4, chizat's setting, 8-12 seeds): 0.7-0.94
-  times the error of ``independent`` (K = 5, Q = 256..1024; K = 20, Q = 2048: 0.0041 against
-  0.0048), and one scramble instead of one per stage point. With ``iid`` or ``antithetic`` the
-  blocks are independent draws, i.e. the same as ``independent``.
+  sets are consecutive blocks of one scrambled Sobol' sequence
+  (:func:`~depthscale.limits.mean_ode.sampling.standard_normals`): each an unbiased randomised
+  net for ``mu_0``, their union a larger net, so the sampling errors partly cancel in the depth
+  integral. With ``iid`` or ``antithetic`` it is the same as ``independent``. Error figures:
+  docs/performance.md.
 """
 
 from __future__ import annotations

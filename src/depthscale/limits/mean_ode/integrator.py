@@ -7,8 +7,7 @@ pays off:
 * ``"rk4"`` (default): classical Runge-Kutta with particles on the half grid ``i / (2 J)``;
   the backward pass (continuous adjoint, chizat Eq. 12) uses the same scheme and reads ``h`` at
   midpoints from the cubic Hermite interpolant of the forward pass; midpoint particles get
-  ``b`` from the Hermite interpolant of the backward pass. Global error O(1/J^4) (measured
-  ratio 16.0 per halving of 1/J).
+  ``b`` from the Hermite interpolant of the backward pass. Global error O(1/J^4).
 * ``"heun"``: explicit trapezoid rule on the nodes, O(1/J^2).
 * ``"euler"``: forward Euler (chizat Eq. 17) with its exact discrete adjoint (Eq. 7), O(1/J).
   With one particle set per node (``initial`` of shape ``(J + 1, M, D)``, node ``j`` holding

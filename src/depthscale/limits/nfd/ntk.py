@@ -32,31 +32,16 @@ def ntk_kernel(
     ``eta = eta_c n``, infinite width, depth ``L = depth_steps``: one SGD step on ``(x, y)``
     changes the output at ``x'`` by ``-eta_c L'(f, y) K(x, x') + O(eta_c^2)``.
 
-    Derivation. To first order in the step, ``Delta f(x') = -eta L' sum_theta
-    df(x')/dtheta . df(x)/dtheta``. With App. E's gradients (``g_l = n df/dh_l``):
-    read-out ``df/dv = h_L / n`` gives ``eta n^-2 <h'_L, h_L> = eta_c <h'_L, h_L>/n``; branch
-    ``df/dW_l = sqrt(tau/n) (g_l/n) phi(h_{l-1})^T`` gives
-    ``eta_c tau (<g'_l, g_l>/n)(<phi'_{l-1}, phi_{l-1}>/n)``; input
-    ``df/dU = (g_0/n) x^T/sqrt(d)`` gives ``eta_c (<g'_0, g_0>/n) <x', x>/d``. In the limit
-    (at initialisation the gradient independence assumption is exact):
-    ``<h'_l, h_l>/n -> C_l`` with ``C_0 = X X^T/d``, ``C_l = C_{l-1} + tau E[phi phi](C_{l-1})``
-    (the Euler NNGP recursion, :func:`~depthscale.limits.kernel.nngp_kernel_euler`; so
-    ``tau E[phi phi](C_{l-1}) = C_l - C_{l-1}``), and ``<g'_l, g_l>/n -> Theta_l`` with
-    ``Theta_L = 1``, ``Theta_{l-1} = Theta_l * (1 + tau E[phi' phi'](C_{l-1}))`` (the backward
-    second moments, nfd Prop. 6). Hence (``"standard"``)::
+    With the Euler NNGP recursion ``C_l`` (:func:`~depthscale.limits.kernel.nngp_kernel_euler`,
+    ``C_0 = X X^T / d``) and the backward second moments ``Theta_L = 1``,
+    ``Theta_{l-1} = Theta_l * (1 + tau E[phi' phi'](C_{l-1}))`` (nfd Prop. 6), ``"standard"`` is::
 
         K = Theta_0 * C_0 + sum_{l=1}^{L} Theta_l * (C_l - C_{l-1}) + C_L       (entrywise)
 
-    ``"decoupled"`` is the network of nfd Cor. 1 (backward through ``W~_0 + (W - W_0)``): the
-    update direction is then the pseudo-gradient ``g~``, while the change of ``f(x')`` is still
-    read through the true Jacobian, so ``Theta_l`` becomes ``lim <g'_l, g~_l>/n = 1`` (the
-    increments through ``W_0^T`` and ``W~_0^T`` are independent and centred):
-    ``K = C_0 + (C_L - C_0) + C_L = 2 C_L``. It is also what NFD Definition 1 gives: its first
-    step changes ``f`` by ``E[g^_T Delta h_T] - eta_c L' E[h_T h'_T]`` with
-    ``E[g^_T g_t^(0)] = E[g^_T^2] = 1``. The two differ by
-    ``C_0 (Theta_0 - 1) + sum_l (Theta_l - 1)(C_l - C_{l-1})``, which converges to a non-zero
-    limit as ``L -> infinity`` (``Theta_t = exp(int_t^T E[phi' phi'] ds)``): the O(1) effect of
-    the forward-backward response terms (``coupling="full"`` of :class:`NFD`).
+    ``"decoupled"`` (the network of nfd Cor. 1, and the first step of NFD Definition 1) has
+    ``Theta_l = 1``, so ``K = 2 C_L``; the two differ by an O(1) amount as ``L -> infinity`` (the
+    forward-backward response terms, ``coupling="full"`` of :class:`NFD`). Derivation:
+    docs/derivations.md.
 
     Cost: ``L`` evaluations of each pair expectation on ``N x N`` (O(L N^2) for closed-form phi,
     O(L N^2 nodes^2) otherwise); memory O(L N^2). Returns ``(N, N)`` float64.

@@ -3,76 +3,23 @@
 Online SGD on a stream ``(x^(k), y^(k))``, ``k = 0..K-1``, of the ResNet of nfd Eq. (1) in the
 feature-learning scaling ``alpha = 1/sqrt(n)``, ``eta = eta_c n``, with a scalar output, in the
 limit ``n -> infinity`` at ``L`` depth steps (``tau = T / L``): the finite-depth,
-infinite-width recursion of App. G Eq. (15), whose ``L -> infinity`` limit is the forward-backward
-SDE system of Definition 1.
+infinite-width recursion of App. G Eq. (15), whose ``L -> infinity`` limit is Definition 1.
+A particle is one coordinate; the forward and backward Gaussian atoms have the covariances
+``Sigma_{l-1}^(ij)`` and ``Theta_l^(ij)`` over the steps (the Brownian increments of Def. 1,
+grown by :mod:`depthscale.limits.nfd.cholesky`), and ``f^(k)`` is the particle average of
+``g_T^(k) h_T^(k)`` (Thm. 1).
 
-Derivation of the recursion (App. E/F). With ``alpha = 1/sqrt(n)`` the output is
-``f = v^T h_L / n`` and ``g_l := n df/dh_l`` (nfd Eq. 3). Every layer trains at ``eta_c n``
-(the ``depth-mup`` plan), so after ``k`` steps (App. E with ``eta alpha / sqrt(n) = eta_c``)::
+``coupling``: ``"none"`` (Def. 1 / Eq. 15 without the ``tau^2`` terms; the exact limit of the
+decoupled network of nfd Cor. 1), ``"eq15"`` (Eq. 15 as printed, an O(1/L) output gap to
+``"none"``) or ``"full"`` (the Tensor-Program correction for reusing ``W_l`` in both passes,
+Yang & Hu 2021, by Stein's lemma on the particles: the limit of the standard network at depth
+``L``; it adds variance of order ``k / P``, so keep ``P >> K``). The recursion and the three
+couplings are derived in docs/derivations.md.
 
-    h_0^(k)   = U x^(k)/sqrt(d) - eta_c sum_{i<k} L'_i <x^(i), x^(k)>/d g_0^(i)
-    h_l^(k)   = h_{l-1}^(k) + sqrt(tau/n) W_l phi(h_{l-1}^(k))
-                - eta_c tau sum_{i<k} L'_i <phi(h_{l-1}^(i)), phi(h_{l-1}^(k))>/n g_l^(i)
-    g_L^(k)   = v - eta_c sum_{i<k} L'_i h_L^(i)                  (the trained read-out v^(k))
-    g_{l-1}^(k) = g_l^(k) + phi'(h_{l-1}^(k)) * [ sqrt(tau/n) W_l^T g_l^(k)
-                - eta_c tau sum_{i<k} L'_i <g_l^(i), g_l^(k)>/n phi(h_{l-1}^(i)) ]
-    f^(k)     = v^(k)T h_L^(k) / n = <g_L^(k), h_L^(k)>/n  ->  E[g_T^(k) h_T^(k)]   (Thm. 1)
-
-with ``L'_i = L'(f^(i), y^(i))`` and ``W_l`` the *initial* weights (the learned part of
-``W_l^(k)`` is the drift). A particle is one coordinate: ``U x^(k)/sqrt(d)`` becomes a Gaussian
-``h^_0^(k)`` with ``Cov = <x^(i), x^(j)>/d``, ``v`` becomes ``g^_T ~ N(0, 1)`` (one per particle,
-shared by all steps), and ``sqrt(1/n) W_l phi(h_{l-1}^(k))`` and ``sqrt(1/n) W_l^T g_l^(k)``
-become Gaussian atoms ``z_l^(k)``, ``z~_l^(k)`` with, over the steps,
-``Cov(z_l^(i), z_l^(j)) = Sigma_{l-1}^(ij) = E[phi(h_{l-1}^(i)) phi(h_{l-1}^(j))]`` and
-``Cov(z~_l^(i), z~_l^(j)) = Theta_l^(ij) = E[g_l^(i) g_l^(j)]`` (Eq. 15; the Brownian increments
-of Definition 1), the forward and backward families independent. The moments ``E`` are averages
-over ``P`` particles (the mean-field interacting particle system); ``f^(k)`` is the particle
-average of ``g_T^(k) h_T^(k)``.
-
-Growing Brownian motions and the semidefinite rule: :mod:`depthscale.limits.nfd.cholesky`.
-
-Forward-backward coupling (``coupling``):
-
-* ``"none"`` (``False``): Definition 1 / Eq. (15) without the ``tau^2`` terms: the backward
-  pass behaves as if it used an independent copy of each ``W_l`` (GIA). This is the exact
-  infinite-width limit, at depth ``L``, of the *decoupled* network of nfd Cor. 1
-  (``W~_l = W~_l,0 + (W_l - W_l,0)``, ``backward="decoupled"`` in :mod:`depthscale.models`):
-  there the initial forward and backward matrices are independent, so no correction arises.
-* ``"eq15"`` (``True``): Eq. (15) as printed, i.e. with
-  ``-eta_c tau^2 sum_i L'_i E[phi(h_{l-2}^(i)) phi(h_{l-2}^(k))] E[phi'(h_{l-1}^(i))
-  phi'(h_{l-1}^(k))] g_l^(i)`` in the forward step and
-  ``-eta_c tau^2 phi'(h_{l-1}^(k)) sum_i L'_i phi(h_{l-1}^(i)) E[g_{l+1}^(i) g_{l+1}^(k)]
-  E[phi'(h_l^(i)) phi'(h_l^(k))]`` in the backward step (present where their indices exist:
-  ``l >= 2`` forward, ``l <= L - 1`` backward). They are ``O(tau^2)`` per layer, so the output
-  gap to ``"none"`` is ``O(1/L)``.
-* ``"full"``: the complete Tensor-Program correction for reusing ``W_l`` in both passes (the
-  ``Z-dot`` terms of the NETSOR-T Master Theorem, Yang & Hu 2021): forward
-  ``+ sqrt(tau) sum_{i<k} rho_l^(k,i) g_l^(i)`` with
-  ``rho_l^(k,i) = E[d phi(h_{l-1}^(k)) / d z~_l^(i)]``, backward
-  ``+ sqrt(tau) phi'(h_{l-1}^(k)) sum_{i<=k} s_l^(k,i) phi(h_{l-1}^(i))`` with
-  ``s_l^(k,i) = E[d g_l^(k) / d z_l^(i)]``. The responses come from Stein's lemma on the
-  particles: with ``z~_l = F~ xi~`` (``F~`` the factor of ``Theta_l``),
-  ``rho = F~^{-T} E[phi(h_{l-1}^(k)) xi~_l]`` (zero on skipped directions), likewise ``s``.
-  Eq. (15)'s ``tau^2`` terms are the one-hop part of these responses (the dependence of
-  ``h_{l-1}^(k)`` on ``z~_l^(i)`` through ``g_{l-1}^(i)`` only); the full responses also carry
-  the paths through ``g_{l-2}, ..., g_0`` and ``h_0``'s drift, which add ``O(tau)`` per layer and
-  do **not** vanish as ``L -> infinity``. This mode is the infinite-width limit of the standard
-  (backprop) network at depth ``L``; its first step reproduces the standard neural tangent
-  kernel of :func:`~depthscale.limits.nfd.ntk.ntk_kernel`, while ``"none"`` and ``"eq15"``
-  reproduce (as ``L`` grows) the
-  decoupled one. The Stein estimates add a variance of order ``k / P`` to the particles (their
-  common Monte Carlo error): keep ``P >> K``.
-
-Cost. Per step and depth step: one ``phi``, Gram rows and gemvs over the particle history,
-O(P k) time, plus the factor row, O(k^2): O(L P k + L k^2) per step, O(L P K^2 + L K^3) for
-``K`` steps (``"eq15"`` adds one more Gram row, ``"full"`` two more gemvs per depth step, same
-order). Memory O(L P K): the whitened forward and backward atoms, the ``g_t^(i)`` and the
-``phi(h_t^(i))`` of all past steps (plus ``phi'(h_t^(i))`` for ``"eq15"``), float64 by default;
-``K = 200``, ``P = 4096``, ``L = 64`` hold about 1.7 GB. Minimum eigenvalues (``eig_every``)
-cost O(L k^3) per recorded step. Randomness only through ``numpy.random.Generator`` streams
-spawned from ``numpy.random.SeedSequence(seed)`` (inputs, read-out, forward, backward, eval),
-drawn in float64 whatever ``dtype``; the draws depend on neither ``coupling`` nor ``dtype``,
-so runs differing only in those share their random numbers (common random numbers).
+Cost: O(L P K^2 + L K^3) time and O(L P K) memory for ``K`` steps (float64 by default);
+eigenvalues (``eig_every``) O(L k^3) per recorded step. Randomness only through
+``numpy.random.Generator`` streams spawned from ``SeedSequence(seed)``, drawn in float64 and
+independent of ``coupling`` and ``dtype`` (common random numbers across those).
 """
 
 from __future__ import annotations
@@ -247,8 +194,7 @@ class NFD:
         ``phi(h_t^(i)) phi'(h_t^(k))``). Equations, cost and memory in the module docstring.
         ``x_eval`` (``(M, d)``) is evaluated once after the last step, jointly, on its own
         random stream (it does not change the training run). BLAS is held to one thread: its
-        calls here are memory-bound gemvs, and on a busy two-core machine the second thread
-        cost time (K = 50, P = 4096, L = 64: 3.3 s against 2.3 s, measured).
+        calls here are memory-bound gemvs, where a second thread only adds contention.
         """
         X, y, Xe = self._check_data(xs, ys, x_eval, self.loss)
         with threadpool_limits(limits=1, user_api="blas"):

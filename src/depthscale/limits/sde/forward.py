@@ -179,13 +179,11 @@ def forward_sde(
     and an in-place update ``H += F Z``.
 
     Cost: O(steps (P N^2 + N^3)) time (plus O(steps N^2 nodes^2) for ``"gaussian"`` with a
-    quadrature phi); memory O(P N + steps N^2), or O(steps P N) with ``keep_paths``. On the
-    ``sde`` benchmark (P = 1e5, 1000 steps, tanh, one input, float64, 2 cores) it runs at
-    ~1 ms a step, about 3x a straightforward torch loop; most of it is drawing the normals.
-    ``noise_threads`` caps the threads drawing the normals (default: one per core when
-    ``P >= 16384``); the draws, hence the results, are the same for any value.
-    ``increments="two-point"`` draws the increments as fair signs (the weak scheme of the
-    module docstring): same weak order, ~6x faster at P = 1e5 (one input, tanh, one thread).
+    quadrature phi); memory O(P N + steps N^2), or O(steps P N) with ``keep_paths``. Drawing the
+    normals is most of a step (timings: docs/performance.md). ``noise_threads`` caps the threads
+    drawing them (default: one per core when ``P >= 16384``); the draws, hence the results, are the
+    same for any value. ``increments="two-point"`` draws the increments as fair signs (the weak
+    scheme of the module docstring): same weak order, much cheaper than normals.
     """
     s = setup(X, phi, T, steps, particles, coefficient, dtype, increments)
     if noise_threads is not None:

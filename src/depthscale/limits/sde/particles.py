@@ -11,21 +11,17 @@ The increments ``dw`` over a step are ``sqrt(dt) xi`` with ``xi`` one of:
   same as Euler-Maruyama's (a symmetric law gives ``E[relu(h)^2] = E[h^2] / 2``). Individual
   paths are not Brownian, and after few steps the law of ``h_t`` is a lattice-like mixture,
   not Gaussian: use it for moments and kernels at many steps, not for paths or couplings. A
-  sign costs one random bit, ~0.2 ns against ~8 ns for a float64 normal, and the normals are
+  sign costs one random bit, far less than a float64 normal, and the normals are
   most of a Euler-Maruyama step. ``h_0`` and the backward ``v`` are always Gaussian.
 
-Engine: numpy, float64 by default (``dtype="float32"`` for single precision), with particles
-stored as ``(N, P)`` rows so every per-step operation is a contiguous vector op on preallocated
-buffers (the only per-step allocations are phi's output and one update temporary). Randomness
-only through ``numpy.random.Generator`` (PCG64) objects: the forward and backward streams are
-independent children of ``numpy.random.SeedSequence(seed)``, each split into 8 fixed particle
-blocks with their own child stream, filled by a thread pool when ``P >= 16384`` (numpy releases
-the GIL while drawing); results depend on ``seed`` only, never on the thread count. BLAS is held
-to one thread inside the loop (its calls there are tiny and its idle threads spin). numpy rather
-than torch because on CPU the loop is bound by normal draws and phi: measured here, numpy draws
-1e5 float64 normals in ~1.0 ms against ~1.9 ms for ``torch.randn``, and tanh takes ~0.17 ms
-against ~1.6 ms for ``torch.tanh`` (float64, 2 threads). Callables written for torch still work,
-applied through zero-copy ``torch.from_numpy`` views. Results are numpy arrays.
+Engine: numpy, float64 by default (``dtype="float32"`` for single precision), particles stored
+as ``(N, P)`` rows so every per-step operation is a contiguous vector op on preallocated buffers.
+Randomness only through PCG64 ``numpy.random.Generator`` objects: forward and backward streams are
+children of ``SeedSequence(seed)``, each split into 8 fixed particle blocks filled by a thread
+pool when ``P >= 16384``; results depend on ``seed`` only, never on the thread count. BLAS is
+held to one thread inside the loop. numpy rather than torch because on CPU the loop is bound by
+normal draws and phi, where numpy's are faster (docs/performance.md); torch callables still work
+through zero-copy ``torch.from_numpy`` views. Results are numpy arrays.
 """
 
 from __future__ import annotations
@@ -185,8 +181,7 @@ def noise_pool(particles: int, max_workers: int | None = None
 
     While the particle loop runs, BLAS is held to one thread: its per-step calls are small
     (Gram matrices of ``N`` rows), and an idle multi-threaded BLAS spin-waits on the cores the
-    noise threads need (measured: 1.5 s instead of 1.1 s on the ``sde`` benchmark, 2 cores).
-    ``max_workers`` caps the threads (1: no pool).
+    noise threads need. ``max_workers`` caps the threads (1: no pool).
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     workers = min(_NOISE_STREAMS, cores or 1, max_workers or _NOISE_STREAMS)
