@@ -24,7 +24,7 @@ PACKAGE = SRC / "depthscale"
 #: claims draw through it, so it sits between studies and claims; the CLI runs the benchmarks.
 FLOORS: list[tuple[str, ...]] = [
     ("errors", "_version"),
-    ("stats", "io", "activations"),
+    ("stats", "io", "activations", "calls"),
     ("param", "data"),
     ("limits",),
     ("models",),

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
+from depthscale.calls import call_model, logits_of, n_rows, take_rows
 from depthscale.errors import ConfigError, DataError
-from depthscale.models.calls import call_model, logits_of, n_rows, take_rows
 from depthscale.param import plan
 from depthscale.train import TrainConfig, train
 

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from depthscale.calls import call_model, logits_of, tensors_of
 from depthscale.errors import ConfigError
-from depthscale.models.calls import call_model, logits_of, tensors_of
 from depthscale.models.chizat import TwoLayerPerceptronResNet
 from depthscale.models.cnn import ConvResNet, PlainCNN
 from depthscale.models.gpt import GPT

@@ -50,8 +50,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from depthscale.calls import logits_of
 from depthscale.errors import ConfigError
-from depthscale.models.calls import logits_of
 from depthscale.param.dataflow import (
     NORM_OPS,
     Addition,

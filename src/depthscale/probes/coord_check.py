@@ -98,8 +98,8 @@ import scipy.stats
 import torch
 from torch import nn
 
+from depthscale.calls import call_model, logits_of
 from depthscale.errors import ConfigError
-from depthscale.models.calls import call_model, logits_of
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
 from depthscale.param.dataflow import copy_input

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from depthscale.calls import to_device
 from depthscale.errors import ConfigError
-from depthscale.models.calls import to_device
 from depthscale.param import Plan
 from depthscale.param.inspect import Structure, inspect
 from depthscale.param.walk import unwrap

@@ -18,8 +18,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
+from depthscale.calls import call_model, logits_of
 from depthscale.errors import ConfigError
-from depthscale.models.calls import call_model, logits_of
 from depthscale.param.dataflow import copy_input, tensors_in
 from depthscale.param.inspect import Structure
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from depthscale.calls import take_rows
 from depthscale.errors import ConfigError
-from depthscale.models.calls import take_rows
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
 from depthscale.probes.factory_sizes import check_factory, with_auto_base

@@ -134,7 +134,7 @@ def _check_loss_fits(spec: RunSpec, model: Any, data: Any) -> None:
     before the study starts, instead of failing every run."""
     import torch
 
-    from depthscale.models.calls import call_model, logits_of, take_rows
+    from depthscale.calls import call_model, logits_of, take_rows
     from depthscale.train.loop import loss_fn
 
     rows = slice(0, 2)

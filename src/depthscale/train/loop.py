@@ -7,7 +7,7 @@ KeyboardInterrupt leaves as :class:`TrainInterrupted` carrying what finished.
 
 Inputs and outputs as users have them (tensors, tuples of positional arguments, dicts of
 keyword arguments; logits in a tuple, dict or ``.logits``) are read by
-:mod:`depthscale.models.calls`.
+:mod:`depthscale.calls`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from depthscale.errors import ConfigError, DataError, DepthscaleError
-from depthscale.models.calls import (
+from depthscale.calls import (
     call_model,
     describe_input,
     logits_of,
@@ -31,6 +30,7 @@ from depthscale.models.calls import (
     take_rows,
     to_device,
 )
+from depthscale.errors import ConfigError, DataError, DepthscaleError
 from depthscale.param import OPTIMIZERS, Plan
 from depthscale.param.dataflow import copy_input
 from depthscale.param.optim import optimizer_settings
