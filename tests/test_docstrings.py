@@ -35,13 +35,6 @@ ALLOWED = {
     ("studies/spec_bounds.py", "24 hours"),
 }
 
-#: files of param/, probes/ and models/ still to be cleaned (issue 41): remove as they are
-EXEMPT = {
-    "param/inspect.py", "param/plan.py", "param/rules.py", "probes/ammup.py",
-    "probes/coord_check.py",
-}
-
-
 def _files() -> list[Path]:
     return sorted(SRC.rglob("*.py"))
 
@@ -80,14 +73,9 @@ def _violations(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("path", [p for p in _files() if _rel(p) not in EXEMPT], ids=_rel)
+@pytest.mark.parametrize("path", _files(), ids=_rel)
 def test_no_lab_notes(path: Path) -> None:
     assert _violations(path) == []
-
-
-def test_exempt_files_exist_and_still_need_it() -> None:
-    stale = [rel for rel in EXEMPT if not (SRC / rel).exists() or not _violations(SRC / rel)]
-    assert stale == [], f"clean or gone, drop from EXEMPT: {stale}"
 
 
 def test_patterns_catch_lab_notes() -> None:

@@ -1,43 +1,17 @@
 """Structure inference: the roles, residual branches, width and effective depth of any
-``nn.Module``, read from how one real forward pass *uses* each parameter.
+``nn.Module``, read from how one real forward pass *uses* each parameter (docs/how-it-works.md,
+"How inspect reads a model").
 
-:func:`inspect` runs the model once on an example input under a ``TorchFunctionMode`` that sees
-every torch op with its tensors. A parameter is classified by the op that consumes it, not by
-the type of module that holds it:
-
-* a **matrix use**: the parameter (or a view of it: ``W.T``, a slice) multiplies activations in
-  ``F.linear``, ``matmul``/``@``, ``mm``, ``bmm``, ``addmm``, ``einsum``, a convolution or
-  ``F.multi_head_attention_forward`` (its packed ``in_proj_weight`` reads the input, its
-  ``out_proj`` writes the output). Its fan-in is what the op contracts;
-* a **lookup**: rows selected by the data (``F.embedding``, indexing): an input layer with
-  fan-in 1 (nfd Eq. 1: h0 = U x with x one-hot);
-* **added** to activations: a learned positional embedding, class token or token-type table
-  indexed by a constant (role ``token``), or a bias;
-* a **gain**: multiplied elementwise (a norm's gain, Gemma's ``1 + w``, a layer-scale gamma:
-  role ``norm``, whose values the plan keeps) or a normalisation op's weight/shift;
-* anything else is not guessed: the parameter is *unclassified*, with the op named.
-
-Each use is a node of the data flow; a tensor records the uses it passed through. A **residual
-branch** is an addition ``s + f(s)`` whose one operand ``s`` (the stream) is an ancestor of the
-other, or whose operands share an ancestor (a projection shortcut): the uses the branch operand
-passed through since the stream are the branch. A branch that holds no weight (PoolFormer's
-pooling minus identity, a fixed shift) is a branch too where its addition sits on the stream
-(its sum or its stream operand is another branch's stream): CompleteP's 1/L multiplies every
-branch (Dey et al. 2025), so K counts residual additions, not weights; the module that outputs
-it (``branch_outputs``) carries the multiplier. A block applied L times (shared weights) makes
-L uses of each weight and L branches. Roles follow from position (laws Sec. 3.4, nfd Eq. 1 and
-6): a use in a branch that reads the stream is ``branch_in``, one that writes into the addition
-``branch_out`` (``branch`` when it does both), the use that first makes the stream is ``input``,
-the use that writes the output is ``output``; a matrix used both as input lookup and as readout
-is a **tied** embedding (its readout is listed in ``readouts``). Names in branches are *units*:
-the module name when the parameter is the module's ``weight``, else the full parameter name.
-
-The **effective depth** is the laws paper's L = m + K (Sec. 3.4-3.5): m layer uses on the main
-path (input, plain hidden layers, output) plus K residual branches. Attention is recorded with
-its head width and the scale the forward computes (muP: 1/d_head, TP-V Sec. 8): calls of
-``F.scaled_dot_product_attention`` (its ``scale`` times the constants multiplied into q and k
-since their projections), ``nn.MultiheadAttention``, and q @ k^T written by hand up to its
-softmax, with the module attribute that holds the constant (:class:`AttentionCall`).
+A parameter is classified by the op that consumes it, not by its module: a **matrix use**
+(``F.linear``, ``@``, ``einsum``, a convolution, multi-head attention; fan-in what the op
+contracts), a **lookup** (an input layer of fan-in 1, nfd Eq. 1), **added** (a token table or
+a bias), a **gain** (kept by the plan) or unclassified with the op named. A **residual branch**
+is an addition ``s + f(s)`` whose operand ``s`` is an ancestor of the other or shares one with
+it (a projection shortcut); a branch with no weight counts too (CompleteP's 1/L multiplies
+every branch). Roles follow from position (laws Sec. 3.4, nfd Eq. 1 and 6): ``branch_in``
+reads the stream, ``branch_out`` writes the addition, ``input`` makes the first stream,
+``output`` writes the logits. The effective depth is the laws paper's L = m + K (Sec.
+3.4-3.5); attention is recorded with the scale the forward computes (muP: 1/d_head).
 """
 
 from __future__ import annotations

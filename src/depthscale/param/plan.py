@@ -110,35 +110,24 @@ class Plan(ev.PlanSettings):
     ) -> nn.Module:
         """Set multipliers and initialise every parameter of ``model`` by the plan, and record
         the plan on the model (:class:`PlanState`, saved with its ``state_dict``; the module
-        tree is not changed).
+        tree is not changed). Returns ``model``.
 
         Roles come from ``roles`` patterns, a recorded plan, depthscale layers and, with
-        ``example_input`` (what ``model`` is called on: a tensor, a tuple of arguments or a dict
-        of keyword arguments), from :func:`depthscale.param.inspect`, which also checks the
-        plan's width and depth against the residual stream and branches it finds (see
-        :meth:`roles`). Every submodule with an int ``attention_head_dim`` gets
-        ``attention_scale = plan.attention_scale(attention_head_dim)``; another attention
-        inspect measured (SDPA's ``scale`` times the constants multiplied into q and k, or
-        scores written by hand) whose module holds one of its constants in a float attribute
-        (Hugging Face's ``scaling``) gets that attribute set so the measured scale is the
-        recipe's (measured again to check); any other with a scale the recipe does not give
-        is warned about (once, naming the modules and the fix that gives the recipe's
-        scale). Depthscale layers get the native form unless ``absorb``; other modules always get
-        the absorbed form. Draws come from a generator seeded by ``seed`` (CPU, then copied), so
-        the same seed gives the same model on any device. Returns ``model``.
-
-        How the forward uses each parameter (:class:`~depthscale.param.usage.Usage`, from
-        ``inspect``) refines its rule: the fan-in its matrix use contracts, a weight applied k
-        times (a shared block: SGD LR / k), a constant the model multiplies its embedding or its
-        readout by (Gemma's sqrt(n), T5's d_model^-0.5: taken as that parameter's multiplier), a
-        branch that holds no weight (its module's output gets the branch multiplier), gains
-        whose own values are kept
-        (norm gains, Gemma's 1 + w, layer-scale gammas) and a tied readout (its output gets the
-        multiplier that makes it the output rule, as mup's MuSharedReadout). ``base`` is the
-        same model built at the base width (one fixed width for every size, as mup's base
-        shapes): a dimension that does not grow between the two (a depthwise kernel, a
-        token-mixing MLP, an output bias) keeps the width factors of the base width.
+        ``example_input`` (a tensor, a tuple of arguments or a dict of keyword arguments),
+        from :func:`depthscale.param.inspect`, which also checks the plan's width and depth
+        against what it finds (see :meth:`roles`) and refines each rule by how the forward
+        uses the parameter (:class:`~depthscale.param.usage.Usage`): the contracted fan-in, a
+        weight applied k times, a constant multiplied into the embedding or readout (taken as
+        its multiplier), a weightless branch, kept gains, a tied readout. Attention modules
+        get the recipe's scale (``attention_head_dim``, or the float attribute holding a
+        measured constant, checked again); any other scale is warned about with the fix.
+        Depthscale layers get the native form unless ``absorb``; other modules the absorbed
+        form. Draws come from a generator seeded by ``seed`` (CPU, then copied). ``base`` is
+        the model built at the base width: a dimension that does not grow between the two
+        keeps the base width's factors (as mup's base shapes); without it they are guessed
+        from the sizes, with a warning naming them.
         """
+
         apply_plan(self, model, roles, example_input, seed, absorb, base)
         return model
 

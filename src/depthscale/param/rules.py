@@ -18,30 +18,11 @@ table: its input is one-hot), ``T`` time horizon, ``M`` hidden width of a two-la
 block, ``q = E[phi'(Z)^2]``, ``K = L`` residual blocks, ``alpha`` the output scale of nfd Eq. 1
 (``1/sqrt(n)`` in the feature regime), ``d_head`` the width of one attention head.
 
-Adam's epsilon and AdamW's decoupled weight decay follow two principles, derived in the form of
-nfd Eq. 1 (W ~ N(0, b^2), the layer computes ``a W x``):
-
-* ``eps`` is proportional to the parameter's gradient entry, so ``eps/|grad|`` is the same at
-  every width and depth. Under nfd Eq. 1 the residual stream's gradient per coordinate is
-  ``alpha/sqrt(n)`` (the output multiplier), a layer's weight gradient is its multiplier ``a``
-  times the gradient at its output, and a branch's internal layers and vectors see the stream's
-  gradient times the branch's depth factor (``sqrt(T/L)`` depth-muP, ``T/L`` CompleteP). This is
-  muP's eps rule (Yang et al. 2022, TP-V Table 3 and 8: eps scales as the gradient, 1/fan_in
-  for hidden weights in SP-like form) and CompleteP's (Dey et al. 2025: eps n^-1 L^-1 for hidden
-  weights in their form); :func:`depthscale.param.reparameterize` maps it to the absorbed form
-  (``eps x l``, exactly as the gradient).
-* AdamW's decoupled weight decay multiplies the LR (torch applies ``lr * wd`` per step), so its
-  multiplier is ``1/c_adam``: the per-step shrink ``lr c wd`` is the base LR times the user's
-  weight decay at every width and depth ("independent" weight decay, Wortsman et al. 2023;
-  CompleteP's ``lambda m_N`` for hidden weights, Dey et al. 2025).
-* SGD's coupled L2 penalty adds ``wd_sgd * weight_decay * W`` to the gradient, which the step
-  multiplies by ``lr c_sgd``: a weight shrinks by ``lr c_sgd wd_sgd weight_decay`` per step. Its
-  multiplier is therefore ``1/c_sgd`` (:attr:`Rule.wd_sgd`, for every role of every recipe), so
-  the shrink is ``lr * weight_decay`` in every group at every width and depth, as under AdamW.
-  This is muP's rule (the ``mup`` package's MuSGD divides a vector-like group's weight decay by
-  the width multiplier its LR is multiplied by, and keeps it for a group whose LR it keeps).
-  :func:`depthscale.param.reparameterize` maps ``c_sgd`` by ``1/l^2`` and ``wd_sgd`` by ``l^2``,
-  so the absorbed form keeps the same per-step shrink.
+Adam's ``eps`` scales as the parameter's gradient entry (muP's TP-V Table 3 and 8,
+CompleteP's eps n^-1 L^-1), and the weight-decay multipliers are ``1/c_adam`` (AdamW's
+decoupled decay, "independent" weight decay) and ``1/c_sgd`` (SGD's coupled L2), so the
+per-step shrink is ``lr * weight_decay`` at every width and depth; derived in
+docs/derivations.md ("Adam's epsilon and weight decay").
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ Which states are depth units follows the paper per architecture: for sequential 
 ResNets (Sec. 3.1) every layer's output from the stem to the head (``trace`` streams and the
 output); for Transformers (App. D, Eq. 36 and 40) the 2 D states after each attention and MLP
 unit (post-LN streams for Post-LN), without the embedding and the logits, declared by the model
-class as ``am_units = "sub-blocks"``. At 1-8 ViT blocks the logits' A is 6-19x the streams' and
-would flatten the depth exponent by about 0.5 (measured: -0.49 with them, -0.93 without).
+class as ``am_units = "sub-blocks"``. Counting the logits too would let them dominate the mean
+at a few blocks and flatten the depth exponent (docs/how-it-works.md).
 """
 
 from __future__ import annotations

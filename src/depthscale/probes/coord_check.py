@@ -1,90 +1,15 @@
 """Coordinate check of any model over width and depth, with a verdict and a lazy-block
-diagnostic.
+diagnostic (docs/how-it-works.md, "The coordinate check").
 
-For each (width, depth, seed) the user's factory builds a fresh model (plan applied);
-:func:`depthscale.param.inspect` finds its residual branches and the role of every weight, and
-one recorded forward pass on a fixed batch measures, per layer type:
-
-* ``input``: the output of each input layer (embedding, stem);
-* ``branch_in`` / ``hidden``: the output of each internal layer of a branch (its features) and
-  of plain hidden layers;
-* ``branch`` / ``branch_out``: each residual branch's output, the operand added to the stream;
-* ``stream``: the residual stream after the **last** residual addition, h_L;
-* ``stream_mid``: the stream after the addition at relative position ~1/2 (the
-  ``ceil(L/2)``-th of the L additions; reported, not judged);
-* ``output``: the model's output (logits of any rank, e.g. ``(B, T, V)``).
-
-Which stream is judged, and why: the theory's statement is at a fixed *relative* depth. In
-nfd Eq. 1 (and CompleteP, its 1/L form) the stream after block l is the Euler step of a
-depth-continuous process, h_l -> h_{t = lT/L} (nfd Prop. 2), so h_l and its update are Theta(1)
-in L at fixed l/L, in particular at the last block (l = L, t = T), which is what the output
-reads. The stream at a fixed *index* l is not: after one step its update grows like l/L, so a
-mean over every position falls from ~1 (L = 1) towards ~1/2 as L grows, and a correctly scaled
-model shows a spurious slope (the README's GPT under CompleteP + Adam over 1-4 blocks: -0.20
-[-0.22, -0.17] with 8 seeds, a FAIL). So ``stream`` is h_L. At a few blocks h_L still
-approaches its limit by the Euler error O(1/L): measured -0.09 for that GPT and -0.18 for a
-tiny Qwen2 over 1-4 blocks (flat from 8 blocks on), so sweep depths of several blocks.
-
-Every weight's **own update** (``own_update``): for each use of a weight (every matrix the
-forward multiplies activations by: role input, hidden, branch*, output) the change of that
-use's output that its own weight change causes with the input held fixed, ``f(x^(k); W^(k)) -
-f(x^(k); W^(0))`` on the recorded input x^(k) after the steps (nfd Eq. 27's x - x~ for a
-branch's first layer). Its internal layers' scaling with depth is the lazy diagnostic
-(CompleteP's "complete feature learning"; nfd Sec. 4, Eq. 27).
-
-Against width, muP (Yang & Hu 2021; TP-V) asks every layer's own update to be Theta(1): dW x
-sums fan-in terms, and the LR is set so that they add up to Theta(1) when dW is aligned with x,
-as it is in the infinite-width limit. A finite model is not there yet: one step's dW holds, next
-to its part aligned with x, a part that is not (a random walk over the fan-in), of relative
-size ~sqrt(batch rows / n). At coordinate-check widths with a batch of many rows (every token
-or pixel is one) that part dominates and a correctly planned hidden matrix's own update falls
-almost as n^-1/2 (measured: -0.44 for a 1x1 conv on 1024 pixel rows at n = 32-128; -0.12 for
-the README GPT on its low-entropy tokens). So the judged quantity is the **aligned own update**
-``own_aligned = |f(|x|; |W^(k) - W^(0)|) - f(|x|; 0)|``, the size the own update has at full
-alignment (the same ops on |x| with |dW| in the weight's place, less the same with zero there,
-which removes a bias): for Adam it is the per-entry step times the fan-in, exactly what the
-muP rule scales. Its slope vs width is judged flat per weight (pooled over the blocks of one
-name, ``h.*.attn.qkv``), so the table names the weight whose width dimension the plan assumed
-wrongly: a depthwise conv (fan-in 49 at every width) planned as a hidden matrix gets the LR
-~n^-1/2 and an aligned own update ~n^-1/2. The own update itself is shown beside it without a
-band.
-
-How outputs and additions are found: by how the parameters are used, not by module hooks
-(``nn.MultiheadAttention`` never calls ``out_proj``'s forward). A
-:class:`~torch.utils._python_dispatch.TorchDispatchMode` sees every ATen op of the forward pass:
-also the projections inside ``F.multi_head_attention_forward``, which a ``TorchFunctionMode``
-sees as one call holding both weights (torch 2.13), and ``x @ self.W``, ``F.linear(x,
-self.W)``, ``torch.einsum(..., x, self.W)``. The model is recorded in training mode, so the
-inference fast paths of ``nn.TransformerEncoderLayer`` and ``nn.MultiheadAttention`` (one fused
-op) are not taken. A tensor is *data* when it
-descends from the model's input; it is *derived* from a weight when computed from that weight
-parameter (the ``nn.Parameter`` object itself) by ops without a data input (``W.t()``,
-``W.T``, a slice, a cast). An op that reads data and a derived tensor is a **use** of the
-weight: its output, followed through reshapes and through in-place or elementwise epilogues
-without another data input (a forward multiplier, a bias), is the layer's output, taken at the
-next op that reads it. For the own update the same ops run again with the weight's initial
-value in its place. Weights are named by *unit*, as :class:`~depthscale.param.Structure`'s
-branches name them: the module for a module's ``weight``, else the parameter's full name. The
-k-th use of a branch's writer is branch k's (a weight-shared block is several branches, one per
-use); its output is followed to the first addition with a data tensor: that is the residual
-addition, whose other operand is the stream. A unit is recorded at as many uses as branches
-hold it (at least one), so a tied output head (``lm_head`` is ``wte``) is not counted as a
-second input layer.
-
-Then ``steps`` optimizer steps are taken on that batch and everything is recorded again: the
-RMS at init is the *activation* size, the RMS of the change the *update* size. The model stays
-in training mode throughout (BatchNorm uses batch statistics); build it without dropout, or the
-"update" also holds the difference of two dropout masks.
-
-The example input is a tensor, a tuple of positional arguments or a dict of keyword arguments
-(``{"input_ids": ids}``), and the output a tensor, a tuple (its first element), a dict with
-``"logits"`` or a Hugging Face ``ModelOutput`` (its ``.logits``): see
-:mod:`depthscale.train.loop`.
-
-The verdict fits log-log slopes per layer type (and per weight for the own update) against
-width and against depth, with a 95% seed-bootstrap interval, and judges each interval against a
-band (:func:`expected_bands`) with :func:`~depthscale.stats.findings.interval_finding`.
-"""
+For each (width, depth, seed) the factory builds a planned model; :func:`inspect` reads its
+branches and roles, one recorded forward pass on a fixed batch measures each layer type
+(``input``, ``branch_in``/``hidden``, ``branch``/``branch_out``, ``stream`` = h_L after the
+last addition, ``stream_mid``, ``output``) and every weight's own update (nfd Eq. 27), before
+and after ``steps`` optimizer steps. The stream is judged at the last block because the
+theory's statement is at fixed relative depth l/L (nfd Eq. 1, Prop. 2); a weight's update is
+judged at full alignment (``own_aligned``) because a finite step's unaligned part falls as
+n^-1/2 (muP, Yang & Hu 2021). Slopes against width and depth get 95% seed-bootstrap
+intervals judged against the bands of :func:`expected_bands`."""
 
 from __future__ import annotations
 
