@@ -1,4 +1,4 @@
-"""Print the README's claims table (Markdown) from one or more claims.json and the registry.
+"""Print the claims table of docs/results.md from one or more claims.json and the registry.
 
     python tools/claims_table.py reproduce-out/claims.json > table.md
     python tools/claims_table.py quick-out medium-out       # a verdict per run, side by side

@@ -1,4 +1,5 @@
-"""Measure depthscale on the architecture zoo (tests/zoo/architectures.py): one row per model.
+"""Measure depthscale on the architecture zoo (tests/zoo/architectures.py): one row per model
+(the table of docs/zoo.md).
 
 Per model, at width 64 and depth 2 unless said otherwise:
 
