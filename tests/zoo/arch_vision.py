@@ -274,7 +274,7 @@ ARCHS: list[Arch] = [
     Arch("convnext-nhwc", build_convnext_nhwc, "images", _convnext_nhwc_truth),
     Arch("hf-swin", build_hf_swin, "images", _hf_swin_truth, logits="logits", hf=True,
          refusal=Refusal(("relative_position_bias_table", "roles="),
-                         {"swin.*.relative_position_bias_table": "token"},
+                         {"*.relative_position_bias_table": "token"},
                          "Swin's relative position bias reaches the attention scores as the "
                          "mask of F.scaled_dot_product_attention, a use inspect does not read: "
                          "apply must name it and the roles= to pass")),
