@@ -63,9 +63,9 @@ class KernelPoint:
     """One init seed's ``trials`` nets at one (width, depth): the Monte Carlo kernel's relative
     Frobenius error against C_T; on the width sweep also the output covariance's
     (``output_error``), the excess kurtosis of the output along C_T's eigenvectors over the
-    inits (``output_kurtosis``) and, given each net's features, its excess kurtosis
-    (``readout_kurtosis``) and variance over |h_L|^2/n's (``readout_variance``); NaN on the
-    depth sweep."""
+    inits (``output_kurtosis``) and, given each net's features, the excess kurtosis and the
+    variance of z (``readout_kurtosis``, ``readout_variance``; 0 and 1 for nfd Eq. 1's
+    Gaussian read-out, :func:`_point`); NaN on the depth sweep."""
 
     sweep: str
     width: int
