@@ -252,6 +252,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "nfd Prop. 3 ReLU correlation flow's drift doubled: C_t' - C_t stays PSD (the old "
         "Prop. 5 check passed it), but is no longer the covariance ODE's gap",
         ("tests/claims/test_nfd_prop4_5.py::test_smoke_gaps_are_the_ode_routes_to_rounding",)),
+    Mutation(
+        "nngp-readout-heavy-tail", "param/draw.py",
+        "p.copy_(draw(spec.init, tuple(p.shape), std, gen).to(p))",
+        "p.copy_((draw(spec.init, tuple(p.shape), std, gen) * (torch.randn(tuple(p.shape), "
+        "generator=gen) if spec.role == 'output' else 1)).to(p))",
+        "nfd Eq. 1 read-out v ~ N(0, 1) drawn as a product of two normals: the same variance "
+        "(the kernel of h_L, all the old nfd-prop3 check measured, unchanged), excess kurtosis 6, "
+        "so f given h_L is not Gaussian",
+        ("tests/claims/test_nfd_prop3.py::"
+         "test_readout_given_the_features_is_standard_normal_at_every_width",)),
+    Mutation(
+        "nngp-readout-of-phi", "models/mlp.py",
+        "tr.out = self.readout(h)",
+        "tr.out = self.readout(self.phi(h))",
+        "nfd Eq. 1 read-out v^T h_L/sqrt(n) taken of phi(h_L) (the plain MLP's head): f stays "
+        "Gaussian, its covariance E[phi phi'] is not C_T; the old nfd-prop3 check read h_L only",
+        ("tests/claims/test_nfd_prop3.py::"
+         "test_readout_given_the_features_is_standard_normal_at_every_width",)),
 )
 
 

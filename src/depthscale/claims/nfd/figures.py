@@ -16,6 +16,7 @@ from matplotlib.ticker import NullLocator
 from depthscale.claims.common import mean_finite
 from depthscale.claims.nfd.training import ARM_LABELS
 from depthscale.report import figures
+from depthscale.stats.fits import mean_ci
 
 if TYPE_CHECKING:
     from depthscale.claims.nfd.collapse import CollapseMeasure, SlopeReadouts
@@ -67,14 +68,65 @@ def draw_coupling(s: Settings, points: Sequence[CouplingPoint], *, backward: boo
     return fig
 
 
-def draw_prop3(s: Settings, points: Sequence[KernelPoint]) -> Figure:
-    """nfd Prop. 3: the Monte Carlo kernel's error against width and against depth."""
-    fig, axes = figures.new_figure(ncols=2)
-    for ax, axis, sizes in ((axes[0], "width", s["widths"]), (axes[1], "depth", s["depths"])):
-        figures.loglog_fit_panel(ax, sizes, [p.relative_error for p in points if p.sweep == axis],
-                                 label="|K_MC - C_T| / |C_T|")
-        ax.set_xlabel(axis)
-    axes[0].set_title("nfd Prop. 3: NNGP kernel of finite nets", fontsize=9)
+def _seed_band(ax: Axes, sizes: Sequence[int], per_seed: Sequence[Sequence[float]],
+               label: str, color: str) -> None:
+    """Each seed's value per size (faint points) and the seed mean with its 95% t-interval."""
+    for ys in per_seed:
+        ax.scatter(sizes, ys, s=6, alpha=0.3, color=color)
+    cis = [mean_ci([ys[i] for ys in per_seed]) for i in range(len(sizes))]
+    mean = np.array([c[0] for c in cis])
+    err = np.abs(np.array([[c[1] for c in cis], [c[2] for c in cis]]) - mean)
+    ax.errorbar(sizes, mean, yerr=err, fmt="o-", color=color, capsize=3, label=label)
+
+
+def draw_prop3(s: Settings, points: Sequence[KernelPoint], measured: Mapping[str, float | None],
+               kurtosis_band: tuple[float, float]) -> Figure:
+    """nfd Prop. 3: the kernel's and the output covariance's errors to C_T against width and
+    the kernel's against depth, per seed and seed mean with 95% intervals (the slopes' in the
+    legends); the output's excess kurtosis over inits and given the features against width,
+    with ``kurtosis_band``."""
+    fig, axes = figures.new_figure(ncols=3)
+
+    def per_seed(sweep: str, key: str) -> list[list[float]]:
+        out: dict[int, list[float]] = {}
+        for p in points:
+            if p.sweep == sweep:
+                out.setdefault(p.seed, []).append(float(getattr(p, key)))
+        return list(out.values())
+
+    def slope(key: str) -> str:
+        v, lo, hi = (measured.get(k) for k in (key, f"{key}_ci_low", f"{key}_ci_high"))
+        return "n/a" if None in (v, lo, hi) else f"{v:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+    for key, label, slope_key, color in (
+            ("relative_error", "kernel of h_L", "exponent_vs_width", "C0"),
+            ("output_error", "output E[f f']", "output_exponent_vs_width", "C1")):
+        _seed_band(axes[0], s["widths"], per_seed("width", key),
+                   f"{label}: slope {slope(slope_key)}", color)
+    _seed_band(axes[1], s["depths"], per_seed("depth", "relative_error"),
+               f"kernel of h_L: slope {slope('exponent_vs_depth')}", "C0")
+    for ax, axis, sizes, fixed in ((axes[0], "width n", s["widths"], f"L = {s['depth_at']}"),
+                                   (axes[1], "depth L", s["depths"], f"n = {s['width_at']}")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        figures.label_log_ticks(ax, sizes)
+        ax.set_xlabel(f"{axis} ({fixed})")
+        ax.set_ylabel("relative error to C_T")
+        ax.legend(fontsize=6)
+    axes[0].set_title(f"nfd Prop. 3: {len(per_seed('width', 'relative_error'))} seeds x "
+                      f"{s['trials']} nets", fontsize=9)
+    axes[2].axhspan(*kurtosis_band, color="0.9", label="band")
+    axes[2].axhline(0.0, color="k", lw=0.8)
+    _seed_band(axes[2], s["widths"], per_seed("width", "output_kurtosis"),
+               "f over inits", "C1")
+    _seed_band(axes[2], s["widths"], per_seed("width", "readout_kurtosis"),
+               "f given h_L", "C2")
+    axes[2].set_xscale("log")
+    figures.label_log_ticks(axes[2], s["widths"])
+    axes[2].set_xlabel(f"width n (L = {s['depth_at']})")
+    axes[2].set_ylabel("excess kurtosis along C_T's eigenvectors")
+    axes[2].set_title("Gaussianity of the output", fontsize=9)
+    axes[2].legend(fontsize=6)
     return fig
 
 
