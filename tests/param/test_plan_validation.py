@@ -22,7 +22,6 @@ NAN, INF = float("nan"), float("inf")
     [
         ("width", "64", "a whole number >= 1"),
         ("width", True, "a whole number >= 1"),
-        ("width", None, "a whole number >= 1"),
         ("width", 64.5, "a whole number >= 1"),
         ("width", NAN, "a whole number >= 1"),
         ("width", INF, "a whole number >= 1"),

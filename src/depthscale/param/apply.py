@@ -1,8 +1,8 @@
-"""``Plan.apply`` as one pass over pure steps: inspect (with an example input), assign roles,
-check sizes, read each parameter's use (the dimensions that do not grow with width found by
-comparison with a base model, else guessed from the sizes: :mod:`~depthscale.param.widths`),
-evaluate every rule (a refusal leaves the model
-untouched), draw the init and set multipliers (nfd Eq. 1, or its absorbed form by the
+"""``Plan.apply`` as one pass over pure steps: inspect (with an example input; a structure
+given instead is checked against the model), assign roles, check sizes, read each parameter's
+use (the dimensions that do not grow with width found by comparison with a base model, else
+guessed from the sizes: :mod:`~depthscale.param.widths`), evaluate every rule (a refusal leaves
+the model untouched), draw the init and set multipliers (nfd Eq. 1, or its absorbed form by the
 abc-symmetry), set the attention scale (``attention_scale``, or the module attribute that holds
 the measured constant, checked by measuring again), tied-readout multipliers and those of
 branches that hold no weight (a forward hook on the module that outputs one), record the plan
@@ -35,6 +35,7 @@ from depthscale.param.bind import (
 from depthscale.param.checks import whole
 from depthscale.param.draw import initialise
 from depthscale.param.evaluate import PlanSettings, attention_scale, settings_of
+from depthscale.param.given import given_structure
 from depthscale.param.inspect import Structure, inspect
 from depthscale.param.sizes import check_sizes
 from depthscale.param.state import PlanState, record
@@ -47,12 +48,23 @@ __all__ = ["apply_plan"]
 
 
 def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | None,
-               example_input: Any, seed: int, absorb: bool, base: nn.Module | None) -> None:
+               example_input: Any, seed: int, absorb: bool, base: nn.Module | None,
+               structure: Structure | None = None) -> None:
     """Set multipliers and initialise every parameter of ``model`` by ``plan`` and record the
-    plan on it (``Plan.apply`` documents the arguments)."""
+    plan on it (``Plan.apply`` documents the arguments). A given ``structure`` is checked
+    against the model (:func:`~depthscale.param.given.given_structure`) instead of inspecting
+    it; measuring again after setting an attention attribute still reads the model."""
     seed = whole("seed", seed, minimum=0)
     inner, _ = unwrap(model)
-    structure = None if example_input is None else inspect(inner, example_input)
+    if structure is not None:
+        structure = given_structure(model, structure)
+        if example_input is None:
+            raise ConfigError(
+                "structure= needs example_input= too (the input it was read from): apply "
+                "measures the model again where it sets an attention scale attribute and "
+                "compares it with the model at another width (base=); pass example_input=x")
+    elif example_input is not None:
+        structure = inspect(inner, example_input)
     if base is not None and structure is None:
         raise ConfigError("base= (the model at another width) needs example_input= too: "
                           "inspect compares how both use each parameter")

@@ -108,6 +108,8 @@ class Structure:
     branch_outputs: dict[str, int] = field(default_factory=dict)
     routers: tuple[str, ...] = ()
     conventions: dict[str, str] = field(default_factory=dict)
+    #: every parameter's shape (``Plan.apply(model, structure=...)`` checks it is this model's)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """A few lines for a person: sizes, blocks and every role with its count."""
@@ -572,7 +574,8 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
         tuple(flow.unscaled), _output_scale(rec, out), flow.branch_outputs,
         tuple(sorted({u.param for u in rec.uses if u.index in flow.routers
                       and found.roles.get(u.param) == "output"})),
-        conventions(model, found.roles))
+        conventions(model, found.roles),
+        {n: tuple(p.shape) for n, p in model.named_parameters()})
 
 
 _BIAS_ROLES = ("vector", "branch_vector", "branch_bias", "output_bias")

@@ -32,6 +32,7 @@ from depthscale.param.explain import explain
 from depthscale.param.inspect import Structure
 from depthscale.param.optim import build_optimizer, optimizer_settings
 from depthscale.param.rules import RECIPES, Dims, Rule
+from depthscale.param.sizes import plan_sizes
 from depthscale.param.state import PlanState
 from depthscale.param.usage import Usage
 from depthscale.param.walk import unwrap
@@ -103,6 +104,7 @@ class Plan(ev.PlanSettings):
         model: nn.Module,
         roles: Mapping[str, str] | None = None,
         *,
+        structure: Structure | None = None,
         example_input: Any = None,
         seed: int = 0,
         absorb: bool = False,
@@ -114,8 +116,10 @@ class Plan(ev.PlanSettings):
 
         Roles come from ``roles`` patterns, a recorded plan, depthscale layers and, with
         ``example_input`` (a tensor, a tuple of arguments or a dict of keyword arguments),
-        from :func:`depthscale.param.inspect`, which also checks the plan's width and depth
-        against what it finds (see :meth:`roles`) and refines each rule by how the forward
+        from :func:`depthscale.param.inspect` (or ``structure``, what it returned for this
+        model on that input: not read again, checked to name this model's parameters and
+        shapes), which also checks the plan's width and depth against what it finds (see
+        :meth:`roles`) and refines each rule by how the forward
         uses the parameter (:class:`~depthscale.param.usage.Usage`): the contracted fan-in, a
         weight applied k times, a constant multiplied into the embedding or readout (taken as
         its multiplier), a weightless branch, kept gains, a tied readout. Attention modules
@@ -128,7 +132,7 @@ class Plan(ev.PlanSettings):
         from the sizes, with a warning naming them.
         """
 
-        apply_plan(self, model, roles, example_input, seed, absorb, base)
+        apply_plan(self, model, roles, example_input, seed, absorb, base, structure)
         return model
 
     def optimizer(
@@ -166,9 +170,10 @@ class Plan(ev.PlanSettings):
 
 def plan(
     recipe: str,
+    structure: Structure | None = None,
     *,
-    width: int,
-    depth: int,
+    width: int | None = None,
+    depth: int | None = None,
     T: float = 1.0,
     hidden: int = 1,
     activation: str = "relu",
@@ -177,7 +182,10 @@ def plan(
     sigma_u: float | None = None,
     eta_u_scale: float = 1.0,
 ) -> Plan:
-    """Bind ``recipe`` to a model's sizes.
+    """Bind ``recipe`` to a model's sizes: ``width`` (n) and ``depth`` (L, its residual
+    branches), or ``structure``, what :func:`~depthscale.param.inspect` read from the model,
+    which gives both (a ``width`` or ``depth`` given too must agree; a structure without
+    residual branches gives a width-only plan, ``depth=1`` unless given).
 
     ``regime`` (nfd Eq. 1 recipes): "feature" (alpha = 1/sqrt(n), default) or "kernel"
     (alpha = 1). ``hidden`` is M, ``alpha`` the sigma_v scale and ``sigma_u``/``eta_u_scale``
@@ -185,7 +193,8 @@ def plan(
     """
     if not isinstance(recipe, str) or recipe not in RECIPES:
         raise ConfigError(f"unknown recipe {recipe!r}; choose one of: {', '.join(RECIPES)}")
-    if depth == 0 and not isinstance(depth, bool):
+    n, L = plan_sizes(structure, width, depth)
+    if L == 0 and not isinstance(L, bool):
         raise ConfigError(
             "depth=0: depth is the number of residual branches the rules scale by (L), at least "
             "1; for a net with no residual branches (inspect finds depth 0, e.g. a plain MLP or "
@@ -198,7 +207,7 @@ def plan(
         raise ConfigError(f"activation must be a name such as 'relu', got {activation!r}")
     gating_factor(activation)  # validates the name
     return Plan(
-        RECIPES[recipe], whole("width", width), whole("depth", depth), number("T", T),
+        RECIPES[recipe], whole("width", n), whole("depth", L), number("T", T),
         whole("hidden", hidden), activation, regime, number("alpha", alpha),
         None if sigma_u is None else number("sigma_u", sigma_u),
         number("eta_u_scale", eta_u_scale),

@@ -10,7 +10,7 @@ parameters whose role writes into the stream (``branch``, ``branch_out``): one p
 fewer branches than writers where a block adds several at once, but never fewer than the blocks
 they sit in. A plain net's rules do not depend on depth. A mismatch is refused with the
 ``plan(...)`` call that fits; where every role was given by hand, it is a warning and the
-plan's sizes are used.
+plan's sizes are used. :func:`plan_sizes` takes a plan's sizes from a structure.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from collections.abc import Mapping
 from torch import nn
 
 from depthscale.errors import ConfigError
+from depthscale.param.checks import whole
 from depthscale.param.evaluate import PlanSettings, call_text, settings_of
 from depthscale.param.inspect import Structure, block_key, plain_width
 from depthscale.param.walk import params
 
-__all__ = ["check_sizes"]
+__all__ = ["check_sizes", "plan_sizes"]
 
 # The warnings name the caller of the code that called Plan.apply, as they always have:
 # warn <- _check_* <- check_sizes <- apply_plan <- Plan.apply <- caller <- its caller.
@@ -61,6 +62,44 @@ def check_sizes(plan: PlanSettings, model: nn.Module, role_of: Mapping[str, str]
             f"the plan does not fit this {type(model).__name__}: {'; '.join(problems)}; "
             f"build the matching plan: ds.param.{call_text({**settings_of(plan), **match})}"
         )
+
+
+def plan_sizes(structure: object, width: object, depth: object) -> tuple[object, object]:
+    """The ``width`` and ``depth`` a plan is bound to: as given, or the residual stream's width
+    and the number of residual branches of ``structure`` (what inspect read), which a value
+    given too must equal. A structure without branches gives ``depth=1`` unless one is given:
+    a plain net's rules do not depend on depth (a depthscale ``PlainMLP`` states its own)."""
+    if structure is None:
+        missing = [f"{k}=" for k, v in (("width", width), ("depth", depth)) if v is None]
+        if missing:
+            raise ConfigError(
+                f"plan() needs {' and '.join(missing)}: the model's width n and its number of "
+                "residual branches L, or structure=ds.param.inspect(model, x) to take both "
+                "from the model")
+        return width, depth
+    if not isinstance(structure, Structure):
+        raise ConfigError(f"structure must be the Structure ds.param.inspect(model, x) returns, "
+                          f"got a {type(structure).__name__}")
+    if width is None:
+        if structure.width < 1:
+            raise ConfigError("the structure has width 0 (inspect found no weight matrix in "
+                              "the model): pass width= for the plan")
+        width = structure.width
+    elif whole("width", width) != structure.width:
+        raise ConfigError(
+            f"width={width} but the structure has width {structure.width} (the residual "
+            f"stream's width inspect found); leave width out to take the structure's, or "
+            f"inspect the model of width {width}")
+    if not structure.depth:  # no residual branch: a width-only plan
+        return width, 1 if depth is None else depth
+    if depth is None:
+        depth = structure.depth
+    elif whole("depth", depth, minimum=0) != structure.depth:
+        raise ConfigError(
+            f"depth={depth} but the structure has {structure.depth} residual branches (the L "
+            "the rules scale by; a Transformer block holds two); leave depth out to take the "
+            "structure's, or inspect the model of that depth")
+    return width, depth
 
 
 def _check_inspected(plan: PlanSettings, model: nn.Module, structure: Structure,
