@@ -241,3 +241,44 @@ def test_an_attention_attribute_is_still_measured_again_and_a_structure_stays_cu
     plan("sp", st).apply(given, structure=st, example_input=x)  # the attribute changes back
     assert given.model.decoder.layers[1].self_attn.scaling == pytest.approx(16 ** -0.5)
     assert current(st, given) == st
+
+
+FACTORY = '''
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, d_in, n_out, width, depth):
+        super().__init__()
+        self.inp, self.out = nn.Linear(d_in, width), nn.Linear(width, n_out)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width))
+                                    for _ in range(depth))
+
+    def forward(self, x):
+        h = self.inp(x)
+        for block in self.blocks:
+            h = h + block(h)
+        return self.out(h)
+
+
+def make(input_shape, n_out, width, depth):
+    return Net(input_shape[0], n_out, width, depth)
+'''
+
+
+def test_build_gives_apply_the_structure_it_read(tmp_path: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``depthscale.models.build`` inspects a user's model to size its plan, then applies the
+    plan with that structure: apply does not read the model again."""
+    from depthscale.models import build
+
+    (tmp_path / "reuse_factory.py").write_text(FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    calls = _counted(monkeypatch)
+    x = torch.randn(8, 6, generator=torch.Generator().manual_seed(0))
+    model, p = build("reuse_factory:make", "completep", input_shape=(6,), n_out=3, width=16,
+                     depth=3, example_input=x)
+    assert calls == [0]
+    assert (p.width, p.depth) == (16, 3)
+    state = PlanState.of(model)
+    assert state is not None and state.roles == inspect(model, x).roles

@@ -27,6 +27,7 @@ from depthscale.models.vit import ViT
 from depthscale.param import Plan, plan
 from depthscale.param.checks import whole
 from depthscale.param.dataflow import copy_input
+from depthscale.param.walk import unwrap
 from depthscale.param.widths import auto_base
 
 __all__ = ["MODELS", "ModelSpec", "build", "check_training_step", "create", "is_factory",
@@ -461,11 +462,12 @@ def build(
     if is_factory(name) and example_input is not None:
         check_forward(name, model, example_input, n_out)
     plan_width, plan_depth = getattr(model, "width", None), getattr(model, "plan_depth", None)
+    found = None
     if (plan_width is None or plan_depth is None) and example_input is not None:
         from depthscale.param.inspect import inspect as inspect_model
 
-        try:
-            found = inspect_model(model, example_input)
+        try:  # the module inside any wrapper, as apply reads it (given to apply, not read again)
+            found = inspect_model(unwrap(model)[0], example_input)
         except ConfigError:  # not traceable: the given sizes, checked by apply
             found = None
         if found is not None:
@@ -485,7 +487,8 @@ def build(
             stack.enter_context(auto_base(lambda: create(
                 name, input_shape=input_shape, n_out=n_out, width=other, depth=depth,
                 **options)))
-        p.apply(model, dict(roles) if roles else None, seed=seed, example_input=example_input)
+        p.apply(model, dict(roles) if roles else None, seed=seed, example_input=example_input,
+                structure=found)
     if is_factory(name) and example_input is not None:
         check_training_step(name, model, example_input)
     return model, p

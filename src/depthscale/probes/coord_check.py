@@ -28,6 +28,7 @@ from depthscale.errors import ConfigError
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
 from depthscale.param.dataflow import copy_input
+from depthscale.param.given import current
 from depthscale.param.inspect import Structure, inspect
 from depthscale.probes.coord_bands import FLAT, WEIGHT, expected_bands
 from depthscale.probes.factory_sizes import check_factory, with_auto_base
@@ -114,9 +115,11 @@ def measure_point(
     module docstring) after ``steps`` steps of ``plan.optimizer(model, optimizer, lr)`` on
     ``(x, y)``; ``optimizer`` may instead be a callable ``(model, plan, lr) -> optimizer`` (own
     param groups). ``x`` is a tensor, a tuple of positional arguments or a dict of keyword
-    arguments. ``structure`` is ``ds.param.inspect(model, x)`` (computed when not given). The
-    model is measured and trained in training mode (its mode is restored at the end)."""
-    st = inspect(model, x) if structure is None else structure
+    arguments. ``structure`` is ``ds.param.inspect(model, x)`` (computed when not given; one
+    read before ``apply`` is brought up to the attention scale apply set,
+    :func:`~depthscale.param.given.current`). The model is measured and trained in training
+    mode (its mode is restored at the end)."""
+    st = inspect(model, x) if structure is None else current(structure, model)
     lay = weight_layout(model, st)
     initial = {id(p): p.detach().clone() for p in lay.params.values()}
     was_training = model.training
@@ -443,7 +446,8 @@ def coord_check(
     ``x`` is a tensor, a tuple of positional arguments or a dict of keyword arguments (e.g.
     ``{"input_ids": ids}``); the model may return a tensor, a tuple, a dict with "logits" or a
     Hugging Face output. ``make`` may return ``(model, plan, structure)`` to pass the
-    :class:`Structure` (e.g. roles or branches it corrects) instead of ``inspect(model, x)``;
+    :class:`Structure` it read (the one it gave ``plan.apply``, or one whose roles or branches
+    it corrects) instead of reading each model again with ``inspect(model, x)``;
     ``optimizer`` is a name for ``plan.optimizer`` or a callable ``(model, plan, lr) ->
     optimizer``.
 
