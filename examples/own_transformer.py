@@ -57,17 +57,18 @@ def main() -> None:
     data = ds.data.load("markov", vocab=16, context=16, n_train=512 if tiny else 2048)
     x, y = data.x_train[:8], data.y_train[:8]
 
-    def make(width: int, blocks: int, seed: int) -> tuple[nn.Module, ds.param.Plan]:
+    def make(width: int, blocks: int, seed: int
+             ) -> tuple[nn.Module, ds.param.Plan, ds.param.Structure]:
         torch.manual_seed(seed)
         model = GPT(16, 16, width, blocks)
         # --- the ten lines -------------------------------------------------------------------
         st = ds.param.inspect(model, x)                    # branches, roles, width, depth
-        p = ds.param.plan("completep", width=st.width, depth=st.depth)
-        p.apply(model, example_input=x, seed=seed)        # init, multipliers, attention scale
-        return model, p
+        p = ds.param.plan("completep", st)                 # width and depth from the structure
+        p.apply(model, structure=st, example_input=x, seed=seed)  # init, multipliers, attention
+        return model, p, st                                # the checks reuse st, not read again
 
-    model, p = make(64, 2, 0)
-    print(ds.param.inspect(model, x).summary())
+    model, p, _ = make(64, 2, 0)
+    print(ds.param.inspect(model, x).summary())          # as apply left it (attention scale)
     opt = p.optimizer(model, "adam", lr=3e-3, weight_decay=0.1)  # per-role LR, eps, decay
     print(f"AdamW with {len(opt.param_groups)} parameter groups")
     widths, depths = ([64, 128], [1, 2]) if tiny else ([32, 64, 128], [1, 2, 4])
