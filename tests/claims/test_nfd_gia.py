@@ -209,6 +209,89 @@ def test_finite_standard_minus_decoupled_follows_the_solver_full_minus_none_per_
     assert np.sqrt(np.mean(lim**2)) > 5 * np.sqrt(np.mean(se**2))  # a resolved gap
 
 
+# ---- 2b. tanh, the activation of nfd-thm1 and nfd-cor1 (Assumption 1) -------------------------
+def _kernel_gap(X: np.ndarray, phi: str, depth: int) -> float:
+    """(K_std - K_dec)(x0, x1) by :func:`ntk_kernel` (for tanh its pair expectations are the
+    quadrature rule tests/test_activations.py checks against Monte Carlo and Gauss-Hermite)."""
+    std, dec = (ntk_kernel(X, phi, 1.0, depth, backward=b)[0, 1]
+                for b in ("standard", "decoupled"))
+    return float(std - dec)
+
+
+def test_claims_of_assumption_1_run_tanh_at_every_scale_and_in_their_controls():
+    """Assumption 1 (L', phi and phi' Lipschitz) rules out ReLU, whose phi' is a step."""
+    from depthscale.claims import CLAIMS
+
+    for cid in ("nfd-thm1", "nfd-cor1", "beyond-joint-limit"):
+        c = CLAIMS[cid]
+        assert {name: s["phi"] for name, s in c.settings.items()} == dict.fromkeys(
+            c.settings, "tanh"), cid
+        assert c.control is not None and "phi" not in c.control.settings
+
+
+def test_the_tanh_first_step_gap_does_not_vanish_with_depth():
+    """The first-step standard-minus-decoupled gap with tanh, an independent check of the
+    claims' verdict: it tends to a positive constant, its successive changes shrinking like
+    1/L (ratio 0.25 between L = 16, 64, 256; bound 0.35, as for ReLU above)."""
+    X, _ = _pair()
+    gaps = [_kernel_gap(X, "tanh", L) for L in (4, 16, 64, 256)]
+    assert min(gaps) > 0.3
+    assert abs(gaps[3] - gaps[2]) < 0.35 * abs(gaps[2] - gaps[1])
+
+
+@pytest.mark.parametrize("depth", [1, 4])
+def test_tanh_nfd_first_step_full_minus_none_is_the_kernel_gap(depth: int):
+    """As the ReLU test above, the tolerance 4 standard errors over 8 particle systems plus
+    eta_c^2: the solver's "full" coupling (Stein's lemma on the particles) holds for tanh."""
+    X, y = _pair()
+    eta = 0.05
+    est = []
+    for seed in range(8):
+        runs = {c: NFD(phi="tanh", eta_c=eta, depth_steps=depth, particles=2**14, coupling=c,
+                       seed=seed, eig_every=None).train(X, y) for c in ("full", "none")}
+        lp = runs["none"].lprime[0]
+        est.append((runs["full"].outputs[1] - runs["none"].outputs[1]) / (-eta * lp))
+    mean, se = float(np.mean(est)), float(np.std(est, ddof=1) / math.sqrt(8))
+    target = _kernel_gap(X, "tanh", depth)
+    assert abs(mean - target) <= 4 * se + eta**2
+    assert target > 10 * se
+
+
+@pytest.mark.parametrize("depth", [1, 4])
+def test_tanh_finite_nets_first_step_gap_is_the_kernel_gap(depth: int):
+    X, y = _pair()
+    eta = 1e-3
+    est = []
+    for seed in range(8):
+        out = {b: online_sgd_finite(X, y, width=1024, depth=depth, eta_c=eta, seed=seed,
+                                    phi="tanh", backward=b).outputs
+               for b in ("standard", "decoupled")}
+        assert out["standard"][0] == out["decoupled"][0]  # same forward weights
+        est.append((out["standard"][1] - out["decoupled"][1]) / (-eta * (out["standard"][0]
+                                                                         - y[0])))
+    mean, se = float(np.mean(est)), float(np.std(est, ddof=1) / math.sqrt(8))
+    assert abs(mean - _kernel_gap(X, "tanh", depth)) <= 4 * se
+    assert mean > 4 * se
+
+
+def test_tanh_finite_standard_minus_decoupled_follows_the_solver_per_step():
+    """The test above for ReLU, with the claims' tanh: finite_outputs and nfd_outputs take
+    ``phi`` and their pair-mean gaps agree step by step."""
+    kw = {"steps": 4, "dim": 8, "eta_c": 0.2, "stream_seed": 0, "phi": "tanh"}
+    nets = {b: finite_outputs("resnet1", "depth-mup", width=1024, depth=4, backward=b,
+                              pairs=4, seed=0, **kw) for b in ("standard", "decoupled")}
+    relu = finite_outputs("resnet1", "depth-mup", width=1024, depth=4, backward="standard",
+                          pairs=4, seed=0, **{**kw, "phi": "relu"})
+    assert not np.allclose(relu, nets["standard"])  # the activation reached the nets
+    d = (nets["standard"] - nets["decoupled"]).mean(axis=1)
+    mean, se = d.mean(axis=0), d.std(axis=0, ddof=1) / 2
+    lim = (nfd_outputs(4, "full", particles=2**15, **kw)
+           - nfd_outputs(4, "none", particles=2**15, **kw))
+    assert mean[0] == lim[0] == 0.0
+    assert np.all(np.abs(mean - lim) <= 4 * se + 1 / 1024)
+    assert np.sqrt(np.mean(lim**2)) > 5 * np.sqrt(np.mean(se**2))
+
+
 # ---- 3. gaps against size: slope, jackknife CI, route ----------------------------------------
 _L = [4, 8, 16, 32]
 

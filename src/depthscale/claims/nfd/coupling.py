@@ -229,7 +229,7 @@ def coupling_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
         ci=("{metric}_ci_low", "{metric}_ci_high"),
         label="exponent in n of the forward coupling error",
         paper="E|h_l,i - h_t_l|^2 <= C (1/L + 1/n): exponent -1 (an upper bound)",
-        ref="Prop. 2, Fig. 3",
+        ref="Prop. 2",
         statement="In the joint limit min(n, L) -> infinity each coordinate of h_l converges to "
                   "the McKean-Vlasov SDE dh_t = sigma_t dw_t, sigma_t^2 = E[phi^2(h_t)], in mean "
                   "square at rate E|h_l,i - h_t_l|^2 <= C (1/L + 1/n), C independent of n and L "

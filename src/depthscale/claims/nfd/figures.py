@@ -1,6 +1,6 @@
-"""Every figure of the nfd claims, drawn from their measurements (nfd Fig. 1a, 2, 4, 5, 6 and
-the limit propositions' convergence plots) with :mod:`depthscale.report.figures`: no claim
-logic here, only what to plot and how to label it."""
+"""Every figure of the nfd claims, drawn from their measurements (nfd Fig. 1a, 2, 5, 6, the
+limit propositions' convergence plots, Thm. 1's and Cor. 1's output gaps) with
+:mod:`depthscale.report.figures`: no claim logic here, only what to plot and how to label it."""
 
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def draw_fig2(s: Settings, m: Fig2Measure) -> Figure:
 
 
 def draw_cor1(s: Settings, m: Cor1Measure) -> Figure:
-    """nfd Cor. 1 / Fig. 4: relative standard-vs-decoupled gap against depth, depth-muP arms
+    """nfd Cor. 1: relative standard-vs-decoupled output gap against depth, depth-muP arms
     with the solver's gaps, and the baselines that must not align."""
     fig, axes = figures.new_figure(ncols=2)
     ax = axes[0]
@@ -197,7 +197,7 @@ def draw_cor1(s: Settings, m: Cor1Measure) -> Figure:
     figures.label_log_ticks(ax, s["depths"])
     ax.set_xlabel("depth L")
     ax.set_ylabel("|f_std - f_dec| / |f_std| (RMS over steps)")
-    ax.set_title("nfd Cor. 1: standard vs decoupled, depth-muP", fontsize=9)
+    ax.set_title(f"nfd Cor. 1: standard vs decoupled, depth-muP ({s['phi']})", fontsize=9)
     ax.legend(fontsize=6)
     ax = axes[1]
     for sr in m.baselines.values():
@@ -225,8 +225,8 @@ def draw_thm1(s: Settings, m: Thm1Measure) -> Figure:
     if m.solver.sizes:
         figures.loglog_fit_panel(axes[1], m.solver.sizes, m.solver.values, label=m.solver.label)
         axes[1].legend(fontsize=6)
-    axes[0].set_title("nfd Thm. 1: error vs width", fontsize=9)
-    axes[1].set_title("nfd Thm. 1: error vs depth", fontsize=9)
+    axes[0].set_title(f"nfd Thm. 1: error vs width ({s['phi']})", fontsize=9)
+    axes[1].set_title(f"nfd Thm. 1: error vs depth ({s['phi']})", fontsize=9)
     ax = axes[2]
     steps = np.arange(s["steps"])
     for coupling, style in (("none", "k-"), ("full", "k--")):

@@ -42,6 +42,7 @@ __all__ = [
     "learned_backward",
     "learned_backward_check",
     "limit_gia_gap",
+    "name_contradicted",
     "nfd_outputs",
     "nfd_run",
     "nfd_solver",
@@ -67,12 +68,13 @@ GAP_BAND = -0.3
 @functools.cache
 def finite_run(model: str, recipe: str, width: int, depth: int, backward: str, eta_c: float,
                T: float, steps: int, dim: int, stream_seed: int, seed: int,
-               sign: float) -> np.ndarray:
-    """Online outputs ``(steps,)`` of one network (read-out sign ``sign``) trained by
-    :func:`online_sgd_finite` (float32); memoised, read-only: :func:`finite_outputs` copies."""
+               sign: float, phi: str = "relu") -> np.ndarray:
+    """Online outputs ``(steps,)`` of one network (read-out sign ``sign``, activation ``phi``)
+    trained by :func:`online_sgd_finite` (float32); memoised, read-only: :func:`finite_outputs`
+    copies."""
     xs, ys = teacher_stream(steps, dim=dim, seed=stream_seed)
     out = online_sgd_finite(xs, ys, width=width, depth=depth, eta_c=eta_c, seed=seed, T=T,
-                            backward=backward, readout_sign=sign, dtype="float32",
+                            phi=phi, backward=backward, readout_sign=sign, dtype="float32",
                             recipe=recipe, model=model).outputs
     out.setflags(write=False)
     return out
@@ -80,15 +82,16 @@ def finite_run(model: str, recipe: str, width: int, depth: int, backward: str, e
 
 def finite_outputs(model: str, recipe: str, *, width: int, depth: int, backward: str,
                    pairs: int, seed: int, steps: int, dim: int, eta_c: float, T: float = 1.0,
-                   stream_seed: int = 0) -> np.ndarray:
+                   stream_seed: int = 0, phi: str = "relu") -> np.ndarray:
     """Online outputs ``(pairs, 2, steps)`` of antithetic pairs of networks (read-out ``v`` and
-    ``-v``, network seeds ``seed .. seed + pairs - 1``) trained by :func:`online_sgd_finite`
-    (float32) on :func:`teacher_stream` ``(steps, dim, stream_seed)``. A standard and a decoupled
-    network of the same seed share every forward weight, so their difference is the effect of
-    the backward pass alone. Runs are memoised in-process: nfd-cor1 and nfd-thm1 at the same
-    settings train each network once."""
+    ``-v``, network seeds ``seed .. seed + pairs - 1``, activation ``phi``) trained by
+    :func:`online_sgd_finite` (float32) on :func:`teacher_stream` ``(steps, dim, stream_seed)``.
+    A standard and a decoupled network of the same seed share every forward weight, so their
+    difference is the effect of the backward pass alone. Runs are memoised in-process: nfd-cor1
+    and nfd-thm1 at the same settings train each network once."""
     return np.array([[finite_run(model, recipe, int(width), int(depth), backward, float(eta_c),
-                                 float(T), int(steps), int(dim), int(stream_seed), s, sign)
+                                 float(T), int(steps), int(dim), int(stream_seed), s, sign,
+                                 phi)
                       for sign in (1.0, -1.0)] for s in range(seed, seed + pairs)])
 
 
@@ -344,7 +347,7 @@ def value_agreement(a: SizeSeries, b: SizeSeries) -> Check:
 
 def learned_backward(model: str, recipe: str, *, width: int, depth: int, pairs: int, seed: int,
                      steps: int, dim: int, eta_c: float, T: float = 1.0,
-                     stream_seed: int = 0) -> SizeSeries:
+                     stream_seed: int = 0, phi: str = "relu") -> SizeSeries:
     """Decoupled nets (``W~ = W~_0 + (W - W_0)``, nfd Cor. 1) against feedback-alignment nets
     (``W~ = W~_0``) of the same seeds at ``depth``: the pair-mean gap over the standard nets'
     learned output (:func:`size_series`, one size). Same forward weights, ``W~_0`` and stream,
@@ -352,7 +355,7 @@ def learned_backward(model: str, recipe: str, *, width: int, depth: int, pairs: 
     if the decoupled backward is feedback alignment."""
     runs = {b: finite_outputs(model, recipe, width=width, depth=depth, backward=b, pairs=pairs,
                               seed=seed, steps=steps, dim=dim, eta_c=eta_c, T=T,
-                              stream_seed=stream_seed)
+                              stream_seed=stream_seed, phi=phi)
             for b in ("standard", "decoupled", "feedback-alignment")}
     gap = (runs["decoupled"] - runs["feedback-alignment"]).mean(axis=1)[:, None]
     return size_series(f"decoupled vs feedback-alignment nets (n = {width})", [depth], gap,
@@ -383,6 +386,15 @@ def require_for_refuted(decision: Decision, checks: Sequence[Check]) -> Decision
     else:
         failed = []
     return verdict, "; ".join(p for p in (evidence, *(ev for _, ev, _ in checks), *failed) if p)
+
+
+def name_contradicted(decision: Decision, contradicted: str) -> Decision:
+    """A REFUTED ``decision`` whose reason opens with the paper's sentence or equation it
+    contradicts (``contradicted``, e.g. "Thm. 1: '...'"); any other decision unchanged."""
+    verdict, evidence = decision
+    if verdict != "REFUTED":
+        return decision
+    return verdict, f"contradicts {contradicted}; {evidence}"
 
 
 def series_measured(key: str, s: SizeSeries) -> dict[str, float]:
