@@ -5,8 +5,7 @@ this package registers them all.
 * the network at initialisation: :mod:`.init` (Prop. 1, Fig. 1a), :mod:`.coupling` (Props. 2
   and 6: the forward and backward SDEs), :mod:`.kernels` (Props. 3-5: the NNGP kernel C_t);
 * trained networks against the NFD limit (Def. 1): :mod:`.convergence` (Thm. 1), :mod:`.gia`
-  (Cor. 1), :mod:`.eigenvalues` (Fig. 6, Assumption 1), on the size series of
-  :mod:`.series`;
+  (Cor. 1), :mod:`.eigenvalues` (Fig. 6, Assumption 1), on the size series of :mod:`.series`;
 * trained networks on data: :mod:`.horizon` (Fig. 2: the time horizon T), :mod:`.collapse`,
   :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3: the Eq. 8 LR), on the settings and studies
   of :mod:`.training`.
