@@ -42,7 +42,8 @@ def logits_of(out: Any) -> torch.Tensor:
     if isinstance(logits, torch.Tensor):
         return logits
     if isinstance(out, Mapping) and isinstance(out.get("logits"), torch.Tensor):
-        return out["logits"]
+        result: torch.Tensor = out["logits"]
+        return result
     if isinstance(out, (tuple, list)) and out:
         return logits_of(out[0])
     raise ConfigError(

@@ -85,7 +85,8 @@ def run(quick: bool = False) -> BenchResult:
     def limit(J: int, Q: int, seed: int, coupling: str = _COUPLING, dtype: str = _DTYPE
               ) -> np.ndarray:
         ode = MeanODE(_D, depth_steps=J, particles=Q, coupling=coupling, seed=seed, dtype=dtype)
-        return ode.train(X, Y, K, track_travel=False).outputs[-1]
+        result: np.ndarray = ode.train(X, Y, K, track_travel=False).outputs[-1]
+        return result
 
     baseline = [_timed(partial(train_finite_resnet, X, Y, depth=LM, hidden=LM, steps=K, seed=r,
                                track_travel=False)) for r in seeds]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.errors import ConfigError
+from depthscale.stats.findings import Verdict
 
 __all__ = [
     "CLAIMS", "PAPERS", "PLANNED", "SCALES", "Claim", "ClaimContext", "ClaimOutcome", "Control",
@@ -43,7 +44,7 @@ class ClaimOutcome:
     :func:`band_verdict`, :func:`routes_verdict` or :func:`noise_gate`) or SKIP; every verdict
     but PASS carries its evidence in ``reason``."""
 
-    verdict: str
+    verdict: Verdict
     measured: dict[str, float | None] = field(default_factory=dict)
     band: dict[str, list[float | None]] = field(default_factory=dict)
     reason: str = ""

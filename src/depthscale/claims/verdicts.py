@@ -5,15 +5,18 @@ figure and the data behind it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from depthscale.claims.registry import ClaimContext, ClaimOutcome
 from depthscale.stats.findings import (
     ROUTE_FINDINGS,
+    VERDICTS,
     Band,
     Decision,
+    Finding,
     Route,
+    Verdict,
     band_verdict,
     ci_band_decision,
     findings_verdict,
@@ -25,20 +28,43 @@ from depthscale.stats.findings import (
 )
 
 __all__ = [
-    "ROUTE_FINDINGS", "Band", "ClaimOutcome", "Decision", "Judgement", "Route", "band_verdict",
-    "ci_band_decision", "claim_outcome", "findings_verdict", "finite_or_none",
-    "interval_finding", "noise_gate", "routes_verdict", "sign_finding",
+    "ROUTE_FINDINGS",
+    "VERDICTS",
+    "Band",
+    "ClaimOutcome",
+    "Decision",
+    "Finding",
+    "Judgement",
+    "Route",
+    "Rows",
+    "Verdict",
+    "band_verdict",
+    "ci_band_decision",
+    "claim_outcome",
+    "conclude",
+    "findings_verdict",
+    "finite_or_none",
+    "interval_finding",
+    "noise_gate",
+    "routes_verdict",
+    "sign_finding",
 ]
+
+
+#: A claim's data as written to ``<id>.csv``: one dict a row, its keys the columns.
+Rows = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """What a claim's ``judge_*`` step returns: the ``bands`` fixed before running (reported
-    beside the measured values), the ``decision`` of the verdict rules (:func:`findings_verdict`,
-    :func:`routes_verdict`, :func:`noise_gate`...) and a ``note`` for the reason."""
+    """What a claim's ``judge_*`` step returns: ``measured`` (reported, and judged against
+    ``bands`` fixed before running), the ``decision`` of the verdict rules where findings or
+    routes decide instead of the bands (:func:`findings_verdict`, :func:`routes_verdict`,
+    :func:`noise_gate`...), and a ``note`` for the reason."""
 
-    bands: dict[str, Band]
-    decision: Decision
+    measured: dict[str, float | None]
+    bands: dict[str, Band] = field(default_factory=dict)
+    decision: Decision | None = None
     note: str = ""
 
 
@@ -68,3 +94,11 @@ def claim_outcome(
         figures.save_figure(fig, ctx.path(claim_id, ".png")),
         write_csv(ctx.path(claim_id, ".csv"), rows),
     )
+
+
+def conclude(ctx: ClaimContext, claim_id: str, judgement: Judgement, rows: Rows,
+             fig: Any) -> ClaimOutcome:
+    """How every claim runner ends: the verdict of ``judgement``, ``fig`` as
+    ``<claim_id>.png`` and ``rows`` as ``<claim_id>.csv`` (:func:`claim_outcome`)."""
+    return claim_outcome(ctx, claim_id, judgement.measured, judgement.bands, rows, fig,
+                         judgement.note, decision=judgement.decision)

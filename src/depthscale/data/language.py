@@ -78,7 +78,8 @@ class MarkovChain:
 
     def next_state(self, state: np.ndarray, symbol: np.ndarray) -> np.ndarray:
         """The state after emitting ``symbol`` in ``state`` (drop the oldest symbol)."""
-        return (state * self.vocab) % (self.vocab**self.order) + symbol
+        result: np.ndarray = (state * self.vocab) % (self.vocab**self.order) + symbol
+        return result
 
     @cached_property
     def stationary(self) -> np.ndarray:

@@ -40,7 +40,8 @@ def load_teacher(*, seed: int, n_train: int | None, n_test: int | None, dim: int
 
     def teacher(x: np.ndarray) -> np.ndarray:
         hidden = np.maximum(x @ w.T / np.sqrt(d), 0.0)
-        return (hidden @ a / np.sqrt(TEACHER_HIDDEN))[:, None]
+        result: np.ndarray = (hidden @ a / np.sqrt(TEACHER_HIDDEN))[:, None]
+        return result
 
     x_train = train_rng.standard_normal((512 if n_train is None else n_train, d))
     x_test = test_rng.standard_normal((512 if n_test is None else n_test, d))

@@ -148,7 +148,8 @@ class PlainCNN(_FromShape, nn.Module):
         z = self.input_conv(x)
         for norm, conv in zip(self.norms, self.hidden_convs, strict=True):
             z = conv(self.drop(self.sigma(norm(z))))
-        return self.head(_gap(self.sigma(self.last_norm(z))))
+        result: torch.Tensor = self.head(_gap(self.sigma(self.last_norm(z))))
+        return result
 
 
 class ConvBlock(nn.Module):
@@ -191,15 +192,18 @@ class ConvBlock(nn.Module):
 
     def inner(self, h: torch.Tensor) -> torch.Tensor:
         """The internal representation conv1(sigma(N1(h))) of a two-layer block."""
-        return self.conv1(self.sigma(self.norm1(h)))
+        result: torch.Tensor = self.conv1(self.sigma(self.norm1(h)))
+        return result
 
     def outer(self, u: torch.Tensor) -> torch.Tensor:
         """conv2(drop(sigma(N2(u)))) of a two-layer block."""
-        return self.conv2(self.drop(self.sigma(self.norm2(u))))
+        result: torch.Tensor = self.conv2(self.drop(self.sigma(self.norm2(u))))
+        return result
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         if self.block == 1:
-            return self.conv(self.drop(self.sigma(self.norm(h))))
+            result: torch.Tensor = self.conv(self.drop(self.sigma(self.norm(h))))
+            return result
         return self.outer(self.inner(h))
 
 
@@ -272,4 +276,5 @@ class ConvResNet(_FromShape, nn.Module):
         h = self.stem(x)
         for blk in self.blocks:
             h = h + blk(h)
-        return self.head(_gap(self.sigma(h)))
+        result: torch.Tensor = self.head(_gap(self.sigma(h)))
+        return result

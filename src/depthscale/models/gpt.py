@@ -74,7 +74,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (n, heads, t, head_dim)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                              scale=self.attention_scale)
-        return self.proj(out.transpose(1, 2).reshape(n, t, width))
+        result: torch.Tensor = self.proj(out.transpose(1, 2).reshape(n, t, width))
+        return result
 
 
 class _MLP(FeedForward):
@@ -218,7 +219,8 @@ class GPT(nn.Module):
                 f"sequences of {t} tokens do not fit the GPT's context of {self.context}; "
                 "build it with a larger context option"
             )
-        return self.drop(self.embed(tokens) + self.pos_embed[:, :t])
+        result: torch.Tensor = self.drop(self.embed(tokens) + self.pos_embed[:, :t])
+        return result
 
     def readout(self, z: torch.Tensor) -> torch.Tensor:
         """Logits from the last stream: head(LN(z)), or a_tied LN(z) W_E when tied."""

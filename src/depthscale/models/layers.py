@@ -133,7 +133,8 @@ class ScaledLinear(_Multiplied):
         if self.backward_mode == "standard":
             y = F.linear(x, self.weight)
         else:
-            y = _BackwardCopyLinear.apply(x, self.weight, self.backward_weight())
+            y = _BackwardCopyLinear.apply(  # type: ignore[no-untyped-call]
+                x, self.weight, self.backward_weight())
         # in place: the matmul's output is fresh and scalar mul/add save nothing for backward,
         # so the multiplier costs no allocation (same rounding as ``y * a``)
         y = y.mul_(self.multiplier)

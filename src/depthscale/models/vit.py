@@ -53,7 +53,8 @@ class Attention(nn.Module):
         q, k, v = qkv.unbind(0)  # each (n, heads, t, head_dim)
         # softmax(q k^T * attention_scale) v, fused where the backend allows
         out = F.scaled_dot_product_attention(q, k, v, scale=self.attention_scale)
-        return self.proj(out.transpose(1, 2).reshape(n, t, width))
+        result: torch.Tensor = self.proj(out.transpose(1, 2).reshape(n, t, width))
+        return result
 
 
 class FeedForward(nn.Module):
@@ -70,7 +71,8 @@ class FeedForward(nn.Module):
         self.drop = _dropout(dropout)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.drop(self.phi(self.fc1(z))))
+        result: torch.Tensor = self.fc2(self.drop(self.phi(self.fc1(z))))
+        return result
 
 
 class TransformerBlock(nn.Module):
@@ -220,7 +222,8 @@ class ViT(nn.Module):
         """z_0 = [cls; patch_proj(patches(x))] + pos, the token representations of the stem."""
         z = self.patch_proj(self.patches(x))
         cls = self.cls_token.expand(z.shape[0], -1, -1)
-        return self.drop(torch.cat((cls, z), dim=1) + self.pos_embed)
+        result: torch.Tensor = self.drop(torch.cat((cls, z), dim=1) + self.pos_embed)
+        return result
 
     def trace(self, x: torch.Tensor) -> Trace:
         """Forward pass that keeps the stream after the stem and after each of the 2 D residual
@@ -239,4 +242,5 @@ class ViT(nn.Module):
         z = self.embed(x)
         for blk in self.blocks:
             z = blk(z)
-        return self.head(self.final_norm(z[:, 0]))
+        result: torch.Tensor = self.head(self.final_norm(z[:, 0]))
+        return result

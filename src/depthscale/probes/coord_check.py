@@ -38,7 +38,7 @@ from depthscale.probes.forward_record import (
     unit_weight,
     weight_layout,
 )
-from depthscale.stats.findings import Band, findings_verdict, interval_finding
+from depthscale.stats.findings import Band, Finding, findings_verdict, interval_finding
 from depthscale.stats.fits import loglog_slope
 from depthscale.train.loop import loss_fn
 
@@ -188,7 +188,7 @@ class SlopeFit:
     ci_low: float
     ci_high: float
     band: Band | None = None
-    finding: str | None = None
+    finding: Finding | None = None
     why: str = ""
 
     @property
@@ -361,7 +361,7 @@ def _judge(report: CoordReport, n_seeds: int) -> None:
     """The verdict from the fits that have a band (each interval judged by
     :func:`interval_finding`; a size that overflowed is a contradiction), and the evidence."""
 
-    findings: dict[str, tuple[str, str]] = {}
+    findings: dict[str, tuple[Finding, str]] = {}
     for f in report.fits:
         if f.finding is not None:
             findings[f.name] = (f.finding, f.text())
@@ -406,7 +406,7 @@ def _fit(axis: str, sizes: Sequence[int], pts: list[list[CoordPoint]], quantity:
     per_seed = [[p.mean(quantity, layer_type) for p in at_size] for at_size in pts]
     means = tuple(float(np.mean(row)) for row in per_seed)
     if n_bad or not all(v for row in raw for v in row):
-        finding: str | None = "contradicts" if n_bad else "undecided"
+        finding: Finding | None = "contradicts" if n_bad else "undecided"
         note = (f"; {n_bad} of {n_values} measured values not finite (overflowed: the run "
                 "blew up)"
                 if n_bad else "; measured at some sizes or seeds only: no slope")
@@ -521,7 +521,7 @@ def _measure_sweeps(
             for seed in seeds:
                 made = make(w, d, seed)
                 model, plan = made[0], made[1]
-                structure = made[2] if len(made) > 2 else None  # type: ignore[misc]
+                structure = made[2] if len(made) > 2 else None
                 first_plan = first_plan or plan
                 at_size.append(CoordPoint(axis, w, d, int(seed), measure(model, plan, structure)))
                 if progress is not None:

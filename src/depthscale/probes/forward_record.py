@@ -171,7 +171,7 @@ class _Recorder(TorchDispatchMode):
 
     def __init__(self, layout: Layout, inputs: list[torch.Tensor],
                  initial: dict[int, torch.Tensor] | None) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.layout = layout
         self.keep: list[torch.Tensor] = list(inputs)  # keeps ids unique while the pass runs
         self.data: set[int] = {id(t) for t in inputs}

@@ -28,7 +28,7 @@ from depthscale.errors import ConfigError
 from depthscale.param import Plan
 from depthscale.param.checks import number, whole
 from depthscale.probes.factory_sizes import check_factory, with_auto_base
-from depthscale.stats.findings import Decision, interval_finding, noise_gate
+from depthscale.stats.findings import Decision, Verdict, interval_finding, noise_gate
 from depthscale.stats.sweeps import GridSignal, Optimum, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
 
@@ -267,15 +267,16 @@ def _report(records: list[dict[str, Any]], sizes: list[tuple[int, int]], grid: l
         )
         return report
     report.drift = _drift([s.optimum for s in found])
-    for axis, pick in (("depth", lambda s: s.width == found[0].width),
-                       ("width", lambda s: s.depth == found[0].depth)):
-        same = [s.optimum for s in found if pick(s)]
-        if len({(s.width, s.depth) for s in found if pick(s)}) >= 2:
+    for axis, fixed in (("depth", "width"), ("width", "depth")):
+        along = [s for s in found if getattr(s, fixed) == getattr(found[0], fixed)]
+        same = [s.optimum for s in along]
+        if len({(s.width, s.depth) for s in along}) >= 2:
             report.axis_drift[axis] = _drift(same)
     report.ci_low, report.ci_high = _bootstrap_drift(records, criterion, seeds, len(sizes),
                                                      n_boot, seed=0)
     finding = interval_finding(report.ci_low, report.ci_high, (None, tolerance))
-    verdict = {"supports": "PASS", "contradicts": "FAIL"}.get(finding, "INCONCLUSIVE")
+    verdict: Verdict = ("PASS" if finding == "supports" else
+                        "FAIL" if finding == "contradicts" else "INCONCLUSIVE")
     per_size = "; ".join(
         f"{s.label}: eta* {s.optimum.lr:.3g} (grid {s.optimum.grid_lr:.3g}"
         + (", on the grid's edge" if s.optimum.on_edge else "")

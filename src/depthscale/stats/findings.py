@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 __all__ = [
-    "ROUTE_FINDINGS", "Band", "Decision", "Route", "band_verdict",
+    "ROUTE_FINDINGS", "VERDICTS", "Band", "Decision", "Finding", "Route", "Verdict", "band_verdict",
     "ci_band_decision", "findings_verdict",
     "finite_or_none", "interval_finding", "noise_gate", "routes_verdict", "sign_finding",
 ]
@@ -28,11 +29,16 @@ __all__ = [
 #: A closed interval [low, high]; None is unbounded on that side.
 Band = tuple[float | None, float | None]
 
+#: The verdict classes of docs/claims.md (SKIP: not judged, with why).
+Verdict = Literal["PASS", "FAIL", "REFUTED", "UNSTABLE", "INCONCLUSIVE", "SKIP"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+
 #: A verdict with its evidence: (verdict class, evidence text with numbers).
-Decision = tuple[str, str]
+Decision = tuple[Verdict, str]
 
 #: What one route says of the claim.
-ROUTE_FINDINGS = ("supports", "contradicts", "undecided")
+Finding = Literal["supports", "contradicts", "undecided"]
+ROUTE_FINDINGS: tuple[Finding, ...] = get_args(Finding)
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ class Route:
     ``evidence`` the numbers behind it."""
 
     name: str
-    finding: str
+    finding: Finding
     evidence: str
 
     def __post_init__(self) -> None:
@@ -78,7 +84,7 @@ def routes_verdict(
     return "FAIL", f"{said}; {contrast}; {why}"
 
 
-def interval_finding(low: float, high: float, band: Band) -> str:
+def interval_finding(low: float, high: float, band: Band) -> Finding:
     """What a confidence interval [low, high] says of a band: "supports" when it lies inside,
     "contradicts" when it lies wholly outside, "undecided" when it straddles an edge or is not
     finite (a fit's verdict rests on its CI, not its point estimate)."""
@@ -93,7 +99,7 @@ def interval_finding(low: float, high: float, band: Band) -> str:
     return "undecided"
 
 
-def sign_finding(low: float, high: float, sign: int) -> str:
+def sign_finding(low: float, high: float, sign: int) -> Finding:
     """What an interval of a difference says of the claim "it is < 0" (``sign`` -1) or "> 0"
     (+1): "supports" when the interval lies strictly on that side of 0, "contradicts" when it
     lies on the other side or is exactly 0 (no effect is not the claimed effect), "undecided"
@@ -110,7 +116,7 @@ def sign_finding(low: float, high: float, sign: int) -> str:
     return "undecided"
 
 
-def findings_verdict(findings: Mapping[str, tuple[str, str]]) -> Decision:
+def findings_verdict(findings: Mapping[str, tuple[Finding, str]]) -> Decision:
     """One verdict from several checks of one route, each (finding, evidence): FAIL if any
     contradicts, else INCONCLUSIVE if any is undecided, else PASS. The evidence names every
     check that did not support the claim."""
@@ -122,8 +128,8 @@ def findings_verdict(findings: Mapping[str, tuple[str, str]]) -> Decision:
     said = "; ".join(f"{name}: {f} ({ev})" for name, (f, ev) in findings.items()
                      if f != "supports")
     kinds = {f for f, _ in findings.values()}
-    verdict = "FAIL" if "contradicts" in kinds else "INCONCLUSIVE" if "undecided" in kinds else (
-        "PASS")
+    verdict: Verdict = ("FAIL" if "contradicts" in kinds else
+                        "INCONCLUSIVE" if "undecided" in kinds else "PASS")
     return verdict, said
 
 
@@ -144,7 +150,7 @@ def noise_gate(
 
 def band_verdict(
     measured: Mapping[str, float | None], bands: Mapping[str, Band]
-) -> tuple[str, dict[str, list[float | None]], str]:
+) -> tuple[Verdict, dict[str, list[float | None]], str]:
     """PASS iff every banded value is finite and inside its closed band [low, high]
     (None = unbounded). Returns (verdict, bands as lists, the reasons for a FAIL)."""
     misses = []
@@ -154,7 +160,7 @@ def band_verdict(
             misses.append(f"{name} not measurable")
         elif (low is not None and v < low) or (high is not None and v > high):
             misses.append(f"{name} = {v:.4g} outside [{low}, {high}]")
-    verdict = "FAIL" if misses else "PASS"
+    verdict: Verdict = "FAIL" if misses else "PASS"
     return verdict, {k: [lo, hi] for k, (lo, hi) in bands.items()}, "; ".join(misses)
 
 

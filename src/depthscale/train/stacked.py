@@ -96,7 +96,8 @@ class _Ops:
 
     def lin(self, name: str, x: torch.Tensor) -> torch.Tensor:
         layer = self.layers[name]
-        y = _StackedLinear.apply(x, self.params[f"{name}.weight"], layer.multiplier)
+        y: torch.Tensor = _StackedLinear.apply(  # type: ignore[no-untyped-call]
+        x, self.params[f"{name}.weight"], layer.multiplier)
         if layer.bias is not None:
             y = y + self.params[f"{name}.bias"].unsqueeze(-2)
         return y
@@ -301,7 +302,8 @@ def _vmapped_forward(model: nn.Module) -> Forward:
     """The generic forward: ``functional_call`` under vmap over the member axis."""
 
     def call(params: Tensors, x: torch.Tensor) -> torch.Tensor:
-        return functional_call(model, params, (x,))
+        result: torch.Tensor = functional_call(model, params, (x,))
+        return result
 
     shared = vmap(call, in_dims=(0, None))
     own = vmap(call, in_dims=(0, 0))

@@ -76,7 +76,8 @@ def _linear(params: Tensors, name: str, layer: ScaledLinear, x: torch.Tensor) ->
     :class:`~depthscale.train.stacked._StackedLinear`)."""
     from depthscale.train.stacked import _StackedLinear
 
-    y = _StackedLinear.apply(x, params[f"{name}.weight"], layer.multiplier)
+    y: torch.Tensor = _StackedLinear.apply(  # type: ignore[no-untyped-call]
+        x, params[f"{name}.weight"], layer.multiplier)
     if layer.bias is not None:
         y = y + params[f"{name}.bias"].unsqueeze(-2)
     return y

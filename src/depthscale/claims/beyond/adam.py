@@ -117,7 +117,7 @@ def judge_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Judgement:
         f"{sgd[1]}; SGD {m.notes['sgd']}",
         "the Adam rule of nfd-depth's first layer (c_adam = sqrt(T/n)) is an extension in "
         "rules.py, not the paper's"))
-    return Judgement({}, (verdict, f"Adam: {evidence}"), note)
+    return Judgement(m.measured, {}, (verdict, f"Adam: {evidence}"), note)
 
 
 def adam_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:

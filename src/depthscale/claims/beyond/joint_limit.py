@@ -357,7 +357,7 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
                                               _sequential_reached(m.sequential)])
     def1 = "; ".join(series_route(name, m.std[name]["def1"]).evidence for name in m.paths)
     note = f"reported, not judged (nfd-thm1's question), the paths against Def. 1: {def1}"
-    return Judgement({}, name_contradicted(decision, COMMUTATIVE), note)
+    return Judgement(m.measured, {}, name_contradicted(decision, COMMUTATIVE), note)
 
 
 def joint_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:

@@ -183,8 +183,8 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
     note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at matched loss: slopes {eq8} "
             "(derived: layer 1 flat, layer 2 ~ -0.5)")
     routes = {"library": m.slopes} | ({"handwritten": m.hand} if m.hand else {})
-    return Judgement(dict(BANDS), slopes_decision(routes, BANDS, "layer2", *JUDGED_ARMS),
-                     f"{note}; {routes_note(s, routes)}")
+    decision = slopes_decision(routes, BANDS, "layer2", *JUDGED_ARMS)
+    return Judgement(m.measured, dict(BANDS), decision, f"{note}; {routes_note(s, routes)}")
 
 
 def three_layer_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:

@@ -53,6 +53,7 @@ from depthscale.claims.registry import ClaimContext, Control, Runs, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Finding,
     Judgement,
     claim_outcome,
     findings_verdict,
@@ -191,7 +192,7 @@ def measure_transformer(ctx: ClaimContext) -> TransformerMeasures:
                                measured)
 
 
-def _spread_finding(m: TransformerMeasures, s: Mapping[str, Any]) -> tuple[str, str]:
+def _spread_finding(m: TransformerMeasures, s: Mapping[str, Any]) -> tuple[Finding, str]:
     """The paired spread difference against "it is < 0"; undecided where a sweep is flat
     within its seed spread, unless the arms are the same runs (a FAIL whatever the noise)."""
     p0, p1 = (m.spread.point[tag] for tag, _ in m.arms)
@@ -228,7 +229,7 @@ def judge_transformer(m: TransformerMeasures, s: Mapping[str, Any]) -> Judgement
         + "; ".join(_slope_text(m.measured, tag) for tag, _ in m.arms),
         floor is not None and f"data: {m.data_name}, entropy rate {floor:.3g} nats (loss "
         f"floor), uniform {m.data_meta['uniform_loss_nats']:.3g}") if n)
-    return Judgement(dict(bands), findings_verdict(findings), note)
+    return Judgement(m.measured, dict(bands), findings_verdict(findings), note)
 
 
 #: the quick and medium data, model and batch (an order-2 markov chain, vocab 16)

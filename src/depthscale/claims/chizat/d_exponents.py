@@ -31,7 +31,6 @@ from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Judgement,
-    band_verdict,
     claim_outcome,
     finite_or_none,
 )
@@ -205,7 +204,7 @@ def judge_d_exponents(m: DExponents) -> Judgement:
     note = ("exponent of D at fixed alpha, mean over alphas (min and max reported); the alpha "
             "slopes and the peak at alpha = 1 follow from eta_u = D min(1, alpha^-2) alone and "
             "are diagnostics")
-    return Judgement(dict(BANDS), (band_verdict(m.measured, BANDS)[0], ""), note)
+    return Judgement(m.measured, dict(BANDS), note=note)
 
 
 def thm3_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:

@@ -178,7 +178,7 @@ def judge_output_error(m: OutputErrors, s: ErrorGridSettings) -> Judgement:
         note += ("; one route, our code suspected: the nets equal Eq. 24-25 written by hand "
                  "(tests/claims/test_chizat_fig2_hand.py), other readings of Sec. 2.4 refitted "
                  "by tools/chizat_fig2_readings.py")
-    return Judgement(dict(BANDS), decision, note)
+    return Judgement(m.measured, dict(BANDS), decision, note)
 
 
 def fig2_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:

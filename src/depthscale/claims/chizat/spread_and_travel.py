@@ -30,7 +30,6 @@ from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Judgement,
-    band_verdict,
     claim_outcome,
     finite_or_none,
 )
@@ -198,13 +197,13 @@ def measure_travel(ctx: ClaimContext, s: AlphaSweepSettings) -> AlphaSweep[Trave
 def judge_spread(m: AlphaSweep[SpreadPoint]) -> Judgement:
     """The bands (:func:`~depthscale.stats.findings.band_verdict`): every ratio below the threshold
     in [0.5, 2]."""
-    return Judgement(dict(SPREAD_BANDS), (band_verdict(m.measured, SPREAD_BANDS)[0], ""))
+    return Judgement(m.measured, dict(SPREAD_BANDS))
 
 
 def judge_travel(m: AlphaSweep[TravelPoint]) -> Judgement:
     """The bands (:func:`~depthscale.stats.findings.band_verdict`): every ratio below the threshold
     in [0.5, 2], the slopes in alpha ~0 and ~-1."""
-    return Judgement(dict(TRAVEL_BANDS), (band_verdict(m.measured, TRAVEL_BANDS)[0], ""))
+    return Judgement(m.measured, dict(TRAVEL_BANDS))
 
 
 def fig5_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:

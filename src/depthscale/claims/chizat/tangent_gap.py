@@ -235,7 +235,7 @@ def judge_tangent_gap(m: TangentGap, s: TangentSettings) -> Judgement:
             "(no paper value): c_a = "
             f"{c_alpha[0]:.3g} [{c_alpha[1]:.3g}, {c_alpha[2]:.3g}], c_L = {c_L[0]:.3g} "
             f"[{c_L[1]:.3g}, {c_L[2]:.3g}], c_0 = {c0[0]:.3g} [{c0[1]:.3g}, {c0[2]:.3g}]")
-    return Judgement(dict(BANDS), decision, note)
+    return Judgement(m.measured, dict(BANDS), decision, note)
 
 
 def thm2_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:

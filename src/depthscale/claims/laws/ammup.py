@@ -23,6 +23,7 @@ from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Finding,
     Judgement,
     findings_verdict,
     interval_finding,
@@ -118,7 +119,7 @@ def _probe_arch(ctx: ClaimContext, arch: Arch) -> tuple[LawResult, list[list[flo
     return probe_law(probes, seed=ctx.seed), etas_by_depth
 
 
-def ammup_finding(law: LawResult, probe_seeds: int, parts: int = 1) -> tuple[str, str]:
+def ammup_finding(law: LawResult, probe_seeds: int, parts: int = 1) -> tuple[Finding, str]:
     """The AM-muP route's finding on the law band: the probe slope's interval (t and seed
     bootstrap over init seeds) inside, outside or across it, a contradiction read family-wise
     over the claim's ``parts`` (:func:`~depthscale.claims.laws.gates.band_finding`)."""
@@ -180,7 +181,7 @@ def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
     the reason, not judged: there L reaches the width, outside the regime where Sec. 3.3's
     finite-width terms stay an L-independent 1 + O(1/C) prefactor."""
     bands: dict[str, Band] = {}
-    findings: dict[str, tuple[str, str]] = {}
+    findings: dict[str, tuple[Finding, str]] = {}
     for a in arches:
         (am_lo, am_hi), (gr_lo, gr_hi) = a.probe.interval, a.grid.interval
         pred, grid = a.probe.fit.slope, a.grid.fit.slope
@@ -200,7 +201,7 @@ def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
         f"{a.width}, reported, not judged (L of the width's order, where Sec. 3.3's 1 + O(1/C) "
         "prefactor need not hold): " + ammup_finding(a.deep, probe_seeds, len(arches))[1]
         for a in arches if a.deep is not None)
-    return Judgement(bands, (verdict, "; ".join(x for x in (said, deep) if x)))
+    return Judgement({}, bands, (verdict, "; ".join(x for x in (said, deep) if x)))
 
 
 @claim(

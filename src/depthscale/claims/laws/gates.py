@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from depthscale.claims.laws.law import LawResult
 from depthscale.claims.laws.settings import LAW_BAND
-from depthscale.claims.verdicts import Decision, interval_finding
+from depthscale.claims.verdicts import Decision, Finding, interval_finding
 
 __all__ = [
     "MOVING_MARGIN", "PART_CODES", "Part", "alpha_finding", "band_finding", "change_state",
@@ -154,7 +154,7 @@ def _lengths(law: LawResult) -> str:
             + (f" (within the interval from {since} steps)" if since is not None else ""))
 
 
-def band_finding(law: LawResult, parts: int = 1) -> tuple[str, str]:
+def band_finding(law: LawResult, parts: int = 1) -> tuple[Finding, str]:
     """The law band read on a slope's intervals: "supports" when the 95% interval lies inside
     it (a claim PASSes only if every part supports, so each part at 95% keeps the claim's
     error at 5%); "contradicts" only when the family-wise interval of ``parts`` parts
@@ -173,7 +173,7 @@ def band_finding(law: LawResult, parts: int = 1) -> tuple[str, str]:
                                                  else ", across an edge: undecided"))
 
 
-def alpha_finding(key: str, law: LawResult, parts: int = 1) -> tuple[str, str]:
+def alpha_finding(key: str, law: LawResult, parts: int = 1) -> tuple[Finding, str]:
     """The law band read on the slope's interval over the depths that locate eta*
     (:func:`band_finding`, ``parts``: the claim's parts); undecided where fewer than 3 such
     depths have an interior optimum, or alpha is not shown to have stopped moving with
@@ -202,8 +202,8 @@ class Part:
     ``(finding, evidence)`` and, where measured, the AM-muP route's (laws Sec. 3.2: eta*
     from update energies at init, no training)."""
 
-    grid: tuple[str, str]
-    ammup: tuple[str, str] | None = None
+    grid: tuple[Finding, str]
+    ammup: tuple[Finding, str] | None = None
 
     @property
     def verdict(self) -> str:
@@ -260,7 +260,7 @@ def parts_verdict(parts: Mapping[str, Part], *, contrast: tuple[bool, str] | Non
 
 
 def law_parts(results: Mapping[str, LawResult], r2_min: float | None = None,
-              ammup: Mapping[str, tuple[str, str]] | None = None,
+              ammup: Mapping[str, tuple[Finding, str]] | None = None,
               parts: int | None = None) -> dict[str, Part]:
     """Each study's part: its alpha finding (contradictions read family-wise over ``parts``,
     default the studies, :func:`band_finding`; and R^2 >= ``r2_min`` when given: a contradiction

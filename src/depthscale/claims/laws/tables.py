@@ -132,4 +132,4 @@ def judge_laws(results: Mapping[str, LawResult], r2_min: float | None = None,
         if r2_min is not None:
             bands[f"r2_{key}"] = (r2_min, None)
     parts = parts if parts is not None else law_parts(results, r2_min)
-    return Judgement(bands, parts_verdict(parts, contrast=contrast))
+    return Judgement({}, bands, parts_verdict(parts, contrast=contrast))

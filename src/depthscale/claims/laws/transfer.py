@@ -22,6 +22,7 @@ from depthscale.claims.registry import ClaimContext, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Finding,
     Judgement,
     findings_verdict,
     interval_finding,
@@ -181,7 +182,7 @@ def transfer_measurement(arches: Sequence[ArchTransfer]) -> Measurement:
     return Measurement(measured, rows)
 
 
-def transfer_finding(a: ArchTransfer) -> dict[str, tuple[str, str]]:
+def transfer_finding(a: ArchTransfer) -> dict[str, tuple[Finding, str]]:
     """One architecture's findings over the target depths that locate eta*: the interval of
     scaled - raw error against <= -0.01 decades (``scaled_minus_raw``) and that of the scaled
     median error against <= 0.157 (``scaled_error``, Table 5); both undecided where the source
@@ -216,8 +217,9 @@ def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement
     left): the interval of scaled - raw error <= -0.01 decades and that of the scaled median
     error <= 0.157 decades (half Table 5's raw median 0.314); both must support. The other
     architectures' findings are reported beside it, without a band."""
-    missing = ("undecided", f"{verdict_on}: not measured")
-    findings: dict[str, tuple[str, str]] = {"scaled_minus_raw": missing, "scaled_error": missing}
+    missing: tuple[Finding, str] = ("undecided", f"{verdict_on}: not measured")
+    findings: dict[str, tuple[Finding, str]] = {"scaled_minus_raw": missing,
+                                                "scaled_error": missing}
     others = []
     for a in arches:
         f = transfer_finding(a)
@@ -231,8 +233,9 @@ def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement
         said = "; ".join(f"{k}: supports ({v[1]})" for k, v in findings.items())
     if others:
         said += "; without a band: " + "; ".join(others)
-    return Judgement({f"scaled_minus_raw_{verdict_on}": _GAIN_BAND,
-                      f"median_error_scaled_{verdict_on}": _SCALED_BAND}, (verdict, said))
+    return Judgement({}, {f"scaled_minus_raw_{verdict_on}": _GAIN_BAND,
+                          f"median_error_scaled_{verdict_on}": _SCALED_BAND},
+                    (verdict, said))
 
 
 @claim(

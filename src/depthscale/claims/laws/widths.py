@@ -96,6 +96,7 @@ def judge_widths(results: Mapping[str, LawResult], seed: int = 0) -> Judgement:
     finding = interval_finding(low, high, SPREAD_BAND)
     said = (f"alpha spread over {len(results)} parts, 95% seed-bootstrap interval "
             f"[{low:.3g}, {high:.3g}], against <= 0.44 (Table 4): {finding}")
+    assert laws.decision is not None  # judge_laws always decides
     verdict, why = laws.decision
     if finding == "contradicts":
         verdict, why = "FAIL", f"{said}; {verdict} on the law band ({why})"
@@ -103,7 +104,7 @@ def judge_widths(results: Mapping[str, LawResult], seed: int = 0) -> Judgement:
         verdict, why = "INCONCLUSIVE", f"{said}; the law band: PASS ({why})"
     else:
         why = f"{why}; {said}"
-    return Judgement({**laws.bands, "alpha_spread": SPREAD_BAND}, (verdict, why))
+    return Judgement({}, {**laws.bands, "alpha_spread": SPREAD_BAND}, (verdict, why))
 
 
 @claim(

@@ -38,7 +38,6 @@ import torch
 from depthscale.claims.common import claim_dataset, mean_finite, stored_rows
 from depthscale.claims.nfd.figures import draw_collapse
 from depthscale.claims.nfd.handwritten import handwritten_run
-from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import (
     FULL_DATA,
     QUICK_DATA,
@@ -51,6 +50,10 @@ from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Decision,
+    Finding,
+    Judgement,
+    Rows,
+    conclude,
     findings_verdict,
     finite_or_none,
     interval_finding,
@@ -216,13 +219,13 @@ def slope_readouts_measured(r: SlopeReadouts, depths: Sequence[int]) -> dict[str
 
 
 def slope_findings_at_matched_loss(r: SlopeReadouts,
-                                   bands: Mapping[str, Band]) -> dict[str, tuple[str, str]]:
+                                   bands: Mapping[str, Band]) -> dict[str, tuple[Finding, str]]:
     """Each banded slope's finding: its seed interval at the matched-loss readout of the last
     step's target against the band (:func:`~depthscale.claims.verdicts.interval_finding`),
     kept only if the target of the first readout (a third of the run) gives the same
     finding, else undecided: the slope then depends on the loss level it is matched at."""
     first, last = r.readouts[0], r.readouts[-1]
-    findings: dict[str, tuple[str, str]] = {}
+    findings: dict[str, tuple[Finding, str]] = {}
     for name, band in bands.items():
         ci = r.matched[name]
         said = {k: interval_finding(ci[k].low, ci[k].high, band) for k in (first, last)}

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from depthscale.claims.nfd.figures import draw_thm1
-from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.series import (
     SizeSeries,
     finite_measured,
@@ -41,7 +40,7 @@ from depthscale.claims.nfd.series import (
     within_noise,
 )
 from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
-from depthscale.claims.verdicts import ClaimOutcome, routes_verdict
+from depthscale.claims.verdicts import ClaimOutcome, Judgement, Rows, conclude, routes_verdict
 
 __all__ = ["Thm1Measure", "judge_thm1", "measure_thm1", "nfd_thm1"]
 

@@ -20,11 +20,13 @@ from typing import Any
 import numpy as np
 
 from depthscale.claims.nfd.figures import draw_coupling
-from depthscale.claims.nfd.judgement import Judgement, conclude
 from depthscale.claims.registry import ClaimContext, Control, Solver, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Finding,
+    Judgement,
+    conclude,
     findings_verdict,
     finite_or_none,
     interval_finding,
@@ -114,11 +116,11 @@ def measure_coupling(ctx: ClaimContext, backward: bool) -> tuple[CouplingPoint, 
 
 
 def _exponents(s: Mapping[str, Any], points: Sequence[CouplingPoint]
-               ) -> tuple[dict[str, float | None], dict[str, tuple[str, str]]]:
+               ) -> tuple[dict[str, float | None], dict[str, tuple[Finding, str]]]:
     """Each sweep's exponent with its 95% interval (known trial SEMs or residual scatter, the
     larger: :func:`~depthscale.stats.fits.loglog_slope_ci`) judged against <= -0.7."""
     measured: dict[str, float | None] = {}
-    findings: dict[str, tuple[str, str]] = {}
+    findings: dict[str, tuple[Finding, str]] = {}
     for axis, sizes in (("width", s["widths"]), ("depth", s["depths"])):
         mse = [p.mse for p in points if p.sweep == axis]
         sems = [p.mse_sem for p in points if p.sweep == axis]
@@ -138,7 +140,7 @@ def _exponents(s: Mapping[str, Any], points: Sequence[CouplingPoint]
 
 
 def _depth_at_floor(s: Mapping[str, Any], law: ErrorLaw, drop: float,
-                    noise: float) -> tuple[str, str]:
+                    noise: float) -> tuple[Finding, str]:
     """The depth exponent's finding where the error neither falls nor rises across the depth
     sweep by more than its trial noise: it reads the 1/n floor and the noise, not the depth
     rate, so it is undecided, with the width (n ~ b L / a) that would decide it."""

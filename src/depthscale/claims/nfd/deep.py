@@ -13,7 +13,6 @@ from typing import Any
 from depthscale import data as ds_data
 from depthscale.claims.common import claim_dataset, mean_finite
 from depthscale.claims.nfd.figures import draw_deep
-from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import (
     FULL_DATA,
     QUICK_DATA,
@@ -25,6 +24,10 @@ from depthscale.claims.registry import ClaimContext, Control, Runs, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Finding,
+    Judgement,
+    Rows,
+    conclude,
     findings_verdict,
     finite_or_none,
     sign_finding,
@@ -108,7 +111,7 @@ def judge_deep(m: DeepMeasure) -> Judgement:
     level = 1.0 - (1.0 - FAMILY_LEVEL) / m.looks
     measured = {f"{k}_{tag}": finite_or_none(mean_finite(_per_seed(m.rows, tag, k)))
                 for tag, _recipe in m.arms for k in ("train_loss", "test_loss", "test_acc")}
-    findings: dict[str, tuple[str, str]] = {}
+    findings: dict[str, tuple[Finding, str]] = {}
     for k, sign in _CLAIMED:
         diffs = [a - b for a, b in zip(_per_seed(m.rows, "nfd_depth", k),
                                        _per_seed(m.rows, "depth_mup", k), strict=True)]

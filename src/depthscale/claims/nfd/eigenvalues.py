@@ -19,11 +19,14 @@ from typing import Any
 import numpy as np
 
 from depthscale.claims.nfd.figures import draw_fig6
-from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.series import nfd_solver, online_runs
 from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
+    Finding,
+    Judgement,
+    Rows,
+    conclude,
     findings_verdict,
     finite_or_none,
     interval_finding,
@@ -93,21 +96,21 @@ def _log10_sd(values: Sequence[float]) -> float:
     return statistics.stdev(math.log10(v) for v in values)
 
 
-def eig_findings(tr: EigTrend, decide: str) -> dict[str, tuple[str, str]]:
+def eig_findings(tr: EigTrend, decide: str) -> dict[str, tuple[Finding, str]]:
     """Two findings of one part: "> 0" (the smallest min eigenvalue above its eigensolver
     floor, else zero to working precision: contradicts) and "grows with width" (the slope's CI
     against [0, inf): :func:`interval_finding`), undecided where a width's min eigenvalue is at
     its sampling floor (see :class:`EigTrend`) or the CI is not finite; ``decide`` says what
     would decide it."""
     label = FIG6_LABELS[tr.name]
-    positive = ("supports" if tr.floor_ratio > 1 else "contradicts",
+    positive: tuple[Finding, str] = ("supports" if tr.floor_ratio > 1 else "contradicts",
                 f"smallest lambda_min {min(min(v) for v in tr.values):.3g} is "
                 f"{tr.floor_ratio:.3g} x its eigensolver floor N eps tr(K)")
     span = f"n = {tr.widths[0]}..{tr.widths[-1]}"
     trend = (f"slope {tr.slope:+.2f}, 95% CI [{tr.ci[0]:+.2f}, {tr.ci[1]:+.2f}] over {span}, "
              f"{len(tr.values[0])} repeats per width; band: slope >= 0")
     if tr.floor_ratio <= 1:
-        grows = ("undecided", "values at the eigensolver floor have no trend")
+        grows: tuple[Finding, str] = ("undecided", "values at the eigensolver floor have no trend")
     elif tr.at_floor:
         n = tr.at_floor[0]
         vals = tr.values[tr.widths.index(n)]
@@ -220,7 +223,7 @@ def judge_fig6(m: Fig6Measure) -> Judgement:
                "limit's own value is {:.2g} against the nets' mean {:.2g} at n = {}: where "
                "these are of one order the nets approach a tiny positive limit, and wider nets "
                "need not decide its growth")
-    findings: dict[str, tuple[str, str]] = {}
+    findings: dict[str, tuple[Finding, str]] = {}
     for tr in m.trends:
         findings.update(eig_findings(tr, readout.format(
             m.limit_parts[tr.name], tr.means[-1], tr.widths[-1])

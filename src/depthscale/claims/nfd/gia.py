@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from depthscale.claims.nfd.figures import draw_cor1
-from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.series import (
     Check,
     SizeSeries,
@@ -39,7 +38,14 @@ from depthscale.claims.nfd.series import (
     value_agreement,
 )
 from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
-from depthscale.claims.verdicts import ClaimOutcome, Route, routes_verdict
+from depthscale.claims.verdicts import (
+    ClaimOutcome,
+    Judgement,
+    Route,
+    Rows,
+    conclude,
+    routes_verdict,
+)
 
 __all__ = ["Cor1Measure", "judge_cor1", "measure_cor1", "nfd_cor1"]
 

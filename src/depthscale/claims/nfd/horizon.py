@@ -17,7 +17,6 @@ from typing import Any
 
 from depthscale.claims.common import budget_stop, mean_finite, metric, run_claim_study
 from depthscale.claims.nfd.figures import draw_fig2
-from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import (
     FULL_DATA,
     QUICK_DATA,
@@ -27,7 +26,14 @@ from depthscale.claims.nfd.training import (
     seed_rounds,
 )
 from depthscale.claims.registry import ClaimContext, Control, claim
-from depthscale.claims.verdicts import ClaimOutcome, finite_or_none
+from depthscale.claims.verdicts import (
+    ClaimOutcome,
+    Finding,
+    Judgement,
+    Rows,
+    conclude,
+    finite_or_none,
+)
 from depthscale.stats.findings import findings_verdict, sign_finding
 from depthscale.stats.fits import mean_ci
 from depthscale.stats.sweeps import criterion_value, scan_axis
@@ -155,7 +161,7 @@ def _strongest(comps: list[Comparison]) -> tuple[Comparison, set[str]]:
 
 
 def _improves(m: Fig2Measure, per_seed: list[dict[int, float]],
-              level: float) -> tuple[str, str, Comparison | None]:
+              level: float) -> tuple[Finding, str, Comparison | None]:
     """"A moderate T improves the loss": some interior T (no seed diverged) trains to a lower
     loss than the smallest T, on the seed-paired interval; contradicted when every interior T
     is worse or no better (interval at or below 0)."""
@@ -164,13 +170,13 @@ def _improves(m: Fig2Measure, per_seed: list[dict[int, float]],
     if not comps:
         return "contradicts", "every interior T diverged on some seed", None
     best, findings = _strongest(comps)
-    finding = ("supports" if "supports" in findings else
+    finding: Finding = ("supports" if "supports" in findings else
                "contradicts" if findings == {"contradicts"} else "undecided")
     return finding, best.text(), best
 
 
 def _destabilises(m: Fig2Measure, per_seed: list[dict[int, float]],
-                  level: float) -> tuple[str, str, Comparison | None]:
+                  level: float) -> tuple[Finding, str, Comparison | None]:
     """"A very large T destabilises": the largest T diverges on at least half the seeds while
     an interior T trains on all, or it trains to a higher loss than some interior T (seed-paired
     interval above 0); contradicted when it diverges on no seed and is no worse than every
@@ -183,7 +189,7 @@ def _destabilises(m: Fig2Measure, per_seed: list[dict[int, float]],
     if not comps:
         return "undecided", "no interior T trained on every seed", None
     best, findings = _strongest(comps)
-    finding = ("supports" if "supports" in findings else
+    finding: Finding = ("supports" if "supports" in findings else
                "contradicts" if findings == {"contradicts"} and m.diverged[last] == 0 else
                "undecided")
     return finding, best.text(), best
@@ -196,7 +202,7 @@ def _level(m: Fig2Measure) -> float:
     return 1.0 - (1.0 - FAMILY_LEVEL) / (interior * m.looks * len(m.panels()))
 
 
-Half = tuple[str, str, Comparison | None]
+Half = tuple[Finding, str, Comparison | None]
 
 
 def _halves(m: Fig2Measure) -> list[tuple[str, list[dict[int, float]], Half, Half]]:
@@ -237,7 +243,7 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
         "seeds_most": float(max(len(d) for d in m.per_seed) if m.per_seed else 0),
         "diverged_fraction_largest_T": m.diverged[-1],
     }
-    findings: dict[str, tuple[str, str]] = {}
+    findings: dict[str, tuple[Finding, str]] = {}
     notes = []
     for name, per_seed, (improve, improve_text, ci), (worse, worse_text, wi) in _halves(m):
         means = [mean_finite(list(d.values())) for d in per_seed]

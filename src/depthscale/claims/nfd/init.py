@@ -17,10 +17,9 @@ import torch
 
 from depthscale.claims.common import claim_dataset, mean_finite
 from depthscale.claims.nfd.figures import draw_prop1
-from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.training import FULL_DATA, QUICK_DATA, SMOKE_DATA
 from depthscale.claims.registry import ClaimContext, Control, Runs, claim
-from depthscale.claims.verdicts import ClaimOutcome, finite_or_none
+from depthscale.claims.verdicts import ClaimOutcome, Judgement, Rows, conclude, finite_or_none
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
 

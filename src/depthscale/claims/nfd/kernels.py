@@ -25,11 +25,13 @@ import torch
 
 from depthscale.claims.nfd.coupling import gaussian_inputs
 from depthscale.claims.nfd.figures import draw_prop3, draw_prop4_5
-from depthscale.claims.nfd.judgement import Judgement, conclude
 from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
+    Finding,
+    Judgement,
+    conclude,
     findings_verdict,
     finite_or_none,
     interval_finding,
@@ -180,7 +182,7 @@ def judge_prop3(s: Mapping[str, Any], points: Sequence[KernelPoint]) -> Judgemen
     seeds = len({p.seed for p in points})
     judged = {key: band for key, band in PROP3_BANDS.items() if key != "readout_kurtosis"}
     judged |= {f"readout_kurtosis_n{n}": PROP3_BANDS["readout_kurtosis"] for n in s["widths"]}
-    findings: dict[str, tuple[str, str]] = {}
+    findings: dict[str, tuple[Finding, str]] = {}
     for key, band in judged.items():
         mean, low, high = ci[key]
         finding = interval_finding(low, high, band)

@@ -30,7 +30,6 @@ from scipy import stats
 from depthscale.claims.common import claim_dataset, metric, run_claim_study
 from depthscale.claims.nfd.collapse import SlopeCI, output_slopes
 from depthscale.claims.nfd.figures import draw_transfer
-from depthscale.claims.nfd.judgement import Judgement, Rows, conclude
 from depthscale.claims.nfd.series import Check, require_for_refuted
 from depthscale.claims.nfd.training import (
     FULL_DATA,
@@ -43,7 +42,11 @@ from depthscale.claims.registry import ClaimContext, Control, claim
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Decision,
+    Finding,
+    Judgement,
     Route,
+    Rows,
+    conclude,
     findings_verdict,
     finite_or_none,
     noise_gate,
@@ -294,7 +297,8 @@ def transfer_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
     sweeps = _sweeps_decision(s, m)
     if m.same_runs:
         return sweeps
-    finding = {"PASS": "supports", "FAIL": "contradicts"}.get(sweeps[0], "undecided")
+    finding: Finding = ("supports" if sweeps[0] == "PASS" else
+                        "contradicts" if sweeps[0] == "FAIL" else "undecided")
     r0, r1 = m.recipes
     seen_in = [r for r in (r0, r1) if m.boot[r][0] > m.noise]
     contrast = (f"the sweeps resolve a spread above the noise seeds alone give ({m.noise:.3f})"
