@@ -108,6 +108,76 @@ def test_imports_point_down_the_floors_only() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the depthscale modules it imports (module level, in functions and under
+    TYPE_CHECKING alike): ``from p import n`` points at ``p.n`` where that is a module, else at
+    ``p``; a package's ``__init__`` re-exporting its own submodules is no arrow."""
+    modules = {_module_name(p): p for p in _sources()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*here[: len(here) - node.level + 1],
+                                     *filter(None, [base])])
+                subs = {f"{base}.{a.name}" for a in node.names} & set(modules)
+                targets |= subs or {base}
+        own = name + "." if path.name == "__init__.py" else None
+        graph[name] = {m for m in targets & set(modules)
+                       if m != name and not (own and m.startswith(own))}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_circles_are_found() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles() -> None:
+    """No module reaches itself through imports, lazy and type-only ones included: a circle
+    hidden by an import inside a function is still a loop in the design."""
+    circles = _circles(_module_graph())
+    assert not circles, "\n".join(" <-> ".join(c) for c in circles)
+
+
 @pytest.mark.parametrize("leaf", sorted(LEAF_THIRD_PARTY))
 def test_leaves_import_only_the_standard_library_and_their_few_packages(leaf: str) -> None:
     paths = [p for p in _sources() if _package(_module_name(p)) == leaf]

@@ -10,14 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from depthscale.errors import ConfigError
 from depthscale.stats.findings import Verdict
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Settings = TypeVar("_Settings", bound="DataclassInstance")
+
 __all__ = [
     "CLAIMS", "PAPERS", "PLANNED", "SCALES", "Claim", "ClaimContext", "ClaimOutcome", "Control",
-    "Cost", "Headline", "Runs", "Solver", "claim",
+    "Cost", "Headline", "Runs", "Solver", "claim", "read_settings",
 ]
 
 #: quick: CPU minutes (CI's demo); medium: about 30 CPU minutes a claim, where quick cannot
@@ -308,3 +313,16 @@ def _headline(claim_id: str, value: Headline | Mapping[str, Any] | None) -> Head
         raise ConfigError(f"claim {claim_id!r}: headline: {exc}") from None
     except ConfigError as exc:
         raise ConfigError(f"claim {claim_id!r}: {exc}") from None
+
+
+def read_settings(cls: type[_Settings], settings: Mapping[str, Any]) -> _Settings:
+    """A claim's settings mapping (``ctx.settings``: a scale's, with a control's or ``--set``
+    changes merged) as its typed settings record ``cls``. Keys ``cls`` does not name are left
+    to the parts that read them (the dataset's loader); a field without a default must be set."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    try:
+        return cls(**{k: v for k, v in settings.items() if k in names})
+    except TypeError as exc:
+        raise ConfigError(f"settings for {cls.__name__}: {exc}") from None

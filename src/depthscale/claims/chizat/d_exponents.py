@@ -22,11 +22,10 @@ from depthscale.claims.chizat.setting import (
     input_lr,
     load_data,
     one_thread,
-    read_settings,
     sigma_v,
     slope,
 )
-from depthscale.claims.registry import ClaimContext, Control, Solver, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,

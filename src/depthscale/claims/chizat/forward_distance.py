@@ -20,10 +20,9 @@ from depthscale.claims.chizat.setting import (
     limit_reference,
     load_data,
     one_thread,
-    read_settings,
     slope,
 )
-from depthscale.claims.registry import ClaimContext, Control, Solver, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,

@@ -23,9 +23,8 @@ from depthscale.claims.chizat.setting import (
     load_data,
     one_thread,
     paper_grid,
-    read_settings,
 )
-from depthscale.claims.registry import ClaimContext, Control, Solver, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NAN3", "WRONG_SIGMA_V", "Array", "Interval", "alpha_grid", "csv_rows",
     "finite_resnet", "input_lr", "layer_travel", "limit_reference", "load_data", "one_thread",
-    "paper_grid", "read_settings", "sigma_v", "slope",
+    "paper_grid", "sigma_v", "slope",
 ]
 
 #: float64 arrays: inputs, targets, outputs and forward passes
@@ -46,14 +46,6 @@ NAN3: Interval = (math.nan, math.nan, math.nan)
 #: the negative controls' wrong init scale: sigma_v = alpha D, not chizat's alpha sqrt(D)
 WRONG_SIGMA_V: dict[str, Any] = {"sigma_v_power": 1.0}
 
-_Settings = TypeVar("_Settings", bound="DataclassInstance")
-
-
-def read_settings(cls: type[_Settings], settings: Mapping[str, Any]) -> _Settings:
-    """The typed settings record ``cls`` from a claim's settings mapping (keys it does not
-    name are ignored; a control's keys fill the fields whose defaults are the paper's)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in settings.items() if k in names})
 
 
 def csv_rows(records: Sequence[DataclassInstance]) -> list[dict[str, Any]]:

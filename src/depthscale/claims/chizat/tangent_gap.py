@@ -24,9 +24,8 @@ from depthscale.claims.chizat.setting import (
     layer_travel,
     load_data,
     one_thread,
-    read_settings,
 )
-from depthscale.claims.registry import ClaimContext, Control, Solver, claim
+from depthscale.claims.registry import ClaimContext, Control, Solver, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
