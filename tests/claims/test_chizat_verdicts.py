@@ -16,7 +16,7 @@ from depthscale.claims.chizat.output_error import (
     fit_output_law,
     judge_output_error,
 )
-from depthscale.claims.chizat.setting import read_settings
+from depthscale.claims.registry import read_settings
 from depthscale.claims.verdicts import ci_band_decision
 
 BANDS = {"a": (0.075, 0.3), "b": (0.11, 0.44), "fit_rms_factor": (1.0, 1.5)}
