@@ -5,30 +5,13 @@ mean over positions whose update grows like l/L. The same model under SP FAILs."
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 import torch
+from own_gpt import GPT
 from torch import nn
 
 import depthscale as ds
 
-SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "own_transformer.py"
-
-
-def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("own_transformer_example", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-GPT = _example().GPT
 DATA = ds.data.load("markov", vocab=16, context=16, n_train=512)
 X, Y = DATA.x_train[:8], DATA.y_train[:8]
 SIZES = {"widths": [32, 64, 128], "depths": [1, 2, 4], "base_width": 64, "base_depth": 1,

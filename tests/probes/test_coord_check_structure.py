@@ -7,35 +7,21 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 import warnings
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import torch
+from own_gpt import GPT
 from torch import nn
 
 import depthscale as ds
 from depthscale.param import Structure
 from depthscale.probes import coord_check, measure_point
 
-SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "own_transformer.py"
 READERS = ["depthscale.probes.coord_check", "depthscale.probes.factory_sizes",
            "depthscale.param.apply"]
 
-
-def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("own_transformer_structure", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-GPT = _example().GPT
 DATA = ds.data.load("markov", vocab=16, context=16, n_train=64)
 X, Y = DATA.x_train[:8], DATA.y_train[:8]
 
