@@ -32,6 +32,7 @@ from depthscale.claims.chizat import spread_and_travel as _spread_and_travel  # 
 from depthscale.claims.chizat import tangent_gap as _tangent_gap  # noqa: F401
 from depthscale.claims.chizat import d_exponents as _d_exponents  # noqa: F401
 from depthscale.claims.chizat import forward_distance as _forward_distance  # noqa: F401
+from depthscale.claims.chizat import complete_regime as _complete_regime  # noqa: F401
 
 # isort: on
 from depthscale.claims.chizat.d_exponents import d_exponent
