@@ -64,8 +64,8 @@ __all__ = [
 
 #: The claim modules, imported (each registering its claims) in this order: the order of the
 #: claim catalogue (docs/claims.md) and of ``depthscale reproduce``.
-CLAIM_MODULES = ("convergence", "eigenvalues", "init", "horizon", "gia", "collapse", "transfer",
-                 "deep", "coupling", "kernels")
+CLAIM_MODULES = ("convergence", "eigenvalues", "init", "pre_post", "horizon", "gia", "collapse",
+                 "transfer", "deep", "coupling", "kernels")
 
 for _module in CLAIM_MODULES:
     importlib.import_module(f"{__name__}.{_module}")
