@@ -16,24 +16,29 @@ import torch.nn.functional as F
 
 from depthscale.claims import CLAIMS, PLANNED, ClaimContext
 from depthscale.claims.beyond import adam_tables, joint_widths, transformer_tables
-from depthscale.claims.beyond.adam import AdamMeasures, judge_adam
+from depthscale.claims.beyond.adam import AdamMeasures, AdamSettings, judge_adam
+from depthscale.claims.beyond.joint_limit import JointSettings
 from depthscale.claims.beyond.readouts import (
     record_steps,
     slope_readouts,
     slope_readouts_measured,
 )
+from depthscale.claims.beyond.shared import nfd_view
 from depthscale.claims.beyond.spreads import bootstrap_spreads, spreads
 from depthscale.claims.beyond.three_layer import (
     JUDGED_ARMS,
     KEYS,
     MIDDLE_LAYERS,
     ThreeLayerMeasures,
+    ThreeLayerSettings,
     judge_three_layer,
     three_arms,
 )
+from depthscale.claims.beyond.transformer import TransformerSettings
 from depthscale.claims.nfd import transfer_tables
 from depthscale.claims.nfd.collapse import SlopeCI
 from depthscale.claims.nfd.transfer import TransferMeasure
+from depthscale.claims.registry import read_settings
 from depthscale.errors import ConfigError
 from depthscale.models import build
 from depthscale.models.gpt import GPT
@@ -46,6 +51,26 @@ from depthscale.studies.spec import expand, load_study, study_from_tables
 G = torch.Generator().manual_seed(0)
 X = torch.randn(64, 20, generator=G)
 Y = torch.randint(0, 10, (64,), generator=G)
+
+#: each beyond claim's typed settings record
+SETTINGS = {"beyond-3layer": ThreeLayerSettings, "beyond-adam": AdamSettings,
+            "beyond-joint-limit": JointSettings, "beyond-transformer": TransformerSettings}
+#: beyond-3layer's smoke settings, typed
+THREE_SMOKE = read_settings(ThreeLayerSettings, CLAIMS["beyond-3layer"].settings["smoke"])
+
+
+@pytest.mark.parametrize("claim_id", sorted(SETTINGS))
+def test_the_typed_settings_hold_every_key_so_nfds_helpers_read_the_same_mapping(
+        claim_id: str) -> None:
+    """Every scale's settings, and each with the negative control's, read into the claim's
+    typed record with no key left over: the mapping nfd's shared helpers get from it
+    (:func:`nfd_view`) is the settings mapping itself, defaults filled in."""
+    c = CLAIMS[claim_id]
+    for stock in c.stock():
+        view = nfd_view(read_settings(SETTINGS[claim_id], stock))
+        assert {k: view[k] for k in stock} == dict(stock)
+        assert set(view) - set(stock) <= {"fix_recipe", "second_route", "corrected_recipe",
+                                          "recipe"}
 
 
 # ---- the three-layer block ------------------------------------------------------------------
@@ -133,7 +158,7 @@ def _three_layer_measures(exponents: dict[str, dict[str, float]],
     (so the slope is the exponent at matched loss; at fixed steps depth 8 has dropped twice
     as far); ``early`` is added to the exponent before step 10."""
     steps, depths, seeds = record_steps(30), [2, 8], [0, 1, 2]
-    arms = three_arms({})
+    arms = three_arms(THREE_SMOKE)
     rows = [{"arm": tag, "depth": L, "seed": seed, "step": k,
              "running_loss_last10": 3.0 - drop,
              **{f"{key}_update": L ** (exponents[tag][key] + 0.05 * (seed - 1)
@@ -151,7 +176,7 @@ DERIVED = {"depth_mup": {"layer1": -0.5, "layer2": -0.5, "stream": 0.0},
 
 
 def test_three_layer_judges_seed_intervals_at_matched_loss() -> None:
-    s = {"steps": 30, "seeds": 3}
+    s = replace(THREE_SMOKE, steps=30, seeds=3)
     m = _three_layer_measures(DERIVED)
     # seeds give exponents b - 0.05, b, b + 0.05: interval b +- t(2) 0.05 / sqrt(3)
     half = 4.302652729749464 * 0.05 / math.sqrt(3)
@@ -183,7 +208,7 @@ def _two_routes(library: dict[str, dict[str, float]],
 
 
 def test_three_layer_two_routes_refute_the_fix_only_together() -> None:
-    s = {"steps": 30, "seeds": 3}
+    s = replace(THREE_SMOKE, steps=30, seeds=3)
     # the fix lifts layer 2 from -0.5 to -0.3 in both routes, not to flat: refuted
     lifted = {**DERIVED, "fix": {**DERIVED["fix"], "layer2": -0.3}}
     j = judge_three_layer(_two_routes(lifted, lifted), s)
@@ -204,19 +229,21 @@ def test_three_layer_two_routes_refute_the_fix_only_together() -> None:
 
 # ---- beyond-adam ------------------------------------------------------------------------------
 def test_adam_study_is_the_transfer_study_with_adam() -> None:
-    s = CLAIMS["beyond-adam"].settings["quick"]
+    quick = CLAIMS["beyond-adam"].settings["quick"]
+    s = read_settings(AdamSettings, quick)
     adam = study_from_tables(adam_tables(s, "adam"))
     assert adam.name == "beyond-adam-adam" and adam.train.optimizer == "adam"
-    assert dict(adam.grid)["lr"] == tuple(s["eta_cs_adam"])
+    assert dict(adam.grid)["lr"] == tuple(s.eta_cs_adam)
     sgd = study_from_tables(adam_tables(s, "sgd"))
-    transfer = study_from_tables(transfer_tables({**s, "eta_cs": s["eta_cs_sgd"]}))
+    transfer = study_from_tables(transfer_tables({**quick, "eta_cs": s.eta_cs_sgd}))
     assert expand(sgd) == expand(transfer)
     with pytest.raises(ConfigError, match="optimizer must be"):
         adam_tables(s, "lion")
 
 
 def test_adam_example_is_the_claims_quick_adam_study() -> None:
-    claim_study = study_from_tables(adam_tables(CLAIMS["beyond-adam"].settings["quick"], "adam"))
+    claim_study = study_from_tables(adam_tables(
+        read_settings(AdamSettings, CLAIMS["beyond-adam"].settings["quick"]), "adam"))
     example = load_study(Path(__file__).resolve().parents[2] / "examples" / "beyond_adam.toml")
     assert expand(claim_study) == expand(example)
     assert (claim_study.name, claim_study.analysis) == (example.name, example.analysis)
@@ -278,7 +305,7 @@ def test_the_adam_verdict_is_the_two_route_decision_on_the_adam_runs() -> None:
     SGD runs' own decision (here a lone contradicting route, FAIL) is reported, not judged.
     With Adam's one-step route seeing no difference (equal flat slopes) the routes disagree:
     FAIL, not REFUTED."""
-    s = CLAIMS["beyond-adam"].settings["medium"]  # depths 3-18, 24 seeds
+    s = read_settings(AdamSettings, CLAIMS["beyond-adam"].settings["medium"])  # L 3-18, 24 seeds
     span = math.log10(6)
     adam = _transfer_measure(
         "adam", boot={"depth-mup": (0.0, 0.04), "nfd-depth": (0.08, 0.16),
@@ -314,7 +341,7 @@ def test_the_medium_adam_numbers_fail_on_a_lone_route_whose_premise_misses_depth
     the spread ([+0.011, +0.062]), and depth-muP's swept spread [0.063, 0.127] is out of reach
     of its predicted [0.000, 0.022]: a lone contradicting route whose premise misses one arm,
     FAIL."""
-    s = CLAIMS["beyond-adam"].settings["medium"]
+    s = read_settings(AdamSettings, CLAIMS["beyond-adam"].settings["medium"])
     adam = _transfer_measure(
         "adam", boot={"depth-mup": (0.0625, 0.1272), "nfd-depth": (0.0247, 0.1887),
                       "difference": (-0.0729, 0.0897)},
@@ -447,11 +474,12 @@ def test_the_joint_limit_contrast_adds_pairs_only_while_its_first_gap_is_unresol
 
     monkeypatch.setattr(joint_limit, "finite_outputs", fake_nets)
     totals: list[int] = []
-    s = {"pairs": 8, "contrast_pairs": 128, "steps": steps, "dim": 2, "eta_c": 0.1, "T": 1.0,
-         "phi": "tanh"}
+    s = {**CLAIMS["beyond-joint-limit"].settings["smoke"], "pairs": 8, "contrast_pairs": 128,
+         "steps": steps, "dim": 2, "eta_c": 0.1, "T": 1.0, "phi": "tanh"}
     ctx = ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=3,
                        settings=s, set_total=totals.append)
-    run = joint_limit._JointRun(ctx, "depth-mup", {"none": ref, "full": ref})
+    typed = read_settings(JointSettings, s)
+    run = joint_limit._JointRun(ctx, typed, {"none": ref, "full": ref})
     path = joint_limit.JointPath([4, 16], [64, 256])
     first = joint_limit._contrast_first(run, path, 10)
     assert first.replicates == 64 and first.values[0] > 3 * first.noise[0]
@@ -464,8 +492,7 @@ def test_the_joint_limit_contrast_adds_pairs_only_while_its_first_gap_is_unresol
                             ref + np.random.default_rng(seed).standard_normal((pairs, 1, steps)),
                             (pairs, 2, steps)).copy())
     ctx2 = replace(ctx, out_dir=tmp_path / "nogap")
-    none = joint_limit._contrast_first(joint_limit._JointRun(ctx2, "depth-mup", run.ref), path,
-                                       10)
+    none = joint_limit._contrast_first(joint_limit._JointRun(ctx2, typed, run.ref), path, 10)
     assert none.replicates == 128 and none.values[0] <= 3 * none.noise[0]
 
 
@@ -615,7 +642,7 @@ def test_with_biases_eq8_corrects_only_the_weights_of_qkv_and_fc1() -> None:
 
 def test_transformer_study_is_the_transfer_study_on_the_bias_free_gpt() -> None:
     s = CLAIMS["beyond-transformer"].settings["quick"]
-    study = study_from_tables(transformer_tables(s))
+    study = study_from_tables(transformer_tables(read_settings(TransformerSettings, s)))
     assert (study.name, study.model, study.dataset) == ("beyond-transformer", "gpt", "markov")
     assert dict(study.model_options) == {"heads": 4, "mlp_ratio": 4, "bias": False}
     assert dict(study.data_options) == {**s["data"], "seed": 0}

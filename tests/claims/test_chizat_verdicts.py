@@ -16,6 +16,7 @@ from depthscale.claims.chizat.output_error import (
     fit_output_law,
     judge_output_error,
 )
+from depthscale.claims.chizat.tangent_gap import TangentSettings
 from depthscale.claims.registry import read_settings
 from depthscale.claims.verdicts import ci_band_decision
 
@@ -120,7 +121,7 @@ def test_d_exponent_is_the_slope_in_d_at_fixed_alpha() -> None:
 @pytest.mark.parametrize("scale", ["smoke", "quick", "full"])
 def test_thm2_runs_nets_only_inside_the_validity_range(scale: str) -> None:
     s = CLAIMS["chizat-thm2"].settings[scale]
-    grid = thm2_grid(dict(s))
+    grid = thm2_grid(read_settings(TangentSettings, s))
     assert grid and all(a <= math.sqrt(L * M / s["D"]) / 2 for a, L, M in grid)
     assert {a for a, _, _ in grid} == set(s["alphas"])  # every alpha on some shape
     assert len({L for _, L, _ in grid}) >= 3  # the 1/L term needs several depths

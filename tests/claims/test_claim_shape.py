@@ -19,16 +19,6 @@ from depthscale.claims import CLAIMS
 #: the claims whose modules do not have the shape yet (issue 41, item 1): each is a strict
 #: xfail, so the list can only shrink
 NOT_YET: set[str] = {
-    "beyond-3layer",
-    "beyond-adam",
-    "beyond-joint-limit",
-    "beyond-transformer",
-    "chizat-fig1",
-    "chizat-fig2",
-    "chizat-fig5a",
-    "chizat-fig5b",
-    "chizat-thm2",
-    "chizat-thm3",
     "laws-ablations",
     "laws-ammup",
     "laws-table1",

@@ -3,7 +3,9 @@ store. General machinery that knows nothing of any paper's claims; the analysis 
 (optima per size, seed summaries, power laws with CIs: laws Sec. 4.1) is
 :mod:`depthscale.stats.sweeps`, on the records the store returns.
 
-* :mod:`~depthscale.studies.spec`: parse, validate and expand a spec into runs;
+* :mod:`~depthscale.studies.spec`: parse and validate a spec (its records and their expansion
+  into runs: :mod:`~depthscale.studies.spec_records`; its size bounds:
+  :mod:`~depthscale.studies.spec_bounds`);
 * :mod:`~depthscale.studies.records`: what a run produced;
 * :mod:`~depthscale.studies.runner`: run one run, or a batched group of LR siblings;
 * :mod:`~depthscale.studies.store`: the SQLite results store and its writer lock;

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from depthscale.errors import ConfigError
+from depthscale.studies.spec_records import StudySpec, combination, expand
 
 if TYPE_CHECKING:
-    from depthscale.studies.spec import StudySpec
     from depthscale.train.budget import Limits, Override
 
 __all__ = ["MAX_RUNS", "GridCost", "check_grid_cost", "check_grid_size", "grid_cost"]
@@ -94,7 +94,6 @@ def grid_cost(spec: StudySpec, *, limits: Limits | None, override: Override,
     model (width, depth, model and data options) is built once on ``meta``; a ConfigError
     names the grid combination of a run over a bound or whose model cannot be built."""
     from depthscale.data.registry import data_shape
-    from depthscale.studies.spec import combination, expand
     from depthscale.train.budget import (
         BYTES_PER_PARAMETER,
         FLOPS,

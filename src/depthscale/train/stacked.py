@@ -12,15 +12,11 @@ differentiated at once (the engine of :func:`depthscale.train.batched.train_batc
   have hand-batched forwards in :mod:`depthscale.train.stacked_laws` (the members' convolutions
   as the groups of one grouped convolution; the ViT's layers and attention as batched matmuls),
   differentiated by autograd.
-* The laws models, :class:`~depthscale.models.PlainCNN` (laws Eq. 3),
-  :class:`~depthscale.models.ConvResNet` (laws Eq. 4) and :class:`~depthscale.models.ViT`,
-  have hand-batched forwards in :mod:`depthscale.train.stacked_laws` (the members' convolutions
-  as the groups of one grouped convolution; the ViT's layers and attention as batched matmuls),
-  differentiated by autograd.
 * Any other model runs ``torch.func.functional_call`` under ``torch.func.vmap`` with
   ``torch.func.grad_and_value``.
 
-Member losses (:func:`member_losses`) are each member's mean over its rows, as
+The hand-batched forwards build on :mod:`depthscale.train.stacked_linear`. Member losses
+(:func:`member_losses`) are each member's mean over its rows, as
 :func:`~depthscale.train.loss_fn` takes it.
 """
 
@@ -37,43 +33,13 @@ from torch.func import functional_call, grad_and_value, vmap
 from depthscale.models.layers import ScaledLinear
 from depthscale.models.mlp import MLPResNet, PlainMLP
 from depthscale.train.loop import loss_fn
+from depthscale.train.stacked_laws import laws_forward
+from depthscale.train.stacked_linear import Forward, Tensors, stacked_linear
 
 __all__ = ["Forward", "Step", "Tensors", "forward_and_step", "member_losses", "stacked_forward"]
 
-Tensors = dict[str, torch.Tensor]
-#: ``forward(params, x, per_member)``: outputs ``[G, B, ...]`` of every stacked member; ``x`` is
-#: ``[B, ...]`` shared by all members, or ``[G, B, ...]`` when ``per_member``.
-Forward = Callable[[Tensors, torch.Tensor, bool], torch.Tensor]
 #: ``step(trainable, fixed, x, y)``: (gradients of the trainable parameters, losses ``[G]``).
 Step = Callable[[Tensors, Tensors, torch.Tensor, torch.Tensor], tuple[Tensors, torch.Tensor]]
-
-
-class _StackedLinear(torch.autograd.Function):
-    """``(x W^T) * a`` per member for ``W`` ``[G, out, in]`` and ``x`` ``[G, B, in]`` (or
-    ``[B, in]`` shared), differentiated as autograd does ``F.linear(x, W) * a`` in the loop:
-    ``g' = g a``, ``grad_x = g' W`` and ``grad_W = g'^T x`` (not ``(x^T g')^T``, which rounds
-    differently), so each member's gradient is the loop's to the bit."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, a: float) -> torch.Tensor:
-        ctx.save_for_backward(x, w)
-        ctx.a = a
-        return torch.matmul(x, w.mT).mul_(a)
-
-    @staticmethod
-    def backward(
-        ctx: Any, g: torch.Tensor
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
-        x, w = ctx.saved_tensors
-        g = g * ctx.a
-        grad_x = grad_w = None
-        if ctx.needs_input_grad[0]:
-            grad_x = torch.bmm(g, w)
-            if x.dim() == 2:  # shared input: every member's contribution
-                grad_x = grad_x.sum(0)
-        if ctx.needs_input_grad[1]:
-            grad_w = torch.matmul(g.mT, x)
-        return grad_x, grad_w, None
 
 
 def _plain_linear(module: nn.Module) -> ScaledLinear | None:
@@ -88,19 +54,15 @@ Activation = Callable[[torch.Tensor], torch.Tensor]
 
 class _Ops:
     """The three operations of the stacked MLP programs, for autograd: ``a x W^T (+ b)`` per
-    member (:class:`_StackedLinear`), the activation, and the residual add."""
+    member (:func:`~depthscale.train.stacked_linear.stacked_linear`), the activation, and the
+    residual add."""
 
     def __init__(self, params: Tensors, layers: dict[str, ScaledLinear],
                  phi: Activation) -> None:
         self.params, self.layers, self.phi_fn = params, layers, phi
 
     def lin(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        layer = self.layers[name]
-        y: torch.Tensor = _StackedLinear.apply(  # type: ignore[no-untyped-call]
-        x, self.params[f"{name}.weight"], layer.multiplier)
-        if layer.bias is not None:
-            y = y + self.params[f"{name}.bias"].unsqueeze(-2)
-        return y
+        return stacked_linear(self.params, name, self.layers[name], x)
 
     def phi(self, x: torch.Tensor) -> torch.Tensor:
         return self.phi_fn(x)
@@ -413,8 +375,6 @@ def forward_and_step(template: nn.Module, loss: str, per_member: bool) -> tuple[
         fast = _program_forward(found)
         return fast, _manual_step(found, loss, per_member) or _autograd_step(
             fast, loss, per_member)
-    from depthscale.train.stacked_laws import laws_forward
-
     laws = laws_forward(template)
     if laws is not None:
         return laws, _autograd_step(laws, loss, per_member)

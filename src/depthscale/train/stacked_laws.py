@@ -32,11 +32,10 @@ from torch import nn
 from depthscale.models.cnn import ConvBlock, ConvResNet, PlainCNN
 from depthscale.models.layers import ScaledConv, ScaledLinear
 from depthscale.models.vit import Attention, FeedForward, TransformerBlock, ViT
+from depthscale.train.stacked_linear import Forward, Tensors, stacked_linear
 
 __all__ = ["laws_forward"]
 
-Tensors = dict[str, torch.Tensor]
-Forward = Callable[[Tensors, torch.Tensor, bool], torch.Tensor]
 
 
 #: floats of one activation tensor (all members) above which an evaluation (no gradient) runs in
@@ -68,19 +67,6 @@ def _identity(module: nn.Module) -> bool:
     if isinstance(module, nn.Identity):
         return True
     return isinstance(module, nn.modules.dropout._DropoutNd) and module.p == 0
-
-
-def _linear(params: Tensors, name: str, layer: ScaledLinear, x: torch.Tensor) -> torch.Tensor:
-    """``a x W^T (+ b)`` per member: ``x`` is ``[G, rows, in]`` (or ``[rows, in]`` shared by all
-    members), ``W`` ``[G, out, in]``; differentiated as the loop's ``F.linear`` (see
-    :class:`~depthscale.train.stacked._StackedLinear`)."""
-    from depthscale.train.stacked import _StackedLinear
-
-    y: torch.Tensor = _StackedLinear.apply(  # type: ignore[no-untyped-call]
-        x, params[f"{name}.weight"], layer.multiplier)
-    if layer.bias is not None:
-        y = y + params[f"{name}.bias"].unsqueeze(-2)
-    return y
 
 
 # ---- convolutional nets (laws Eq. 3, 4) -------------------------------------------------------
@@ -155,7 +141,7 @@ def _conv_forward(model: nn.Module) -> Forward | None:
             z = ops.conv("input_conv", x, shared)
             for name in hidden:
                 z = ops.conv(name, sigma(z))
-            return _linear(ops.params, "head", head, ops.gap(sigma(z)))
+            return stacked_linear(ops.params, "head", head, ops.gap(sigma(z)))
 
         program = cnn
     elif type(model) is ConvResNet:
@@ -176,7 +162,7 @@ def _conv_forward(model: nn.Module) -> Forward | None:
                 for name in block:
                     u = ops.conv(name, sigma(u))
                 h = h + u
-            return _linear(ops.params, "head", head, ops.gap(sigma(h)))
+            return stacked_linear(ops.params, "head", head, ops.gap(sigma(h)))
 
         program = resnet
     else:
@@ -227,7 +213,7 @@ def _vit_forward(model: nn.Module) -> Forward | None:
     def lin(p: Tensors, name: str, z: torch.Tensor) -> torch.Tensor:
         """A linear layer on ``[G, B, T, in]``."""
         g, b, t, _ = z.shape
-        return _linear(p, name, linears[name], z.reshape(g, b * t, -1)).view(g, b, t, -1)
+        return stacked_linear(p, name, linears[name], z.reshape(g, b * t, -1)).view(g, b, t, -1)
 
     def attention(p: Tensors, i: int, z: torch.Tensor) -> torch.Tensor:
         # softmax(q k^T attention_scale) v per head, heads concatenated, then proj
@@ -257,7 +243,7 @@ def _vit_forward(model: nn.Module) -> Forward | None:
         else:
             b = x.shape[0]
             patches = model.patches(x).flatten(0, 1)
-        z = _linear(p, "patch_proj", linears["patch_proj"], patches)
+        z = stacked_linear(p, "patch_proj", linears["patch_proj"], patches)
         z = z.view(g, b, model.n_patches, -1)
         cls = p["cls_token"].expand(g, b, 1, z.shape[-1])
         z = torch.cat((cls, z), dim=2) + p["pos_embed"]
@@ -271,7 +257,7 @@ def _vit_forward(model: nn.Module) -> Forward | None:
                 else:
                     z = _layer_norm(p, name, ln, z + branch(p, i, z))
         cls_out = _layer_norm(p, "final_norm", model.final_norm, z[:, :, 0])
-        return _linear(p, "head", linears["head"], cls_out)
+        return stacked_linear(p, "head", linears["head"], cls_out)
 
     # per input position (the patches' positions): the widest activation per token
     tokens, positions = model.n_patches + 1, model.n_patches * model.patch_size ** len(model.grid)

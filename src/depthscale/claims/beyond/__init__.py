@@ -9,10 +9,11 @@ the helpers the nfd claims use: the nfd-transfer study and its LR-optimum analys
 nfd App. H (Eq. 27, Eq. 33-34; :mod:`depthscale.probes.block_updates`), and the finite-net and
 NFD-solver runs of nfd-thm1 (:mod:`depthscale.claims.nfd`).
 
-Each claim is written as settings -> ``measure_*`` (numbers and CSV rows) -> ``judge_*`` (the
-verdict by :mod:`depthscale.claims.verdicts`) -> a ``draw_*`` of :mod:`.figures`; shared
-pieces: :mod:`.spreads` (the eta_c* spread and its bootstrap), :mod:`.readouts` (own updates
-read during training and their slopes), :mod:`.shared` (datasets, bands, the judgement).
+Each claim's module reads typed settings -> ``measure_*`` (numbers and CSV rows) ->
+``judge_*`` (the verdict by :mod:`depthscale.claims.verdicts`) -> its own ``draw_*`` ->
+``conclude``; shared pieces (importing no claim module): :mod:`.spreads` (the eta_c* spread
+and its bootstrap), :mod:`.readouts` (own updates read during training and their slopes),
+:mod:`.shared` (datasets, bands, the settings as nfd's helpers read them).
 Importing the package registers the four claims.
 """
 

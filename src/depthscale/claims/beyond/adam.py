@@ -20,8 +20,8 @@ value per arm, and the sweeps resolve a spread above their noise (the contrast);
 or INCONCLUSIVE. The SGD runs get the same decision, reported beside it (under SGD it is
 nfd-transfer's own question).
 
-Settings -> :func:`measure_adam` -> :func:`judge_adam` ->
-:func:`~depthscale.claims.beyond.figures.draw_adam`.
+:class:`AdamSettings` -> :func:`measure_adam` -> :func:`judge_adam` -> :func:`draw_adam` ->
+``conclude``.
 """
 
 from __future__ import annotations
@@ -31,40 +31,67 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from depthscale.claims.beyond.figures import draw_adam
+from matplotlib.figure import Figure
+
 from depthscale.claims.beyond.shared import (
     FULL_DATA,
     OPTIMIZERS,
     QUICK_DATA,
     SMOKE_DATA,
+    nfd_view,
     optimizer_settings,
 )
 from depthscale.claims.common import run_claim_study
 from depthscale.claims.nfd import transfer_tables
+from depthscale.claims.nfd.figures import transfer_panels
 from depthscale.claims.nfd.transfer import (
     TransferMeasure,
     transfer_decision,
     transfer_measure,
     transfer_measured,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
-from depthscale.claims.verdicts import ClaimOutcome, Judgement, claim_outcome
+from depthscale.claims.registry import ClaimContext, Control, claim, read_settings
+from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
 from depthscale.errors import ConfigError
+from depthscale.report.figures import new_figure
 
-__all__ = ["AdamMeasures", "adam_tables", "judge_adam", "measure_adam"]
+__all__ = ["AdamMeasures", "AdamSettings", "adam_tables", "draw_adam", "judge_adam",
+           "measure_adam"]
 
 
-def adam_tables(s: Mapping[str, Any], optimizer: str, *, seed: int = 0, device: str = "cpu",
+@dataclass(frozen=True)
+class AdamSettings:
+    """beyond-adam's settings: nfd-transfer's study (ResNets of two-layer blocks of ``width``
+    at ``depths`` on ``dataset``, ``epochs`` epochs, ``seeds`` seeds) with an eta_c grid per
+    optimizer, ``eta_cs_sgd`` and ``eta_cs_adam``; ``corrected_recipe`` is the Eq. 8 arm's
+    recipe (a negative control sets one without sqrt(L))."""
+
+    dataset: str
+    width: int
+    depths: list[int]
+    eta_cs_sgd: list[float]
+    eta_cs_adam: list[float]
+    epochs: float
+    seeds: int
+    corrected_recipe: str = "nfd-depth"
+
+    def for_optimizer(self, optimizer: str) -> dict[str, Any]:
+        """The settings as one optimizer's transfer study reads them (nfd's helpers): its
+        grid as ``eta_cs``."""
+        return optimizer_settings(nfd_view(self), optimizer)
+
+
+def adam_tables(s: AdamSettings, optimizer: str, *, seed: int = 0, device: str = "cpu",
                 data_dir: str | Path | None = None) -> dict[str, Any]:
     """One optimizer's arm of beyond-adam: nfd-transfer's study
     (:func:`~depthscale.claims.nfd.transfer_tables`: two-layer-block ResNet, depth-muP vs
     nfd-depth, an eta_c grid per depth, last-epoch loss) with ``[train] optimizer`` set and the
-    arm's grid ``s["eta_cs_<optimizer>"]``; its analysis minimises the seed-mean loss, as the
+    arm's grid ``eta_cs_<optimizer>``; its analysis minimises the seed-mean loss, as the
     claim does."""
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    tables = transfer_tables({**s, "eta_cs": s[f"eta_cs_{optimizer}"]}, seed=seed,
-                             device=device, data_dir=data_dir)
+    tables = transfer_tables(s.for_optimizer(optimizer), seed=seed, device=device,
+                             data_dir=data_dir)
     tables["study"]["name"] = f"beyond-adam-{optimizer}"
     tables["train"]["optimizer"] = optimizer
     tables["analysis"]["aggregate"] = "loss"  # what the claim judges: the seed-mean loss
@@ -85,17 +112,16 @@ class AdamMeasures:
     notes: dict[str, str]
 
 
-def measure_adam(ctx: ClaimContext) -> AdamMeasures:
+def measure_adam(ctx: ClaimContext, s: AdamSettings) -> AdamMeasures:
     """Both studies (:func:`adam_tables`), each read by
     :func:`~depthscale.claims.nfd.transfer.transfer_measure` with its own optimizer's
     one-step route."""
-    s = ctx.settings
     by_opt: dict[str, TransferMeasure] = {}
     rows: list[dict[str, Any]] = []
     measured: dict[str, float | None] = {}
     notes: dict[str, str] = {}
     for opt in OPTIMIZERS:
-        s_opt = optimizer_settings(s, opt)
+        s_opt = s.for_optimizer(opt)
         records = run_claim_study(ctx, f"beyond-adam-{opt}", adam_tables(
             s, opt, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
         by_opt[opt] = m = transfer_measure(ctx, s_opt, records, optimizer=opt)
@@ -105,12 +131,12 @@ def measure_adam(ctx: ClaimContext) -> AdamMeasures:
     return AdamMeasures(by_opt, rows, measured, notes)
 
 
-def judge_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Judgement:
+def judge_adam(m: AdamMeasures, s: AdamSettings) -> Judgement:
     """nfd-transfer's two-route decision on the Adam runs
     (:func:`~depthscale.claims.nfd.transfer.transfer_decision`); the SGD runs' decision and
     both one-step routes in the note."""
-    verdict, evidence = transfer_decision(optimizer_settings(s, "adam"), m.by_optimizer["adam"])
-    sgd = transfer_decision(optimizer_settings(s, "sgd"), m.by_optimizer["sgd"])
+    verdict, evidence = transfer_decision(s.for_optimizer("adam"), m.by_optimizer["adam"])
+    sgd = transfer_decision(s.for_optimizer("sgd"), m.by_optimizer["sgd"])
     note = "; ".join((
         f"Adam {m.notes['adam']}",
         f"SGD, the same decision (reported, not judged: nfd-transfer's question): {sgd[0]}: "
@@ -120,8 +146,20 @@ def judge_adam(m: AdamMeasures, s: Mapping[str, Any]) -> Judgement:
     return Judgement(m.measured, {}, (verdict, f"Adam: {evidence}"), note)
 
 
-def adam_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+def draw_adam(m: AdamMeasures, s: AdamSettings) -> Figure:
+    """One row per optimizer, nfd-transfer's three panels
+    (:func:`~depthscale.claims.nfd.figures.transfer_panels`: loss against eta_c per depth for
+    each arm, and the swept optima beside the one-step prediction)."""
+    fig, axes = new_figure(ncols=3, nrows=len(OPTIMIZERS))
+    for row, opt in enumerate(OPTIMIZERS):
+        transfer_panels(list(axes[3 * row:3 * row + 3]), s.for_optimizer(opt),
+                        m.by_optimizer[opt], title=f"{opt}: ")
+    return fig
+
+
+def adam_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
     """beyond-adam's two studies, one per optimizer."""
+    s = read_settings(AdamSettings, settings)
     return [adam_tables(s, opt, device=device) for opt in ("sgd", "adam")]
 
 
@@ -165,8 +203,9 @@ def adam_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
     ),
 )
 def beyond_adam(ctx: ClaimContext) -> ClaimOutcome:
-    """beyond-adam, as the module docstring says: measure -> judge -> draw."""
-    m = measure_adam(ctx)
-    j = judge_adam(m, ctx.settings)
-    return claim_outcome(ctx, "beyond-adam", m.measured, j.bands, m.rows,
-                         draw_adam(m, ctx.settings), j.note, decision=j.decision)
+    """beyond-adam, as the module docstring says: settings -> measure -> judge -> draw."""
+    s = read_settings(AdamSettings, ctx.settings)
+    m = measure_adam(ctx, s)
+    j = judge_adam(m, s)
+    fig = draw_adam(m, s)
+    return conclude(ctx, "beyond-adam", j, m.rows, fig)

@@ -11,8 +11,8 @@ here only. Contrast: decoupled nets along ``contrast_path`` reach their own sequ
 Def. 1 (:func:`_contrast_first` adds pairs at its smallest size). A REFUTED also needs the
 sequential limit reached by the solver's depths ("full" at ``limit_depths`` falls to it).
 
-Settings -> :func:`measure_joint_limit` -> :func:`judge_joint_limit` ->
-:func:`~depthscale.claims.beyond.figures.draw_joint_limit`.
+:class:`JointSettings` -> :func:`measure_joint_limit` -> :func:`judge_joint_limit` ->
+:func:`draw_joint_limit` -> ``conclude``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from depthscale.claims.beyond.figures import draw_joint_limit
+from depthscale.claims.beyond.shared import nfd_view
 from depthscale.claims.common import stored_array
 from depthscale.claims.nfd import (
     SizeSeries,
@@ -43,17 +44,44 @@ from depthscale.claims.nfd import (
     within_noise,
 )
 from depthscale.claims.nfd.series import Check, name_contradicted, nfd_solver, online_runs
-from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim, read_settings
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Judgement,
-    claim_outcome,
+    conclude,
     routes_verdict,
 )
 from depthscale.errors import ConfigError
+from depthscale.report.figures import loglog_fit_panel, new_figure
 
-__all__ = ["JointMeasures", "JointPath", "joint_paths", "joint_widths", "judge_joint_limit",
-           "measure_joint_limit"]
+__all__ = ["JointMeasures", "JointPath", "JointSettings", "draw_joint_limit", "joint_paths",
+           "joint_widths", "judge_joint_limit", "measure_joint_limit"]
+
+
+@dataclass(frozen=True)
+class JointSettings:
+    """beyond-joint-limit's settings: the online-SGD stream every net and solver shares
+    (``steps`` steps, input ``dim``, ``eta_c``, activation ``phi``, horizon ``T``); the
+    paths (``paths``: name -> ``power``, ``scale``, ``depths``, a typed mapping read into
+    :class:`JointPath` by :func:`joint_paths`) with ``pairs`` antithetic pairs, the contrast
+    along ``contrast_path`` up to ``contrast_pairs``; the NFD solver with ``particles``, at
+    ``limit_depths`` for each of ``limit_seeds`` particle seeds and at ``ref_depth``;
+    ``recipe`` of nets and solver (a negative control sets another)."""
+
+    phi: str
+    dim: int
+    steps: int
+    eta_c: float
+    T: float
+    pairs: int
+    paths: Mapping[str, Mapping[str, Any]]
+    contrast_path: str
+    contrast_pairs: int
+    particles: int
+    limit_seeds: int
+    limit_depths: list[int]
+    ref_depth: int
+    recipe: str = "depth-mup"
 
 
 def joint_widths(power: float, scale: float, depths: Sequence[int]) -> list[int]:
@@ -73,17 +101,17 @@ class JointPath:
     widths: list[int]
 
 
-def joint_paths(s: Mapping[str, Any]) -> dict[str, JointPath]:
+def joint_paths(s: JointSettings) -> dict[str, JointPath]:
     """The settings' ``paths`` as points (:func:`joint_widths`); refuses a ``contrast_path``
     that is not one of them, or ``contrast_pairs`` below ``pairs``, before any work."""
     paths = {name: JointPath(list(p["depths"]), joint_widths(p["power"], p["scale"],
                                                               p["depths"]))
-             for name, p in s["paths"].items()}
-    if s["contrast_path"] not in paths:
-        raise ConfigError(f"contrast_path {s['contrast_path']!r} is not one of the paths "
+             for name, p in s.paths.items()}
+    if s.contrast_path not in paths:
+        raise ConfigError(f"contrast_path {s.contrast_path!r} is not one of the paths "
                           f"{', '.join(paths)}")
-    if s["contrast_pairs"] < s["pairs"]:
-        raise ConfigError(f"contrast_pairs {s['contrast_pairs']} is below pairs {s['pairs']}: "
+    if s.contrast_pairs < s.pairs:
+        raise ConfigError(f"contrast_pairs {s.contrast_pairs} is below pairs {s.pairs}: "
                           "the contrast's smallest size starts from the path's pairs; set "
                           "contrast_pairs >= pairs")
     return paths
@@ -120,40 +148,43 @@ _STORE = "beyond-joint-limit-outputs"
 class _JointRun:
     """The runs of one measurement: finite nets and NFD solver outputs on one teacher stream,
     against the references ``ref`` (Def. 1 "none" and the sequential limit "full", both at
-    ``ref_depth``)."""
+    ``ref_depth``), under the settings' ``recipe``."""
 
     ctx: ClaimContext
-    recipe: str
+    s: JointSettings
     ref: dict[str, np.ndarray]
+
+    @property
+    def recipe(self) -> str:
+        return self.s.recipe
 
     def nets(self, L: int, n: int, backward: str, block: int = 0) -> np.ndarray:
         """``pairs`` antithetic pairs at (L, n); ``block`` b > 0 is the next ``pairs`` network
         seeds (``seed + b pairs`` on), for the contrast's added pairs."""
-        s = self.ctx.settings
+        s = self.s
         key = [self.recipe, L, n, backward] + ([block] if block else [])
         out = stored_array(
             self.ctx, _STORE, {"nets": key},
             lambda: finite_outputs("resnet1", self.recipe, width=n, depth=L, backward=backward,
-                                   pairs=s["pairs"], seed=self.ctx.seed + block * s["pairs"],
-                                   T=s["T"], **_stream(self.ctx)))
+                                   pairs=s.pairs, seed=self.ctx.seed + block * s.pairs,
+                                   T=s.T, **_stream(self.ctx, s)))
         self.ctx.progress(1)
         return out
 
     def limit(self, L: int, coupling: str, seed: int) -> np.ndarray:
-        s = self.ctx.settings
+        s = self.s
         out = stored_array(
             self.ctx, _STORE, {"limit": [self.recipe, L, coupling, seed]},
-            lambda: nfd_outputs(L, coupling, particles=s["particles"], seed=seed,
-                                T=solver_T(self.recipe, s["T"], L), **_stream(self.ctx)))
+            lambda: nfd_outputs(L, coupling, particles=s.particles, seed=seed,
+                                T=solver_T(self.recipe, s.T, L), **_stream(self.ctx, s)))
         self.ctx.progress(1)
         return out
 
 
-def _stream(ctx: ClaimContext) -> dict[str, Any]:
+def _stream(ctx: ClaimContext, s: JointSettings) -> dict[str, Any]:
     """The online-SGD run every net and solver shares: steps, input dim, eta_c, activation,
     teacher seed."""
-    s = ctx.settings
-    return {"steps": s["steps"], "dim": s["dim"], "eta_c": s["eta_c"], "phi": s["phi"],
+    return {"steps": s.steps, "dim": s.dim, "eta_c": s.eta_c, "phi": s.phi,
             "stream_seed": ctx.seed}
 
 
@@ -162,7 +193,7 @@ def _path_series(run: _JointRun, name: str, path: JointPath,
     """The nets (``backward``: "standard" or "decoupled") at every point of one path against
     the references: ``seq``, ``def1`` and ``def1_rms`` (see :class:`JointMeasures`). A
     diverged net (only under a wrong recipe) ends the path."""
-    s = run.ctx.settings
+    s = run.s
     runs = [run.nets(L, n, backward) for L, n in zip(path.depths, path.widths, strict=True)]
     kept = []
     for out in runs:
@@ -171,9 +202,9 @@ def _path_series(run: _JointRun, name: str, path: JointPath,
         kept.append(out)
     depths = path.depths[: len(kept)]
     mean = (np.stack([o.mean(axis=1) for o in kept], axis=1) if kept
-            else np.zeros((s["pairs"], 0, s["steps"])))
-    per_net = (np.stack([o.reshape(-1, s["steps"]) for o in kept], axis=1) if kept
-               else np.zeros((2 * s["pairs"], 0, s["steps"])))
+            else np.zeros((s.pairs, 0, s.steps)))
+    per_net = (np.stack([o.reshape(-1, s.steps) for o in kept], axis=1) if kept
+               else np.zeros((2 * s.pairs, 0, s.steps)))
     label = f"{backward} nets, {name}"
     return {
         "seq": size_series(f"{label} vs the sequential limit", depths, mean - run.ref["full"]),
@@ -192,7 +223,7 @@ def _contrast_first(run: _JointRun, path: JointPath, units: int) -> SizeSeries:
     total so far (raised by the blocks added). Under no gap, value^2 / noise^2 is about a
     chi^2 over the steps divided by their number, so 3x its noise is not crossed by chance at
     any of the few looks."""
-    s = run.ctx.settings
+    s = run.s
     L, n = path.depths[0], path.widths[0]
     blocks = [run.nets(L, n, "decoupled")]
 
@@ -202,7 +233,7 @@ def _contrast_first(run: _JointRun, path: JointPath, units: int) -> SizeSeries:
                            means[:, None, :] - run.ref["none"])
 
     first = series()
-    most = max(1, s["contrast_pairs"] // s["pairs"])
+    most = max(1, s.contrast_pairs // s.pairs)
     while within_noise(first, 0) and len(blocks) < most:
         more = min(len(blocks), most - len(blocks))
         units += more
@@ -239,55 +270,55 @@ def _joint_rows(paths: Mapping[str, JointPath], contrast_path: str,
     return rows
 
 
-def measure_joint_limit(ctx: ClaimContext) -> JointMeasures:
+def measure_joint_limit(ctx: ClaimContext, s: JointSettings) -> JointMeasures:
     """The references (the NFD solver at ``ref_depth``: Def. 1, and the sequential limit
     "full" at each of ``limit_seeds`` particle seeds), the standard nets along every path and
     the decoupled ones along ``contrast_path`` (:func:`~depthscale.claims.nfd.finite_outputs`,
     ``pairs`` antithetic pairs), and the solver's "full" at ``limit_depths`` against the
     sequential limit of the same particle seed; each as a
     :class:`~depthscale.claims.nfd.SizeSeries` (slope with a jackknife CI)."""
-    s = ctx.settings
     paths = joint_paths(s)
-    seeds = range(ctx.seed, ctx.seed + s["limit_seeds"])
-    units = (sum(len(p.depths) for p in paths.values()) + len(paths[s["contrast_path"]].depths)
-             + 2 + len(seeds) + len(s["limit_depths"]) * len(seeds))
+    contrast = paths[s.contrast_path]
+    seeds = range(ctx.seed, ctx.seed + s.limit_seeds)
+    units = (sum(len(p.depths) for p in paths.values()) + len(contrast.depths)
+             + 2 + len(seeds) + len(s.limit_depths) * len(seeds))
     ctx.set_total(units)  # paths, contrast, 2 references, learned, other seeds' limits, solver
 
     def reference(coupling: str, seed: int) -> np.ndarray:
         out = stored_array(
-            ctx, _STORE, {"ref": [s["ref_depth"], coupling, seed]},
-            functools.partial(nfd_outputs, s["ref_depth"], coupling, particles=s["particles"],
-                              seed=seed, T=s["T"], **_stream(ctx)))
+            ctx, _STORE, {"ref": [s.ref_depth, coupling, seed]},
+            functools.partial(nfd_outputs, s.ref_depth, coupling, particles=s.particles,
+                              seed=seed, T=s.T, **_stream(ctx, s)))
         ctx.progress(1)
         return out
 
     ref = {c: reference(c, ctx.seed) for c in ("none", "full")}
-    run = _JointRun(ctx, s.get("recipe", "depth-mup"), ref)
+    run = _JointRun(ctx, s, ref)
     std = {name: _path_series(run, name, p, "standard") for name, p in paths.items()}
-    dec = _path_series(run, s["contrast_path"], paths[s["contrast_path"]], "decoupled")["def1"]
-    dec_first = _contrast_first(run, paths[s["contrast_path"]], units)
-    first_L, first_n = paths[s["contrast_path"]].depths[0], paths[s["contrast_path"]].widths[0]
+    dec = _path_series(run, s.contrast_path, contrast, "decoupled")["def1"]
+    dec_first = _contrast_first(run, contrast, units)
+    first_L, first_n = contrast.depths[0], contrast.widths[0]
     learned = learned_backward("resnet1", run.recipe, width=first_n, depth=first_L,
-                               pairs=s["pairs"], seed=ctx.seed, T=s["T"], **_stream(ctx))
+                               pairs=s.pairs, seed=ctx.seed, T=s.T, **_stream(ctx, s))
     ctx.progress(1)
     limit = {r: ref["full"] if r == ctx.seed else reference("full", r) for r in seeds}
-    limits = np.array([[run.limit(L, "full", r) - limit[r] for L in s["limit_depths"]]
+    limits = np.array([[run.limit(L, "full", r) - limit[r] for L in s.limit_depths]
                        for r in seeds])
-    sequential = size_series("solver 'full' at L vs the sequential limit", s["limit_depths"],
+    sequential = size_series("solver 'full' at L vs the sequential limit", s.limit_depths,
                              limits)
     measured = finite_measured({
         **{k: v for name, group in std.items() for key, sr in group.items()
            for k, v in series_measured(f"{name}_{key}", sr).items()},
-        **series_measured(f"decoupled_{s['contrast_path']}_def1", dec),
-        f"decoupled_{s['contrast_path']}_def1_first": dec_first.values[0],
-        f"decoupled_{s['contrast_path']}_def1_first_noise": dec_first.noise[0],
-        f"decoupled_{s['contrast_path']}_def1_first_pairs": float(dec_first.replicates),
+        **series_measured(f"decoupled_{s.contrast_path}_def1", dec),
+        f"decoupled_{s.contrast_path}_def1_first": dec_first.values[0],
+        f"decoupled_{s.contrast_path}_def1_first_noise": dec_first.noise[0],
+        f"decoupled_{s.contrast_path}_def1_first_pairs": float(dec_first.replicates),
         **series_measured("sequential_depth_error", sequential),
         "learned_backward_gap": learned.values[0],
         "learned_backward_noise": learned.noise[0],
     })
-    rows = _joint_rows(paths, s["contrast_path"], std, dec, dec_first, sequential)
-    return JointMeasures(paths, s["contrast_path"], std, dec, dec_first, sequential, learned,
+    rows = _joint_rows(paths, s.contrast_path, std, dec, dec_first, sequential)
+    return JointMeasures(paths, s.contrast_path, std, dec, dec_first, sequential, learned,
                          rows, measured)
 
 
@@ -360,15 +391,43 @@ def judge_joint_limit(m: JointMeasures) -> Judgement:
     return Judgement(m.measured, {}, name_contradicted(decision, COMMUTATIVE), note)
 
 
-def joint_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+def draw_joint_limit(m: JointMeasures) -> Figure:
+    """The errors along every path against L (vs the sequential limit, vs Def. 1, per net vs
+    Def. 1), with the decoupled nets against theirs, Def. 1 (their smallest size with the
+    contrast's pairs, 3x its noise as the bar), and the solver's own depth error to the
+    sequential limit beside the first."""
+    fig, axes = new_figure(ncols=3)
+    for group in m.std.values():
+        for ax, key in zip(axes, ("seq", "def1", "def1_rms"), strict=True):
+            loglog_fit_panel(ax, group[key].sizes, group[key].values, label=group[key].label)
+    if m.dec.sizes:
+        loglog_fit_panel(axes[0], m.dec.sizes, m.dec.values, label=m.dec.label)
+        first = m.dec_first
+        axes[0].errorbar(first.sizes, first.values, yerr=[3 * z for z in first.noise],
+                         fmt="k*", capsize=3,
+                         label=f"{first.label}, {first.replicates} pairs (bar: 3x noise)")
+    loglog_fit_panel(axes[0], m.sequential.sizes, m.sequential.values,
+                     label=m.sequential.label)
+    for ax, title in zip(axes, ("pair-mean error vs the sequential limit",
+                                "pair-mean error vs Def. 1", "per-net RMS error vs Def. 1"),
+                         strict=True):
+        ax.set_xlabel("depth L (n grows along the path)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=5)
+    return fig
+
+
+def joint_cost(settings: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     """The finite nets along each path n = scale L^power (standard and decoupled, ``pairs``
     antithetic pairs each) and the NFD solver: "full" at its depths per particle seed, the
     references at ``ref_depth`` (Def. 1 once, "full" per particle seed)."""
-    return [*(online_runs("resnet1", n, L, s, 4 * s["pairs"]) for p in s["paths"].values()
+    s = read_settings(JointSettings, settings)
+    view = nfd_view(s)  # nfd's cost helpers read the settings as a mapping
+    return [*(online_runs("resnet1", n, L, view, 4 * s.pairs) for p in s.paths.values()
               for L, n in zip(p["depths"], joint_widths(p["power"], p["scale"], p["depths"]),
                               strict=True)),
-            *(nfd_solver(L, s, s["limit_seeds"]) for L in s["limit_depths"]),
-            nfd_solver(s["ref_depth"], s, s["limit_seeds"] + 1)]
+            *(nfd_solver(L, view, s.limit_seeds) for L in s.limit_depths),
+            nfd_solver(s.ref_depth, view, s.limit_seeds + 1)]
 
 
 @claim(
@@ -430,8 +489,10 @@ def joint_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     ),
 )
 def beyond_joint_limit(ctx: ClaimContext) -> ClaimOutcome:
-    """beyond-joint-limit, as the module docstring says: measure -> judge -> draw."""
-    m = measure_joint_limit(ctx)
+    """beyond-joint-limit, as the module docstring says: settings -> measure -> judge ->
+    draw."""
+    s = read_settings(JointSettings, ctx.settings)
+    m = measure_joint_limit(ctx, s)
     j = judge_joint_limit(m)
-    return claim_outcome(ctx, "beyond-joint-limit", m.measured, j.bands, m.rows,
-                         draw_joint_limit(m), j.note, decision=j.decision)
+    fig = draw_joint_limit(m)
+    return conclude(ctx, "beyond-joint-limit", j, m.rows, fig)

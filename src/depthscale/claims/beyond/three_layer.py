@@ -19,8 +19,8 @@ Slopes are read by nfd-collapse's rule (:mod:`depthscale.claims.nfd.collapse`); 
 full (``second_route``) the judged arms run again on its handwritten numpy nets, joined by
 :func:`~depthscale.claims.nfd.collapse.two_route_decision`.
 
-Settings -> :func:`measure_three_layer` -> :func:`judge_three_layer` ->
-:func:`~depthscale.claims.beyond.figures.draw_three_layer`.
+:class:`ThreeLayerSettings` -> :func:`measure_three_layer` -> :func:`judge_three_layer` ->
+:func:`draw_three_layer` -> ``conclude``.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from matplotlib.figure import Figure
 
 from depthscale import data as ds_data
-from depthscale.claims.beyond.figures import draw_three_layer
 from depthscale.claims.beyond.readouts import (
     SlopeReadouts,
     layer_readout,
@@ -46,6 +46,7 @@ from depthscale.claims.beyond.shared import (
     FULL_DATA,
     QUICK_DATA,
     SMOKE_DATA,
+    nfd_view,
 )
 from depthscale.claims.common import claim_dataset, stored_rows
 from depthscale.claims.nfd.collapse import (
@@ -58,19 +59,21 @@ from depthscale.claims.nfd.collapse import (
     sequential_routes,
     slopes_decision,
 )
-from depthscale.claims.registry import ClaimContext, Control, Runs, claim
+from depthscale.claims.nfd.figures import matched_means
+from depthscale.claims.registry import ClaimContext, Control, Runs, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Judgement,
-    claim_outcome,
+    conclude,
 )
 from depthscale.models import build
 from depthscale.probes import block_updates, snapshot
+from depthscale.report.figures import loglog_fit_panel, new_figure
 from depthscale.train import TrainConfig, train
 
-__all__ = ["BANDS", "KEYS", "MIDDLE_LAYERS", "ThreeLayerMeasures", "judge_three_layer",
-           "measure_three_layer", "three_arms"]
+__all__ = ["BANDS", "KEYS", "MIDDLE_LAYERS", "ThreeLayerMeasures", "ThreeLayerSettings",
+           "draw_three_layer", "judge_three_layer", "measure_three_layer", "three_arms"]
 
 #: the middle layers of every block (the parameter pattern the fix gives the first layer's rule)
 MIDDLE_LAYERS = "branches.*.middle.*.weight"
@@ -83,15 +86,37 @@ BANDS: dict[str, Band] = {
     "layer1_slope_depth_mup": COLLAPSE, "layer2_slope_depth_mup": COLLAPSE,
     "stream_slope_depth_mup": FLAT, "layer1_slope_fix": FLAT, "layer2_slope_fix": FLAT,
     "stream_slope_fix": FLAT}
+#: the arms' labels in the figure, by tag
+THREE_LABELS = {"depth_mup": "depth-muP", "eq8": "Eq. 8 (first layer x sqrt(L))",
+                "fix": "fix (layers 1, 2 x sqrt(L))"}
 
 
-def three_arms(s: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+@dataclass(frozen=True)
+class ThreeLayerSettings:
+    """beyond-3layer's settings: ResNets of three-layer blocks of ``width`` at ``depths`` on
+    ``dataset``, ``steps`` SGD steps at ``eta_c``, ``seeds`` per depth (nfd's seed rounds:
+    :func:`~depthscale.claims.nfd.training.seed_rounds`), readouts on ``probe_batch`` inputs;
+    ``fix_recipe`` is the fix arm's recipe (a negative control sets one without sqrt(L)),
+    ``second_route`` runs the handwritten nets too."""
+
+    dataset: str
+    width: int
+    depths: list[int]
+    eta_c: float
+    steps: int
+    seeds: int
+    probe_batch: int
+    fix_recipe: str = "nfd-depth"
+    second_route: bool = False
+
+
+def three_arms(s: ThreeLayerSettings) -> list[tuple[str, str, str]]:
     """(tag, recipe, role of the middle layer): depth-muP; nfd-depth as the paper writes Eq. 8
     (sqrt(L) on the first layer only); the fix, ``fix_recipe`` (default nfd-depth) with the
     middle layer given the first layer's rule (role ``branch_in``: LR eta_c n sqrt(L) under
     nfd-depth). A negative control puts a recipe without the sqrt(L) in ``fix_recipe``."""
     return [("depth_mup", "depth-mup", "hidden"), ("eq8", "nfd-depth", "hidden"),
-            ("fix", s.get("fix_recipe", "nfd-depth"), "branch_in")]
+            ("fix", s.fix_recipe, "branch_in")]
 
 
 @dataclass(frozen=True)
@@ -110,50 +135,49 @@ class ThreeLayerMeasures:
     hand: SlopeReadouts | None = None
 
 
-def _train_arm(ctx: ClaimContext, data: ds_data.Dataset, probe: torch.Tensor,
-               recorded: Sequence[int], arm: tuple[str, str, str], L: int,
+def _train_arm(ctx: ClaimContext, s: ThreeLayerSettings, data: ds_data.Dataset,
+               probe: torch.Tensor, recorded: Sequence[int], arm: tuple[str, str, str], L: int,
                seed: int) -> list[dict[str, Any]]:
     """Train one arm at depth ``L`` for ``steps`` SGD steps: its readout rows."""
-    s = ctx.settings
     tag, recipe, middle = arm
     net, plan = build("resnet3", recipe, input_shape=data.sample_shape, n_out=data.n_out,
-                      width=s["width"], depth=L, seed=seed)
+                      width=s.width, depth=L, seed=seed)
     if middle != "hidden":  # the same draws (b = 1 either way), the middle's LR rule
         plan.apply(net, roles={MIDDLE_LAYERS: middle}, seed=seed)
     rows: list[dict[str, Any]] = []
     hook = layer_readout(rows, {"arm": tag, "recipe": recipe, "middle_role": middle,
                                 "depth": L, "seed": seed}, set(recorded), snapshot(net), probe,
                          block_updates)
-    res = train(net, plan, data, TrainConfig(lr=s["eta_c"], steps=s["steps"], seed=seed,
+    res = train(net, plan, data, TrainConfig(lr=s.eta_c, steps=s.steps, seed=seed,
                                              device=ctx.device), hooks=[hook])
     return [{**r, "status": res.status} for r in rows]
 
 
-def measure_three_layer(ctx: ClaimContext) -> ThreeLayerMeasures:
+def measure_three_layer(ctx: ClaimContext, s: ThreeLayerSettings) -> ThreeLayerMeasures:
     """Per arm, depth and seed, ``steps`` SGD steps at ``eta_c``; the block-mean own updates
     (:func:`~depthscale.probes.block_updates`) and the running loss at every recorded step
     (:func:`~depthscale.claims.beyond.readouts.record_steps`), and their log-log slopes
     against depth over seeds at fixed steps and at matched loss; with ``second_route`` the
     judged arms again on handwritten numpy nets, each route taking seed rounds while a slope
     is undecided (:func:`~depthscale.claims.nfd.collapse.sequential_routes`)."""
-    s = ctx.settings
     data = claim_dataset(ctx)
-    probe = data.x_train[: s["probe_batch"]]
-    recorded = record_steps(s["steps"])
+    probe = data.x_train[: s.probe_batch]
+    recorded = record_steps(s.steps)
     arms = three_arms(s)
     # the handwritten route over the judged arms; a recipe it lacks fails before any run
     hand_arms = [(tag, handwritten_layers(recipe, 2 if middle == "branch_in" else 1))
                  for tag, recipe, middle in arms
-                 if s.get("second_route", False) and tag in JUDGED_ARMS]
+                 if s.second_route and tag in JUDGED_ARMS]
 
     def library(seeds: Sequence[int]) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for arm in arms:
-            for L in s["depths"]:
+            for L in s.depths:
                 for seed in seeds:  # each run kept as it finishes: a killed claim resumes
                     rows += stored_rows(
                         ctx, "beyond-3layer-runs", {"arm": arm, "depth": L, "seed": seed},
-                        functools.partial(_train_arm, ctx, data, probe, recorded, arm, L, seed))
+                        functools.partial(_train_arm, ctx, s, data, probe, recorded, arm, L,
+                                          seed))
                     ctx.progress(1)
         return rows
 
@@ -166,12 +190,12 @@ def measure_three_layer(ctx: ClaimContext) -> ThreeLayerMeasures:
     done = sequential_routes(ctx, routes, BANDS, KEYS)
     _, rows, slopes = done["library"]
     _, hand_rows, hand = done.get("handwritten", (None, None, None))
-    measured = (slope_readouts_measured(slopes, s["depths"])
-                | handwritten_measured(hand, s["depths"]))
+    measured = (slope_readouts_measured(slopes, s.depths)
+                | handwritten_measured(hand, s.depths))
     return ThreeLayerMeasures(arms, slopes, rows, measured, hand_rows, hand)
 
 
-def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
+def judge_three_layer(m: ThreeLayerMeasures, s: ThreeLayerSettings) -> Judgement:
     """The banded slopes (:data:`BANDS`), each its seed interval at matched loss, undecided
     where the two loss targets disagree
     (:func:`~depthscale.claims.beyond.readouts.slope_findings_at_matched_loss`), as one
@@ -184,14 +208,39 @@ def judge_three_layer(m: ThreeLayerMeasures, s: Mapping[str, Any]) -> Judgement:
             "(derived: layer 1 flat, layer 2 ~ -0.5)")
     routes = {"library": m.slopes} | ({"handwritten": m.hand} if m.hand else {})
     decision = slopes_decision(routes, BANDS, "layer2", *JUDGED_ARMS)
-    return Judgement(m.measured, dict(BANDS), decision, f"{note}; {routes_note(s, routes)}")
+    return Judgement(m.measured, dict(BANDS), decision,
+                     f"{note}; {routes_note(nfd_view(s), routes)}")
 
 
-def three_layer_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
+def draw_three_layer(m: ThreeLayerMeasures, s: ThreeLayerSettings) -> Figure:
+    """Per readout key the update against depth at matched loss (each seed's depth at its
+    matched step of the last step's target, seed mean), one fit per arm; the handwritten
+    second route's judged arms beside them where it ran (open markers, dotted fits, the
+    arm's colour)."""
+    fig, axes = new_figure(ncols=3)
+    routes = [("", m.slopes, m.rows)] + (
+        [("handwritten: ", m.hand, m.hand_rows)] if m.hand and m.hand_rows else [])
+    for ax, key in zip(axes.flat, KEYS, strict=True):
+        for hollow, (route, slopes, rows) in enumerate(routes):
+            for i, (tag, recipe, _middle) in enumerate(m.arms):
+                if tag not in slopes.targets:
+                    continue
+                ys = matched_means(rows, slopes, tag, key, s.depths)
+                loglog_fit_panel(ax, s.depths, ys,
+                                 label=f"{route}{THREE_LABELS[tag]} ({recipe})",
+                                 color=f"C{i}", hollow=bool(hollow))
+        ax.set_xlabel("depth L")
+        ax.set_title(f"{key} update (matched loss)", fontsize=8)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def three_layer_cost(settings: Mapping[str, Any], _device: str) -> list[Runs]:
     """The nets :func:`measure_three_layer` trains: three arms at each depth, ``seeds`` each,
     ``steps`` SGD steps of 128."""
-    return [Runs("resnet3", s["width"], L, s["dataset"], count=3 * s["seeds"],
-                 steps=s["steps"]) for L in s["depths"]]
+    s = read_settings(ThreeLayerSettings, settings)
+    return [Runs("resnet3", s.width, L, s.dataset, count=3 * s.seeds, steps=s.steps)
+            for L in s.depths]
 
 
 @claim(
@@ -225,9 +274,10 @@ def three_layer_cost(s: Mapping[str, Any], _device: str) -> list[Runs]:
     ),
 )
 def beyond_3layer(ctx: ClaimContext) -> ClaimOutcome:
-    """beyond-3layer, as the module docstring says: measure -> judge -> draw."""
-    m = measure_three_layer(ctx)
-    j = judge_three_layer(m, ctx.settings)
-    return claim_outcome(ctx, "beyond-3layer", m.measured, j.bands,
-                         route_rows(m.rows, m.hand_rows),
-                         draw_three_layer(m, ctx.settings), j.note, decision=j.decision)
+    """beyond-3layer, as the module docstring says: settings -> measure -> judge -> draw."""
+    s = read_settings(ThreeLayerSettings, ctx.settings)
+    m = measure_three_layer(ctx, s)
+    j = judge_three_layer(m, s)
+    fig = draw_three_layer(m, s)
+    rows = route_rows(m.rows, m.hand_rows)
+    return conclude(ctx, "beyond-3layer", j, rows, fig)

@@ -21,8 +21,8 @@ Eq. 8 minus depth-muP, claimed < 0 (:func:`~depthscale.claims.verdicts.sign_find
 One verdict over all findings (:func:`~depthscale.claims.verdicts.findings_verdict`); one route, so
 a contradiction is a FAIL.
 
-Settings -> :func:`measure_transformer` -> :func:`judge_transformer` ->
-:func:`~depthscale.claims.beyond.figures.draw_transformer`.
+:class:`TransformerSettings` -> :func:`measure_transformer` -> :func:`judge_transformer` ->
+:func:`draw_transformer` -> ``conclude``.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from depthscale import data as ds_data
-from depthscale.claims.beyond.figures import draw_transformer
 from depthscale.claims.beyond.readouts import (
     SlopeReadouts,
     layer_readout,
@@ -45,44 +46,31 @@ from depthscale.claims.beyond.readouts import (
     slope_readouts,
     slope_readouts_measured,
 )
-from depthscale.claims.beyond.shared import COLLAPSE, FLAT
+from depthscale.claims.beyond.shared import COLLAPSE, FLAT, nfd_view
 from depthscale.claims.beyond.spreads import SpreadEstimate, spread_estimate, spread_measured
-from depthscale.claims.common import run_claim_study, stored_rows
-from depthscale.claims.nfd import corrected_arms, transfer_tables
-from depthscale.claims.registry import ClaimContext, Control, Runs, claim
+from depthscale.claims.common import mean_finite, run_claim_study, stored_rows
+from depthscale.claims.nfd import ARM_LABELS, corrected_arms, transfer_tables
+from depthscale.claims.nfd.figures import matched_means
+from depthscale.claims.registry import ClaimContext, Control, Runs, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Finding,
     Judgement,
-    claim_outcome,
+    conclude,
     findings_verdict,
     sign_finding,
 )
 from depthscale.models import build
 from depthscale.models.gpt import GPT
 from depthscale.probes import TRANSFORMER_UPDATE_KEYS, snapshot, transformer_updates
+from depthscale.report.figures import label_log_ticks, loglog_fit_panel, new_figure
 from depthscale.stats.sweeps import GridSignal, criterion_value, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
 
-__all__ = ["TransformerMeasures", "judge_transformer", "measure_transformer",
-           "transformer_bands", "transformer_tables"]
-
-
-def transformer_tables(s: Mapping[str, Any], *, seed: int = 0, device: str = "cpu",
-                       data_dir: str | Path | None = None) -> dict[str, Any]:
-    """beyond-transformer's transfer study: nfd-transfer's study
-    (:func:`~depthscale.claims.nfd.transfer_tables`: depth-muP vs the Eq. 8 arm, an eta_c
-    grid per depth, SGD, last-epoch training loss) on the GPT (``[model]`` options
-    ``s["model"]``) at ``s["transfer_blocks"]`` blocks, batch ``s["batch"]``, on the token
-    dataset with options ``s["data"]``."""
-    tables = transfer_tables({**s, "depths": s["transfer_blocks"]}, seed=seed, device=device,
-                             data_dir=data_dir)
-    tables["study"] |= {"name": "beyond-transformer", "model": "gpt"}
-    tables["data"] |= s["data"]
-    tables["train"]["batch_size"] = s["batch"]
-    tables["analysis"]["aggregate"] = "loss"  # what the claim judges: the seed-mean loss
-    return {"study": tables.pop("study"), "model": dict(s["model"]), **tables}
+__all__ = ["TransformerMeasures", "TransformerSettings", "draw_transformer",
+           "judge_transformer", "measure_transformer", "transformer_bands",
+           "transformer_tables"]
 
 
 def transformer_bands(tags: Sequence[str]) -> dict[str, Band]:
@@ -90,6 +78,50 @@ def transformer_bands(tags: Sequence[str]) -> dict[str, Band]:
     qkv and fc1 collapse, both streams and the Eq. 8 arm's first layers are flat."""
     return {f"{k}_slope_{tag}": FLAT if tag == "nfd_depth" or "stream" in k else COLLAPSE
             for tag in tags for k in ("qkv", "fc1", "attn_stream", "mlp_stream")}
+
+
+@dataclass(frozen=True)
+class TransformerSettings:
+    """beyond-transformer's settings: GPTs of ``width`` (``[model]`` options ``model``) on the
+    token ``dataset`` with options ``data``, batch ``batch``; the collapse part at
+    ``collapse_blocks`` blocks, ``collapse_seeds`` seeds, ``steps`` SGD steps at ``eta_c``,
+    readouts on ``probe_batch`` inputs; the transfer part at ``transfer_blocks`` over the
+    ``eta_cs`` grid, ``epochs`` epochs, ``seeds`` seeds, ``n_boot`` bootstrap draws;
+    ``corrected_recipe`` is the Eq. 8 arm's recipe (a negative control sets one without
+    sqrt(L)). ``data`` and ``model`` stay mappings: they are keyword options passed on."""
+
+    dataset: str
+    data: Mapping[str, Any]
+    model: Mapping[str, Any]
+    batch: int
+    width: int
+    collapse_blocks: list[int]
+    eta_c: float
+    steps: int
+    probe_batch: int
+    collapse_seeds: int
+    transfer_blocks: list[int]
+    eta_cs: list[float]
+    epochs: float
+    seeds: int
+    n_boot: int
+    corrected_recipe: str = "nfd-depth"
+
+
+def transformer_tables(s: TransformerSettings, *, seed: int = 0, device: str = "cpu",
+                       data_dir: str | Path | None = None) -> dict[str, Any]:
+    """beyond-transformer's transfer study: nfd-transfer's study
+    (:func:`~depthscale.claims.nfd.transfer_tables`: depth-muP vs the Eq. 8 arm, an eta_c
+    grid per depth, SGD, last-epoch training loss) on the GPT (``[model]`` options
+    ``model``) at ``transfer_blocks`` blocks, batch ``batch``, on the token dataset with
+    options ``data``."""
+    tables = transfer_tables({**nfd_view(s), "depths": s.transfer_blocks}, seed=seed,
+                             device=device, data_dir=data_dir)
+    tables["study"] |= {"name": "beyond-transformer", "model": "gpt"}
+    tables["data"] |= s.data
+    tables["train"]["batch_size"] = s.batch
+    tables["analysis"]["aggregate"] = "loss"  # what the claim judges: the seed-mean loss
+    return {"study": tables.pop("study"), "model": dict(s.model), **tables}
 
 
 @dataclass(frozen=True)
@@ -110,45 +142,44 @@ class TransformerMeasures:
     measured: dict[str, float | None]
 
 
-def _token_data(ctx: ClaimContext) -> ds_data.Dataset:
+def _token_data(ctx: ClaimContext, s: TransformerSettings) -> ds_data.Dataset:
     """The claim's token dataset with its options ``data`` (split seed = the claim's seed)."""
-    s = ctx.settings
-    return ds_data.load(s["dataset"], data_dir=ctx.data_dir, seed=ctx.seed, **s["data"])
+    return ds_data.load(s.dataset, data_dir=ctx.data_dir, seed=ctx.seed, **s.data)
 
 
-def _collapse_run(ctx: ClaimContext, data: ds_data.Dataset, recorded: Sequence[int],
-                  arm: tuple[str, str], D: int, seed: int) -> list[dict[str, Any]]:
+def _collapse_run(ctx: ClaimContext, s: TransformerSettings, data: ds_data.Dataset,
+                  recorded: Sequence[int], arm: tuple[str, str], D: int,
+                  seed: int) -> list[dict[str, Any]]:
     """Train one arm's GPT of ``D`` blocks for ``steps`` SGD steps: its updates and running
     loss at the ``recorded`` steps, one row each."""
-    s = ctx.settings
     tag, recipe = arm
     net, plan = build("gpt", recipe, input_shape=data.sample_shape, n_out=data.n_out,
-                      width=s["width"], depth=D, seed=seed, **s["model"])
+                      width=s.width, depth=D, seed=seed, **s.model)
     base = {"part": "collapse", "arm": tag, "recipe": recipe, "blocks": D,
             "depth": cast(GPT, net).plan_depth, "seed": seed}
-    probe: torch.Tensor = data.x_train[: s["probe_batch"]]
+    probe: torch.Tensor = data.x_train[: s.probe_batch]
     rows: list[dict[str, Any]] = []
     hook = layer_readout(rows, base, set(recorded), snapshot(net), probe, transformer_updates)
     res = train(net, plan, data, TrainConfig(
-        lr=s["eta_c"], steps=s["steps"], batch_size=s["batch"], seed=seed, device=ctx.device),
+        lr=s.eta_c, steps=s.steps, batch_size=s.batch, seed=seed, device=ctx.device),
         hooks=[hook])
     return [{**r, "status": res.status} for r in rows]
 
 
-def _collapse_rows(ctx: ClaimContext, data: ds_data.Dataset, arms: Sequence[tuple[str, str]],
+def _collapse_rows(ctx: ClaimContext, s: TransformerSettings, data: ds_data.Dataset,
+                   arms: Sequence[tuple[str, str]],
                    recorded: Sequence[int]) -> list[dict[str, Any]]:
     """The collapse part's readout rows: per arm, ``collapse_blocks`` and seed one run, kept
     as it finishes (a killed claim resumes: :func:`~depthscale.claims.common.stored_rows`)."""
-    s = ctx.settings
-    seeds = range(ctx.seed, ctx.seed + s["collapse_seeds"])
-    ctx.extend_total(len(arms) * len(s["collapse_blocks"]) * len(seeds))
+    seeds = range(ctx.seed, ctx.seed + s.collapse_seeds)
+    ctx.extend_total(len(arms) * len(s.collapse_blocks) * len(seeds))
     rows: list[dict[str, Any]] = []
     for arm in arms:
-        for D in s["collapse_blocks"]:
+        for D in s.collapse_blocks:
             for seed in seeds:
                 rows += stored_rows(
                     ctx, "beyond-transformer-collapse", {"arm": arm, "blocks": D, "seed": seed},
-                    functools.partial(_collapse_run, ctx, data, recorded, arm, D, seed))
+                    functools.partial(_collapse_run, ctx, s, data, recorded, arm, D, seed))
                 ctx.progress(1)
     return rows
 
@@ -165,23 +196,22 @@ def _transfer_rows(records: Sequence[Mapping[str, Any]],
                                  r["seed"]))
 
 
-def measure_transformer(ctx: ClaimContext) -> TransformerMeasures:
+def measure_transformer(ctx: ClaimContext, s: TransformerSettings) -> TransformerMeasures:
     """The transfer study (:func:`transformer_tables`) and its eta_c* spread
     (:func:`~depthscale.claims.beyond.spreads.spread_estimate`); the collapse runs, their own
     updates (:func:`~depthscale.probes.transformer_updates`) and running loss recorded every
     ``steps // 30`` steps, and the log-log slopes against L = 2 D per seed, at matched loss and
     at fixed steps (:func:`~depthscale.claims.beyond.readouts.slope_readouts`)."""
-    s = ctx.settings
-    arms = corrected_arms(s)
-    data = _token_data(ctx)  # bad data options fail here, before any run
+    arms = corrected_arms(nfd_view(s))
+    data = _token_data(ctx, s)  # bad data options fail here, before any run
     records = run_claim_study(ctx, "beyond-transformer", transformer_tables(
         s, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
-    rows = _collapse_rows(ctx, data, arms, record_steps(s["steps"]))
-    depths = [2 * D for D in s["collapse_blocks"]]
-    seeds = list(range(ctx.seed, ctx.seed + s["collapse_seeds"]))
+    rows = _collapse_rows(ctx, s, data, arms, record_steps(s.steps))
+    depths = [2 * D for D in s.collapse_blocks]
+    seeds = list(range(ctx.seed, ctx.seed + s.collapse_seeds))
     slopes = slope_readouts(rows, [tag for tag, _ in arms], TRANSFORMER_UPDATE_KEYS, depths,
-                            seeds, s["steps"])
-    spread = spread_estimate(records, arms, s["transfer_blocks"], n_boot=s["n_boot"],
+                            seeds, s.steps)
+    spread = spread_estimate(records, arms, s.transfer_blocks, n_boot=s.n_boot,
                              seed=ctx.seed)
     measured = slope_readouts_measured(slopes, depths) | spread_measured("spread_", spread)
     for o in optimal_lrs(records, "last-epoch", "depth", group="recipe", aggregate="loss"):
@@ -192,14 +222,14 @@ def measure_transformer(ctx: ClaimContext) -> TransformerMeasures:
                                measured)
 
 
-def _spread_finding(m: TransformerMeasures, s: Mapping[str, Any]) -> tuple[Finding, str]:
+def _spread_finding(m: TransformerMeasures, s: TransformerSettings) -> tuple[Finding, str]:
     """The paired spread difference against "it is < 0"; undecided where a sweep is flat
     within its seed spread, unless the arms are the same runs (a FAIL whatever the noise)."""
     p0, p1 = (m.spread.point[tag] for tag, _ in m.arms)
     low, high = m.spread.diff_ci
-    text = (f"spread of log10 eta_c* over {s['transfer_blocks']} blocks: depth-muP "
+    text = (f"spread of log10 eta_c* over {s.transfer_blocks} blocks: depth-muP "
             f"{p0:.3g}, {m.arms[1][1]} {p1:.3g} decades; difference {m.spread.diff:+.3g}, 95% "
-            f"seed-bootstrap CI [{low:+.3g}, {high:+.3g}] ({s['seeds']} seeds), claimed < 0")
+            f"seed-bootstrap CI [{low:+.3g}, {high:+.3g}] ({s.seeds} seeds), claimed < 0")
     if m.flat and not low == high == 0.0:
         g = min(m.flat, key=lambda g: g.loss_range)
         return "undecided", (
@@ -215,7 +245,7 @@ def _slope_text(measured: Mapping[str, float | None], tag: str) -> str:
         "n/a" if v is None else f"{v:.3g}" for v in said)
 
 
-def judge_transformer(m: TransformerMeasures, s: Mapping[str, Any]) -> Judgement:
+def judge_transformer(m: TransformerMeasures, s: TransformerSettings) -> Judgement:
     """The banded slopes (:func:`transformer_bands`, each on its seed interval at matched
     loss, judged only if two loss targets agree) and the spread difference (claimed < 0), as
     one verdict (:func:`~depthscale.claims.verdicts.findings_verdict`; one route, so a
@@ -232,18 +262,76 @@ def judge_transformer(m: TransformerMeasures, s: Mapping[str, Any]) -> Judgement
     return Judgement(m.measured, dict(bands), findings_verdict(findings), note)
 
 
+def _loss_panel(ax: Axes, grid: Sequence[float],
+                lines: Sequence[tuple[str, list[float], float | None]], title: str) -> None:
+    """Seed-mean last-epoch loss against eta_c, one line per (label, losses, eta_c*), each
+    optimum a dotted vertical line of its colour."""
+    for label, ys, star in lines:
+        line = ax.semilogx(grid, ys, "o-", label=label)[0]
+        if star is not None:
+            ax.axvline(star, color=line.get_color(), ls=":", lw=1)
+    label_log_ticks(ax, grid)
+    ax.set_xlabel("eta_c")
+    ax.set_ylabel("train loss (last epoch)")
+    ax.set_title(title, fontsize=8)
+    ax.legend(fontsize=7)
+
+
+def _mean_loss(rows: Sequence[Mapping[str, Any]], **match: Any) -> float:
+    """The mean finite ``last_epoch_train_loss`` of the rows matching every ``match`` item."""
+    return mean_finite([r["last_epoch_train_loss"] for r in rows
+                        if all(r[k] == v for k, v in match.items())])
+
+
+def _collapse_panels(axes: Sequence[Axes], m: TransformerMeasures,
+                     s: TransformerSettings) -> None:
+    """Row 1: own updates at matched loss against L (each seed's depth at its matched step
+    of the last step's target, seed mean), per layer group."""
+    depths = [2 * D for D in s.collapse_blocks]
+    collapse = [r for r in m.rows if r["part"] == "collapse"]
+
+    def curve(tag: str, key: str) -> list[float]:
+        return matched_means(collapse, m.slopes, tag, key, depths)
+
+    panels = (("qkv", ("qkv",)), ("fc1", ("fc1",)), ("streams", ("attn_stream", "mlp_stream")),
+              ("q, k, v", ("q", "k", "v")))
+    for ax, (title, keys) in zip(axes, panels, strict=False):
+        for (tag, recipe), key in ((arm, key) for arm in m.arms for key in keys):
+            loglog_fit_panel(ax, depths, curve(tag, key),
+                             label=f"{key}, {ARM_LABELS[tag].format(recipe)}")
+        ax.set_xlabel("depth L = 2 x blocks")
+        ax.set_title(f"{title} own update (matched loss)", fontsize=8)
+        ax.legend(fontsize=5)
+
+
+def draw_transformer(m: TransformerMeasures, s: TransformerSettings) -> Figure:
+    """The collapse panels (:func:`_collapse_panels`), then per arm the loss against eta_c at
+    every number of blocks of the transfer study."""
+    fig, axes = new_figure(ncols=3, nrows=2)
+    _collapse_panels(list(axes.flat), m, s)
+    transfer = [r for r in m.rows if r["part"] == "transfer"]
+    for ax, (tag, recipe) in zip(axes.flat[4:], m.arms, strict=True):
+        lines = [(f"{D} blocks", [_mean_loss(transfer, recipe=recipe, blocks=D, eta_c=e)
+                                  for e in s.eta_cs],
+                  m.measured.get(f"eta_star_{recipe}_D{D}")) for D in s.transfer_blocks]
+        _loss_panel(ax, s.eta_cs, lines,
+                    f"{recipe}: spread {m.spread.point[tag]:.2f} decades")
+    return fig
+
+
 #: the quick and medium data, model and batch (an order-2 markov chain, vocab 16)
 GPT_QUICK = {"dataset": "markov",
               "data": {"vocab": 16, "order": 2, "context": 16, "n_train": 1024, "n_test": 256},
               "model": {"heads": 4, "mlp_ratio": 4, "bias": False}, "batch": 32}
 
 
-def transformer_cost(s: Mapping[str, Any], device: str) -> list[Runs | dict[str, Any]]:
+def transformer_cost(settings: Mapping[str, Any], device: str) -> list[Runs | dict[str, Any]]:
     """What :func:`measure_transformer` makes: both arms' GPTs at each of ``collapse_blocks``
     (``collapse_seeds`` each, ``steps`` steps of ``batch``) and the transfer study."""
-    return [*(Runs("gpt", s["width"], D, s["dataset"], count=2 * s["collapse_seeds"],
-                   steps=s["steps"], batch=s["batch"], options=s["model"], data=s["data"])
-              for D in s["collapse_blocks"]),
+    s = read_settings(TransformerSettings, settings)
+    return [*(Runs("gpt", s.width, D, s.dataset, count=2 * s.collapse_seeds, steps=s.steps,
+                   batch=s.batch, options=s.model, data=s.data)
+              for D in s.collapse_blocks),
             transformer_tables(s, device=device)]
 
 
@@ -293,8 +381,9 @@ def transformer_cost(s: Mapping[str, Any], device: str) -> list[Runs | dict[str,
     ),
 )
 def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
-    """beyond-transformer, as the module docstring says: measure -> judge -> draw."""
-    m = measure_transformer(ctx)
-    j = judge_transformer(m, ctx.settings)
-    return claim_outcome(ctx, "beyond-transformer", m.measured, j.bands, m.rows,
-                         draw_transformer(m, ctx.settings), j.note, decision=j.decision)
+    """beyond-transformer, as the module docstring says: settings -> measure -> judge -> draw."""
+    s = read_settings(TransformerSettings, ctx.settings)
+    m = measure_transformer(ctx, s)
+    j = judge_transformer(m, s)
+    fig = draw_transformer(m, s)
+    return conclude(ctx, "beyond-transformer", j, m.rows, fig)

@@ -17,12 +17,10 @@ mean of ``ref_runs`` runs of RK4 with ``ref_J`` depth steps and ``ref_Q`` Sobol'
 stage point (independent coupling); its standard error from the spread of the runs is
 reported. Thm. 2 compares finite nets with ``limits.TangentODE``; Thm. 3 uses the Mean ODE.
 
-One module per claim, each runner written as settings -> ``measure_*`` (numbers and CSV
-rows) -> ``judge_*`` (the verdict rules of :mod:`depthscale.stats.findings`) -> a draw function of
-:mod:`.figures`: :mod:`.output_error` (Fig. 2), :mod:`.spread_and_travel` (Fig. 5a, 5b),
-:mod:`.tangent_gap` (Thm. 2), :mod:`.d_exponents` (Thm. 3), :mod:`.forward_distance` (Fig. 1).
-Quick scale shrinks grids, depths and repeats (each claim's settings say how); full scale is the
-paper's setting.
+One module per claim, each runner typed settings -> ``measure_*`` -> ``judge_*`` -> its own
+``draw_*`` -> ``conclude``: :mod:`.output_error` (Fig. 2), :mod:`.spread_and_travel` (Fig. 5a,
+5b), :mod:`.tangent_gap` (Thm. 2), :mod:`.d_exponents` (Thm. 3), :mod:`.forward_distance`
+(Fig. 1). Quick scale shrinks grids, depths and repeats; full scale is the paper's setting.
 """
 
 # importing a module registers its claims: in the catalogue's order

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 from scipy.interpolate import CubicSpline
 
-from depthscale.claims.chizat import figures
 from depthscale.claims.chizat.setting import (
     Array,
     csv_rows,
@@ -27,12 +27,13 @@ from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Judgement,
-    claim_outcome,
+    conclude,
     finite_or_none,
 )
+from depthscale.report import figures as report_figures
 
 __all__ = ["BANDS", "DepthDistance", "ForwardDistances", "ForwardSettings", "chizat_fig1",
-           "judge_forward_distance", "measure_forward_distance"]
+           "draw_forward_distance", "judge_forward_distance", "measure_forward_distance"]
 
 #: fixed before running: the distance falls at every step in L, with a slope between Thm. 4's
 #: 1/L and 1/sqrt(L M) = L^-1/2 (with margins)
@@ -132,13 +133,36 @@ def judge_forward_distance(m: ForwardDistances, s: ForwardSettings) -> Judgement
     return Judgement(m.measured, dict(BANDS), note=note)
 
 
-def fig1_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+def draw_forward_distance(m: ForwardDistances, s: ForwardSettings) -> Figure:
+    """chizat Fig. 1: the 1D projection of ``h^l(x_1)`` on the top principal direction of the
+    limit curve, per depth, with the limit; the distance against L with its log-log fit."""
+    lim_path = m.limit_nodes[:, 0]
+    centred = lim_path - lim_path.mean(axis=0)
+    direction = np.linalg.svd(centred, full_matrices=False)[2][0]
+    fig, axes = report_figures.new_figure(ncols=2)
+    ax = axes[0]
+    for L, path in m.examples.items():
+        ax.plot(np.arange(L + 1) / L, path @ direction, lw=1, label=f"L = {L}")
+    fine = np.linspace(0.0, 1.0, 200)
+    ax.plot(fine, m.curve(fine)[:, 0] @ direction, color="red", lw=2, label="limit (Mean ODE)")
+    ax.set_xlabel("depth s = l / L")
+    ax.set_ylabel("1D projection of h^l(x_1)")
+    ax.set_title(f"chizat Fig. 1: M = {s.M}, K = {s.K}", fontsize=8)
+    ax.legend(fontsize=6)
+    report_figures.loglog_fit_panel(axes[1], s.depths, [p.distance for p in m.points],
+                                    label="max_l RMS distance")
+    axes[1].set_xlabel("depth L")
+    axes[1].set_title("distance to the limit curve", fontsize=8)
+    return fig
+
+
+def fig1_cost(settings: Mapping[str, Any], _device: str) -> list[Solver]:
     """The finite nets (``repeats`` at each depth, ``M`` units) and the limit reference
     (``ref_runs`` RK4 runs), each ``K`` GD steps."""
-    return [*(Solver("mean-ode", s["M"], L, steps=s["K"], dim=s["D"], count=s["repeats"])
-              for L in s["depths"]),
-            Solver("mean-ode", s["ref_Q"], s["ref_J"], steps=s["K"], dim=s["D"],
-                   count=s["ref_runs"])]
+    s = read_settings(ForwardSettings, settings)
+    return [*(Solver("mean-ode", s.M, L, steps=s.K, dim=s.D, count=s.repeats)
+              for L in s.depths),
+            Solver("mean-ode", s.ref_Q, s.ref_J, steps=s.K, dim=s.D, count=s.ref_runs)]
 
 
 @claim(
@@ -178,6 +202,6 @@ def chizat_fig1(ctx: ClaimContext) -> ClaimOutcome:
     s = read_settings(ForwardSettings, ctx.settings)
     m = measure_forward_distance(ctx, s)
     j = judge_forward_distance(m, s)
-    fig = figures.draw_forward_distance(m, s)
-    return claim_outcome(ctx, "chizat-fig1", m.measured, j.bands, csv_rows(m.points), fig,
-                         j.note, j.decision)
+    fig = draw_forward_distance(m, s)
+    rows = csv_rows(m.points)
+    return conclude(ctx, "chizat-fig1", j, rows, fig)

@@ -5,13 +5,14 @@ caption, at the paper's D = 10, with no sqrt(D) in it) fitted to it on an L x M 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from depthscale.claims.chizat import figures
 from depthscale.claims.chizat.setting import (
     NAN3,
     WRONG_SIGMA_V,
@@ -30,14 +31,16 @@ from depthscale.claims.verdicts import (
     ClaimOutcome,
     Judgement,
     ci_band_decision,
-    claim_outcome,
+    conclude,
     finite_or_none,
 )
 from depthscale.limits.mean_ode import rms_error
+from depthscale.report import figures as report_figures
 from depthscale.stats.fits import fit_error_law
 
 __all__ = ["BANDS", "ErrorGridSettings", "GridError", "OutputErrors", "chizat_fig2",
-           "fit_output_law", "in_fit_range", "judge_output_error", "measure_output_error"]
+           "draw_output_error", "fit_output_law", "in_fit_range", "judge_output_error",
+           "measure_output_error"]
 
 #: fixed before running: a, b (the coefficients of 1/L and 1/sqrt(LM) at D = 10, Fig. 2's
 #: caption) within a factor 2 of the paper's 0.15 and 0.22 (docs/claims.md); the law describes the
@@ -180,14 +183,50 @@ def judge_output_error(m: OutputErrors, s: ErrorGridSettings) -> Judgement:
     return Judgement(m.measured, dict(BANDS), decision, note)
 
 
-def fig2_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+def _error_panel(ax: Axes, points: Sequence[GridError], by_depth: bool, others: list[int],
+                 ticks: list[int]) -> None:
+    """One panel of Fig. 2: the error against L (``by_depth``) or M, a line per value of the
+    other (``others``); o: fitted points, x: not fitted."""
+    def x_of(p: GridError) -> int:
+        return p.L if by_depth else p.M
+
+    other = "M" if by_depth else "L"
+    for val in others:
+        pts = sorted((p for p in points if (p.M if by_depth else p.L) == val), key=x_of)
+        if not pts:
+            continue
+        line = ax.loglog([x_of(p) for p in pts], [p.fit for p in pts], "-", lw=1,
+                         label=f"{other} = {val}")[0]
+        for in_fit, marker in ((True, "o"), (False, "x")):
+            sel = [p for p in pts if p.in_fit == in_fit]
+            ax.loglog([x_of(p) for p in sel], [p.rms_error for p in sel], marker, ms=4,
+                      color=line.get_color())
+    report_figures.label_log_ticks(ax, ticks)
+    ax.set_xlabel("depth L" if by_depth else "width M")
+    ax.set_ylabel("RMS output error vs limit (x: not fitted, L M < 4 D)")
+    ax.legend(fontsize=6, ncol=2)
+
+
+def draw_output_error(m: OutputErrors, s: ErrorGridSettings) -> Figure:
+    """chizat Fig. 2: the error against L (a line per M) and against M (a line per L), with
+    the fitted law and its CIs in the title."""
+    fig, axes = report_figures.new_figure(ncols=2)
+    _error_panel(axes[0], m.points, True, s.widths, s.depths)
+    _error_panel(axes[1], m.points, False, s.depths, s.widths)
+    a, b = m.a, m.b
+    fig.suptitle(f"chizat Fig. 2: a/L + b/sqrt(LM), a = {a[0]:.3g} [{a[1]:.3g}, "
+                 f"{a[2]:.3g}], b = {b[0]:.3g} [{b[1]:.3g}, {b[2]:.3g}] (95% CIs)", fontsize=9)
+    return fig
+
+
+def fig2_cost(settings: Mapping[str, Any], _device: str) -> list[Solver]:
     """The finite nets (forward Euler, ``repeats`` at each L x M of the grid) and the limit
     reference (``ref_runs`` RK4 runs), each ``K`` GD steps."""
-    grid = [(L, M) for L in s["depths"] for M in s["widths"] if s["max_units"] >= L * M]
-    return [*(Solver("mean-ode", M, L, steps=s["K"], dim=s["D"], count=s["repeats"])
+    s = read_settings(ErrorGridSettings, settings)
+    grid = [(L, M) for L in s.depths for M in s.widths if s.max_units >= L * M]
+    return [*(Solver("mean-ode", M, L, steps=s.K, dim=s.D, count=s.repeats)
               for L, M in grid),
-            Solver("mean-ode", s["ref_Q"], s["ref_J"], steps=s["K"], dim=s["D"],
-                   count=s["ref_runs"])]
+            Solver("mean-ode", s.ref_Q, s.ref_J, steps=s.K, dim=s.D, count=s.ref_runs)]
 
 
 @claim(
@@ -238,6 +277,6 @@ def chizat_fig2(ctx: ClaimContext) -> ClaimOutcome:
     s = read_settings(ErrorGridSettings, ctx.settings)
     m = measure_output_error(ctx, s)
     j = judge_output_error(m, s)
-    fig = figures.draw_output_error(m, s)
-    return claim_outcome(ctx, "chizat-fig2", m.measured, j.bands, csv_rows(m.points), fig,
-                         j.note, j.decision)
+    fig = draw_output_error(m, s)
+    rows = csv_rows(m.points)
+    return conclude(ctx, "chizat-fig2", j, rows, fig)

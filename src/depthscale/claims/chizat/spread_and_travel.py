@@ -6,13 +6,13 @@ sqrt(L M)`` (Fig. 5a, Eq. 30) and the RMS input-weight travel against ``min(3, 3
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from depthscale.claims.chizat import figures
 from depthscale.claims.chizat.setting import (
     WRONG_SIGMA_V,
     alpha_grid,
@@ -29,14 +29,16 @@ from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Judgement,
-    claim_outcome,
+    conclude,
     finite_or_none,
 )
 from depthscale.limits.mean_ode import MeanODEResult
+from depthscale.report import figures as report_figures
 
 __all__ = ["SPREAD_BANDS", "TRAVEL_BANDS", "AlphaPoint", "AlphaSweep", "AlphaSweepSettings",
-           "SpreadPoint", "TravelPoint", "chizat_fig5a", "chizat_fig5b", "judge_spread",
-           "judge_travel", "measure_spread", "measure_travel", "seed_runs"]
+           "SpreadPoint", "TravelPoint", "chizat_fig5a", "chizat_fig5b", "draw_spread",
+           "draw_travel", "judge_spread", "judge_travel", "measure_spread", "measure_travel",
+           "seed_runs"]
 
 _Summary = TypeVar("_Summary")
 
@@ -205,11 +207,53 @@ def judge_travel(m: AlphaSweep[TravelPoint]) -> Judgement:
     return Judgement(m.measured, dict(TRAVEL_BANDS))
 
 
-def fig5_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+def _alpha_sweep(curves: Sequence[tuple[AlphaPoint, float, float]], ylabel: str,
+                 title: str) -> Figure:
+    """A chizat Fig. 5 panel from ``(point, measured, formula)``: measured (dots; x beyond the
+    threshold ``alpha >= sqrt(L M / D)``) and formula (lines), one colour per D."""
+    fig, axes = report_figures.new_figure(ncols=1, width=5.0)
+    ax = axes[0]
+    for D in sorted({p.D for p, _, _ in curves}):
+        pts = [c for c in curves if c[0].D == D]
+        line = ax.loglog([p.alpha for p, _, _ in pts], [f for _, _, f in pts], "-", lw=1)[0]
+        inside = [(p, v) for p, v, _ in pts if p.below_threshold]
+        outside = [(p, v) for p, v, _ in pts if not p.below_threshold]
+        ax.loglog([p.alpha for p, _ in inside], [v for _, v in inside], "o",
+                  color=line.get_color(), label=f"D = {D}")
+        if outside:
+            ax.loglog([p.alpha for p, _ in outside], [v for _, v in outside], "x",
+                      color=line.get_color())
+    ax.set_xlabel("alpha (sigma_v = alpha sqrt(D))")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=8)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def draw_spread(m: AlphaSweep[SpreadPoint], s: AlphaSweepSettings) -> Figure:
+    """chizat Fig. 5a: the output std across seeds against alpha per D, with the paper's fit
+    ``((0.05 + 0.3 alpha) sqrt(D) + 0.4) / sqrt(L M)`` as lines."""
+    return _alpha_sweep(
+        [(p, p.std, p.formula) for p in m.points], f"output std across seeds, k = {s.K}",
+        f"chizat Fig. 5a: L = {s.L}, M = {s.M}; lines: "
+        "((0.05 + 0.3 a) sqrt(D) + 0.4)/sqrt(LM); x: alpha >= sqrt(LM/D)")
+
+
+def draw_travel(m: AlphaSweep[TravelPoint], s: AlphaSweepSettings) -> Figure:
+    """chizat Fig. 5b: the RMS input-weight travel against alpha per D, with ``min(3,
+    3/alpha)`` as lines."""
+    return _alpha_sweep(
+        [(p, p.travel, p.formula) for p in m.points], f"RMS input-weight travel, k = {s.K}",
+        f"chizat Fig. 5b: L = {s.L}, M = {s.M}; lines: min(3, 3/alpha); "
+        "x: alpha >= sqrt(LM/D)")
+
+
+def fig5_cost(settings: Mapping[str, Any], _device: str) -> list[Solver]:
     """The finite nets of :func:`seed_runs`: ``repeats`` at each D and alpha, ``L`` layers of
     ``M`` units, ``K`` GD steps."""
-    return [Solver("mean-ode", s["M"], s["L"], steps=s["K"], dim=D,
-                   count=s["repeats"] * len(s["alphas"])) for D in s["Ds"]]
+    s = read_settings(AlphaSweepSettings, settings)
+    return [Solver("mean-ode", s.M, s.L, steps=s.K, dim=D, count=s.repeats * len(s.alphas))
+            for D in s.Ds]
 
 
 @claim(
@@ -244,12 +288,9 @@ def chizat_fig5a(ctx: ClaimContext) -> ClaimOutcome:
     s = read_settings(AlphaSweepSettings, ctx.settings)
     m = measure_spread(ctx, s)
     j = judge_spread(m)
-    fig = figures.draw_alpha_sweep(
-        [(p, p.std, p.formula) for p in m.points], f"output std across seeds, k = {s.K}",
-        f"chizat Fig. 5a: L = {s.L}, M = {s.M}; lines: "
-        "((0.05 + 0.3 a) sqrt(D) + 0.4)/sqrt(LM); x: alpha >= sqrt(LM/D)")
-    return claim_outcome(ctx, "chizat-fig5a", m.measured, j.bands, csv_rows(m.points), fig,
-                         j.note, j.decision)
+    fig = draw_spread(m, s)
+    rows = csv_rows(m.points)
+    return conclude(ctx, "chizat-fig5a", j, rows, fig)
 
 
 @claim(
@@ -286,9 +327,6 @@ def chizat_fig5b(ctx: ClaimContext) -> ClaimOutcome:
     s = read_settings(AlphaSweepSettings, ctx.settings)
     m = measure_travel(ctx, s)
     j = judge_travel(m)
-    fig = figures.draw_alpha_sweep(
-        [(p, p.travel, p.formula) for p in m.points], f"RMS input-weight travel, k = {s.K}",
-        f"chizat Fig. 5b: L = {s.L}, M = {s.M}; lines: min(3, 3/alpha); "
-        "x: alpha >= sqrt(LM/D)")
-    return claim_outcome(ctx, "chizat-fig5b", m.measured, j.bands, csv_rows(m.points), fig,
-                         j.note, j.decision)
+    fig = draw_travel(m, s)
+    rows = csv_rows(m.points)
+    return conclude(ctx, "chizat-fig5b", j, rows, fig)

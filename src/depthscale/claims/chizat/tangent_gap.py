@@ -5,15 +5,15 @@ that move O(1/alpha)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from depthscale.claims.chizat import figures
 from depthscale.claims.chizat.setting import (
     NAN3,
     WRONG_SIGMA_V,
@@ -32,15 +32,17 @@ from depthscale.claims.verdicts import (
     Decision,
     Judgement,
     ci_band_decision,
-    claim_outcome,
+    conclude,
     finite_or_none,
     noise_gate,
 )
 from depthscale.limits.mean_ode import TangentODE, TangentODEResult, rms_error
+from depthscale.report import figures as report_figures
 from depthscale.stats.fits import fit_error_law
 
 __all__ = ["BANDS", "THM2_MARGIN", "TangentGap", "TangentPoint", "TangentSettings",
-           "chizat_thm2", "judge_tangent_gap", "measure_tangent_gap", "thm2_grid"]
+           "chizat_thm2", "draw_tangent_gap", "judge_tangent_gap", "measure_tangent_gap",
+           "thm2_grid"]
 
 #: Thm. 2 holds while alpha < sqrt(L M / D); nets are run at alpha <= sqrt(L M / D) / 2 only
 THM2_MARGIN = 2.0
@@ -107,12 +109,11 @@ class TangentGap:
     measured: dict[str, float | None]
 
 
-def thm2_grid(settings: Mapping[str, Any]) -> list[tuple[float, int, int]]:
+def thm2_grid(s: TangentSettings) -> list[tuple[float, int, int]]:
     """The (alpha, L, M) of chizat-thm2: every alpha on every shape where ``alpha <=
     sqrt(L M / D) / 2``, inside Thm. 2's range ``alpha < sqrt(L M / D)`` with a margin."""
-    D = settings["D"]
-    return [(a, L, M) for L, M in settings["shapes"] for a in settings["alphas"]
-            if a <= math.sqrt(L * M / D) / THM2_MARGIN]
+    return [(a, L, M) for L, M in s.shapes for a in s.alphas
+            if a <= math.sqrt(L * M / s.D) / THM2_MARGIN]
 
 
 def _tangent_point(ctx: ClaimContext, s: TangentSettings, X: Array, Y: Array,
@@ -188,7 +189,7 @@ def measure_tangent_gap(ctx: ClaimContext, s: TangentSettings) -> TangentGap:
     twice its standard error, both by non-negative least squares on relative residuals with
     95% bootstrap CIs (:func:`~depthscale.stats.fits.fit_error_law`)."""
     X, Y = load_data(s.D, ctx.seed)
-    grid = thm2_grid(dataclasses.asdict(s))
+    grid = thm2_grid(s)
     ctx.set_total(len(grid) * s.repeats + 1)
     with one_thread():
         tangent = TangentODE(s.D, depth_steps=s.J, particles=s.Q, coupling="independent",
@@ -237,12 +238,62 @@ def judge_tangent_gap(m: TangentGap, s: TangentSettings) -> Judgement:
     return Judgement(m.measured, dict(BANDS), decision, note)
 
 
-def thm2_cost(s: Mapping[str, Any], _device: str) -> list[Solver]:
+#: Thm. 2's bias panel: measurable biases (o) and, below twice their SE, 2 SE (v)
+_BIAS_MARKERS: tuple[tuple[bool, Callable[[TangentPoint], float], str], ...] = (
+    (True, lambda r: r.bias, "o"), (False, lambda r: 2 * r.bias_se, "v"))
+
+
+def _bias_panel(ax: Axes, m: TangentGap) -> None:
+    """Thm. 2's bias against alpha per shape, with the fitted ``c_a/alpha + c_L/L``; below
+    twice its standard error the bias is drawn at 2 SE (v)."""
+    rows = m.points
+    for L in sorted({r.L for r in rows}):
+        for M in sorted({r.M for r in rows if r.L == L}):
+            pts = [r for r in rows if r.L == L and r.M == M]
+            line = ax.loglog([r.alpha for r in pts], [r.bias_law for r in pts], "-",
+                             lw=1, label=f"L = {L}, M = {M}")[0]
+            for measurable, value, marker in _BIAS_MARKERS:
+                sel = [r for r in pts if r.bias_measurable == measurable]
+                ax.loglog([r.alpha for r in sel], [value(r) for r in sel], marker,
+                          color=line.get_color())
+    ax.set_title(f"bias vs tangent ODE (v: below 2 SE, drawn at 2 SE); c_a/alpha + c_L/L, "
+                 f"c_a = {m.c_alpha[0]:.3g}, c_L = {m.c_L[0]:.3g}", fontsize=6)
+
+
+def draw_tangent_gap(m: TangentGap, s: TangentSettings) -> Figure:
+    """chizat Thm. 2: the bias (:func:`_bias_panel`), the std across seeds times ``sqrt(L M /
+    D)`` with the fitted ``c_0/sqrt(D) + c_f alpha``, and ``alpha x`` travel over the
+    tangent's ``|zeta_u|`` (1 is Thm. 2(ii)), against alpha."""
+    D, rows = s.D, m.points
+    fig, axes = report_figures.new_figure(ncols=3)
+    _bias_panel(axes[0], m)
+    ax = axes[1]
+    for r in rows:
+        ax.loglog(r.alpha, r.std * math.sqrt(r.L * r.M / D), "o", color="tab:blue")
+    grid_a = np.array(sorted({r.alpha for r in rows}))
+    ax.loglog(grid_a, m.c0[0] / math.sqrt(D) + m.cf[0] * grid_a, "k-",
+              label=f"c_0/sqrt(D) + c_f alpha, c_f = {m.cf[0]:.3g}")
+    ax.set_title("std across seeds x sqrt(LM / D)", fontsize=7)
+    ax = axes[2]
+    ax.semilogx([r.alpha for r in rows], [r.alpha_travel_over_zeta for r in rows], "o")
+    ax.axhline(1.0, color="k", ls=":")
+    ax.set_title("alpha x RMS travel of u / tangent |zeta_u|", fontsize=7)
+    for a in axes:
+        a.set_xlabel("alpha")
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=6)
+    fig.suptitle(f"chizat Thm. 2: finite nets vs the tangent ODE, D = {D}, K = {s.K}",
+                 fontsize=9)
+    return fig
+
+
+def thm2_cost(settings: Mapping[str, Any], _device: str) -> list[Solver]:
     """The finite nets (``repeats`` at each L x M of ``shapes`` and alpha) and the tangent ODE
     (``Q`` particles, ``J`` steps), each ``K`` GD steps."""
-    return [*(Solver("mean-ode", M, L, steps=s["K"], dim=s["D"],
-                     count=s["repeats"] * len(s["alphas"])) for L, M in s["shapes"]),
-            Solver("mean-ode", s["Q"], s["J"], steps=s["K"], dim=s["D"])]
+    s = read_settings(TangentSettings, settings)
+    return [*(Solver("mean-ode", M, L, steps=s.K, dim=s.D, count=s.repeats * len(s.alphas))
+              for L, M in s.shapes),
+            Solver("mean-ode", s.Q, s.J, steps=s.K, dim=s.D)]
 
 
 @claim(
@@ -296,6 +347,6 @@ def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
     s = read_settings(TangentSettings, ctx.settings)
     m = measure_tangent_gap(ctx, s)
     j = judge_tangent_gap(m, s)
-    fig = figures.draw_tangent_gap(m, s)
-    return claim_outcome(ctx, "chizat-thm2", m.measured, j.bands, csv_rows(m.points), fig,
-                         j.note, j.decision)
+    fig = draw_tangent_gap(m, s)
+    rows = csv_rows(m.points)
+    return conclude(ctx, "chizat-thm2", j, rows, fig)
