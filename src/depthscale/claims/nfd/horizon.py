@@ -180,6 +180,63 @@ def measure_fig2_round(ctx: ClaimContext, s: Fig2Settings, seeds: int | None = N
                        seconds=math.fsum(float(r.get("seconds") or 0.0) for r in records))
 
 
+def _decided(j: Judgement) -> bool:
+    return j.decision is not None and j.decision[0] != "INCONCLUSIVE"
+
+
+def _over_budget(ctx: ClaimContext, m: Fig2Measure, runs: int, what: str) -> str:
+    """:func:`~depthscale.claims.common.budget_stop` for a round adding ``runs`` runs at the
+    mean stored run time of those read so far."""
+    return budget_stop(ctx, m.seconds, runs * m.seconds / max(1, len(m.rows)), what)
+
+
+def measure_fig2(ctx: ClaimContext, s: Fig2Settings) -> Fig2Measure:
+    """Sequential design (:func:`measure_fig2_round` per round): judge at ``seeds`` seeds,
+    and while undecided rerun with twice the seeds (the study keeps the finished runs) up to
+    ``max_seeds``; then, while still undecided,
+    the targeted rounds (:func:`target_rounds`): twice the seeds again, up to
+    ``max_target_seeds``, only at the T's the undecided comparisons rest on
+    (:func:`undecided_Ts`). Every round enters the level. A round starts only within the
+    claim's budget (``reproduce --budget``); the rounds taken and why they stopped are
+    reported (``ctx.designs``)."""
+    grid, targets = seed_rounds(settings_mapping(s)), target_rounds(s)
+    m = measure_fig2_round(ctx, s, grid[0])
+    judgement, taken, stopped = judge_fig2(m), [f"{grid[0]} seeds on every T"], ""
+    for prev, n in itertools.pairwise(grid):
+        if _decided(judgement):
+            break
+        stopped = _over_budget(ctx, m, (n - prev) * len(m.Ts) * len(m.depths),
+                               f"{n} seeds on every T")
+        if stopped:
+            break
+        m = measure_fig2_round(ctx, s, n)
+        judgement = judge_fig2(m)
+        taken.append(f"{n} on every T")
+    Ts: list[float] = []
+    for n in targets:
+        if _decided(judgement) or stopped:
+            break
+        Ts = sorted(set(Ts) | set(undecided_Ts(m)))
+        if not Ts:
+            stopped = "no comparison that more seeds at chosen T's could decide"
+            break
+        have = {T: len(d) for T, d in zip(m.Ts, m.per_seed, strict=True)}
+        at = f"{n} seeds at T = " + ", ".join(f"{T:g}" for T in Ts)
+        stopped = _over_budget(ctx, m, sum(n - have[T] for T in Ts), at)
+        if stopped:
+            break
+        m = measure_fig2_round(ctx, s, grid[-1], targeted=(Ts, n))
+        judgement = judge_fig2(m)
+        taken.append(at)
+    why = "decided" if _decided(judgement) else stopped or "every round run"
+    ctx.designs["nfd-fig2"] = {
+        "evidence": f"nfd-fig2 seed rounds: {' -> '.join(taken)} ({why})",
+        "measured": {"fig2_rounds_run": float(len(taken)),
+                     "fig2_rounds_planned": float(len(grid) + len(targets))},
+    }
+    return m
+
+
 def _strongest(comps: list[Comparison]) -> tuple[Comparison, set[str]]:
     """The comparison with the highest interval low end (the one reported) and the set of
     findings of all of them."""
@@ -294,63 +351,6 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
     note = (f"intervals at level {level:.4f} (Bonferroni over {interior} interior T's x "
             f"{m.looks} seed round(s) x {len(panels)} loss(es)); " + "; ".join(notes))
     return Judgement(measured, decision=findings_verdict(findings), note=note)
-
-
-def _decided(j: Judgement) -> bool:
-    return j.decision is not None and j.decision[0] != "INCONCLUSIVE"
-
-
-def _over_budget(ctx: ClaimContext, m: Fig2Measure, runs: int, what: str) -> str:
-    """:func:`~depthscale.claims.common.budget_stop` for a round adding ``runs`` runs at the
-    mean stored run time of those read so far."""
-    return budget_stop(ctx, m.seconds, runs * m.seconds / max(1, len(m.rows)), what)
-
-
-def measure_fig2(ctx: ClaimContext, s: Fig2Settings) -> Fig2Measure:
-    """Sequential design (:func:`measure_fig2_round` per round): judge at ``seeds`` seeds,
-    and while undecided rerun with twice the seeds (the study keeps the finished runs) up to
-    ``max_seeds``; then, while still undecided,
-    the targeted rounds (:func:`target_rounds`): twice the seeds again, up to
-    ``max_target_seeds``, only at the T's the undecided comparisons rest on
-    (:func:`undecided_Ts`). Every round enters the level. A round starts only within the
-    claim's budget (``reproduce --budget``); the rounds taken and why they stopped are
-    reported (``ctx.designs``)."""
-    grid, targets = seed_rounds(settings_mapping(s)), target_rounds(s)
-    m = measure_fig2_round(ctx, s, grid[0])
-    judgement, taken, stopped = judge_fig2(m), [f"{grid[0]} seeds on every T"], ""
-    for prev, n in itertools.pairwise(grid):
-        if _decided(judgement):
-            break
-        stopped = _over_budget(ctx, m, (n - prev) * len(m.Ts) * len(m.depths),
-                               f"{n} seeds on every T")
-        if stopped:
-            break
-        m = measure_fig2_round(ctx, s, n)
-        judgement = judge_fig2(m)
-        taken.append(f"{n} on every T")
-    Ts: list[float] = []
-    for n in targets:
-        if _decided(judgement) or stopped:
-            break
-        Ts = sorted(set(Ts) | set(undecided_Ts(m)))
-        if not Ts:
-            stopped = "no comparison that more seeds at chosen T's could decide"
-            break
-        have = {T: len(d) for T, d in zip(m.Ts, m.per_seed, strict=True)}
-        at = f"{n} seeds at T = " + ", ".join(f"{T:g}" for T in Ts)
-        stopped = _over_budget(ctx, m, sum(n - have[T] for T in Ts), at)
-        if stopped:
-            break
-        m = measure_fig2_round(ctx, s, grid[-1], targeted=(Ts, n))
-        judgement = judge_fig2(m)
-        taken.append(at)
-    why = "decided" if _decided(judgement) else stopped or "every round run"
-    ctx.designs["nfd-fig2"] = {
-        "evidence": f"nfd-fig2 seed rounds: {' -> '.join(taken)} ({why})",
-        "measured": {"fig2_rounds_run": float(len(taken)),
-                     "fig2_rounds_planned": float(len(grid) + len(targets))},
-    }
-    return m
 
 
 def _seed_points(ax: Axes, Ts: Sequence[float], per_seed: Sequence[dict[int, float]]) -> None:
