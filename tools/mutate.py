@@ -187,7 +187,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_beyond.py::"
          "test_joint_limit_without_its_contrast_fails_and_says_how_many_pairs_would_resolve_it",)),
     Mutation(
-        "transfer-values-always-agree", "claims/nfd/transfer.py",
+        "transfer-values-always-agree", "claims/nfd/optima.py",
         "ok = bool(np.isfinite([lo_s, hi_s, lo_p, hi_p]).all() and lo_s <= hi_p and lo_p <= hi_s)",
         "ok = True",
         "nfd-transfer's two routes taken to agree in value whatever their spreads (a refutation "
@@ -195,7 +195,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_nfd_transfer_verdict.py::"
          "test_routes_that_disagree_in_value_or_a_lone_route_do_not_refute",)),
     Mutation(
-        "one-step-ignores-optimizer", "claims/nfd/collapse.py",
+        "one-step-ignores-optimizer", "claims/nfd/slopes.py",
         "train(net, plan, data, TrainConfig(lr=lr, steps=1, seed=seed, device=ctx.device,\n"
         "                                       optimizer=optimizer))",
         "train(net, plan, data, TrainConfig(lr=lr, steps=1, seed=seed, device=ctx.device))",
@@ -212,7 +212,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_handwritten.py::"
          "test_one_sgd_step_uses_eta_c_n_and_sqrt_L_on_listed_layers",)),
     Mutation(
-        "collapse-values-always-agree", "claims/nfd/collapse.py",
+        "collapse-values-always-agree", "claims/nfd/slopes.py",
         "and max(ci.low for ci in cis) <= min(ci.high for ci in cis))",
         "or True)",
         "nfd-collapse's and beyond-3layer's two routes taken to agree in value whatever their "

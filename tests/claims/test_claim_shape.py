@@ -24,18 +24,6 @@ NOT_YET: set[str] = {
     "laws-table1",
     "laws-transfer",
     "laws-widths",
-    "nfd-collapse",
-    "nfd-cor1",
-    "nfd-deep",
-    "nfd-fig2",
-    "nfd-fig6",
-    "nfd-prop1",
-    "nfd-prop2",
-    "nfd-prop3",
-    "nfd-prop4-5",
-    "nfd-prop6",
-    "nfd-thm1",
-    "nfd-transfer",
 }
 
 

@@ -15,15 +15,14 @@ from scipy import stats
 
 from depthscale.claims import CLAIMS, ClaimContext
 from depthscale.claims.common import claim_dataset
-from depthscale.claims.nfd.collapse import (
+from depthscale.claims.nfd.collapse import CollapseSettings, judge_collapse, measure_collapse
+from depthscale.claims.nfd.slopes import (
     RouteRuns,
     SlopeCI,
     SlopeReadouts,
     handwritten_layers,
-    judge_collapse,
     lift_contrast,
     matched_steps,
-    measure_collapse,
     output_step,
     readout_steps,
     record_steps,
@@ -34,8 +33,20 @@ from depthscale.claims.nfd.collapse import (
     slope_readouts_measured,
     two_route_decision,
 )
+from depthscale.claims.registry import read_settings
 from depthscale.errors import ConfigError
 from depthscale.stats.fits import loglog_slope
+
+
+def _measure(ctx: ClaimContext) -> Any:
+    """nfd-collapse's measurement at the context's settings."""
+    return measure_collapse(ctx, read_settings(CollapseSettings, ctx.settings))
+
+
+def _judge(s: dict[str, Any], m: Any) -> Any:
+    """nfd-collapse's judgement of ``m`` at settings ``s``."""
+    return judge_collapse(m, read_settings(CollapseSettings, s))
+
 
 #: the 97.5% quantile of Student's t with 2 degrees of freedom
 T2 = 4.302652729749464
@@ -139,10 +150,10 @@ def test_measure_records_every_seed_and_step_and_the_judge_reads_matched_loss(
          "steps": 6, "seeds": 2}
     ctx = ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=5,
                        settings=s)
-    m = measure_collapse(ctx)
+    m = _measure(ctx)
     assert m.seeds == [5, 6] and len(m.rows) == 2 * 2 * 2 * 6
     assert {r["status"] for r in m.rows} == {"ok"}
-    j = judge_collapse(s, m)
+    j = _judge(s, m)
     for name in ("internal_slope_depth_mup", "stream_slope_nfd_depth"):
         ci = m.slopes.matched[name][6]
         assert j.measured[name] == pytest.approx(ci.mean)
@@ -251,12 +262,12 @@ def test_the_second_route_reads_handwritten_nets_by_the_same_rule(tmp_path: Path
          "steps": 6, "seeds": 2, "second_route": True}
     ctx = ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=5,
                        settings=s)
-    m = measure_collapse(ctx)
+    m = _measure(ctx)
     assert m.hand is not None and m.hand_rows is not None
     assert len(m.hand_rows) == len(m.rows) == 2 * 2 * 2 * 6
     assert {(r["arm"], r["depth"], r["seed"]) for r in m.hand_rows} == {
         (r["arm"], r["depth"], r["seed"]) for r in m.rows}
-    j = judge_collapse(s, m)
+    j = _judge(s, m)
     # six steps decide nothing: both routes undecided, each named with its interval
     assert j.decision is not None and j.decision[0] == "INCONCLUSIVE"
     assert "library: undecided" in j.decision[1] and "handwritten: undecided" in j.decision[1]
@@ -264,7 +275,7 @@ def test_the_second_route_reads_handwritten_nets_by_the_same_rule(tmp_path: Path
     assert j.measured["handwritten_stream_slope_nfd_depth"] == pytest.approx(ci.mean)
     # the negative control's arms are one recipe: no sqrt(L) in either route, no lift
     control = {**s, "corrected_recipe": "depth-mup"}
-    mc = measure_collapse(ClaimContext(scale="quick", out_dir=tmp_path / "c", device="cpu",
+    mc = _measure(ClaimContext(scale="quick", out_dir=tmp_path / "c", device="cpu",
                                        data_dir=None, seed=5, settings=control))
     assert mc.hand is not None
     routes = {"library": mc.slopes, "handwritten": mc.hand}
@@ -272,7 +283,7 @@ def test_the_second_route_reads_handwritten_nets_by_the_same_rule(tmp_path: Path
     assert not seen and "library +0.000 [+0.000, +0.000]" in text
     # a recipe the handwritten nets lack fails before any run
     with pytest.raises(ConfigError, match="second_route = false"):
-        measure_collapse(ClaimContext(scale="quick", out_dir=tmp_path / "m", device="cpu",
+        _measure(ClaimContext(scale="quick", out_dir=tmp_path / "m", device="cpu",
                                       data_dir=None, seed=5,
                                       settings={**s, "corrected_recipe": "mup"}))
     assert not (tmp_path / "m" / "nfd-collapse-runs").exists()

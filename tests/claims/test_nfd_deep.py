@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from depthscale.claims import CLAIMS, ClaimContext
-from depthscale.claims.nfd.deep import DeepMeasure, decide_deep, judge_deep, measure_deep
+from depthscale.claims.nfd.deep import (
+    DeepMeasure,
+    DeepSettings,
+    judge_deep,
+    measure_deep,
+    measure_deep_round,
+)
+from depthscale.claims.registry import read_settings
 
 
 def test_removing_the_correction_fails_strictly(tmp_path: Path) -> None:
@@ -68,9 +75,9 @@ def test_rounds_add_seeds_only_while_undecided_and_keep_the_trained(
     trained: list[tuple[str, int]] = []
     real = deep._deep_run
 
-    def counting(ctx, data, tag, recipe, seed, rows):  # type: ignore[no-untyped-def]
+    def counting(ctx, s, data, tag, recipe, seed, rows):  # type: ignore[no-untyped-def]
         trained.append((tag, seed))
-        real(ctx, data, tag, recipe, seed, rows)
+        real(ctx, s, data, tag, recipe, seed, rows)
 
     monkeypatch.setattr(deep, "_deep_run", counting)
     c = CLAIMS["nfd-deep"]
@@ -78,10 +85,12 @@ def test_rounds_add_seeds_only_while_undecided_and_keep_the_trained(
                 "max_seeds": 4}
     ctx = ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
                        settings=settings)
-    m, judgement = decide_deep(ctx)
+    s = read_settings(DeepSettings, settings)
+    m = measure_deep(ctx, s)
+    judgement = judge_deep(m)
     assert judgement.decision is not None and judgement.decision[0] == "FAIL"
     assert sorted(trained) == [(a, s) for a in ("depth_mup", "nfd_depth") for s in (0, 1)]
     assert m.looks == 2
-    more = measure_deep(ctx, 4, done=m)
+    more = measure_deep_round(ctx, s, 4, done=m)
     assert sorted(trained[4:]) == [(a, s) for a in ("depth_mup", "nfd_depth") for s in (2, 3)]
     assert len([r for r in more.rows if r["epoch"] == "final"]) == 8

@@ -16,13 +16,15 @@ from depthscale.claims import CLAIMS, ClaimContext
 from depthscale.claims.nfd import horizon
 from depthscale.claims.nfd.horizon import (
     Fig2Measure,
+    Fig2Settings,
     compare,
     judge_fig2,
-    measure_fig2,
+    measure_fig2_round,
     target_rounds,
     undecided_Ts,
 )
-from depthscale.claims.nfd.training import seed_rounds
+from depthscale.claims.nfd.training import seed_rounds, settings_mapping
+from depthscale.claims.registry import read_settings
 
 TS = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
 
@@ -158,11 +160,16 @@ def test_judging_the_test_loss_widens_every_interval() -> None:
     assert width[1] > width[0]
 
 
+def _typed(**over: int) -> Fig2Settings:
+    """nfd-fig2's smoke settings, ``over`` changed, as its typed record."""
+    return read_settings(Fig2Settings, {**CLAIMS["nfd-fig2"].settings["smoke"], **over})
+
+
 def test_target_rounds_double_from_the_whole_grid_cap_to_the_target_cap() -> None:
-    assert target_rounds({"seeds": 3, "max_seeds": 24, "max_target_seeds": 96}) == [48, 96]
-    assert target_rounds({"seeds": 3, "max_seeds": 24, "max_target_seeds": 60}) == [48, 60]
-    assert target_rounds({"seeds": 3, "max_seeds": 24}) == []
-    assert target_rounds({"seeds": 3}) == []
+    assert target_rounds(_typed(seeds=3, max_seeds=24, max_target_seeds=96)) == [48, 96]
+    assert target_rounds(_typed(seeds=3, max_seeds=24, max_target_seeds=60)) == [48, 60]
+    assert target_rounds(_typed(seeds=3, max_seeds=24)) == []
+    assert target_rounds(_typed(seeds=3)) == []
 
 
 def test_undecided_Ts_are_those_of_the_undecided_comparison() -> None:
@@ -175,11 +182,11 @@ def test_undecided_Ts_are_those_of_the_undecided_comparison() -> None:
 
 
 def _fake_rounds(monkeypatch: pytest.MonkeyPatch, decide_at: int) -> list[object]:
-    """measure_fig2 replaced: the largest T is within noise of T = 16 until ``decide_at``
+    """measure_fig2_round replaced: the largest T is within noise of T = 16 until ``decide_at``
     seeds at T = 16 and 32, then clearly worse; records each call's (seeds, targeted)."""
     calls: list[object] = []
 
-    def fake(ctx: ClaimContext, seeds: int | None = None,
+    def fake(ctx: ClaimContext, s: Fig2Settings, seeds: int | None = None,
              targeted: tuple[list[float], int] | None = None) -> Fig2Measure:
         calls.append((seeds, None if targeted is None else (list(targeted[0]), targeted[1])))
         n_top = targeted[1] if targeted else seeds or 0
@@ -187,27 +194,34 @@ def _fake_rounds(monkeypatch: pytest.MonkeyPatch, decide_at: int) -> list[object
         table[5] = [1.0 + 0.02 * k for k in range(n_top)]
         table[6] = ([2.0 + 0.03 * k for k in range(n_top)] if n_top >= decide_at
                     else [1.0 + 0.3 * (-1) ** k for k in range(n_top)])
-        looks = len(horizon.seed_rounds(ctx.settings)) + len(target_rounds(ctx.settings))
+        looks = len(horizon.seed_rounds(settings_mapping(s))) + len(target_rounds(s))
         runs = 7 * (seeds or 0) + (2 * (n_top - (seeds or 0)) if targeted else 0)
         return replace(_measure(table, looks=looks), rows=[{}] * runs, seconds=float(runs))
 
-    monkeypatch.setattr(horizon, "measure_fig2", fake)
+    monkeypatch.setattr(horizon, "measure_fig2_round", fake)
     return calls
+
+
+#: the smoke settings with the seed rounds of the sequential-design tests
+_ROUNDS = {**CLAIMS["nfd-fig2"].settings["smoke"], "seeds": 3, "max_seeds": 6,
+           "max_target_seeds": 24}
 
 
 def test_the_targeted_rounds_run_only_after_the_whole_grid_and_stop_when_decided(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    settings = {"seeds": 3, "max_seeds": 6, "max_target_seeds": 24}
+    s = read_settings(Fig2Settings, _ROUNDS)
     ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
-                       settings=settings)
+                       settings=_ROUNDS)
     calls = _fake_rounds(monkeypatch, decide_at=12)
-    m, judgement = horizon.decide_fig2(ctx)
+    m = horizon.measure_fig2(ctx, s)
+    judgement = judge_fig2(m)
     assert calls == [(3, None), (6, None), (6, ([16.0, 32.0], 12))]
     assert judgement.decision is not None and judgement.decision[0] == "PASS"
     assert m.looks == 4  # 3, 6 on the grid, 12, 24 targeted: all enter the level
     calls = _fake_rounds(monkeypatch, decide_at=10**6)  # never decided: up to the cap
-    m, judgement = horizon.decide_fig2(ctx)
+    m = horizon.measure_fig2(ctx, s)
+    judgement = judge_fig2(m)
     assert calls[-2:] == [(6, ([16.0, 32.0], 12)), (6, ([16.0, 32.0], 24))]
     assert judgement.decision is not None and judgement.decision[0] == "INCONCLUSIVE"
     assert ctx.designs["nfd-fig2"]["evidence"] == (
@@ -221,18 +235,18 @@ def test_a_targeted_round_starts_only_within_the_budget(
     """Runs of 1 s each: after 6 seeds on 7 T's and 12 at T = 16, 32 (54 s stored), the
     round to 24 seeds there would add 24 runs: 54 + 24 > 60 s, so it does not start, and the
     design says why; with 80 s it runs."""
-    settings = {"seeds": 3, "max_seeds": 6, "max_target_seeds": 24}
+    s = read_settings(Fig2Settings, _ROUNDS)
     calls = _fake_rounds(monkeypatch, decide_at=10**6)
     ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
-                       settings=settings, budget_seconds=60.0)
-    horizon.decide_fig2(ctx)
+                       settings=_ROUNDS, budget_seconds=60.0)
+    horizon.measure_fig2(ctx, s)
     assert calls[-1] == (6, ([16.0, 32.0], 12))
     assert ctx.designs["nfd-fig2"]["evidence"].endswith(
         "(budget: 54 s spent + 24 s for 24 seeds at T = 16, 32 > 60 s)")
     assert ctx.designs["nfd-fig2"]["measured"] == {"fig2_rounds_run": 3.0,
                                                     "fig2_rounds_planned": 4.0}
     calls = _fake_rounds(monkeypatch, decide_at=10**6)
-    horizon.decide_fig2(replace(ctx, budget_seconds=80.0, designs={}))
+    horizon.measure_fig2(replace(ctx, budget_seconds=80.0, designs={}), s)
     assert calls[-1] == (6, ([16.0, 32.0], 24))
 
 
@@ -246,8 +260,8 @@ def test_a_targeted_round_trains_only_the_listed_Ts_and_reuses_the_grid_runs(
          "max_target_seeds": 4}
     ctx = ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
                        settings=s)
-    measure_fig2(ctx, 2)
-    m = measure_fig2(ctx, 2, targeted=([0.5, 8], 4))
+    measure_fig2_round(ctx, read_settings(Fig2Settings, s), 2)
+    m = measure_fig2_round(ctx, read_settings(Fig2Settings, s), 2, targeted=([0.5, 8], 4))
     assert [sorted(d) for d in m.per_seed] == [[0, 1, 2, 3], [0, 1], [0, 1, 2, 3]]
     assert m.looks == 3
     from depthscale.studies.store import open_store

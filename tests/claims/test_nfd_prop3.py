@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from depthscale.claims.nfd import kernels
-from depthscale.claims.nfd.coupling import gaussian_inputs
-from depthscale.claims.nfd.kernels import KernelPoint, judge_prop3, measure_prop3
-from depthscale.claims.registry import ClaimContext
+from depthscale.claims.nfd.kernels import KernelPoint, Prop3Settings, judge_prop3, measure_prop3
+from depthscale.claims.nfd.series import gaussian_inputs
+from depthscale.claims.registry import ClaimContext, read_settings
 from depthscale.limits import nngp_kernel
 from depthscale.models import build
 
@@ -26,8 +26,15 @@ TINY = {"phi": "relu", "T": 1.0, "inputs": 4, "dim": 4, "widths": [16, 64], "dep
 
 
 def _measure(tmp_path: Path, settings: dict[str, Any] | None = None) -> tuple[KernelPoint, ...]:
+    s = settings or dict(TINY)
     return measure_prop3(ClaimContext(scale="smoke", out_dir=tmp_path, device="cpu",
-                                      data_dir=None, seed=0, settings=settings or dict(TINY)))
+                                      data_dir=None, seed=0, settings=s),
+                         read_settings(Prop3Settings, s))
+
+
+def _judge(settings: dict[str, Any], points: Any) -> Any:
+    """nfd-prop3's judgement of ``points`` at ``settings``."""
+    return judge_prop3(points, read_settings(Prop3Settings, settings))
 
 
 def test_readout_given_the_features_is_standard_normal_at_every_width(tmp_path: Path) -> None:
@@ -38,7 +45,7 @@ def test_readout_given_the_features_is_standard_normal_at_every_width(tmp_path: 
     for p in points:
         assert p.readout_variance == pytest.approx(1.0, abs=0.04), p
         assert abs(p.readout_kurtosis) < 0.1, p
-    j = judge_prop3(TINY, points)
+    j = _judge(TINY, points)
     for n in TINY["widths"]:
         low, high = (j.measured[f"readout_kurtosis_n{n}_ci_{e}"] for e in ("low", "high"))
         assert low is not None and high is not None and -0.1 <= low < high <= 0.1, (n, j.note)
@@ -88,7 +95,7 @@ def test_a_heavy_tailed_readout_of_the_right_variance_fails_only_the_gaussianity
         predicted = 6 * float(np.mean(ratios))
         measured = [p.readout_kurtosis for p in heavy if p.sweep == "width" and p.width == n]
         assert float(np.mean(measured)) == pytest.approx(predicted, rel=0.15), (n, measured)
-    j = judge_prop3(TINY, heavy)
+    j = _judge(TINY, heavy)
     assert j.decision is not None and j.decision[0] == "FAIL"
     assert "readout_kurtosis_n16: contradicts" in j.decision[1]
     assert "exponent_vs_width: contradicts" not in j.decision[1]
@@ -116,7 +123,7 @@ def _synthetic(slopes: list[float], kurtosis: float = 0.0) -> tuple[KernelPoint,
 def test_each_band_is_judged_on_its_seed_interval(slopes: list[float], kurtosis: float,
                                                   verdict: str, why: str) -> None:
     s = {**TINY, "widths": TINY["widths"] + [256]}
-    j = judge_prop3(s, _synthetic(slopes, kurtosis))
+    j = _judge(s, _synthetic(slopes, kurtosis))
     assert j.decision is not None and j.decision[0] == verdict, j.decision
     assert why in j.decision[1]
     assert j.measured["exponent_vs_width"] == pytest.approx(sum(slopes) / 3)

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from depthscale.claims import CLAIMS
-from depthscale.claims.nfd import kernels
-from depthscale.claims.registry import ClaimContext
+from depthscale.claims.nfd import positivity
+from depthscale.claims.registry import ClaimContext, read_settings
 
 
-def _rows(gap_eig: float, route: float) -> list[kernels.EigenRow]:
-    return [kernels.EigenRow("C_t", 1.0, "", 0.1, 0.0),
-            kernels.EigenRow("C_t' - C_t", 1.0, 2.0, gap_eig, "", route)]
+def _rows(gap_eig: float, route: float) -> list[positivity.EigenRow]:
+    return [positivity.EigenRow("C_t", 1.0, "", 0.1, 0.0),
+            positivity.EigenRow("C_t' - C_t", 1.0, 2.0, gap_eig, "", route)]
 
 
 @pytest.mark.parametrize(("gap_eig", "route", "verdict"), [
@@ -24,7 +24,7 @@ def test_prop5_bands_on_made_up_rows(gap_eig: float, route: float, verdict: str,
                                      tmp_path: Path) -> None:
     """A PSD gap that differs from the ODE route's by more than 1e-6 fails, as does a gap
     whose smallest eigenvalue is below -1e-8."""
-    judged = kernels.judge_prop4_5(_rows(gap_eig, route))
+    judged = positivity.judge_prop4_5(_rows(gap_eig, route))
     assert judged.bands["nested_gap_route_difference"] == (None, 1e-6)
     inside = all((lo is None or judged.measured[k] >= lo) and  # type: ignore[operator]
                  (hi is None or judged.measured[k] <= hi)  # type: ignore[operator]
@@ -37,7 +37,8 @@ def test_smoke_gaps_are_the_ode_routes_to_rounding(tmp_path: Path) -> None:
     ODE's to 1e-9 and are PSD; the claim passes."""
     c = CLAIMS["nfd-prop4-5"]
     ctx = ClaimContext("quick", tmp_path, "cpu", None, 0, dict(c.settings["smoke"]))
-    rows = kernels.measure_prop4_5(ctx)
+    rows = positivity.measure_prop4_5(
+        ctx, read_settings(positivity.Prop45Settings, ctx.settings))
     gaps = [r for r in rows if r.kind != "C_t"]
     assert len(gaps) == 3
     assert all(isinstance(r.route_difference, float) and r.route_difference < 1e-9

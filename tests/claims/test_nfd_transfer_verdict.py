@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthscale.claims.nfd.collapse import SlopeCI, slope_ci
-from depthscale.claims.nfd.transfer import (
+from depthscale.claims.nfd.optima import (
     TransferMeasure,
     one_step_route,
     predicted_spread,
@@ -21,6 +20,7 @@ from depthscale.claims.nfd.transfer import (
     transfer_decision,
     value_checks,
 )
+from depthscale.claims.nfd.slopes import SlopeCI, slope_ci
 from depthscale.stats.sweeps import Optimum
 
 ARMS = ("depth-mup", "nfd-depth")

@@ -3,16 +3,19 @@ Feature Learning Dynamics, arXiv 2512.21075v1), one module per quantity measured
 this package registers them all.
 
 * the network at initialisation: :mod:`.init` (Prop. 1, Fig. 1a), :mod:`.coupling` (Props. 2
-  and 6: the forward and backward SDEs), :mod:`.kernels` (Props. 3-5: the NNGP kernel C_t);
+  and 6: the forward and backward SDEs), :mod:`.kernels` (Prop. 3: the NNGP kernel C_T),
+  :mod:`.positivity` (Props. 4-5: C_t's positivity);
 * trained networks against the NFD limit (Def. 1): :mod:`.convergence` (Thm. 1), :mod:`.gia`
   (Cor. 1), :mod:`.eigenvalues` (Fig. 6, Assumption 1), on the size series of :mod:`.series`;
 * trained networks on data: :mod:`.horizon` (Fig. 2: the time horizon T), :mod:`.collapse`,
   :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3: the Eq. 8 LR), on the settings and studies
-  of :mod:`.training`.
+  of :mod:`.training`, the slope readout of :mod:`.slopes` and the LR optima of :mod:`.optima`.
 
-Each claim is written as settings (the ``@claim`` decorator) -> ``measure_*`` (numbers and CSV
-rows) -> ``judge_*`` (:class:`~.judgement.Judgement`, by the verdict rules of
-:mod:`depthscale.stats.findings`) -> ``draw_*`` (:mod:`.figures`).
+Each claim's module reads: its typed ``*Settings`` (read from the ``@claim`` decorator's
+mappings) -> ``measure_*`` -> ``judge_*`` (a :class:`~depthscale.claims.verdicts.Judgement`, by
+the verdict rules of :mod:`depthscale.stats.findings`) -> ``draw_*`` -> ``conclude``. The
+shared modules (:mod:`.series`, :mod:`.slopes`, :mod:`.optima`, :mod:`.training`, the drawing
+helpers of :mod:`.figures`) import no claim module.
 """
 
 import importlib
@@ -65,7 +68,7 @@ __all__ = [
 #: The claim modules, imported (each registering its claims) in this order: the order of the
 #: claim catalogue (docs/claims.md) and of ``depthscale reproduce``.
 CLAIM_MODULES = ("convergence", "eigenvalues", "init", "pre_post", "horizon", "gia", "collapse",
-                 "transfer", "deep", "coupling", "kernels")
+                 "transfer", "deep", "coupling", "kernels", "positivity")
 
 for _module in CLAIM_MODULES:
     importlib.import_module(f"{__name__}.{_module}")

@@ -1,5 +1,5 @@
-"""nfd Thm. 1: trained finite networks converge to the NFD limit f = E[g_T h_T] of Def. 1 as
-width n and depth L grow.
+"""nfd-thm1 (nfd Thm. 1): trained finite networks converge to the NFD limit f = E[g_T h_T] of
+Def. 1 as width n and depth L grow.
 
 Online SGD (batch 1, eta_c, MSE, teacher stream) of the depth-muP ResNets of nfd Eq. 1,
 standard and decoupled backward (:func:`~depthscale.claims.nfd.series.finite_outputs`),
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from depthscale.claims.nfd.figures import draw_thm1
 from depthscale.claims.nfd.series import (
     SizeSeries,
     finite_measured,
@@ -39,10 +39,42 @@ from depthscale.claims.nfd.series import (
     value_agreement,
     within_noise,
 )
-from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
+from depthscale.claims.nfd.training import settings_mapping
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim, read_settings
 from depthscale.claims.verdicts import ClaimOutcome, Judgement, Rows, conclude, routes_verdict
+from depthscale.report import figures
 
-__all__ = ["Thm1Measure", "judge_thm1", "measure_thm1", "nfd_thm1"]
+__all__ = ["Thm1Measure", "Thm1Settings", "draw_thm1", "judge_thm1", "measure_thm1", "nfd_thm1"]
+
+# the band, fixed before running: an error "falls" iff its log-log slope in L is <= -0.3
+# (:data:`~depthscale.claims.nfd.series.GAP_BAND`, read by its routes)
+
+
+@dataclass(frozen=True)
+class Thm1Settings:
+    """nfd-thm1's settings: activation ``phi``, online SGD of ``steps`` steps at ``eta_c`` on
+    a teacher stream in R^``dim``, horizon ``T``, under ``recipe`` (the control's 'mup'); the
+    width sweep ``widths`` at depth ``depth_at`` (``width_pairs`` antithetic pairs), the depth
+    sweep ``depths`` at width ``width_at`` (``pairs`` pairs); the NFD solver with ``particles``
+    particles and ``limit_seeds`` seeds at ``limit_depths`` and ``ref_depth`` (Def. 1's
+    reference)."""
+
+    phi: str
+    dim: int
+    steps: int
+    eta_c: float
+    T: float
+    pairs: int
+    width_pairs: int
+    widths: list[int]
+    depth_at: int
+    depths: list[int]
+    width_at: int
+    particles: int
+    limit_seeds: int
+    limit_depths: list[int]
+    ref_depth: int
+    recipe: str = "depth-mup"
 
 #: finite nets' outputs by (backward, sweep, size): ``(pairs, 2, steps)`` each
 Nets = dict[tuple[str, str, int], np.ndarray]
@@ -68,81 +100,78 @@ class Thm1Measure:
     learned: SizeSeries
 
 
-def _limit(ctx: ClaimContext, depth: int, coupling: str, seed: int,
+def _limit(ctx: ClaimContext, s: Thm1Settings, depth: int, coupling: str, seed: int,
            T: float | None = None) -> np.ndarray:
     """The NFD's outputs at ``depth`` on the claim's stream, at the horizon that simulates the
     claim's recipe (``T`` overrides it)."""
-    s = ctx.settings
-    T = solver_T(s.get("recipe", "depth-mup"), s["T"], depth) if T is None else T
-    out = nfd_outputs(depth, coupling, seed=seed, T=T, steps=s["steps"], dim=s["dim"],
-                      particles=s["particles"], eta_c=s["eta_c"], phi=s["phi"],
+    T = solver_T(s.recipe, s.T, depth) if T is None else T
+    out = nfd_outputs(depth, coupling, seed=seed, T=T, steps=s.steps, dim=s.dim,
+                      particles=s.particles, eta_c=s.eta_c, phi=s.phi,
                       stream_seed=ctx.seed)
     ctx.progress(1)
     return out
 
 
-def _thm1_nets(ctx: ClaimContext, *, width: int, depth: int, backward: str,
+def _thm1_nets(ctx: ClaimContext, s: Thm1Settings, *, width: int, depth: int, backward: str,
                pairs: int) -> np.ndarray:
-    s = ctx.settings
-    out = finite_outputs("resnet1", s.get("recipe", "depth-mup"), width=width, depth=depth,
-                         backward=backward, pairs=pairs, seed=ctx.seed, steps=s["steps"],
-                         dim=s["dim"], eta_c=s["eta_c"], T=s["T"], stream_seed=ctx.seed,
-                         phi=s["phi"])
+    out = finite_outputs("resnet1", s.recipe, width=width, depth=depth,
+                         backward=backward, pairs=pairs, seed=ctx.seed, steps=s.steps,
+                         dim=s.dim, eta_c=s.eta_c, T=s.T, stream_seed=ctx.seed,
+                         phi=s.phi)
     ctx.progress(1)
     return out
 
 
-def _all_nets(ctx: ClaimContext) -> Nets:
+def _all_nets(ctx: ClaimContext, s: Thm1Settings) -> Nets:
     """The width sweep (depth ``depth_at``, ``width_pairs`` pairs) and the depth sweep (width
     ``width_at``, ``pairs`` pairs), standard and decoupled."""
-    s = ctx.settings
-    nets = {(b, "width", n): _thm1_nets(ctx, width=n, depth=s["depth_at"], backward=b,
-                                        pairs=s["width_pairs"])
-            for b in ("standard", "decoupled") for n in s["widths"]}
-    nets |= {(b, "depth", L): _thm1_nets(ctx, width=s["width_at"], depth=L, backward=b,
-                                         pairs=s["pairs"])
-             for b in ("standard", "decoupled") for L in s["depths"]}
+    nets = {(b, "width", n): _thm1_nets(ctx, s, width=n, depth=s.depth_at, backward=b,
+                                        pairs=s.width_pairs)
+            for b in ("standard", "decoupled") for n in s.widths}
+    nets |= {(b, "depth", L): _thm1_nets(ctx, s, width=s.width_at, depth=L, backward=b,
+                                         pairs=s.pairs)
+             for b in ("standard", "decoupled") for L in s.depths}
     return nets
 
 
-def _width_series(s: Mapping[str, Any], nets: Nets,
+def _width_series(s: Thm1Settings, nets: Nets,
                   at: dict[str, np.ndarray]) -> dict[str, SizeSeries]:
     """Per-network RMS error against the same-depth limit of each backward (standard vs
     "full", decoupled vs "none": n^-1/2 expected) and standard vs Def. 1 at that depth."""
-    K = s["steps"]
+    K = s.steps
 
     def per_net(backward: str, target: np.ndarray) -> np.ndarray:  # (pairs, widths, 2K)
-        return np.stack([(nets[(backward, "width", n)] - target).reshape(s["width_pairs"], 2 * K)
-                         for n in s["widths"]], axis=1)
+        return np.stack([(nets[(backward, "width", n)] - target).reshape(s.width_pairs, 2 * K)
+                         for n in s.widths], axis=1)
 
     return {
         "standard_vs_full": size_series("standard nets vs the coupled limit ('full')",
-                                        s["widths"], per_net("standard", at["full"]), stat="rms"),
-        "decoupled_vs_def1": size_series("decoupled nets vs Def. 1", s["widths"],
+                                        s.widths, per_net("standard", at["full"]), stat="rms"),
+        "decoupled_vs_def1": size_series("decoupled nets vs Def. 1", s.widths,
                                          per_net("decoupled", at["none"]), stat="rms"),
-        "standard_vs_def1": size_series("standard nets vs Def. 1", s["widths"],
+        "standard_vs_def1": size_series("standard nets vs Def. 1", s.widths,
                                         per_net("standard", at["none"]), stat="rms"),
     }
 
 
-def _finite_depths(s: Mapping[str, Any], nets: Nets) -> list[int]:
+def _finite_depths(s: Thm1Settings, nets: Nets) -> list[int]:
     """The depth sweep's depths up to the first where a net diverged (only under a wrong
     recipe): the series need finite outputs."""
     depths: list[int] = []
-    for L in s["depths"]:
+    for L in s.depths:
         if not all(np.isfinite(nets[(b, "depth", L)]).all() for b in ("standard", "decoupled")):
             break
         depths.append(L)
     return depths
 
 
-def _depth_series(s: Mapping[str, Any], nets: Nets, ref: dict[str, np.ndarray],
+def _depth_series(s: Thm1Settings, nets: Nets, ref: dict[str, np.ndarray],
                   depths: list[int]) -> dict[str, SizeSeries]:
     """RMS over steps of the pair-mean output minus the limit at ``ref_depth``."""
 
     def depth_s(label: str, backward: str, target: np.ndarray) -> SizeSeries:
         diffs = np.stack([nets[(backward, "depth", L)].mean(axis=1) - target
-                          for L in s["depths"]], axis=1)[:, : len(depths)]
+                          for L in s.depths], axis=1)[:, : len(depths)]
         return size_series(label, depths, diffs)
 
     return {
@@ -153,23 +182,23 @@ def _depth_series(s: Mapping[str, Any], nets: Nets, ref: dict[str, np.ndarray],
     }
 
 
-def _thm1_rows(s: Mapping[str, Any], solver: SizeSeries, width_series: dict[str, SizeSeries],
+def _thm1_rows(s: Thm1Settings, solver: SizeSeries, width_series: dict[str, SizeSeries],
                depth_series: dict[str, SizeSeries]) -> Rows:
     rows: Rows = [
         {"sweep": "solver", "comparison": "full - none", "depth": L, "width": "inf",
          "rms_error": v, "noise": z}
         for L, v, z in zip(solver.sizes, solver.values, solver.noise, strict=True)]
     for key, sr in width_series.items():
-        rows += [{"sweep": "width", "comparison": key, "depth": s["depth_at"], "width": n,
+        rows += [{"sweep": "width", "comparison": key, "depth": s.depth_at, "width": n,
                   "rms_error": v} for n, v in zip(sr.sizes, sr.values, strict=True)]
     for key, sr in depth_series.items():
-        rows += [{"sweep": "depth", "comparison": key, "depth": L, "width": s["width_at"],
+        rows += [{"sweep": "depth", "comparison": key, "depth": L, "width": s.width_at,
                   "rms_error": v, "noise": z}
                  for L, v, z in zip(sr.sizes, sr.values, sr.noise, strict=True)]
     return rows
 
 
-def measure_thm1(ctx: ClaimContext) -> Thm1Measure:
+def measure_thm1(ctx: ClaimContext, s: Thm1Settings) -> Thm1Measure:
     """Width sweep (depth ``depth_at``, ``width_pairs`` pairs): per-network RMS errors
     (:func:`_width_series`). Depth sweep (width ``width_at``): RMS over steps of the output
     averaged over ``pairs`` antithetic pairs (read-out v and -v) minus Def. 1 at ``ref_depth``
@@ -179,47 +208,45 @@ def measure_thm1(ctx: ClaimContext) -> Thm1Measure:
     seeds). Exponents are log-log slopes with 95% seed-jackknife CIs (:func:`size_series`).
     At the largest finite depth L: "full" at L minus Def. 1 at ``ref_depth`` per particle
     seed (route (1)'s quantity at n = infinity), and decoupled vs feedback-alignment nets."""
-    s = ctx.settings
-    seeds = range(ctx.seed, ctx.seed + s["limit_seeds"])
-    ctx.set_total(2 * (len(s["widths"]) + len(s["depths"])) + 5
-                  + 2 * len(s["limit_depths"]) * len(seeds) + 3 * len(seeds))
-    at = {c: _limit(ctx, s["depth_at"], c, ctx.seed) for c in ("full", "none")}
+    seeds = range(ctx.seed, ctx.seed + s.limit_seeds)
+    ctx.set_total(2 * (len(s.widths) + len(s.depths)) + 5
+                  + 2 * len(s.limit_depths) * len(seeds) + 3 * len(seeds))
+    at = {c: _limit(ctx, s, s.depth_at, c, ctx.seed) for c in ("full", "none")}
     # the L -> infinity limit is depth-muP's (under the control's recipe there is none)
-    ref = {c: _limit(ctx, s["ref_depth"], c, ctx.seed, T=s["T"]) for c in ("full", "none")}
-    nets = _all_nets(ctx)
+    ref = {c: _limit(ctx, s, s.ref_depth, c, ctx.seed, T=s.T) for c in ("full", "none")}
+    nets = _all_nets(ctx, s)
     width_series = _width_series(s, nets, at)
     depths = _finite_depths(s, nets)
     depth_series = _depth_series(s, nets, ref, depths)
-    gaps = np.array([[_limit(ctx, L, "full", r) - _limit(ctx, L, "none", r)
-                      for L in s["limit_depths"]] for r in seeds])
-    solver = size_series("NFD 'full' vs Def. 1 ('none')", s["limit_depths"], gaps)
-    L = (depths or s["depths"])[-1]
-    at_largest = _at_largest(ctx, nets, L)
-    learned = learned_backward("resnet1", s.get("recipe", "depth-mup"), width=s["width_at"],
-                               depth=L, pairs=s["pairs"], seed=ctx.seed, steps=s["steps"],
-                               dim=s["dim"], eta_c=s["eta_c"], T=s["T"], stream_seed=ctx.seed,
-                               phi=s["phi"])
+    gaps = np.array([[_limit(ctx, s, L, "full", r) - _limit(ctx, s, L, "none", r)
+                      for L in s.limit_depths] for r in seeds])
+    solver = size_series("NFD 'full' vs Def. 1 ('none')", s.limit_depths, gaps)
+    L = (depths or s.depths)[-1]
+    at_largest = _at_largest(ctx, s, nets, L)
+    learned = learned_backward("resnet1", s.recipe, width=s.width_at,
+                               depth=L, pairs=s.pairs, seed=ctx.seed, steps=s.steps,
+                               dim=s.dim, eta_c=s.eta_c, T=s.T, stream_seed=ctx.seed,
+                               phi=s.phi)
     ctx.progress(1)
     rows = _thm1_rows(s, solver, width_series, depth_series)
     rows += [{"sweep": "depth", "comparison": key, "depth": L,
-              "width": "inf" if key.startswith("solver") else s["width_at"], "rms_error": v,
+              "width": "inf" if key.startswith("solver") else s.width_at, "rms_error": v,
               "noise": z} for key, sr in (*at_largest.items(), ("learned_backward", learned))
              for v, z in zip(sr.values, sr.noise, strict=True)]
     return Thm1Measure(rows, ref, nets, depths, width_series, depth_series, solver, at_largest,
                        learned)
 
 
-def _at_largest(ctx: ClaimContext, nets: Nets, L: int) -> dict[str, SizeSeries]:
+def _at_largest(ctx: ClaimContext, s: Thm1Settings, nets: Nets, L: int) -> dict[str, SizeSeries]:
     """What the two routes both measure at depth ``L``, as one-size series with intervals
     over network pairs or particle seeds: route (1)'s error at n = infinity
     (``solver_vs_def1``: "full" at L minus Def. 1 at ``ref_depth``), and route (2)'s gap
     measured by finite nets (``finite_gap``: pair-mean standard minus decoupled nets, whose
     limits are "full" and "none") and by the solver (``solver_gap``: "full" minus "none")."""
-    s = ctx.settings
-    seeds = range(ctx.seed, ctx.seed + s["limit_seeds"])
-    full = np.array([[_limit(ctx, L, "full", r)] for r in seeds])
-    none = np.array([[_limit(ctx, L, "none", r)] for r in seeds])
-    ref = np.array([[_limit(ctx, s["ref_depth"], "none", r, T=s["T"])] for r in seeds])
+    seeds = range(ctx.seed, ctx.seed + s.limit_seeds)
+    full = np.array([[_limit(ctx, s, L, "full", r)] for r in seeds])
+    none = np.array([[_limit(ctx, s, L, "none", r)] for r in seeds])
+    ref = np.array([[_limit(ctx, s, s.ref_depth, "none", r, T=s.T)] for r in seeds])
     std, dec = (nets[(b, "depth", L)].mean(axis=1)[:, None] for b in ("standard", "decoupled"))
     return {
         "solver_vs_def1": size_series("NFD 'full' vs Def. 1 at ref_depth", [L], full - ref),
@@ -310,15 +337,48 @@ def judge_thm1(m: Thm1Measure) -> Judgement:
     return Judgement(measured, decision=decision)
 
 
-def thm1_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+def draw_thm1(m: Thm1Measure, s: Thm1Settings) -> Figure:
+    """nfd Thm. 1: errors against width and depth (with the solver's gap), and the online
+    outputs of the limit and of the deepest finite nets."""
+    fig, axes = figures.new_figure(ncols=3)
+    for ax, group, fixed in ((axes[0], m.width_series, f"L = {s.depth_at}"),
+                             (axes[1], m.depth_series, f"n = {s.width_at}")):
+        for sr in group.values():
+            figures.loglog_fit_panel(ax, sr.sizes, sr.values, label=sr.label)
+        ax.set_xlabel(("width" if group is m.width_series else "depth") + f" ({fixed})")
+        ax.set_ylabel("RMS output error" if group is m.width_series
+                      else "RMS error of the pair-mean output")
+        ax.legend(fontsize=6)
+    if m.solver.sizes:
+        figures.loglog_fit_panel(axes[1], m.solver.sizes, m.solver.values, label=m.solver.label)
+        axes[1].legend(fontsize=6)
+    axes[0].set_title(f"nfd Thm. 1: error vs width ({s.phi})", fontsize=9)
+    axes[1].set_title(f"nfd Thm. 1: error vs depth ({s.phi})", fontsize=9)
+    ax = axes[2]
+    steps = np.arange(s.steps)
+    for coupling, style in (("none", "k-"), ("full", "k--")):
+        ax.plot(steps, m.ref[coupling], style, label=f"NFD {coupling} (L = {s.ref_depth})")
+    if m.depths:
+        for backward, marker in (("standard", "o"), ("decoupled", "s")):
+            mean = m.nets[(backward, "depth", m.depths[-1])].mean(axis=(0, 1))
+            ax.plot(steps, mean, marker, ms=4,
+                    label=f"{backward} n={s.width_at} L={m.depths[-1]} (mean)")
+    ax.set_xlabel("online step k")
+    ax.set_ylabel("f^(k) on x^(k)")
+    ax.legend(fontsize=6)
+    return fig
+
+
+def thm1_cost(settings: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     """The finite nets :func:`_all_nets` trains online (standard and decoupled, antithetic
     pairs): the width sweep at ``depth_at`` and the depth sweep at ``width_at``; the NFD
     solver ("full" and "none") at its depths."""
-    solver = [s["depth_at"], s["ref_depth"], *s["limit_depths"]]
-    return [*(online_runs("resnet1", n, s["depth_at"], s, 4 * s["width_pairs"])
-              for n in s["widths"]),
-            *(online_runs("resnet1", s["width_at"], L, s, 4 * s["pairs"]) for L in s["depths"]),
-            *(nfd_solver(L, s, 2 * s["limit_seeds"]) for L in solver)]
+    s = read_settings(Thm1Settings, settings)
+    solver = [s.depth_at, s.ref_depth, *s.limit_depths]
+    kw = settings_mapping(s)
+    return [*(online_runs("resnet1", n, s.depth_at, kw, 4 * s.width_pairs) for n in s.widths),
+            *(online_runs("resnet1", s.width_at, L, kw, 4 * s.pairs) for L in s.depths),
+            *(nfd_solver(L, kw, 2 * s.limit_seeds) for L in solver)]
 
 
 @claim(
@@ -370,5 +430,8 @@ def nfd_thm1(ctx: ClaimContext) -> ClaimOutcome:
     """Finite nets, standard and decoupled, against the NFD simulator's Def. 1 and its coupled
     limit (:func:`measure_thm1`), judged along two routes with the decoupled contrast
     (:func:`judge_thm1`)."""
-    m = measure_thm1(ctx)
-    return conclude(ctx, "nfd-thm1", judge_thm1(m), m.rows, draw_thm1(ctx.settings, m))
+    s = read_settings(Thm1Settings, ctx.settings)
+    m = measure_thm1(ctx, s)
+    j = judge_thm1(m)
+    fig = draw_thm1(m, s)
+    return conclude(ctx, "nfd-thm1", j, m.rows, fig)

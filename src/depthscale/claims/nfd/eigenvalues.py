@@ -1,6 +1,6 @@
-"""nfd Fig. 6 / Assumption 1: the minimum eigenvalues of the Gram matrices Sigma_t^(k) and
-Theta_t^(k) of the forward and backward states seen during online SGD stay positive and grow
-with width.
+"""nfd-fig6 (nfd Fig. 6 / Assumption 1): the minimum eigenvalues of the Gram matrices
+Sigma_t^(k) and Theta_t^(k) of the forward and backward states seen during online SGD stay
+positive and grow with width.
 
 ``Sigma_l^(k) = <phi(h_l^(i)), phi(h_l^(j))>/n`` and ``Theta_l^(k) = <g_l^(i), g_l^(j)>/n``
 (i, j <= k, each from step i's own pass) of depth-muP ResNets (nfd Eq. 1) trained by
@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from depthscale.claims.nfd.figures import draw_fig6
 from depthscale.claims.nfd.series import nfd_solver, online_runs
-from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
+from depthscale.claims.nfd.training import settings_mapping
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim, read_settings
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Finding,
@@ -33,12 +34,13 @@ from depthscale.claims.verdicts import (
 )
 from depthscale.errors import ConfigError
 from depthscale.limits.nfd import NFD
+from depthscale.report import figures
 from depthscale.stats.fits import loglog_slope_ci
 from depthscale.train.online import online_sgd_finite, teacher_stream
 
 __all__ = [
-    "FIG6_LABELS", "EigTrend", "Fig6Measure", "eig_findings", "eig_trend", "judge_fig6",
-    "measure_fig6", "nfd_fig6",
+    "FIG6_LABELS", "EigTrend", "Fig6Measure", "Fig6Settings", "draw_fig6", "eig_findings",
+    "eig_trend", "judge_fig6", "measure_fig6", "nfd_fig6",
 ]
 
 #: the parts of Fig. 6 judged apart: (name, matrix, stream positions). Theta at l = L is kept
@@ -50,6 +52,23 @@ _FIG6_PARTS = (("sigma", "sigma", slice(None)), ("theta_inner", "theta", slice(0
 #: how the findings and the figure name the parts
 FIG6_LABELS = {"sigma": "Sigma (l = 0..L)", "theta_inner": "Theta (l < L)",
                "theta_readout": "Theta (l = L, read-out)"}
+
+
+@dataclass(frozen=True)
+class Fig6Settings:
+    """nfd-fig6's settings: depth-``depth`` ResNets (activation ``phi``, horizon ``T``) at
+    each of ``widths``, ``seeds`` repeats each, ``steps`` online SGD steps at ``eta_c`` on a
+    teacher stream in R^``dim``; the NFD limit with ``particles`` particles."""
+
+    dim: int
+    depth: int
+    widths: list[int]
+    seeds: int
+    steps: int
+    eta_c: float
+    T: float
+    particles: int
+    phi: str = "relu"
 
 
 @dataclass(frozen=True)
@@ -154,15 +173,14 @@ class _WidthRuns:
     curves: dict[str, np.ndarray]
 
 
-def _width_runs(ctx: ClaimContext, xs: np.ndarray, ys: np.ndarray, n: int,
+def _width_runs(ctx: ClaimContext, s: Fig6Settings, xs: np.ndarray, ys: np.ndarray, n: int,
                 rows: Rows) -> _WidthRuns:
-    s = ctx.settings
     minima: dict[str, list[float]] = {name: [] for name, _, _ in _FIG6_PARTS}
     ratio = dict.fromkeys(minima, math.inf)
     traces: dict[str, list[np.ndarray]] = {"sigma": [], "theta": []}
-    for seed in range(ctx.seed, ctx.seed + s["seeds"]):
-        run = online_sgd_finite(xs, ys, width=n, depth=s["depth"], eta_c=s["eta_c"],
-                                seed=seed, T=s["T"], phi=s.get("phi", "relu"),
+    for seed in range(ctx.seed, ctx.seed + s.seeds):
+        run = online_sgd_finite(xs, ys, width=n, depth=s.depth, eta_c=s.eta_c,
+                                seed=seed, T=s.T, phi=s.phi,
                                 track_eigs=True)
         eigs = {"sigma": run.min_eig_sigma, "theta": run.min_eig_theta}
         floors = {"sigma": run.eig_floor_sigma, "theta": run.eig_floor_theta}
@@ -184,24 +202,23 @@ def _width_runs(ctx: ClaimContext, xs: np.ndarray, ys: np.ndarray, n: int,
     return _WidthRuns(minima, ratio, {key: np.mean(traces[key], axis=0) for key in traces})
 
 
-def measure_fig6(ctx: ClaimContext) -> Fig6Measure:
+def measure_fig6(ctx: ClaimContext, s: Fig6Settings) -> Fig6Measure:
     """Online SGD (LR eta_c, batch 1, teacher stream) of depth-muP ResNets with ``depth``
     residual blocks, ``seeds`` networks (repeats) at each width; at every step ``k`` and stream
     position ``l = 0..L`` the smallest eigenvalue of Sigma_l^(k) and Theta_l^(k) and its
     eigensolver floor. Per repeat and part (Sigma; Theta at l < L; Theta at the read-out
     l = L, see ``_FIG6_PARTS``): the min over positions and steps."""
-    s = ctx.settings
-    if int(s["seeds"]) < 2 or len(s["widths"]) < 3:
+    if int(s.seeds) < 2 or len(s.widths) < 3:
         raise ConfigError(f"nfd-fig6 needs >= 2 repeats (seeds) and >= 3 widths for a slope CI, "
-                          f"got seeds = {s['seeds']}, widths = {s['widths']}")
-    xs, ys = teacher_stream(s["steps"], dim=s["dim"], seed=ctx.seed)
-    ctx.set_total(len(s["widths"]) * s["seeds"] + 1)
+                          f"got seeds = {s.seeds}, widths = {s.widths}")
+    xs, ys = teacher_stream(s.steps, dim=s.dim, seed=ctx.seed)
+    ctx.set_total(len(s.widths) * s.seeds + 1)
     rows: Rows = []
-    runs = [(n, _width_runs(ctx, xs, ys, n, rows)) for n in s["widths"]]
-    lim = NFD(phi=s.get("phi", "relu"), T=s["T"], eta_c=s["eta_c"], depth_steps=s["depth"],
-              particles=s["particles"], coupling="full", seed=ctx.seed).train(xs, ys)
+    runs = [(n, _width_runs(ctx, s, xs, ys, n, rows)) for n in s.widths]
+    lim = NFD(phi=s.phi, T=s.T, eta_c=s.eta_c, depth_steps=s.depth,
+              particles=s.particles, coupling="full", seed=ctx.seed).train(xs, ys)
     ctx.progress(1)
-    trends = tuple(eig_trend(name, s["widths"], [r.minima[name] for _, r in runs],
+    trends = tuple(eig_trend(name, s.widths, [r.minima[name] for _, r in runs],
                              min(r.ratio[name] for _, r in runs))
                    for name, _, _ in _FIG6_PARTS)
     limit_eigs = {"sigma": lim.min_eig_sigma, "theta": lim.min_eig_theta}
@@ -250,11 +267,34 @@ def judge_fig6(m: Fig6Measure) -> Judgement:
     return Judgement(measured, decision=findings_verdict(findings), note=note)
 
 
-def fig6_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+def draw_fig6(m: Fig6Measure, s: Fig6Settings) -> Figure:
+    """nfd Fig. 6: min eigenvalue of Sigma and Theta over online steps per width with the NFD
+    limit's, and each part's minimum against width (named by :data:`FIG6_LABELS`)."""
+    fig, axes = figures.new_figure(ncols=3)
+    steps = np.arange(s.steps)
+    for ax, key, name in ((axes[0], "sigma", "Sigma"), (axes[1], "theta", "Theta")):
+        for n in s.widths:
+            ax.semilogy(steps, m.curves[(key, n)], label=f"n = {n}")
+        ax.semilogy(steps, m.limit_curves[key], "k--", label="NFD limit")
+        ax.set_xlabel("online step k")
+        ax.set_ylabel(f"min over layers of lambda_min({name}^(k))")
+        ax.set_title(f"nfd Fig. 6: {name} (depth {s.depth})", fontsize=9)
+        ax.legend(fontsize=6)
+    for tr in m.trends:
+        figures.loglog_fit_panel(axes[2], s.widths, tr.means, label=FIG6_LABELS[tr.name])
+    axes[2].set_xlabel("width n")
+    axes[2].set_ylabel("min over positions and steps (repeat mean)")
+    axes[2].legend(fontsize=6)
+    return fig
+
+
+def fig6_cost(settings: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     """The finite nets :func:`_width_runs` trains online (``seeds`` at each width) and the
     NFD solver at ``depth``."""
-    return [*(online_runs("resnet1", n, s["depth"], s, s["seeds"]) for n in s["widths"]),
-            nfd_solver(s["depth"], s, 1)]
+    s = read_settings(Fig6Settings, settings)
+    return [*(online_runs("resnet1", n, s.depth, settings_mapping(s), s.seeds)
+              for n in s.widths),
+            nfd_solver(s.depth, settings_mapping(s), 1)]
 
 
 @claim(
@@ -291,5 +331,8 @@ def fig6_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
 def nfd_fig6(ctx: ClaimContext) -> ClaimOutcome:
     """Min eigenvalues of Sigma and Theta over online SGD at each width
     (:func:`measure_fig6`), judged per part: > 0 and growing with width (:func:`judge_fig6`)."""
-    m = measure_fig6(ctx)
-    return conclude(ctx, "nfd-fig6", judge_fig6(m), m.rows, draw_fig6(ctx.settings, m, FIG6_LABELS))
+    s = read_settings(Fig6Settings, ctx.settings)
+    m = measure_fig6(ctx, s)
+    j = judge_fig6(m)
+    fig = draw_fig6(m, s)
+    return conclude(ctx, "nfd-fig6", j, m.rows, fig)

@@ -1,4 +1,4 @@
-"""nfd Cor. 1: gradient-independence (GIA) restored by depth.
+"""nfd-cor1 (nfd Cor. 1): gradient-independence (GIA) restored by depth.
 
 A decoupled-backward network (W~ = W~_0 + (W - W_0), same forward init and data; nfd Cor. 1)
 trains like a standard one under depth-muP as L grows: the gap between them vanishes, at rate
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from depthscale.claims.nfd.figures import draw_cor1
 from depthscale.claims.nfd.series import (
     Check,
     SizeSeries,
@@ -37,7 +37,8 @@ from depthscale.claims.nfd.series import (
     solver_T,
     value_agreement,
 )
-from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim
+from depthscale.claims.nfd.training import settings_mapping
+from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim, read_settings
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Judgement,
@@ -46,8 +47,12 @@ from depthscale.claims.verdicts import (
     conclude,
     routes_verdict,
 )
+from depthscale.report import figures
 
-__all__ = ["Cor1Measure", "judge_cor1", "measure_cor1", "nfd_cor1"]
+__all__ = ["Cor1Measure", "Cor1Settings", "draw_cor1", "judge_cor1", "measure_cor1", "nfd_cor1"]
+
+# the band, fixed before running: a gap "falls" iff its log-log slope in L is <= -0.3
+# (:data:`~depthscale.claims.nfd.series.GAP_BAND`, read by its routes)
 
 #: (key, model, label) of the depth-muP arms of nfd-cor1's finite route
 _COR1_ARMS = (("one_layer", "resnet1", "one-layer blocks (Eq. 1)"),
@@ -55,6 +60,44 @@ _COR1_ARMS = (("one_layer", "resnet1", "one-layer blocks (Eq. 1)"),
 #: (key, model, recipe, label) of the baselines that must not align (nfd Fig. 4a-b)
 _COR1_BASELINES = (("vanilla_dnn", "mlp", "mup", "vanilla DNN"),
                    ("mup_resnet", "resnet1", "mup", "muP-ResNet"))
+
+
+@dataclass(frozen=True)
+class Cor1Settings:
+    """nfd-cor1's settings: activation ``phi``, online SGD of ``steps`` steps at ``eta_c`` on
+    a teacher stream in R^``dim``, horizon ``T``, ``pairs`` antithetic pairs per net, under
+    ``recipe`` (the control's 'mup'); one-layer blocks of width ``width`` and two-layer ones of
+    ``width_two_layer`` at ``depths`` (``depths_two_layer`` where set), one-layer ones of
+    ``wide_width`` at ``wide_depths`` where set; the baselines of ``baseline_width`` at
+    ``baseline_depths``; the NFD solver with ``particles`` particles, ``limit_seeds`` seeds."""
+
+    phi: str
+    dim: int
+    steps: int
+    eta_c: float
+    T: float
+    pairs: int
+    depths: list[int]
+    width: int
+    width_two_layer: int
+    baseline_width: int
+    baseline_depths: list[int]
+    particles: int
+    limit_seeds: int
+    depths_two_layer: list[int] | None = None
+    wide_width: int | None = None
+    wide_depths: list[int] | None = None
+    recipe: str = "depth-mup"
+
+    @property
+    def two_layer_depths(self) -> list[int]:
+        """The two-layer arm's depths: ``depths_two_layer``, else ``depths``."""
+        return self.depths if self.depths_two_layer is None else self.depths_two_layer
+
+    @property
+    def wide(self) -> list[int]:
+        """The wide one-layer arm's depths: ``wide_depths`` where ``wide_width`` is set."""
+        return (self.wide_depths or []) if self.wide_width else []
 
 
 @dataclass(frozen=True)
@@ -78,22 +121,22 @@ class Cor1Measure:
 Other = Callable[[int], tuple[str, float]]
 
 
-def _cor1_gap(ctx: ClaimContext, label: str, model: str, recipe: str, width: int,
-              depths: list[int], rows: Rows, other: Other | None = None) -> SizeSeries:
+def _cor1_gap(ctx: ClaimContext, s: Cor1Settings, label: str, model: str, recipe: str,
+              width: int, depths: list[int], rows: Rows,
+              other: Other | None = None) -> SizeSeries:
     """Relative standard-vs-decoupled gap of ``model`` at each depth, over the network pairs:
     RMS over steps of the pair-mean ``f_std - f_dec``, over the RMS of the pair-mean ``f_std``
     (with antithetic pairs that is the learned part: the initial outputs cancel). Depths from
     the first where a run diverges on are left out (the muP baselines at depth). ``other``
     replaces the decoupled net by another (backward, horizon) at each depth."""
-    s = ctx.settings
-    second = other or (lambda L: ("decoupled", s["T"]))
+    second = other or (lambda L: ("decoupled", s.T))
     diffs, signal, kept = [], [], []
     for L in depths:
         runs = {key: finite_outputs(model, recipe, width=width, depth=L, backward=b,
-                                    pairs=s["pairs"], seed=ctx.seed, steps=s["steps"],
-                                    dim=s["dim"], eta_c=s["eta_c"], T=T, stream_seed=ctx.seed,
-                                    phi=s["phi"])
-                for key, (b, T) in (("standard", ("standard", s["T"])), ("other", second(L)))}
+                                    pairs=s.pairs, seed=ctx.seed, steps=s.steps,
+                                    dim=s.dim, eta_c=s.eta_c, T=T, stream_seed=ctx.seed,
+                                    phi=s.phi)
+                for key, (b, T) in (("standard", ("standard", s.T)), ("other", second(L)))}
         ctx.progress(1)
         if not all(np.isfinite(r).all() for r in runs.values()):
             break
@@ -104,73 +147,71 @@ def _cor1_gap(ctx: ClaimContext, label: str, model: str, recipe: str, width: int
         rows += [{"arm": label, "width": width, "depth": L, "step": k,
                   "standard_mean": float(runs["standard"][:, :, k].mean()),
                   "other": f"{b}, T = {T:g}", "other_mean": float(runs["other"][:, :, k].mean())}
-                 for k in range(s["steps"])]
-    shape = (s["pairs"], 0, s["steps"])
+                 for k in range(s.steps)]
+    shape = (s.pairs, 0, s.steps)
     d = np.stack(diffs, axis=1) if diffs else np.zeros(shape)
     sig = np.stack(signal, axis=1) if signal else np.zeros(shape)
     return size_series(f"{label} (n = {width})", kept, d, scale=sig)
 
 
-def _cor1_finite(ctx: ClaimContext, recipe: str,
+def _cor1_finite(ctx: ClaimContext, s: Cor1Settings, recipe: str,
                  rows: Rows) -> tuple[dict[str, SizeSeries], dict[str, SizeSeries]]:
     """The finite route's gaps: one-layer blocks at ``width``, two-layer blocks at
     ``width_two_layer`` (``wide_width`` adds a one-layer series), and the baselines at
     ``baseline_width`` over ``baseline_depths`` until they diverge."""
-    s = ctx.settings
-    wide = s.get("wide_depths", []) if s.get("wide_width") else []
-    two_layer_depths = s.get("depths_two_layer", s["depths"])
-    arms = {key: _cor1_gap(ctx, label, model, recipe,
-                           *((s["width"], s["depths"]) if model == "resnet1"
-                             else (s["width_two_layer"], two_layer_depths)), rows)
+    wide = s.wide
+    two_layer_depths = s.two_layer_depths
+    arms = {key: _cor1_gap(ctx, s, label, model, recipe,
+                           *((s.width, s.depths) if model == "resnet1"
+                             else (s.width_two_layer, two_layer_depths)), rows)
             for key, model, label in _COR1_ARMS}
-    if wide:
-        arms["one_layer_wide"] = _cor1_gap(ctx, "one-layer blocks (Eq. 1)", "resnet1", recipe,
-                                           s["wide_width"], wide, rows)
-    base = {key: _cor1_gap(ctx, label, model, brecipe, s["baseline_width"],
-                           s["baseline_depths"], rows)
+    if wide and s.wide_width:
+        arms["one_layer_wide"] = _cor1_gap(ctx, s, "one-layer blocks (Eq. 1)", "resnet1", recipe,
+                                           s.wide_width, wide, rows)
+    base = {key: _cor1_gap(ctx, s, label, model, brecipe, s.baseline_width,
+                           s.baseline_depths, rows)
             for key, model, brecipe, label in _COR1_BASELINES}
     return arms, base
 
 
-def _cor1_finite_contrast(ctx: ClaimContext, recipe: str, rows: Rows) -> SizeSeries:
+def _cor1_finite_contrast(ctx: ClaimContext, s: Cor1Settings, recipe: str,
+                          rows: Rows) -> SizeSeries:
     """The finite route's own positive contrast, a gap known to fall, measured by its code
     path (:func:`_cor1_gap`, one-layer blocks, same width, depths and pairs): standard nets at
     horizon T against the same nets (seeds, weights, stream) at T (1 + 1/L), i.e. a branch
     multiplier sqrt(T/(L n)) (nfd Eq. 1) larger by sqrt(1 + 1/L). The outputs are smooth in
     T, so the gap is (T/L) |df/dT| / |f| + O(1/L^2): slope -1 in L."""
-    s = ctx.settings
-    return _cor1_gap(ctx, "standard nets, horizon T vs T (1 + 1/L)", "resnet1", recipe,
-                     s["width"], s["depths"], rows,
-                     other=lambda L: ("standard", s["T"] * (1 + 1 / L)))
+    return _cor1_gap(ctx, s, "standard nets, horizon T vs T (1 + 1/L)", "resnet1", recipe,
+                     s.width, s.depths, rows,
+                     other=lambda L: ("standard", s.T * (1 + 1 / L)))
 
 
-def _cor1_limit(ctx: ClaimContext, recipe: str) -> dict[str, SizeSeries]:
+def _cor1_limit(ctx: ClaimContext, s: Cor1Settings, recipe: str) -> dict[str, SizeSeries]:
     """The solver route: "full" (a standard net's limit) and "eq15" (Eq. 15's printed tau^2
     terms only) against "none" (Def. 1) over the same depths and ``limit_seeds`` particle
     seeds, relative to the coupled run's output."""
-    s = ctx.settings
-    seeds = range(ctx.seed, ctx.seed + s["limit_seeds"])
-    kw = {"steps": s["steps"], "dim": s["dim"], "particles": s["particles"],
-          "eta_c": s["eta_c"], "phi": s["phi"], "stream_seed": ctx.seed}
+    seeds = range(ctx.seed, ctx.seed + s.limit_seeds)
+    kw: dict[str, Any] = {"steps": s.steps, "dim": s.dim, "particles": s.particles,
+                          "eta_c": s.eta_c, "phi": s.phi, "stream_seed": ctx.seed}
 
     def run(L: int, coupling: str, seed: int) -> np.ndarray:
-        out = nfd_outputs(L, coupling, seed=seed, T=solver_T(recipe, s["T"], L), **kw)
+        out = nfd_outputs(L, coupling, seed=seed, T=solver_T(recipe, s.T, L), **kw)
         ctx.progress(1)
         return out
 
-    outs = {c: np.array([[run(L, c, r) for L in s["depths"]] for r in seeds])
+    outs = {c: np.array([[run(L, c, r) for L in s.depths] for r in seeds])
             for c in ("none", "full", "eq15")}
     # Eq. 15's tau^2 terms need l >= 2 (forward) or l <= L - 1 (backward): none at L = 1
-    two = [i for i, L in enumerate(s["depths"]) if L >= 2]
+    two = [i for i, L in enumerate(s.depths) if L >= 2]
     return {
-        "full": size_series("NFD 'full' vs Def. 1", s["depths"], outs["full"] - outs["none"],
+        "full": size_series("NFD 'full' vs Def. 1", s.depths, outs["full"] - outs["none"],
                             scale=outs["full"]),
-        "eq15": size_series("NFD 'eq15' vs Def. 1", [s["depths"][i] for i in two],
+        "eq15": size_series("NFD 'eq15' vs Def. 1", [s.depths[i] for i in two],
                             (outs["eq15"] - outs["none"])[:, two], scale=outs["eq15"][:, two]),
     }
 
 
-def measure_cor1(ctx: ClaimContext) -> Cor1Measure:
+def measure_cor1(ctx: ClaimContext, s: Cor1Settings) -> Cor1Measure:
     """Online SGD (batch 1, MSE, eta_c, ``steps`` samples of the teacher stream) as in
     nfd-thm1, rather than Fig. 4's CIFAR epochs: the outputs ``f^(k)`` after k steps are the
     quantity Cor. 1 states a limit for, they cost O(L n^2) per step with no data set, which
@@ -182,22 +223,21 @@ def measure_cor1(ctx: ClaimContext) -> Cor1Measure:
     log-log slope in L with a 95% seed-jackknife CI (:func:`size_series`). Also the finite
     route's falling contrast (:func:`_cor1_finite_contrast`) and, at the one-layer arm's
     largest depth, decoupled vs feedback-alignment nets (:func:`learned_backward`)."""
-    s = ctx.settings
-    recipe = s.get("recipe", "depth-mup")
-    wide = s.get("wide_depths", []) if s.get("wide_width") else []
-    ctx.set_total(2 * len(s["depths"]) + len(s.get("depths_two_layer", s["depths"]))
-                  + len(wide) + len(_COR1_BASELINES) * len(s["baseline_depths"])
-                  + 3 * len(s["depths"]) * s["limit_seeds"] + 1)
+    recipe = s.recipe
+    wide = s.wide
+    ctx.set_total(2 * len(s.depths) + len(s.two_layer_depths)
+                  + len(wide) + len(_COR1_BASELINES) * len(s.baseline_depths)
+                  + 3 * len(s.depths) * s.limit_seeds + 1)
     rows: Rows = []
-    arms, base = _cor1_finite(ctx, recipe, rows)
-    falls = _cor1_finite_contrast(ctx, recipe, rows)
-    learned = learned_backward("resnet1", recipe, width=s["width"],
-                               depth=(arms["one_layer"].sizes or s["depths"])[-1],
-                               pairs=s["pairs"], seed=ctx.seed, steps=s["steps"], dim=s["dim"],
-                               eta_c=s["eta_c"], T=s["T"], stream_seed=ctx.seed,
-                               phi=s["phi"])
+    arms, base = _cor1_finite(ctx, s, recipe, rows)
+    falls = _cor1_finite_contrast(ctx, s, recipe, rows)
+    learned = learned_backward("resnet1", recipe, width=s.width,
+                               depth=(arms["one_layer"].sizes or s.depths)[-1],
+                               pairs=s.pairs, seed=ctx.seed, steps=s.steps, dim=s.dim,
+                               eta_c=s.eta_c, T=s.T, stream_seed=ctx.seed,
+                               phi=s.phi)
     ctx.progress(1)
-    limit = _cor1_limit(ctx, recipe)
+    limit = _cor1_limit(ctx, s, recipe)
     for sr in limit.values():
         rows += [{"arm": sr.label, "width": "inf", "depth": L, "relative_gap": v, "noise": z}
                  for L, v, z in zip(sr.sizes, sr.values, sr.noise, strict=True)]
@@ -277,19 +317,44 @@ def judge_cor1(m: Cor1Measure) -> Judgement:
     return Judgement(measured, decision=decision)
 
 
-def cor1_cost(s: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
+def draw_cor1(m: Cor1Measure, s: Cor1Settings) -> Figure:
+    """nfd Cor. 1: relative standard-vs-decoupled output gap against depth, depth-muP arms
+    with the solver's gaps, and the baselines that must not align."""
+    fig, axes = figures.new_figure(ncols=2)
+    ax = axes[0]
+    for sr in (*m.arms.values(), *m.limit.values()):
+        if sr.sizes:
+            figures.loglog_fit_panel(ax, sr.sizes, sr.values, label=sr.label)
+    figures.label_log_ticks(ax, s.depths)
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("|f_std - f_dec| / |f_std| (RMS over steps)")
+    ax.set_title(f"nfd Cor. 1: standard vs decoupled, depth-muP ({s.phi})", fontsize=9)
+    ax.legend(fontsize=6)
+    ax = axes[1]
+    for sr in m.baselines.values():
+        if sr.sizes:
+            figures.loglog_fit_panel(ax, sr.sizes, sr.values, label=sr.label)
+    figures.label_log_ticks(ax, s.baseline_depths)
+    ax.set_xlabel("depth L")
+    ax.set_title("baselines (must not align)", fontsize=9)
+    ax.legend(fontsize=6)
+    return fig
+
+
+def cor1_cost(settings: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
     """The finite nets :func:`_cor1_gap` trains online (two nets of ``pairs`` antithetic pairs
     at each depth): the one- and two-layer arms, the wide arm where set, the baselines; the
     NFD solver (three couplings) at each depth."""
-    sweeps = [("resnet1", s["width"], s["depths"]),
-              ("resnet2", s["width_two_layer"], s.get("depths_two_layer", s["depths"])),
-              ("resnet1", s.get("wide_width", 1), s.get("wide_depths", []) if
-               s.get("wide_width") else []),
-              ("mlp", s["baseline_width"], s["baseline_depths"]),
-              ("resnet1", s["baseline_width"], s["baseline_depths"])]
-    return [*(online_runs(model, n, L, s, 4 * s["pairs"]) for model, n, depths in sweeps
+    s = read_settings(Cor1Settings, settings)
+    sweeps = [("resnet1", s.width, s.depths),
+              ("resnet2", s.width_two_layer, s.two_layer_depths),
+              ("resnet1", s.wide_width or 1, s.wide),
+              ("mlp", s.baseline_width, s.baseline_depths),
+              ("resnet1", s.baseline_width, s.baseline_depths)]
+    kw = settings_mapping(s)
+    return [*(online_runs(model, n, L, kw, 4 * s.pairs) for model, n, depths in sweeps
               for L in depths),
-            *(nfd_solver(L, s, 3 * s["limit_seeds"]) for L in s["depths"])]
+            *(nfd_solver(L, kw, 3 * s.limit_seeds) for L in s.depths)]
 
 
 @claim(
@@ -342,5 +407,8 @@ def nfd_cor1(ctx: ClaimContext) -> ClaimOutcome:
     """Standard vs decoupled backward: does the gap between them vanish as L grows under
     depth-muP (nfd Cor. 1)? Finite nets and the solver (:func:`measure_cor1`), two routes and
     an in-run contrast (:func:`judge_cor1`)."""
-    m = measure_cor1(ctx)
-    return conclude(ctx, "nfd-cor1", judge_cor1(m), m.rows, draw_cor1(ctx.settings, m))
+    s = read_settings(Cor1Settings, ctx.settings)
+    m = measure_cor1(ctx, s)
+    j = judge_cor1(m)
+    fig = draw_cor1(m, s)
+    return conclude(ctx, "nfd-cor1", j, m.rows, fig)

@@ -1,4 +1,4 @@
-"""nfd Fig. 2: the time horizon T of depth-muP (branch sqrt(T/(L n)), nfd Eq. 1).
+"""nfd-fig2 (nfd Fig. 2): the time horizon T of depth-muP (branch sqrt(T/(L n)), nfd Eq. 1).
 
 A moderate T improves the trained loss; a very large T destabilises training and degrades
 performance. The paper evaluates "both training and test performance" (Fig. 2a-b), so both
@@ -15,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
 from depthscale.claims.common import budget_stop, mean_finite, metric, run_claim_study
-from depthscale.claims.nfd.figures import draw_fig2
 from depthscale.claims.nfd.training import (
     FULL_DATA,
     QUICK_DATA,
@@ -24,8 +26,9 @@ from depthscale.claims.nfd.training import (
     fig2_depths,
     fig2_tables,
     seed_rounds,
+    settings_mapping,
 )
-from depthscale.claims.registry import ClaimContext, Control, claim
+from depthscale.claims.registry import ClaimContext, Control, claim, read_settings
 from depthscale.claims.verdicts import (
     ClaimOutcome,
     Finding,
@@ -34,16 +37,38 @@ from depthscale.claims.verdicts import (
     conclude,
     finite_or_none,
 )
+from depthscale.report import figures
 from depthscale.stats.findings import findings_verdict, sign_finding
 from depthscale.stats.fits import mean_ci
 from depthscale.stats.sweeps import criterion_value, scan_axis
 
-__all__ = ["Comparison", "Fig2Measure", "compare", "decide_fig2", "judge_fig2", "measure_fig2",
-           "nfd_fig2", "target_rounds", "undecided_Ts"]
+__all__ = ["Comparison", "Fig2Measure", "Fig2Settings", "compare", "draw_fig2", "judge_fig2",
+           "measure_fig2", "measure_fig2_round", "nfd_fig2", "target_rounds", "undecided_Ts"]
 
 
-#: family-wise level of nfd-fig2's comparisons (Bonferroni over comparisons and seed rounds)
+#: family-wise level of nfd-fig2's comparisons (Bonferroni over comparisons and seed rounds);
+#: no bands: the verdict reads seed-paired intervals against 0
 FAMILY_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Fig2Settings:
+    """nfd-fig2's settings: depth-muP ResNets (``recipe``; the control's 'mup') of width
+    ``width`` at depth ``depth`` (and ``grid_depths``) on ``dataset``, trained ``epochs``
+    epochs at ``eta_c`` for each T of ``Ts``; ``seeds`` seeds, doubled up to ``max_seeds`` on
+    every T, then up to ``max_target_seeds`` on the T's an undecided comparison rests on."""
+
+    dataset: str
+    width: int
+    depth: int
+    Ts: list[float]
+    eta_c: float
+    epochs: float
+    seeds: int
+    grid_depths: list[int]
+    max_seeds: int | None = None
+    max_target_seeds: int | None = None
+    recipe: str = "depth-mup"
 
 
 @dataclass(frozen=True)
@@ -103,54 +128,113 @@ def compare(Ts: Sequence[float], per_seed: Sequence[dict[int, float]], i: int, j
     return Comparison(Ts[i], Ts[j], len(diffs), mean, low, high)
 
 
-def target_rounds(s: Mapping[str, Any]) -> list[int]:
+def target_rounds(s: Fig2Settings) -> list[int]:
     """The seed counts of the targeted rounds after the whole grid's (:func:`seed_rounds`):
     ``max_seeds`` doubled up to ``max_target_seeds`` (none where that is not set), each run
     only at the T's an undecided comparison rests on (:func:`undecided_Ts`)."""
-    rounds = [int(s.get("max_seeds", s["seeds"]))]
-    while rounds[-1] < int(s.get("max_target_seeds", rounds[0])):
-        rounds.append(min(2 * rounds[-1], int(s["max_target_seeds"])))
+    rounds = [int(s.seeds if s.max_seeds is None else s.max_seeds)]
+    cap = rounds[0] if s.max_target_seeds is None else int(s.max_target_seeds)
+    while rounds[-1] < cap:
+        rounds.append(min(2 * rounds[-1], cap))
     return rounds[1:]
 
 
-def measure_fig2(ctx: ClaimContext, seeds: int | None = None,
-                 targeted: tuple[Sequence[float], int] | None = None) -> Fig2Measure:
-    """Depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for each T at
-    ``seeds`` seeds (the settings' ``seeds`` by default), and with ``targeted`` (T's, n) the
-    T's listed at n seeds too (the same study folder: the runs both plans share are trained
-    once): final full-train-set loss per run, per T the mean over its seeds (diverged runs
-    counted apart: :func:`~depthscale.stats.sweeps.scan_axis`) and each seed's loss."""
-    s = {**ctx.settings, "seeds": seeds or ctx.settings["seeds"]}
-    records = run_claim_study(ctx, "nfd-fig2", fig2_tables(s, seed=ctx.seed, device=ctx.device,
-                                                          data_dir=ctx.data_dir))
+def measure_fig2_round(ctx: ClaimContext, s: Fig2Settings, seeds: int | None = None,
+                       targeted: tuple[Sequence[float], int] | None = None) -> Fig2Measure:
+    """One seed round: depth-muP pre-act ResNet (Eq. 1) trained with SGD (eta = eta_c n) for
+    each T at ``seeds`` seeds (the settings' ``seeds`` by default), and with ``targeted``
+    (T's, n) the T's listed at n seeds too (the same study folder: the runs both plans share
+    are trained once): final full-train-set loss per run, per T the mean over its seeds
+    (diverged runs counted apart: :func:`~depthscale.stats.sweeps.scan_axis`) and each seed's
+    loss."""
+    study = {**settings_mapping(s), "seeds": seeds or s.seeds}
+    records = run_claim_study(ctx, "nfd-fig2", fig2_tables(
+        study, seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
     if targeted:
         Ts, n = targeted
         more = run_claim_study(ctx, "nfd-fig2", fig2_tables(
-            {**s, "Ts": [T for T in s["Ts"] if T in Ts], "seeds": n, "grid_depths": []},
+            {**study, "Ts": [T for T in s.Ts if T in Ts], "seeds": n, "grid_depths": []},
             seed=ctx.seed, device=ctx.device, data_dir=ctx.data_dir))
         known = {r["run_id"] for r in records}
         records += [r for r in more if r["run_id"] not in known]
-    depths = fig2_depths(s)
+    depths = fig2_depths(study)
     rows = sorted(({"depth": r["depth"], "T": r["plan.T"], "seed": r["seed"],
                     "status": r["status"], "train_loss": criterion_value(r, "final"),
                     "test_loss": metric(r, "final_test_loss"),
                     "test_acc": metric(r, "final_test_acc")} for r in records),
                   key=lambda r: (depths.index(r["depth"]), r["T"], r["seed"]))
     main = next(sc for sc in scan_axis(records, "plan.T", "final", "depth")
-                if sc.depth == s["depth"])
+                if sc.depth == s.depth)
     panels: dict[str, list[dict[int, float]]] = {
         key: [{} for _ in main.values] for key in ("train_loss", "test_loss")}
     for r in rows:
-        if r["depth"] == s["depth"] and r["status"] in ("done", "diverged"):
+        if r["depth"] == s.depth and r["status"] in ("done", "diverged"):
             for key, per_seed in panels.items():
                 loss = r[key]
                 per_seed[list(main.values).index(r["T"])][int(r["seed"])] = (
                     math.inf if r["status"] == "diverged" or loss is None else float(loss))
     return Fig2Measure(rows, depths, list(main.values), list(main.losses), list(main.diverged),
                        panels["train_loss"],
-                       looks=len(seed_rounds(ctx.settings)) + len(target_rounds(ctx.settings)),
+                       looks=len(seed_rounds(settings_mapping(s))) + len(target_rounds(s)),
                        test_per_seed=panels["test_loss"],
                        seconds=math.fsum(float(r.get("seconds") or 0.0) for r in records))
+
+
+def _decided(j: Judgement) -> bool:
+    return j.decision is not None and j.decision[0] != "INCONCLUSIVE"
+
+
+def _over_budget(ctx: ClaimContext, m: Fig2Measure, runs: int, what: str) -> str:
+    """:func:`~depthscale.claims.common.budget_stop` for a round adding ``runs`` runs at the
+    mean stored run time of those read so far."""
+    return budget_stop(ctx, m.seconds, runs * m.seconds / max(1, len(m.rows)), what)
+
+
+def measure_fig2(ctx: ClaimContext, s: Fig2Settings) -> Fig2Measure:
+    """Sequential design (:func:`measure_fig2_round` per round): judge at ``seeds`` seeds,
+    and while undecided rerun with twice the seeds (the study keeps the finished runs) up to
+    ``max_seeds``; then, while still undecided,
+    the targeted rounds (:func:`target_rounds`): twice the seeds again, up to
+    ``max_target_seeds``, only at the T's the undecided comparisons rest on
+    (:func:`undecided_Ts`). Every round enters the level. A round starts only within the
+    claim's budget (``reproduce --budget``); the rounds taken and why they stopped are
+    reported (``ctx.designs``)."""
+    grid, targets = seed_rounds(settings_mapping(s)), target_rounds(s)
+    m = measure_fig2_round(ctx, s, grid[0])
+    judgement, taken, stopped = judge_fig2(m), [f"{grid[0]} seeds on every T"], ""
+    for prev, n in itertools.pairwise(grid):
+        if _decided(judgement):
+            break
+        stopped = _over_budget(ctx, m, (n - prev) * len(m.Ts) * len(m.depths),
+                               f"{n} seeds on every T")
+        if stopped:
+            break
+        m = measure_fig2_round(ctx, s, n)
+        judgement = judge_fig2(m)
+        taken.append(f"{n} on every T")
+    Ts: list[float] = []
+    for n in targets:
+        if _decided(judgement) or stopped:
+            break
+        Ts = sorted(set(Ts) | set(undecided_Ts(m)))
+        if not Ts:
+            stopped = "no comparison that more seeds at chosen T's could decide"
+            break
+        have = {T: len(d) for T, d in zip(m.Ts, m.per_seed, strict=True)}
+        at = f"{n} seeds at T = " + ", ".join(f"{T:g}" for T in Ts)
+        stopped = _over_budget(ctx, m, sum(n - have[T] for T in Ts), at)
+        if stopped:
+            break
+        m = measure_fig2_round(ctx, s, grid[-1], targeted=(Ts, n))
+        judgement = judge_fig2(m)
+        taken.append(at)
+    why = "decided" if _decided(judgement) else stopped or "every round run"
+    ctx.designs["nfd-fig2"] = {
+        "evidence": f"nfd-fig2 seed rounds: {' -> '.join(taken)} ({why})",
+        "measured": {"fig2_rounds_run": float(len(taken)),
+                     "fig2_rounds_planned": float(len(grid) + len(targets))},
+    }
+    return m
 
 
 def _strongest(comps: list[Comparison]) -> tuple[Comparison, set[str]]:
@@ -269,65 +353,47 @@ def judge_fig2(m: Fig2Measure) -> Judgement:
     return Judgement(measured, decision=findings_verdict(findings), note=note)
 
 
-def _decided(j: Judgement) -> bool:
-    return j.decision is not None and j.decision[0] != "INCONCLUSIVE"
+def _seed_points(ax: Axes, Ts: Sequence[float], per_seed: Sequence[dict[int, float]]) -> None:
+    """Each seed's final loss per T (faint points) and, under each T, its seeds and diverged
+    runs (the sequential design gives the T's it targets more seeds)."""
+    for T, runs in zip(Ts, per_seed, strict=True):
+        finite = [v for v in runs.values() if math.isfinite(v)]
+        ax.scatter([T] * len(finite), finite, s=6, alpha=0.25, color="tab:gray")
+        gone = len(runs) - len(finite)
+        ax.annotate(f"{len(runs)}" + (f"\n{gone} div." if gone else ""), (T, 0.0),
+                    fontsize=6, ha="center", va="top", annotation_clip=False,
+                    xycoords=("data", "axes fraction"), xytext=(0, -22),
+                    textcoords="offset points")
 
 
-def _over_budget(ctx: ClaimContext, m: Fig2Measure, runs: int, what: str) -> str:
-    """:func:`~depthscale.claims.common.budget_stop` for a round adding ``runs`` runs at the
-    mean stored run time of those read so far."""
-    return budget_stop(ctx, m.seconds, runs * m.seconds / max(1, len(m.rows)), what)
+def draw_fig2(m: Fig2Measure, s: Fig2Settings) -> Figure:
+    """nfd Fig. 2a (train loss against T at the main depth: the mean over seeds, each seed's
+    loss, seeds and diverged runs per T) and the test loss per depth."""
+    fig, axes = figures.new_figure(ncols=2)
+    ax = axes.flat[0]
+    _seed_points(ax, m.Ts, m.per_seed)
+    ax.semilogx(m.Ts, m.losses, "o-", base=2)
+    ax.set_xlabel("time horizon T (under each: seeds, diverged runs)", labelpad=18)
+    ax.set_ylabel("final train loss (line: mean over seeds)")
+    ax.set_title(f"nfd Fig. 2a: depth {s.depth}, width {s.width}")
+    ax = axes.flat[1]
+    if m.test_per_seed:
+        _seed_points(ax, m.Ts, m.test_per_seed)
+    for L in m.depths:
+        test = [mean_finite([r["test_loss"] for r in m.rows if r["depth"] == L and r["T"] == T])
+                for T in m.Ts]
+        ax.semilogx(m.Ts, test, "o-", base=2, label=f"L = {L}")
+    ax.set_xlabel("time horizon T" + (" (under each: seeds, diverged runs)" if m.test_per_seed
+                                       else ""), labelpad=18 if m.test_per_seed else 4)
+    ax.set_ylabel("final test loss")
+    ax.legend(fontsize=7)
+    return fig
 
 
-def decide_fig2(ctx: ClaimContext) -> tuple[Fig2Measure, Judgement]:
-    """Sequential design: judge at ``seeds`` seeds, and while undecided rerun with twice the
-    seeds (the study keeps the finished runs) up to ``max_seeds``; then, while still undecided,
-    the targeted rounds (:func:`target_rounds`): twice the seeds again, up to
-    ``max_target_seeds``, only at the T's the undecided comparisons rest on
-    (:func:`undecided_Ts`). Every round enters the level. A round starts only within the
-    claim's budget (``reproduce --budget``); the rounds taken and why they stopped are
-    reported (``ctx.designs``)."""
-    grid, targets = seed_rounds(ctx.settings), target_rounds(ctx.settings)
-    m = measure_fig2(ctx, grid[0])
-    judgement, taken, stopped = judge_fig2(m), [f"{grid[0]} seeds on every T"], ""
-    for prev, n in itertools.pairwise(grid):
-        if _decided(judgement):
-            break
-        stopped = _over_budget(ctx, m, (n - prev) * len(m.Ts) * len(m.depths),
-                               f"{n} seeds on every T")
-        if stopped:
-            break
-        m = measure_fig2(ctx, n)
-        judgement = judge_fig2(m)
-        taken.append(f"{n} on every T")
-    Ts: list[float] = []
-    for n in targets:
-        if _decided(judgement) or stopped:
-            break
-        Ts = sorted(set(Ts) | set(undecided_Ts(m)))
-        if not Ts:
-            stopped = "no comparison that more seeds at chosen T's could decide"
-            break
-        have = {T: len(d) for T, d in zip(m.Ts, m.per_seed, strict=True)}
-        at = f"{n} seeds at T = " + ", ".join(f"{T:g}" for T in Ts)
-        stopped = _over_budget(ctx, m, sum(n - have[T] for T in Ts), at)
-        if stopped:
-            break
-        m = measure_fig2(ctx, grid[-1], targeted=(Ts, n))
-        judgement = judge_fig2(m)
-        taken.append(at)
-    why = "decided" if _decided(judgement) else stopped or "every round run"
-    ctx.designs["nfd-fig2"] = {
-        "evidence": f"nfd-fig2 seed rounds: {' -> '.join(taken)} ({why})",
-        "measured": {"fig2_rounds_run": float(len(taken)),
-                     "fig2_rounds_planned": float(len(grid) + len(targets))},
-    }
-    return m, judgement
-
-
-def fig2_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+def fig2_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
     """nfd-fig2's study (its first seed round)."""
-    return [fig2_tables(s, device=device)]
+    s = read_settings(Fig2Settings, settings)
+    return [fig2_tables(settings_mapping(s), device=device)]
 
 
 @claim(
@@ -371,5 +437,8 @@ def fig2_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
 def nfd_fig2(ctx: ClaimContext) -> ClaimOutcome:
     """Final train loss against T (:func:`measure_fig2`), an interior best T and a worse
     largest T (:func:`judge_fig2`)."""
-    m, judgement = decide_fig2(ctx)
-    return conclude(ctx, "nfd-fig2", judgement, m.rows, draw_fig2(ctx.settings, m))
+    s = read_settings(Fig2Settings, ctx.settings)
+    m = measure_fig2(ctx, s)
+    j = judge_fig2(m)
+    fig = draw_fig2(m, s)
+    return conclude(ctx, "nfd-fig2", j, m.rows, fig)

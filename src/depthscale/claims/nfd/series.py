@@ -39,6 +39,7 @@ __all__ = [
     "finite_measured",
     "finite_outputs",
     "finite_run",
+    "gaussian_inputs",
     "learned_backward",
     "learned_backward_check",
     "limit_gia_gap",
@@ -62,6 +63,12 @@ Check = tuple[bool, str, str]
 #: A gap or error "falls with depth" when its log-log slope in L is at most this (nfd App. G
 #: proves O(1/L), slope -1; -0.3 leaves a wide margin). Fixed before any run, never widened.
 GAP_BAND = -0.3
+
+
+def gaussian_inputs(n: int, d: int, seed: int) -> np.ndarray:
+    """``n`` standard Gaussian inputs in R^d drawn from ``seed`` (the inputs of the claims on
+    the network at initialisation: nfd-prop2, nfd-prop3, nfd-prop4-5, nfd-prop6)."""
+    return np.random.default_rng(seed).standard_normal((n, d))
 
 
 # ---- cached runs shared by nfd-cor1 and nfd-thm1 --------------------------------------------

@@ -12,13 +12,14 @@ killed ``reproduce`` resumes, and ``depthscale sweep`` + ``depthscale fit`` on
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "ARM_LABELS", "FULL_DATA", "QUICK_DATA", "SMOKE_DATA", "corrected_arms", "fig2_depths",
-    "fig2_tables", "seed_rounds", "transfer_tables",
+    "fig2_tables", "seed_rounds", "settings_mapping", "transfer_tables",
 ]
 
 #: the data set of each scale's settings (smoke: the tests' seconds-long runs)
@@ -28,6 +29,13 @@ SMOKE_DATA = {"dataset": "digits"}
 
 #: how the figures name the two arms of Fig. 5 (formatted with the arm's recipe)
 ARM_LABELS = {"depth_mup": "depth-muP ({})", "nfd_depth": "Eq. 8 arm ({})"}
+
+
+def settings_mapping(s: Any) -> dict[str, Any]:
+    """A claim's typed settings record (a dataclass) as the mapping the shared helpers here and
+    in :mod:`.series` / :mod:`.slopes` read: its fields, those left at ``None`` (an optional
+    setting not set) omitted, as if the key were absent."""
+    return {k: v for k, v in dataclasses.asdict(s).items() if v is not None}
 
 
 def corrected_arms(s: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
