@@ -47,8 +47,8 @@ class Mutation:
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "transfer-sign", "claims/laws/transfer.py",
-        'exponent = s.get("transfer_exponent", -1.5)',
-        'exponent = s.get("transfer_exponent", 1.5)',
+        "transfer_exponent: float = -1.5",
+        "transfer_exponent: float = 1.5",
         "laws Table 5 rule (L/L0)^(-3/2) flipped to (L/L0)^(+3/2) in the claim's default",
         ("tests/claims/test_laws_transfer.py::"
          "test_default_rule_predicts_exact_minus_three_halves_optima_exactly",)),
@@ -231,8 +231,8 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_fig2_b_of_0_6_fails_though_its_b_over_sqrt_d_lies_in_the_band")),
     Mutation(
         "transfer-exponent-half", "claims/laws/transfer.py",
-        'exponent = s.get("transfer_exponent", -1.5)',
-        'exponent = s.get("transfer_exponent", -0.5)',
+        "transfer_exponent: float = -1.5",
+        "transfer_exponent: float = -0.5",
         "laws Table 5 rule (L/L0)^(-3/2) made (L/L0)^(-1/2): still beats raw transfer (the old "
         "check passed it), but misses the oracle by more than half Table 5's raw error",
         ("tests/claims/test_laws_transfer.py::test_table5_optima_pass_by_the_default_rule",)),

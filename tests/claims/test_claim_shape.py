@@ -16,16 +16,6 @@ import pytest
 
 from depthscale.claims import CLAIMS
 
-#: the claims whose modules do not have the shape yet (issue 41, item 1): each is a strict
-#: xfail, so the list can only shrink
-NOT_YET: set[str] = {
-    "laws-ablations",
-    "laws-ammup",
-    "laws-table1",
-    "laws-transfer",
-    "laws-widths",
-}
-
 
 def _called(fn: object) -> list[str]:
     """The names the function calls, in source order."""
@@ -87,9 +77,7 @@ def test_shape_gaps_sees_a_wrong_runner() -> None:
                                                "the runner does not end with conclude(...)"}
 
 
-@pytest.mark.parametrize("claim_id", [pytest.param(
-    cid, marks=pytest.mark.xfail(strict=True, reason="not in the one shape yet"))
-    if cid in NOT_YET else cid for cid in sorted(CLAIMS)])
+@pytest.mark.parametrize("claim_id", sorted(CLAIMS))
 def test_claim_has_the_one_shape(claim_id: str) -> None:
     run = CLAIMS[claim_id].run
     gaps = shape_gaps(sys.modules[run.__module__], run)

@@ -46,7 +46,7 @@ def test_deep_slope_is_reported_not_judged(deep_alpha: float) -> None:
     assert verdict == "PASS", judged.decision
     assert "to L = 128 at width 32, reported, not judged" in reason
     assert f"AM-muP alpha {deep_alpha:.3g}" in reason
-    measured = ammup.ammup_measurement([a]).measured
+    measured = judged.measured
     assert measured["alpha_ammup_deep_cnn1d"] == pytest.approx(deep_alpha, abs=1e-6)
 
 

@@ -55,8 +55,7 @@ def test_measured_reports_each_part_its_refits_edges_and_bootstrap() -> None:
     """What the per-part verdicts and the gates read is in measured and the CSV: the part's
     code, alpha at 1/8, 1/4, 1/2 of the run length, the length it is stable from, the optima
     left out on the edge and the bootstrap's degenerate fraction."""
-    from depthscale.claims.laws.gates import law_parts
-    from depthscale.claims.laws.tables import measure_laws
+    from depthscale.claims.laws.gates import law_measured, law_parts, law_rows
 
     records = _records()
     for r in records:
@@ -64,15 +63,16 @@ def test_measured_reports_each_part_its_refits_edges_and_bootstrap() -> None:
         r["curve_losses"] = [r["running_loss"]] * 16
     law = fit_law(records)
     parts = law_parts({"cnn": law})
-    m = measure_laws({"cnn": law}, parts)
-    assert m.measured["verdict_cnn"] == {"supports": 1.0, "undecided": 0.0}[parts["cnn"].verdict]
+    measured = law_measured({"cnn": law}, parts)
+    assert measured["verdict_cnn"] == {"supports": 1.0, "undecided": 0.0}[parts["cnn"].verdict]
     assert [s for s, _ in law.length_fits] == [2, 4, 8]
     for key in ("1_8", "1_4", "1_2"):
-        assert m.measured[f"alpha_cnn_at_{key}"] == pytest.approx(law.fit.slope)
-    assert m.measured["alpha_cnn_stable_from_steps"] == 2.0 and m.measured["steps_cnn"] == 16
-    assert m.measured["edge_excluded_cnn"] == 0.0
-    assert m.measured["boot_repeats_cnn"] == law.boot_repeats
+        assert measured[f"alpha_cnn_at_{key}"] == pytest.approx(law.fit.slope)
+    assert measured["alpha_cnn_stable_from_steps"] == 2.0 and measured["steps_cnn"] == 16
+    assert measured["edge_excluded_cnn"] == 0.0
+    assert measured["boot_repeats_cnn"] == law.boot_repeats
     # 3 seeds at 4 sizes: at least the 1 - (8/9)^4 = 38% of resamples that repeat one seed
     assert 1 - (8 / 9) ** 4 - 0.03 < law.boot_repeats <= 1.0
     assert {"alpha_at_2_steps", "alpha_at_8_steps", "excluded_on_edge", "boot_repeats",
-            "verdict"} <= set(m.rows[0])
+            "verdict"} <= set(law_rows({"cnn": law}, measured)[0])
+    assert law_rows({"cnn": law}, measured)[0]["verdict"] == parts["cnn"].verdict

@@ -39,7 +39,7 @@ def test_two_stage_grid_centres_each_depth_on_its_coarse_optimum(tmp_path: Path)
 def test_the_whole_window_holds_both_stages(tmp_path: Path) -> None:
     """The flatness gate reads every run of a depth: the coarse stage's one seed and the fine
     stage's seeds (sweep_stages); the fit reads the fine stage alone, as before."""
-    from depthscale.claims.laws.sweeps import sweep_stages
+    from depthscale.claims.laws.sequential import sweep_stages
 
     arch = {**CLAIMS["laws-table1"].settings["smoke"]["archs"]["cnn1d"], "depths": [1, 2],
             "lr_logspace": [-2, 0, 3]}

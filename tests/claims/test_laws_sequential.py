@@ -274,7 +274,7 @@ def _synthetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sd: Mapping[int,
     ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
                        settings={"steps": 8, "refine": {"half_width": 0.75, "step": 0.25},
                                  "data": {}}, budget_seconds=budget)
-    sweeps.sweep_stages(ctx, "laws-s", arch)
+    sequential.sweep_stages(ctx, "laws-s", arch)
     return ctx, calls
 
 
@@ -287,8 +287,8 @@ def _round1_law(ctx: ClaimContext, calls: list[dict[str, Any]], sd: Mapping[int,
         if "round" not in c["folder"]:
             tables = {"grid": {"depth": c["depths"], "seed": c["seeds"], "lr": c["lrs"]}}
             stage[c["folder"].endswith("-coarse")] += run(ctx, c["folder"], tables)
-    fine = sweeps.annotate({}, SMOKE_ARCH, stage[False])
-    return fit_law(fine, window=sweeps.annotate({}, SMOKE_ARCH, stage[True]) + fine)
+    fine = sweeps.annotate(0.0, SMOKE_ARCH, stage[False])
+    return fit_law(fine, window=sweeps.annotate(0.0, SMOKE_ARCH, stage[True]) + fine)
 
 
 SHARP = dict.fromkeys([1, 2, 4, 8], 0.02)  # seeds agree: the law is decided on 3 seeds
@@ -373,7 +373,7 @@ def test_the_seeds_a_depth_reports_are_those_that_trained(monkeypatch: pytest.Mo
     ctx = ClaimContext(scale="medium", out_dir=tmp_path, device="cpu", data_dir=None, seed=0,
                        settings={"steps": 8, "refine": {"half_width": 0.75, "step": 0.25},
                                  "data": {}})
-    sweeps.sweep_stages(ctx, "laws-s", {**SMOKE_ARCH, "seed_rounds": [4, 6, 8]})
+    sequential.sweep_stages(ctx, "laws-s", {**SMOKE_ARCH, "seed_rounds": [4, 6, 8]})
     measured = ctx.designs["laws-s"]["measured"]
     assert measured["seq_seeds_s_L1"] == 3 and measured["seq_seeds_s_L2"] == 4
 
@@ -449,7 +449,7 @@ def _trained(out: Path, budget: float | None = None) -> tuple[ClaimContext, list
     totals: list[int] = []
     ctx = ClaimContext(scale="medium", out_dir=out, device="cpu", data_dir=None, seed=0,
                        settings=TINY, budget_seconds=budget, set_total=totals.append)
-    records, _ = sweeps.sweep_stages(ctx, "laws-cnn1d", TINY_ARCH)
+    records, _ = sequential.sweep_stages(ctx, "laws-cnn1d", TINY_ARCH)
     keys = sorted((r["depth"], r["seed"], r["lr"], r["status"], r["running_loss"])
                   for r in records)
     # the bar's total grows by each study's runs to train: its last value is the sweep's

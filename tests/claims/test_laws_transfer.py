@@ -14,7 +14,7 @@ import pytest
 from depthscale.claims.laws import settings, transfer
 from depthscale.claims.laws.law import LawResult, probe_law
 from depthscale.claims.laws.sweeps import effective_depth
-from depthscale.claims.registry import ClaimContext
+from depthscale.claims.registry import ClaimContext, read_settings
 from depthscale.stats.sweeps import Optimum
 
 #: per-seed offsets of log10 eta* around the law: they cancel in the seed mean, so the means
@@ -44,6 +44,14 @@ def _context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scale: str = "quic
     return ClaimContext(scale, tmp_path, "cpu", None, 0, s)
 
 
+def _settings(ctx: ClaimContext) -> transfer.TransferSettings:
+    return read_settings(transfer.TransferSettings, ctx.settings)
+
+
+def _measure(ctx: ClaimContext) -> list[transfer.ArchTransfer]:
+    return transfer.measure_transfer(ctx, _settings(ctx))
+
+
 def test_the_claims_settings_leave_the_exponent_to_the_default() -> None:
     """Only the negative control names an exponent; the claim runs the code's default."""
     for scale in ("quick", "medium", "full", "smoke"):
@@ -63,7 +71,7 @@ def test_medium_sweeps_the_paper_vit_alone_at_256_steps(
     assert {**vit, "steps": 1000} == settings.ARCHS_MEDIUM["vit"]
     assert medium["source_depths"]["vit"] in vit["depths"]
     ctx = _context(tmp_path, monkeypatch, "medium")
-    arches = transfer.measure_transfer(ctx)
+    arches = transfer.measure_transfer(ctx, _settings(ctx))
     assert [a.key for a in arches] == ["vit"]
     judged = transfer.judge_transfer(arches, "vit")
     assert judged.decision[0] == "PASS"
@@ -74,7 +82,7 @@ def test_default_rule_predicts_exact_minus_three_halves_optima_exactly(
     """laws Table 5: with the default rule every scaled prediction hits the oracle (error 0),
     raw transfer misses by 1.5 |log10(L/L0)|; the claim's verdict on the ViT is PASS."""
     ctx = _context(tmp_path, monkeypatch)
-    arches = transfer.measure_transfer(ctx)
+    arches = transfer.measure_transfer(ctx, _settings(ctx))
     assert [a.key for a in arches] == list(settings.TRANSFER["quick"]["archs"])
     for a in arches:
         for r in a.rows:
@@ -99,7 +107,7 @@ def test_flipped_or_constant_rule_fails_the_same_optima(
     and the negative control's constant LR (exponent 0) is raw transfer: both FAIL."""
     for exponent in (1.5, 0.0):
         ctx = _context(tmp_path, monkeypatch, transfer_exponent=exponent)
-        arches = transfer.measure_transfer(ctx)
+        arches = transfer.measure_transfer(ctx, _settings(ctx))
         vit = next(a for a in arches if a.key == "vit")
         assert vit.median_scaled == pytest.approx((1 + exponent / 1.5) * vit.median_raw)
         assert transfer.judge_transfer(arches, "vit").decision[0] == "FAIL"
@@ -132,7 +140,7 @@ def test_table5_optima_pass_by_the_default_rule(
     """On Table 5's own oracle LRs the default -3/2 rule reproduces its e_sc column (0.065,
     0.057, 0.012, 0.002; median 0.0345), inside <= 0.157, and beats raw transfer (e_raw 0.338,
     0.297, 0.120, 0.314; median 0.306): PASS on both bands."""
-    arches = transfer.measure_transfer(_table5_context(tmp_path, monkeypatch))
+    arches = _measure(_table5_context(tmp_path, monkeypatch))
     (vit,) = arches
     assert [round(r.raw_error, 3) for r in vit.rows] == [0.338, 0.297, 0.12, 0.314]
     assert [round(r.scaled_error, 3) for r in vit.rows] == [0.065, 0.057, 0.012, 0.002]
@@ -150,7 +158,7 @@ def test_minus_half_exponent_beats_raw_but_fails_the_scaled_error_band(
     raw transfer (the old check, scaled - raw <= -0.01, supports it) but misses the oracle by
     a median 0.207 decades, above 0.157: the new band contradicts it and the claim FAILs."""
     ctx = _table5_context(tmp_path, monkeypatch, transfer_exponent=-0.5)
-    arches = transfer.measure_transfer(ctx)
+    arches = transfer.measure_transfer(ctx, _settings(ctx))
     (vit,) = arches
     assert vit.median_scaled == pytest.approx(0.207, abs=1e-3)
     findings = transfer.transfer_finding(vit)

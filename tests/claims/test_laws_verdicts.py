@@ -96,8 +96,9 @@ def test_a_contradiction_is_read_family_wise_over_the_claims_parts() -> None:
     probes = {"w0": _probe(-0.7, 0.15)}
     assert table1_parts({"w0": law}, probes, 16)["w0"].verdict == "refutes"
     assert table1_parts({"w0": law}, probes, 16, parts=9)["w0"].verdict == "undecided"
-    assert family_parts(TABLE1["medium"]) == 4 == len(TABLE1["medium"]["archs"])
-    assert family_parts({"archs": {"a": {}, "b": {}}}) == 2
+    medium = TABLE1["medium"]
+    assert family_parts(medium["family_parts"], medium["archs"]) == 4 == len(medium["archs"])
+    assert family_parts(None, {"a": {}, "b": {}}) == 2
 
 
 #: laws-widths at quick, w32 epoch 3: log10 eta* per (depth, seed) from the same stored runs

@@ -5,11 +5,15 @@ pure: it is fed made-up laws with exact slopes, on both sides of the band's edge
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from depthscale.claims.laws import widths
+from depthscale.claims.laws import table1, widths
 from depthscale.claims.laws.law import LawResult, probe_law
+from depthscale.claims.laws.sweeps import SweepSettings
+from depthscale.claims.registry import ClaimContext, read_settings
+from depthscale.errors import ConfigError
 from depthscale.stats.sweeps import Optimum
 
 #: per-seed offsets of log10 eta* around the law: they cancel in the seed mean
@@ -58,3 +62,18 @@ def test_one_width_alpha_scaled_passes_the_law_band_but_fails_the_spread() -> No
     judged = widths.judge_widths(results)
     assert judged.decision[0] == "FAIL", judged.decision
     assert "0.44" in judged.decision[1]
+
+
+def test_a_missing_setting_is_a_config_error_before_any_run(tmp_path: Path) -> None:
+    """The typed settings name what is missing: a sweep's seeds, laws-widths' epochs (before
+    any sweep runs), laws-table1's architectures and probes."""
+    with pytest.raises(ConfigError, match="seeds"):
+        SweepSettings().seed_count()
+    s = read_settings(widths.WidthsSettings, {"arch": {"model": "cnn1d"}, "widths": [8],
+                                              "seeds": 1})
+    ctx = ClaimContext("quick", tmp_path, "cpu", None, 0, {})
+    with pytest.raises(ConfigError, match="epochs"):
+        widths.measure_widths(ctx, s)
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(ConfigError, match="archs"):
+        read_settings(table1.Table1Settings, {"seeds": 1, "probe_seeds": 4, "batch": 8})

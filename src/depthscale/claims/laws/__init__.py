@@ -10,18 +10,20 @@ log-spaced LR grid, one epoch of SGD (batch 128, cross-entropy), eta* minimising
 epoch-averaged running loss, refined by a parabola in log LR, seeds -> mean and 95% CI of
 log10 eta*, weighted least squares against the effective depth L = m + K.
 
-Modules: ``settings`` (architectures and per-scale settings as data), ``sweeps`` (study
-tables, the coarse-to-fine LR grid, effective depth), ``law`` (a sweep's law), ``gates`` (the
-verdict rules on a law), ``tables`` (measure and judge of the one-law-per-sweep claims),
-``figures`` (all drawing), and one module per claim, each written as settings -> measure ->
-judge -> draw: ``table1``, ``transfer``, ``ammup``, ``ablations``, ``widths`` (imported in
-this order, the registry's).
+Shared modules, each importing only those before it and no claim module: ``settings``
+(architectures and per-scale settings as data), ``sweeps`` (the shared budget, study tables,
+effective depth, the AM-muP probes), ``law`` (a sweep's law), ``gates`` (its findings, the
+verdict rules and what the one-law-per-sweep claims report), ``sequential`` (a sweep's
+stages and sequential seeds), ``figures`` (the law figure three claims draw); and one module
+per claim, each written as settings -> measure -> judge -> draw -> conclude: ``table1``,
+``transfer``, ``ammup``, ``ablations``, ``widths`` (imported in this order, the registry's).
 """
 
 from depthscale.claims.laws import table1, transfer, ammup, ablations, widths  # noqa: F401, I001
 from depthscale.claims.laws.gates import alpha_finding, law_decision
 from depthscale.claims.laws.law import LawResult, fit_law
-from depthscale.claims.laws.sweeps import at_epoch, study_tables, sweep
+from depthscale.claims.laws.sequential import sweep
+from depthscale.claims.laws.sweeps import at_epoch, study_tables
 from depthscale.claims.laws.transfer import transfer_errors, transfer_interval
 
 __all__ = [

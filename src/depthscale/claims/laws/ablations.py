@@ -4,29 +4,67 @@ the law band and R^2 >= 0.7."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from matplotlib.figure import Figure
+
 from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.gates import law_parts
-from depthscale.claims.laws.law import LawResult, arch_law
-from depthscale.claims.laws.outcome import finish
-from depthscale.claims.laws.sweeps import laws_cost
-from depthscale.claims.laws.tables import judge_laws, measure_laws
-from depthscale.claims.registry import ClaimContext, claim
-from depthscale.claims.verdicts import ClaimOutcome
+from depthscale.claims.laws.gates import judge_laws, law_parts, law_rows
+from depthscale.claims.laws.law import LawResult
+from depthscale.claims.laws.sequential import arch_law
+from depthscale.claims.laws.settings import R2_MIN, Arch
+from depthscale.claims.laws.sweeps import SweepSettings, study_costs
+from depthscale.claims.registry import ClaimContext, claim, read_settings
+from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
 
-__all__ = ["laws_ablations", "measure_ablations"]
+__all__ = ["AblationsSettings", "draw_ablations", "judge_ablations", "laws_ablations",
+           "measure_ablations"]
+
+# bands: every variant's alpha in the law band settings.LAW_BAND and its R^2 >= R2_MIN
 
 
-def measure_ablations(ctx: ClaimContext) -> dict[str, LawResult]:
+@dataclass(frozen=True, kw_only=True)
+class AblationsSettings(SweepSettings):
+    """laws-ablations' settings: the sweep budget (:class:`SweepSettings`) and the
+    ``variants``, each an architecture (a typed mapping,
+    :data:`~depthscale.claims.laws.settings.Arch`) that changes one thing of its family's
+    baseline."""
+
+    variants: Mapping[str, Arch]
+
+
+def measure_ablations(ctx: ClaimContext, s: AblationsSettings) -> dict[str, LawResult]:
     """Each variant's sweep (study ``laws-ablation-<variant>``) and its law."""
     return {key: arch_law(ctx, f"laws-ablation-{key}", arch)
-            for key, arch in ctx.settings["variants"].items()}
+            for key, arch in s.variants.items()}
+
+
+def judge_ablations(results: Mapping[str, LawResult]) -> Judgement:
+    """Per variant the law band on alpha and R^2 >= 0.7
+    (:func:`~depthscale.claims.laws.gates.law_parts`), the claim's verdict from the
+    variants' (:func:`~depthscale.claims.laws.gates.parts_verdict`)."""
+    return judge_laws(results, r2_min=R2_MIN, parts=law_parts(results, R2_MIN))
+
+
+def draw_ablations(results: Mapping[str, LawResult]) -> Figure:
+    """eta* against effective depth with the fitted power law, a panel per variant."""
+    return figures.law_figure(results)
+
+
+def ablations_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """The variants' studies at their first stage
+    (:func:`~depthscale.claims.laws.sweeps.study_costs`)."""
+    s = read_settings(AblationsSettings, settings)
+    return study_costs(s, s.variants, device)
 
 
 @claim(
     "laws-ablations", "laws",
     "GELU, Adam, BatchNorm, dropout, Pre/Post-LN, padding and kernel size keep a power law",
     **settings.ABLATIONS,
-    cost=laws_cost,
+    cost=ablations_cost,
     headline=dict(
         metric="alpha_cnn-adam",
         ci=("{metric}_ci_low", "{metric}_ci_high"),
@@ -48,8 +86,9 @@ def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     contradicts; the grid route only, gates.py), and the claim's from them
     (gates.parts_verdict): PASS if every variant supports, FAIL if any contradicts (a variant
     that is undecided never hides it), else INCONCLUSIVE."""
-    results = measure_ablations(ctx)
-    parts = law_parts(results, settings.R2_MIN)
-    return finish(ctx, "laws-ablations", measure_laws(results, parts),
-                  judge_laws(results, r2_min=settings.R2_MIN, parts=parts),
-                  figures.law_figure(results))
+    s = read_settings(AblationsSettings, ctx.settings)
+    results = measure_ablations(ctx, s)
+    j = judge_ablations(results)
+    fig = draw_ablations(results)
+    rows = law_rows(results, j.measured)
+    return conclude(ctx, "laws-ablations", j, rows, fig)

@@ -4,40 +4,51 @@ like L^(-3/2) and agrees with the grid-searched slope of the same architecture."
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
+from matplotlib.figure import Figure
 
-from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.gates import band_finding, flat_evidence
-from depthscale.claims.laws.law import LawResult, probe_law, table1_law
-from depthscale.claims.laws.outcome import Measurement, finish
+from depthscale.claims.laws import settings
+from depthscale.claims.laws.gates import ammup_finding, flat_evidence, reported
+from depthscale.claims.laws.law import LawResult, ammup_law
+from depthscale.claims.laws.sequential import table1_law
 from depthscale.claims.laws.settings import LAW_BAND, Arch
-from depthscale.claims.laws.sweeps import effective_depth, laws_cost, sweep_recipe
-from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.laws.sweeps import SweepSettings, effective_depth, study_costs
+from depthscale.claims.registry import ClaimContext, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Finding,
     Judgement,
+    Rows,
+    conclude,
     findings_verdict,
     interval_finding,
 )
-from depthscale.data import Dataset
-from depthscale.models import build
-from depthscale.probes import update_energy
-from depthscale.stats.sweeps import Optimum
+from depthscale.report import figures
 
-__all__ = ["AmmupDepth", "ArchAmmup", "ammup_finding", "judge_ammup", "laws_ammup",
-           "measure_ammup", "probe_arch"]
+__all__ = ["AmmupDepth", "AmmupSettings", "ArchAmmup", "draw_ammup", "judge_ammup",
+           "laws_ammup", "measure_ammup"]
 
 #: the band on AM-muP alpha - grid alpha
 _AGREEMENT: Band = (-0.5, 0.5)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AmmupSettings(SweepSettings):
+    """laws-ammup's settings: the sweep budget of the grid route (:class:`SweepSettings`),
+    the ``archs`` (typed mappings, :data:`~depthscale.claims.laws.settings.Arch`: their
+    Table 1 sweeps), the probes' ``probe_seeds`` init seeds on a batch of ``batch``, and
+    ``deep_depths``: per architecture, depths probed beyond the grid's (no training)."""
+
+    archs: Mapping[str, Arch]
+    probe_seeds: int
+    batch: int
+    deep_depths: Mapping[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,100 +78,40 @@ class ArchAmmup:
     width: int | None = None
 
 
-def _probe_etas(ctx: ClaimContext, arch: Arch, data: Dataset, depth: int, eff: int) -> list[float]:
-    """eta*_AM = (mean_l A_l)^(-1/2) at ``depth`` for each init seed, divided by the negative
-    control's extra LR multiplier L^lr_depth_exponent (1 without it)."""
-    s, b = ctx.settings, ctx.settings["batch"]
-    etas = []
-    for seed in range(ctx.seed, ctx.seed + s["probe_seeds"]):
-        net, plan = build(arch["model"], sweep_recipe(s, arch), input_shape=data.sample_shape,
-                          n_out=data.n_out, width=arch["width"], depth=depth, seed=seed,
-                          **arch.get("options", {}))
-        g = torch.Generator().manual_seed(seed)
-        idx = torch.randperm(len(data.x_train), generator=g)
-        xb, yb = data.x_train[idx[:b]], data.y_train[idx[:b]]
-        xe = data.x_train[idx[b : 2 * b]]
-        lr_multiplier = eff ** s.get("lr_depth_exponent", 0.0)  # the control's
-        etas.append(update_energy(net, plan, xb, yb, xe).eta_star / lr_multiplier)
-    return etas
-
-
-#: probe_arch's results in this process: laws-table1's AM-muP route and laws-ammup probe the
-#: same architectures with the same seeds (deterministic, no training)
-_PROBES: dict[str, tuple[LawResult, list[list[float]]]] = {}
-
-
-def probe_arch(ctx: ClaimContext, arch: Arch) -> tuple[LawResult, list[list[float]]]:
-    """The AM-muP law of ``arch`` over its depths and ``probe_seeds`` init seeds (no
-    training), and the probes' eta* per depth (computed once per process and inputs)."""
-    s = ctx.settings
-    key = json.dumps([arch, ctx.seed, str(ctx.data_dir), sweep_recipe(s, arch),
-                      s.get("lr_depth_exponent", 0.0), s["probe_seeds"], s["batch"]],
-                     sort_keys=True, default=str)
-    if key not in _PROBES:
-        _PROBES[key] = _probe_arch(ctx, arch)
-    law, etas = _PROBES[key]
-    return law, [list(e) for e in etas]
-
-
-def _probe_arch(ctx: ClaimContext, arch: Arch) -> tuple[LawResult, list[list[float]]]:
-    from depthscale.data import load
-
-    data = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
-    probes: list[Optimum] = []
-    etas_by_depth = []
-    for depth in arch["depths"]:
-        eff = effective_depth(arch, depth)
-        etas = _probe_etas(ctx, arch, data, depth, eff)
-        seeds = range(ctx.seed, ctx.seed + len(etas))
-        probes += [Optimum(eff, seed, eta, eta, False, "ammup")
-                   for seed, eta in zip(seeds, etas, strict=True)]
-        etas_by_depth.append(etas)
-    return probe_law(probes, seed=ctx.seed), etas_by_depth
-
-
-def ammup_finding(law: LawResult, probe_seeds: int, parts: int = 1) -> tuple[Finding, str]:
-    """The AM-muP route's finding on the law band: the probe slope's interval (t and seed
-    bootstrap over init seeds) inside, outside or across it, a contradiction read family-wise
-    over the claim's ``parts`` (:func:`~depthscale.claims.laws.gates.band_finding`)."""
-    low, high = law.interval
-    finding, family = band_finding(law, parts)
-    return (finding, f"AM-muP alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] over "
-                     f"{probe_seeds} init seeds, against band {list(LAW_BAND)}"
-                     + (f", {family}" if family else ""))
-
-
-def _measure_arch(ctx: ClaimContext, key: str, arch: Arch) -> ArchAmmup:
+def _measure_arch(ctx: ClaimContext, s: AmmupSettings, key: str, arch: Arch) -> ArchAmmup:
     """One architecture's grid-search law and its AM-muP probes at every depth."""
     grid = table1_law(ctx, key, arch)
     grid_by_eff = {su.depth: 10**su.mean_log10_lr for su in grid.summaries}
-    probe, etas_by_depth = probe_arch(ctx, arch)
+    probe, etas_by_depth = ammup_law(ctx, s, arch, probe_seeds=s.probe_seeds, batch=s.batch)
     depths = []
     for depth, etas in zip(arch["depths"], etas_by_depth, strict=True):
         eff = effective_depth(arch, depth)
         sd = float(np.std(np.log10(etas), ddof=1)) if len(etas) > 1 else math.nan
         depths.append(AmmupDepth(key, depth, eff, float(np.exp(np.mean(np.log(etas)))), sd,
                                  grid_by_eff.get(eff, math.nan)))
-    extra = sorted(set(ctx.settings.get("deep_depths", {}).get(key, [])) - set(arch["depths"]))
-    deep = probe_arch(ctx, {**arch, "depths": sorted([*arch["depths"], *extra])})[0] if (
-        extra) else None
+    extra = sorted(set(s.deep_depths.get(key, [])) - set(arch["depths"]))
+    deep = ammup_law(ctx, s, {**arch, "depths": sorted([*arch["depths"], *extra])},
+                     probe_seeds=s.probe_seeds, batch=s.batch)[0] if extra else None
     return ArchAmmup(key, grid, probe, depths, deep, arch["width"])
 
 
-def measure_ammup(ctx: ClaimContext) -> list[ArchAmmup]:
+def measure_ammup(ctx: ClaimContext, s: AmmupSettings) -> list[ArchAmmup]:
     """Every listed architecture's grid-search law and AM-muP probes."""
-    return [_measure_arch(ctx, key, arch) for key, arch in ctx.settings["archs"].items()]
+    return [_measure_arch(ctx, s, key, arch) for key, arch in s.archs.items()]
 
 
-def ammup_measurement(arches: Sequence[ArchAmmup]) -> Measurement:
+def ammup_csv(arches: Sequence[ArchAmmup]) -> Rows:
+    """The CSV: a row per architecture and depth (:class:`AmmupDepth`)."""
+    return [asdict(r) for a in arches for r in a.depths]
+
+
+def ammup_measured(arches: Sequence[ArchAmmup]) -> dict[str, float | None]:
     """The AM-muP slope with its interval, the grid slope, their difference and its interval
-    ([AM low - grid high, AM high - grid low]) per architecture; a CSV row per depth."""
+    ([AM low - grid high, AM high - grid low]) per architecture."""
     measured: dict[str, float | None] = {}
-    rows: list[dict[str, Any]] = []
     for a in arches:
         (am_lo, am_hi), (gr_lo, gr_hi) = a.probe.interval, a.grid.interval
         pred, grid = a.probe.fit.slope, a.grid.fit.slope
-        rows += [asdict(r) for r in a.depths]
         measured |= {f"alpha_ammup_{a.key}": pred, f"alpha_ammup_{a.key}_low": am_lo,
                      f"alpha_ammup_{a.key}_high": am_hi, f"alpha_grid_{a.key}": grid,
                      f"alpha_difference_{a.key}": pred - grid,
@@ -171,7 +122,7 @@ def ammup_measurement(arches: Sequence[ArchAmmup]) -> Measurement:
             measured |= {f"alpha_ammup_deep_{a.key}": a.deep.fit.slope,
                          f"alpha_ammup_deep_{a.key}_low": d_lo,
                          f"alpha_ammup_deep_{a.key}_high": d_hi}
-    return Measurement(measured, rows)
+    return measured
 
 
 def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
@@ -201,14 +152,40 @@ def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
         f"{a.width}, reported, not judged (L of the width's order, where Sec. 3.3's 1 + O(1/C) "
         "prefactor need not hold): " + ammup_finding(a.deep, probe_seeds, len(arches))[1]
         for a in arches if a.deep is not None)
-    return Judgement({}, bands, (verdict, "; ".join(x for x in (said, deep) if x)))
+    return Judgement(reported(ammup_measured(arches)), bands,
+                     (verdict, "; ".join(x for x in (said, deep) if x)))
+
+
+def draw_ammup(arches: Sequence[ArchAmmup]) -> Figure:
+    """One log-log panel per architecture: the AM-muP eta* (geometric mean over init seeds)
+    and the grid-searched eta* against effective depth, with both slopes."""
+    fig, axes = figures.new_figure(ncols=len(arches))
+    for ax, a in zip(axes, arches, strict=True):
+        Ls = [r.effective_depth for r in a.depths]
+        ax.loglog(Ls, [r.eta_star_ammup for r in a.depths], "s-",
+                  label=f"AM-muP (slope {a.probe.fit.slope:.2f})")
+        ax.loglog(Ls, [r.eta_star_grid for r in a.depths], "o--",
+                  label=f"grid search (slope {a.grid.fit.slope:.2f})")
+        figures.label_log_ticks(ax, Ls)
+        ax.set_xlabel("effective depth L")
+        ax.set_ylabel("eta*")
+        ax.set_title(f"laws Sec. 3.2: AM-muP ({a.key})", fontsize=9)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def ammup_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """The grid route's Table 1 studies at their first stage
+    (:func:`~depthscale.claims.laws.sweeps.study_costs`; the probes train nothing)."""
+    s = read_settings(AmmupSettings, settings)
+    return study_costs(s, s.archs, device)
 
 
 @claim(
     "laws-ammup", "laws",
     "AM-muP: eta* solving S_bar(eta) = 1 scales like L^(-3/2), without training",
     **settings.AMMUP,
-    cost=laws_cost,
+    cost=ammup_cost,
     headline=dict(
         metric=("alpha_ammup_cnn1d", "alpha_ammup_cnn2d"),
         ci=("{metric}_low", "{metric}_high"),
@@ -231,6 +208,9 @@ def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
     fit, see :func:`~depthscale.claims.laws.gates.flat_evidence`), and where ``deep_depths``
     names deeper nets (no training, so far deeper than the grid), the AM-muP slope over all the
     depths, reported (L reaches the width there). Every listed architecture is banded."""
-    arches = measure_ammup(ctx)
-    return finish(ctx, "laws-ammup", ammup_measurement(arches),
-                  judge_ammup(arches, ctx.settings["probe_seeds"]), figures.ammup_figure(arches))
+    s = read_settings(AmmupSettings, ctx.settings)
+    arches = measure_ammup(ctx, s)
+    j = judge_ammup(arches, s.probe_seeds)
+    fig = draw_ammup(arches)
+    rows = ammup_csv(arches)
+    return conclude(ctx, "laws-ammup", j, rows, fig)

@@ -1,29 +1,22 @@
-"""All of the laws claims' matplotlib drawing, shaped like the paper's figures: eta* against
-effective depth with the fitted power law eta* ~ L^alpha (laws Figs. 2-7, Eq. 9), zero-shot
-transfer eta(L) = eta(L0)(L/L0)^(-3/2) against the grid-searched oracle (Table 5), and the
-AM-muP eta* solving S_bar(eta) = 1 (Sec. 3.2, Eq. 7-9) beside the grid search.
-"""
+"""The drawing the laws claims share (laws-table1, laws-ablations, laws-widths): eta* against
+effective depth with the fitted power law eta* ~ L^alpha (laws Figs. 2-7, Eq. 9), and alpha
+against training length beside the AM-muP alpha (Sec. 3.2). Each claim's own figure is drawn
+in its module."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from depthscale.claims.laws.law import LawResult
 from depthscale.claims.laws.settings import LAW_BAND
 from depthscale.report import figures
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
-    from depthscale.claims.laws.ammup import ArchAmmup
-    from depthscale.claims.laws.law import LawResult
-    from depthscale.claims.laws.transfer import ArchTransfer
-
-__all__ = ["ammup_figure", "law_figure", "transfer_figure"]
+__all__ = ["law_figure"]
 
 
 def law_figure(results: Mapping[str, LawResult],
@@ -83,39 +76,3 @@ def _length_panel(ax: Axes, key: str, law: LawResult, probe: LawResult | None) -
     ax.set_ylabel("alpha")
     ax.set_title(f"{key}: alpha vs training length", fontsize=9)
     ax.legend(fontsize=6)
-
-
-def transfer_figure(arches: Sequence[ArchTransfer]) -> Figure:
-    """One panel per architecture: the oracle log10 eta* per effective depth, the scaled and
-    the raw transfer from the source depth (dotted line), and both median errors."""
-    fig, axes = figures.new_figure(ncols=len(arches), width=3.4)
-    for ax, a in zip(axes, arches, strict=True):
-        Ls = [r.effective_depth for r in a.rows]
-        ax.semilogx(Ls, [r.log10_oracle for r in a.rows], "ko", label="oracle (grid search)")
-        ax.semilogx(Ls, [r.log10_scaled for r in a.rows], "s", label="(L/L0)^(-3/2) transfer")
-        ax.semilogx(Ls, [r.log10_raw for r in a.rows], "x", label="raw transfer")
-        ax.axvline(a.source, color="grey", ls=":", lw=1)
-        ax.set_xlabel("effective depth L")
-        ax.set_ylabel("log10 eta")
-        ax.set_title(f"{a.key}: median error {a.median_scaled:.2f} "
-                     f"(scaled) vs {a.median_raw:.2f} (raw)", fontsize=8)
-        ax.legend(fontsize=6)
-    return fig
-
-
-def ammup_figure(arches: Sequence[ArchAmmup]) -> Figure:
-    """One log-log panel per architecture: the AM-muP eta* (geometric mean over init seeds)
-    and the grid-searched eta* against effective depth, with both slopes."""
-    fig, axes = figures.new_figure(ncols=len(arches))
-    for ax, a in zip(axes, arches, strict=True):
-        Ls = [r.effective_depth for r in a.depths]
-        ax.loglog(Ls, [r.eta_star_ammup for r in a.depths], "s-",
-                  label=f"AM-muP (slope {a.probe.fit.slope:.2f})")
-        ax.loglog(Ls, [r.eta_star_grid for r in a.depths], "o--",
-                  label=f"grid search (slope {a.grid.fit.slope:.2f})")
-        figures.label_log_ticks(ax, Ls)
-        ax.set_xlabel("effective depth L")
-        ax.set_ylabel("eta*")
-        ax.set_title(f"laws Sec. 3.2: AM-muP ({a.key})", fontsize=9)
-        ax.legend(fontsize=7)
-    return fig

@@ -1,27 +1,22 @@
-"""The laws claims' verdict rules on a sweep's law (laws Table 1 band on alpha around the
-paper's -3/2, Eq. 9), and the rule that states a claim's verdict from its parts (architectures
-or variants), through :mod:`depthscale.claims.verdicts`. A slope's verdict rests on its
-interval: the hull of the fit's t-interval and a seed-bootstrap interval inside the band
-supports the law, wholly outside contradicts it, across an edge is undecided. A contradiction is
-read at 1 - 0.05/m for m parts (Bonferroni, :func:`band_finding`), a support at 95%. The gates that
-make a part undecided instead (each with its numbers):
+"""The laws claims' findings on a sweep's law and what the one-law-per-sweep claims (Tables 1, 3,
+4) report. A slope's interval (the hull of the fit's t-interval and a seed-bootstrap one) inside
+the law band on alpha (Table 1, around the paper's -3/2, Eq. 9) supports the law, wholly
+outside contradicts it (read at 1 - 0.05/m for m parts, Bonferroni: :func:`band_finding`),
+across an edge is undecided; a claim's verdict comes from its parts' (:func:`parts_verdict`).
+The gates that make a part undecided instead, each with its numbers:
 
-* **edge**: optima on the LR grid's edge are left out of the fit
-  (:func:`depthscale.stats.sweeps.edge_excluded`);
-* **flat**: at a depth where the seed-mean loss over the whole LR window (every LR tried
-  there, both stages of a two-stage grid) varies by no more than the seed spread, the argmin
-  is noise; **untrained**: at a depth whose best loss is not below chance by more than that
-  spread, the argmin marks where large LRs blow up. Such a depth alone is undecided: it is
-  left out of the fit and named; the part is undecided when fewer than 3 depths are left;
-* **still moving** (docs/claims.md B): the band applies at the run length n only where alpha is
-  shown to have stopped moving there: the seed-paired change of alpha from n/2 to n (the same
-  runs read at n/2, constant-LR SGD: the first s steps are an s-step run;
-  :func:`~depthscale.claims.laws.law.slope_change`) has a 95% interval inside
-  +-:data:`MOVING_MARGIN` (an equivalence test: a change within it, even one that excludes
-  0, counts as stopped); past it the part is undecided. alpha at n/8, n/4, n/2 is reported.
+* **edge**: optima on the LR grid's edge are left out of the fit;
+* **flat** / **untrained**: a depth whose seed-mean loss over the whole LR window (both
+  stages of a two-stage grid) varies by no more than the seed spread, or whose best loss is
+  not below chance by more than it, is left out of the fit and named; the part is undecided
+  when fewer than 3 depths are left;
+* **still moving** (docs/claims.md B): the band applies at the run length n only where the
+  seed-paired change of alpha from n/2 to n (:func:`~depthscale.claims.laws.law.slope_change`)
+  has a 95% interval inside +-:data:`MOVING_MARGIN` (an equivalence test).
 
-Every gate reads an interval over seeds or a fixed design count, never a bare comparison that
-float rounding could tip (:func:`depthscale.stats.sweeps.bootstrap_slope`).
+Every gate reads an interval over seeds or a fixed design count. Reported per study
+(:func:`law_measured`, :func:`law_rows`, :func:`law_note`): alpha against L = m + K (Sec.
+3.4, banded) and, for ResNets, against blocks (Sec. 4.3); alpha at n/8, n/4, n/2.
 """
 
 from __future__ import annotations
@@ -32,12 +27,13 @@ from dataclasses import dataclass
 
 from depthscale.claims.laws.law import LawResult
 from depthscale.claims.laws.settings import LAW_BAND
-from depthscale.claims.verdicts import Decision, Finding, interval_finding
+from depthscale.claims.verdicts import Band, Decision, Finding, Judgement, Rows, interval_finding
 
 __all__ = [
-    "MOVING_MARGIN", "PART_CODES", "Part", "alpha_finding", "band_finding", "change_state",
-    "edge_evidence", "flat_evidence", "law_decision", "law_parts", "moving_evidence",
-    "parts_verdict", "stable_from",
+    "MOVING_MARGIN", "PART_CODES", "Part", "alpha_finding", "ammup_finding", "band_finding",
+    "change_state", "edge_evidence", "flat_evidence", "judge_laws", "law_decision",
+    "law_measured", "law_note", "law_parts", "law_rows", "moving_evidence", "part_codes",
+    "parts_verdict", "reported", "stable_from",
 ]
 
 #: the largest change of alpha from half the run length to all of it (either sign) that
@@ -283,3 +279,134 @@ def law_parts(results: Mapping[str, LawResult], r2_min: float | None = None,
 def law_decision(results: Mapping[str, LawResult], r2_min: float | None = None) -> Decision:
     """The verdict of the per-study parts (:func:`law_parts`, :func:`parts_verdict`)."""
     return parts_verdict(law_parts(results, r2_min))
+
+
+def law_measured(results: Mapping[str, LawResult],
+                 parts: Mapping[str, Part] | None = None) -> dict[str, float | None]:
+    """alpha, its t- and bootstrap intervals and R^2 per study (and the fit against blocks for
+    ResNets, alpha at 1/8, 1/4, 1/2 of the run length, the length from which it stays in its
+    interval, the optima left out on the grid's edge, the bootstrap's repeat fraction and,
+    given ``parts``, each part's verdict code)."""
+    measured: dict[str, float | None] = dict(part_codes(parts)) if parts else {}
+    for key, law in results.items():
+        measured[f"alpha_{key}"] = law.fit.slope
+        measured[f"alpha_{key}_ci_low"] = law.fit.slope_ci[0]
+        measured[f"alpha_{key}_ci_high"] = law.fit.slope_ci[1]
+        measured[f"alpha_{key}_boot_low"] = law.boot_ci[0]
+        measured[f"alpha_{key}_boot_high"] = law.boot_ci[1]
+        measured[f"r2_{key}"] = law.fit.r2
+        measured[f"steps_{key}"] = float(law.steps)
+        for steps, fit in law.length_fits:
+            measured[f"alpha_{key}_at_{_fraction(law.steps, steps)}"] = fit.slope
+        since = stable_from(law)
+        measured[f"alpha_{key}_stable_from_steps"] = None if since is None else float(since)
+        measured[f"edge_excluded_{key}"] = float(len(law.excluded))
+        measured[f"boot_repeats_{key}"] = law.boot_repeats
+        if law.blocks_fit is not None:
+            measured[f"alpha_{key}_blocks"] = law.blocks_fit.slope
+            measured[f"alpha_{key}_blocks_ci_low"] = law.blocks_fit.slope_ci[0]
+            measured[f"alpha_{key}_blocks_ci_high"] = law.blocks_fit.slope_ci[1]
+    return measured
+
+
+def _fraction(steps: int, at: int) -> str:
+    """The name of a refit length: "1/8", "1/4" or "1/2" of the run length (as a key)."""
+    return f"1_{round(steps / at)}"
+
+
+def part_codes(parts: Mapping[str, Part]) -> dict[str, float | None]:
+    """``verdict_<part>``: each part's verdict as a number (:data:`PART_CODES`: 1 supports,
+    0 undecided, -1 contradicted by one route, -2 by both)."""
+    return {f"verdict_{k}": PART_CODES[p.verdict] for k, p in parts.items()}
+
+
+def law_note(results: Mapping[str, LawResult]) -> str:
+    """Optima on the LR grid's edge or next to a diverged LR, the ResNets' fit against blocks,
+    and alpha after half of the steps."""
+    notes = []
+    edges = [f"{k} L={s.depth}" for k, law in results.items() for s in law.summaries
+             if s.any_on_edge]
+    if edges:
+        notes.append(f"optimum on the LR grid's edge: {', '.join(edges)}")
+    beside = sorted({f"{k} L={o.depth}" for k, law in results.items() for o in law.optima
+                     if o.next_to_diverged})
+    if beside:
+        notes.append(f"optimum next to a diverged LR: {', '.join(beside)}")
+    notes += [f"{k}: alpha {law.blocks_fit.slope:.3g} against blocks K (Sec. 4.3) vs "
+              f"{law.fit.slope:.3g} against L = m + K (Sec. 3.4, banded)"
+              for k, law in results.items() if law.blocks_fit is not None]
+    moving = [f"{k} " + " -> ".join(f"{f.slope:.3g}" for _, f in law.length_fits)
+              + f" -> {law.fit.slope:.3g}" for k, law in results.items() if law.length_fits]
+    if moving:
+        notes.append("alpha at 1/8 -> 1/4 -> 1/2 -> all of the steps: " + ", ".join(moving))
+    return "; ".join(notes)
+
+
+def law_rows(results: Mapping[str, LawResult],
+             measured: Mapping[str, float | None] | None = None) -> Rows:
+    """The CSV: per study and effective depth, eta*'s seed mean and CI, the grid's signal
+    against seed noise and chance, the optima left out on the grid's edge, and the study's
+    fit (alpha at each refit length too) and verdict (its ``verdict_<study>`` code in
+    ``measured``, :func:`part_codes`; '' where none)."""
+    names = {code: name for name, code in PART_CODES.items()}
+    verdicts = {k: names[v] for k in results
+                if (v := (measured or {}).get(f"verdict_{k}")) is not None and v in names}
+    rows = []
+    for key, law in results.items():
+        signal = {g.depth: g for g in law.signals}
+        beside = {o.depth for o in law.optima if o.next_to_diverged}
+        for s in law.summaries:
+            g = signal.get(s.depth)
+            rows.append({
+                "architecture": key, "effective_depth": s.depth,
+                "mean_log10_eta_star": s.mean_log10_lr, "ci_low": s.ci_low, "ci_high": s.ci_high,
+                "seeds": s.n_seeds, "on_grid_edge": s.any_on_edge,
+                "next_to_diverged": s.depth in beside,
+                "grid_loss_range": g.loss_range if g else math.nan,
+                "seed_spread": g.seed_spread if g else math.nan, "flat": bool(g and g.flat),
+                "best_loss": g.best_loss if g else math.nan, "chance_loss": law.chance,
+                "learned": bool(g is None or g.learned(law.chance)),
+                "alpha": law.fit.slope, "alpha_ci_low": law.fit.slope_ci[0],
+                "alpha_ci_high": law.fit.slope_ci[1], "alpha_boot_low": law.boot_ci[0],
+                "alpha_boot_high": law.boot_ci[1], "r2": law.fit.r2,
+                "alpha_blocks": law.blocks_fit.slope if law.blocks_fit else math.nan,
+                "steps": law.steps,
+                "alpha_half_steps": law.half_fit.slope if law.half_fit else math.nan,
+                **{f"alpha_at_{steps}_steps": fit.slope for steps, fit in law.length_fits},
+                "excluded_on_edge": sum(o.depth == s.depth for o in law.excluded),
+                "boot_repeats": law.boot_repeats,
+                "verdict": verdicts.get(key, ""),
+            })
+    return rows
+
+
+def judge_laws(results: Mapping[str, LawResult], r2_min: float | None = None,
+               parts: Mapping[str, Part] | None = None,
+               contrast: tuple[bool, str] | None = None) -> Judgement:
+    """The law band on every study's alpha (and R^2 >= ``r2_min`` when given), the verdict of
+    :func:`parts_verdict` on ``parts`` (default: one grid-route part per study,
+    :func:`law_parts`), the numbers of :func:`law_measured` and the note of :func:`law_note`."""
+    bands: dict[str, Band] = {}
+    for key in results:
+        bands[f"alpha_{key}"] = LAW_BAND
+        if r2_min is not None:
+            bands[f"r2_{key}"] = (r2_min, None)
+    parts = parts if parts is not None else law_parts(results, r2_min)
+    return Judgement(reported(law_measured(results, parts)), bands,
+                     parts_verdict(parts, contrast=contrast), law_note(results))
+
+
+def reported(measured: Mapping[str, float | None]) -> dict[str, float | None]:
+    """``measured`` with NaN as None (not measured: e.g. no fit), as the outcome reports it."""
+    return {k: None if v is None or not math.isfinite(v) else v for k, v in measured.items()}
+
+
+def ammup_finding(law: LawResult, probe_seeds: int, parts: int = 1) -> tuple[Finding, str]:
+    """The AM-muP route's finding on the law band (laws Sec. 3.2): the probe slope's interval
+    (t and seed bootstrap over init seeds) inside, outside or across it, a contradiction read
+    family-wise over the claim's ``parts`` (:func:`band_finding`)."""
+    low, high = law.interval
+    finding, family = band_finding(law, parts)
+    return (finding, f"AM-muP alpha {law.fit.slope:.3g}, interval [{low:.3g}, {high:.3g}] over "
+                     f"{probe_seeds} init seeds, against band {list(LAW_BAND)}"
+                     + (f", {family}" if family else ""))

@@ -6,7 +6,8 @@ the grid's edge and the depths whose sweep cannot locate eta* (flat LR window, n
 left out of the fit; plus what the gates read: each size's grid signal over its whole LR
 window, the loss of chance, the bootstrap's repeat fraction, the fit against the blocks K
 (ResNets, Sec. 4.3), the refits at 1/8, 1/4 and 1/2 of the run length and the seed-paired
-change of alpha from half the run length to all of it.
+change of alpha from half the run length to all of it; and the AM-muP law of the probes at
+init (Sec. 3.2).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from scipy import stats
 
 from depthscale.claims.laws.settings import Arch
-from depthscale.claims.laws.sweeps import Record, chance_loss, has_blocks, sweep_stages
+from depthscale.claims.laws.sweeps import Record, SweepSettings, effective_depth, probe_etas
 from depthscale.claims.registry import ClaimContext
 from depthscale.stats.fits import LawFit
 from depthscale.stats.sweeps import (
@@ -35,8 +36,8 @@ from depthscale.stats.sweeps import (
 )
 
 __all__ = [
-    "FRACTIONS", "LawResult", "SlopeChange", "arch_law", "fit_law", "gated_depths", "probe_law",
-    "slope_change", "table1_law",
+    "FRACTIONS", "LawResult", "SlopeChange", "ammup_law", "fit_law", "gated_depths", "probe_law",
+    "slope_change",
 ]
 
 #: the fractions of the run length at which the law is refitted from the same runs
@@ -234,14 +235,14 @@ def probe_law(optima: Sequence[Optimum], *, seed: int) -> LawResult:
                      law.excluded, law.boot_repeats)
 
 
-def arch_law(ctx: ClaimContext, name: str, arch: Arch) -> LawResult:
-    """One architecture's sweep (run or resumed in ``ctx.out_dir/name``, shared by every claim
-    that names the same study) and its law, flatness read over every stage of its grid."""
-    records, window = sweep_stages(ctx, name, arch)
-    return fit_law(records, blocks=has_blocks(arch), chance=chance_loss(ctx, arch),
-                   window=window)
-
-
-def table1_law(ctx: ClaimContext, key: str, arch: Arch) -> LawResult:
-    """One architecture's Table 1 sweep (shared by every claim that names the same key)."""
-    return arch_law(ctx, f"laws-{key}", arch)
+def ammup_law(ctx: ClaimContext, s: SweepSettings, arch: Arch, *, probe_seeds: int,
+              batch: int) -> tuple[LawResult, list[list[float]]]:
+    """The AM-muP law of ``arch`` (laws Sec. 3.2: :func:`probe_law` of the eta* that
+    :func:`~depthscale.claims.laws.sweeps.probe_etas` finds at each depth and init seed, no
+    training) and those eta* per depth."""
+    etas = probe_etas(ctx, s, arch, probe_seeds=probe_seeds, batch=batch)
+    probes = [Optimum(effective_depth(arch, depth), seed, eta, eta, False, "ammup")
+              for depth, per_seed in zip(arch["depths"], etas, strict=True)
+              for seed, eta in zip(range(ctx.seed, ctx.seed + len(per_seed)), per_seed,
+                                   strict=True)]
+    return probe_law(probes, seed=ctx.seed), etas

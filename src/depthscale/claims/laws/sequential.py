@@ -1,7 +1,9 @@
-"""A sequential, budgeted design for the seeds of a laws sweep (laws Sec. 4.1 protocol, the
-fit of Eq. 9): seeds go where they decide the part, and stop once it is decided.
+"""The stages of a laws sweep (laws Sec. 4.1 protocol: one LR grid, or a coarse-to-fine one,
+:func:`sweep_stages`) and each architecture's law from them (:func:`arch_law`), with a
+sequential, budgeted design for the seeds of the fine stage (the fit of Eq. 9): seeds go
+where they decide the part, and stop once it is decided.
 
-The fine stage of the two-stage grid (:func:`~depthscale.claims.laws.sweeps.sweep_stages`) runs
+The fine stage of the two-stage grid (:func:`sweep_stages`) runs
 in rounds, ``arch["seed_rounds"] = [n1, n2, ...]``. The coarse grid on one seed and round 1 at
 every depth always run; after each round the law is fitted
 (:func:`~depthscale.claims.laws.law.fit_law`) and the part's finding read
@@ -35,16 +37,16 @@ from depthscale.claims.laws import sweeps
 from depthscale.claims.laws.gates import MOVING_MARGIN, alpha_finding, change_state
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.settings import LAW_BAND, Arch, family_parts
-from depthscale.claims.laws.sweeps import Record
-from depthscale.claims.registry import ClaimContext
+from depthscale.claims.laws.sweeps import Record, SweepSettings
+from depthscale.claims.registry import ClaimContext, read_settings
 from depthscale.errors import ConfigError
 from depthscale.stats.sweeps import SeedSummary, criterion_value, seed_summary
 
 __all__ = [
-    "COVER", "MAX_MORE", "DepthRow", "Design", "added_depths", "choose_depths",
-    "deciding_interval",
-    "lack_of_fit", "lrs_in_play", "more_seeds", "scatter_blocks", "seed_rounds",
-    "sequential_stages", "variance_shares",
+    "COVER", "MAX_MORE", "DepthRow", "Design", "added_depths", "arch_law", "choose_depths",
+    "deciding_interval", "lack_of_fit", "lrs_in_play", "more_seeds", "scatter_blocks",
+    "seed_rounds", "sequential_stages", "sweep", "sweep_stages", "table1_law",
+    "variance_shares",
 ]
 
 #: the share of the slope's variance the chosen depths carry
@@ -435,12 +437,15 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     not yet annotated (:func:`~depthscale.claims.laws.sweeps.annotate`); the :class:`Design`
     is left in ``ctx.designs[name]`` as ``{"evidence": text, "measured": values}``."""
     rounds = seed_rounds(arch)
-    s = ctx.settings
-    coarse = sweeps._run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
-    grids = sweeps.fine_grids(coarse, s["refine"])
+    s = read_settings(SweepSettings, ctx.settings)
+    if s.refine is None:
+        raise ConfigError("a sequential laws sweep (seed_rounds) needs settings 'refine'")
+    refine = s.refine
+    coarse = sweeps.run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
+    grids = sweeps.fine_grids(coarse, refine)
     eff = {d: sweeps.effective_depth(arch, d) for d in grids}
     grid_depth = {L: d for d, L in eff.items()}
-    runs = {d: sweeps._run_laws_study(ctx, f"{name}-fine-L{d}", _fine_arch(arch, d, lrs),
+    runs = {d: sweeps.run_laws_study(ctx, f"{name}-fine-L{d}", _fine_arch(arch, d, lrs),
                                       seeds=rounds[0]) for d, lrs in grids.items()}
     seeds = dict.fromkeys(grids, rounds[0])
     ran = {d: len(lrs) for d, lrs in grids.items()}
@@ -449,9 +454,10 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     added: tuple[int, ...] = ()  # the grid depths a depth round added (at most one round)
     while True:
         fine = [r for d in grids for r in runs[d]]
-        law = fit_law(sweeps.annotate(s, arch, fine), blocks=sweeps.has_blocks(arch),
-                      chance=chance, window=sweeps.annotate(s, arch, coarse + fine))
-        parts = family_parts(s)
+        law = fit_law(sweeps.annotate(s.lr_depth_exponent, arch, fine),
+                      blocks=sweeps.has_blocks(arch), chance=chance,
+                      window=sweeps.annotate(s.lr_depth_exponent, arch, coarse + fine))
+        parts = family_parts(ctx.settings.get("family_parts"), ctx.settings.get("archs"))
         finding, _ = alpha_finding(name, law, parts)
         plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law, parts))
                 if finding == "undecided" else {})
@@ -464,14 +470,14 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
             stopped = budget_stop(ctx, ctx.spent_seconds, cost, "a round of added depths")
             if not stopped:
                 arch = {**arch, "depths": sorted({*arch["depths"], *new})}
-                coarse = sweeps._run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
+                coarse = sweeps.run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
                 # a new depth whose coarse stage located no optimum (every LR diverged) gets
                 # no fine grid, as at the start
-                for d, lrs in sweeps.fine_grids(coarse, s["refine"]).items():
+                for d, lrs in sweeps.fine_grids(coarse, refine).items():
                     if d in new:
                         grids[d], eff[d] = lrs, sweeps.effective_depth(arch, d)
                         grid_depth[eff[d]] = d
-                        runs[d] = sweeps._run_laws_study(
+                        runs[d] = sweeps.run_laws_study(
                             ctx, f"{name}-fine-L{d}", _fine_arch(arch, d, lrs), seeds=rounds[0])
                         seeds[d], ran[d] = rounds[0], len(lrs)
                 added = tuple(sorted(new))
@@ -486,7 +492,7 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
             stopped = budget_stop(ctx, ctx.spent_seconds, cost, f"round {done + 1}")
             if not stopped:
                 for d, lrs in plan.items():
-                    runs[d] = runs[d] + sweeps._run_laws_study(
+                    runs[d] = runs[d] + sweeps.run_laws_study(
                         ctx, f"{name}-fine-L{d}-round{done + 1}", _fine_arch(arch, d, lrs),
                         seeds=rounds[done] - seeds[d], first_seed=seeds[d])
                     seeds[d], ran[d] = rounds[done], len(lrs)
@@ -590,3 +596,55 @@ def _per_run(runs: Mapping[int, Sequence[Record]], depth: int) -> float:
     anywhere = _seconds_per_run([r for rs in runs.values() for r in rs])
     return anywhere if math.isfinite(anywhere) else 0.0
 
+
+
+def sweep(ctx: ClaimContext, name: str, arch: Arch) -> list[Record]:
+    """Run (or resume) one depth x LR study in ``ctx.out_dir/name``; its planned records, each
+    with the model's ``effective_depth`` (laws Sec. 3.4: L = m + K).
+
+    With settings ``refine = {"half_width": w, "step": d}`` (the medium scale) the grid has two
+    stages: the coarse ``lr_logspace`` on the first seed only (study ``name-coarse``), then per
+    depth a fine grid of step ``d`` decades within ``w`` decades of that depth's coarse optimum,
+    on every seed (studies ``name-fine-L<depth>``); the records are the fine stages'."""
+    return sweep_stages(ctx, name, arch)[0]
+
+
+def sweep_stages(ctx: ClaimContext, name: str, arch: Arch) -> tuple[list[Record], list[Record]]:
+    """:func:`sweep`'s records and the whole LR window they come from: every run of both
+    stages of a two-stage grid (the coarse stage's one seed too), the same records where the
+    grid has one stage. The flatness gate reads the window (is the loss over every LR tried
+    at a depth flat within seed noise?), the fit the records. A negative control's
+    ``lr_depth_exponent`` e (an extra LR multiplier L^e on every layer) reads each run at LR
+    eta as the one that control makes at nominal LR eta / L^e: the same runs, so eta* moves
+    by L^-e exactly and the control costs no training. An architecture with ``seed_rounds``
+    (and settings with ``refine``) adds its fine stage's seeds in rounds, where they decide
+    (:func:`sequential_stages`)."""
+    s = read_settings(SweepSettings, ctx.settings)
+    if s.refine is not None and arch.get("seed_rounds"):
+        coarse, records = sequential_stages(ctx, name, arch)
+        # the design may have added depths (a depth round): the coarse stage holds them all
+        arch = {**arch, "depths": sorted({int(r["depth"]) for r in coarse})}
+    elif s.refine is None:
+        coarse, records = [], sweeps.run_laws_study(ctx, name, arch, seeds=s.seed_count())
+    else:
+        coarse = sweeps.run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
+        records = []
+        for depth, lrs in sweeps.fine_grids(coarse, s.refine).items():
+            fine = {**arch, "depths": [depth], "lrs": lrs}
+            records += sweeps.run_laws_study(ctx, f"{name}-fine-L{depth}", fine,
+                                             seeds=s.seed_count())
+    records = sweeps.annotate(s.lr_depth_exponent, arch, records)
+    return records, sweeps.annotate(s.lr_depth_exponent, arch, coarse) + records
+
+
+def arch_law(ctx: ClaimContext, name: str, arch: Arch) -> LawResult:
+    """One architecture's sweep (run or resumed in ``ctx.out_dir/name``, shared by every claim
+    that names the same study) and its law, flatness read over every stage of its grid."""
+    records, window = sweep_stages(ctx, name, arch)
+    return fit_law(records, blocks=sweeps.has_blocks(arch), chance=sweeps.chance_loss(ctx, arch),
+                   window=window)
+
+
+def table1_law(ctx: ClaimContext, key: str, arch: Arch) -> LawResult:
+    """One architecture's Table 1 sweep (shared by every claim that names the same key)."""
+    return arch_law(ctx, f"laws-{key}", arch)

@@ -26,12 +26,14 @@ Arch = dict[str, Any]
 
 #: the law band on alpha (laws Table 1: -3/2 within the spread the paper reports)
 LAW_BAND: tuple[float, float] = (-1.9, -1.0)
-def family_parts(s: Mapping[str, Any]) -> int:
+
+
+def family_parts(given: int | None, archs: Mapping[str, Any] | None) -> int:
     """The parts a laws claim reads its contradictions over, family-wise (1 - 0.05/parts):
-    ``family_parts`` where set, else one per architecture run. Table 1 sets it to its four
-    architectures, so that a run of fewer (``reproduce --set archs.vit=null``) judges each at
-    the level it has within the whole claim."""
-    return int(s.get("family_parts") or len(s.get("archs") or {}))
+    its settings' ``family_parts`` (``given``) where set, else one per architecture run.
+    Table 1 sets it to its four architectures, so that a run of fewer (``reproduce --set
+    archs.vit=null``) judges each at the level it has within the whole claim."""
+    return int(given or len(archs or {}))
 
 
 #: the ablations' R^2 floor (laws Table 3)
@@ -133,8 +135,8 @@ _SMOKE_FIT = {"seeds": 1, "steps": 32, "data": _SMOKE_DATA}
 
 #: the negative control of the slope claims: an extra LR multiplier L^(3/2) on every layer
 #: (the depth correction applied the wrong way). A run at LR eta is the one this rule makes
-#: at nominal eta / L^(3/2) (sweeps.sweep_stages), so eta* and alpha move by -3/2 under the
-#: same runs and gates, and the AM-muP route's eta* too (ammup._probe_etas). (The standard
+#: at nominal eta / L^(3/2) (sequential.sweep_stages), so eta* and alpha move by -3/2 under the
+#: same runs and gates, and the AM-muP route's eta* too (sweeps.probe_etas). (The standard
 #: parameterization, the earlier control, leaves both routes undecided at smoke and quick: its
 #: smoke FAIL came from edge optima fitted as a slope of 0.) contrast=False: the smoke slope
 #: of the right rule straddles the band's edge

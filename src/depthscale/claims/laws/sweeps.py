@@ -1,42 +1,77 @@
-"""The laws claims' depth x LR sweeps (laws Sec. 4.1 protocol): each architecture's study as
-study tables, run or resumed by :func:`~depthscale.claims.common.run_claim_study` into
-``OUT/<study>/``, the medium scale's coarse-to-fine LR grid, the effective depth L = m + K of
-every size (laws Sec. 3.4), the loss of chance on the sweep's data, and the records as they
-stood after an epoch (laws Table 4).
+"""The laws claims' runs (laws Sec. 4.1 protocol): the budget every laws claim's settings share
+(:class:`SweepSettings`), each architecture's depth x LR study as study tables, run or resumed
+by :func:`~depthscale.claims.common.run_claim_study` into ``OUT/<study>/``, the medium scale's
+coarse-to-fine LR grid, the effective depth L = m + K of every size (laws Sec. 3.4), the loss
+of chance on the sweep's data, the records as they stood after an epoch (laws Table 4), and
+the AM-muP probes at init (Sec. 3.2, Eq. 7-9: eta* from one-step update energies, no
+training). The stages of a sweep and its sequential seeds: :mod:`.sequential`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from depthscale.claims.common import run_claim_study
 from depthscale.claims.laws.settings import Arch
-from depthscale.claims.registry import ClaimContext
-from depthscale.models import create
+from depthscale.claims.registry import ClaimContext, read_settings
+from depthscale.data import Dataset
+from depthscale.errors import ConfigError
+from depthscale.models import build, create
+from depthscale.probes import update_energy
 from depthscale.stats.sweeps import optimal_lrs
 
 __all__ = [
     "Record",
+    "SweepSettings",
     "annotate",
     "at_epoch",
     "chance_loss",
     "effective_depth",
     "fine_grids",
     "has_blocks",
-    "laws_cost",
+    "probe_etas",
+    "run_laws_study",
+    "study_costs",
     "study_tables",
-    "sweep",
     "sweep_recipe",
-    "sweep_stages",
 ]
 
 #: one run's record from a study's results store (its spec's fields and its metrics)
 Record = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSettings:
+    """The budget every laws claim's settings share (each claim's ``*Settings`` extends it):
+    ``seeds`` per study (a sequential sweep's come from its ``seed_rounds``), the run length
+    (``epochs``, or ``steps`` where set; an architecture's own ``steps`` go over it), the
+    ``data`` options, a two-stage LR grid's ``refine = {"half_width": w, "step": d}``, the
+    final evaluation, and the negative controls' ``recipe`` (another parameterization) and
+    ``lr_depth_exponent`` e (an extra LR multiplier L^e on every layer)."""
+
+    seeds: int | None = None
+    epochs: float | None = None
+    steps: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    refine: Mapping[str, float] | None = None
+    final_eval: str = "train+test"
+    recipe: str | None = None
+    lr_depth_exponent: float = 0.0
+
+    def seed_count(self) -> int:
+        """``seeds``, which a sweep without ``seed_rounds`` needs."""
+        if self.seeds is None:
+            raise ConfigError("a laws sweep needs settings 'seeds' (seeds per study), or "
+                              "'seed_rounds' on its architecture with 'refine'")
+        return self.seeds
 
 
 def study_tables(name: str, arch: Mapping[str, Any], *, seeds: int, epochs: float | None,
@@ -72,67 +107,24 @@ def study_tables(name: str, arch: Mapping[str, Any], *, seeds: int, epochs: floa
     }
 
 
-def laws_cost(s: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
-    """The studies a laws claim's settings run (its ``archs``, ``variants``, or ``arch`` at
-    each of ``widths``), each at its first stage: the coarse grid on one seed where the
-    settings ``refine`` it, else every seed."""
-    archs = dict(s.get("archs") or s.get("variants") or {})
-    if "arch" in s:
-        archs |= {f"w{w}": {**s["arch"], "width": w} for w in s.get("widths", [])}
-    seeds = 1 if s.get("refine") is not None else s["seeds"]
-    return [study_tables(f"laws-{key}", arch, seeds=seeds, epochs=s.get("epochs"),
-                         steps=arch.get("steps", s.get("steps")),
-                         data={**s.get("data", {}), **arch.get("data", {})}, device=device,
+def study_costs(s: SweepSettings, studies: Mapping[str, Arch],
+                device: str) -> list[dict[str, Any]]:
+    """The studies a laws claim's settings run (``studies``: its architectures, variants or
+    widths by key), each at its first stage: the coarse grid on one seed where the settings
+    ``refine`` it, else every seed."""
+    seeds = 1 if s.refine is not None else s.seed_count()
+    return [study_tables(f"laws-{key}", arch, seeds=seeds, epochs=s.epochs,
+                         steps=arch.get("steps", s.steps),
+                         data={**s.data, **arch.get("data", {})}, device=device,
                          recipe=sweep_recipe(s, arch))
-            for key, arch in archs.items()]
+            for key, arch in studies.items()]
 
 
-def sweep(ctx: ClaimContext, name: str, arch: Arch) -> list[Record]:
-    """Run (or resume) one depth x LR study in ``ctx.out_dir/name``; its planned records, each
-    with the model's ``effective_depth`` (laws Sec. 3.4: L = m + K).
-
-    With settings ``refine = {"half_width": w, "step": d}`` (the medium scale) the grid has two
-    stages: the coarse ``lr_logspace`` on the first seed only (study ``name-coarse``), then per
-    depth a fine grid of step ``d`` decades within ``w`` decades of that depth's coarse optimum,
-    on every seed (studies ``name-fine-L<depth>``); the records are the fine stages'."""
-    return sweep_stages(ctx, name, arch)[0]
-
-
-def sweep_stages(ctx: ClaimContext, name: str, arch: Arch) -> tuple[list[Record], list[Record]]:
-    """:func:`sweep`'s records and the whole LR window they come from: every run of both
-    stages of a two-stage grid (the coarse stage's one seed too), the same records where the
-    grid has one stage. The flatness gate reads the window (is the loss over every LR tried
-    at a depth flat within seed noise?), the fit the records. A negative control's
-    ``lr_depth_exponent`` e (an extra LR multiplier L^e on every layer) reads each run at LR
-    eta as the one that control makes at nominal LR eta / L^e: the same runs, so eta* moves
-    by L^-e exactly and the control costs no training. An architecture with ``seed_rounds``
-    (and settings with ``refine``) adds its fine stage's seeds in rounds, where they decide
-    (:mod:`~depthscale.claims.laws.sequential`)."""
-    s = ctx.settings
-    refine = s.get("refine")
-    if refine is not None and arch.get("seed_rounds"):
-        from depthscale.claims.laws.sequential import sequential_stages  # it fits this module's
-
-        coarse, records = sequential_stages(ctx, name, arch)
-        # the design may have added depths (a depth round): the coarse stage holds them all
-        arch = {**arch, "depths": sorted({int(r["depth"]) for r in coarse})}
-    elif refine is None:
-        coarse, records = [], _run_laws_study(ctx, name, arch, seeds=s["seeds"])
-    else:
-        coarse = _run_laws_study(ctx, f"{name}-coarse", arch, seeds=1)
-        records = []
-        for depth, lrs in fine_grids(coarse, refine).items():
-            fine = {**arch, "depths": [depth], "lrs": lrs}
-            records += _run_laws_study(ctx, f"{name}-fine-L{depth}", fine, seeds=s["seeds"])
-    records = annotate(s, arch, records)
-    return records, annotate(s, arch, coarse) + records
-
-
-def annotate(settings: Mapping[str, Any], arch: Arch, records: list[Record]) -> list[Record]:
+def annotate(lr_depth_exponent: float, arch: Arch, records: list[Record]) -> list[Record]:
     """Copies of ``records`` with each run's ``effective_depth`` (L = m + K, laws Sec. 3.4)
     and, under a negative control's ``lr_depth_exponent`` e, its LR read as lr / L^e."""
     eff = {d: effective_depth(arch, d) for d in arch["depths"]}
-    exponent = float(settings.get("lr_depth_exponent", 0.0))
+    exponent = float(lr_depth_exponent)
     out = []
     for r in records:
         L = eff[int(r["depth"])]
@@ -156,35 +148,33 @@ def _fine_lrs(center_lr: float, refine: Mapping[str, float]) -> list[float]:
     return [10 ** (center + i * refine["step"]) for i in range(-k, k + 1)]
 
 
-def _run_laws_study(ctx: ClaimContext, name: str, arch: Arch, seeds: int,
-                    first_seed: int = 0) -> list[Record]:
+def run_laws_study(ctx: ClaimContext, name: str, arch: Arch, seeds: int,
+                   first_seed: int = 0) -> list[Record]:
     """One study (spec written from the settings, run or resumed) on seeds ``ctx.seed +
     first_seed`` onwards, trained for the architecture's ``steps`` where it sets them (else the
     scale's), its planned records; their stored run time is added to the claim's
     ``spent_seconds`` (the budget's meter)."""
-    s = ctx.settings
-    control = s.get("recipe")
-    data = {**s.get("data", {}), **arch.get("data", {})}
+    s = read_settings(SweepSettings, ctx.settings)
+    data = {**s.data, **arch.get("data", {})}
     if ctx.data_dir is not None and arch["dataset"].startswith("cifar"):
         data["dir"] = str(Path(ctx.data_dir).resolve())
-    tables = study_tables(name, arch, seeds=seeds, epochs=s.get("epochs"),
-                          steps=arch.get("steps", s.get("steps")),
+    tables = study_tables(name, arch, seeds=seeds, epochs=s.epochs,
+                          steps=arch.get("steps", s.steps),
                           data=data, first_seed=ctx.seed + first_seed, device=ctx.device,
-                          recipe=sweep_recipe(s, arch),
-                          final_eval=s.get("final_eval", "train+test"))
-    records = run_claim_study(ctx, name if control is None else f"{name}-{control}", tables,
+                          recipe=sweep_recipe(s, arch), final_eval=s.final_eval)
+    records = run_claim_study(ctx, name if s.recipe is None else f"{name}-{s.recipe}", tables,
                               retry_failed=False, fail_on_failed=False)
     ctx.spent_seconds += sum(float(r.get("seconds") or 0.0) for r in records)
     return records
 
 
-def sweep_recipe(settings: Mapping[str, Any], arch: Arch) -> str:
+def sweep_recipe(s: SweepSettings, arch: Arch) -> str:
     """The parameterization of a sweep: the architecture's (the paper's ``laws``: He fan-in
     init, residual branches x K^(-1/2); ``laws-fanin`` for Transformers, Sec. 3.5) unless a
     negative control sets ``recipe`` (``sp``: N(0, 1/fan_in), no q = 1/2 correction and no
     K^(-1/2), under which the plain nets' signal halves per layer and the ResNets' stream grows
     with K, so eta* no longer follows L^(-3/2))."""
-    name: str = settings.get("recipe") or arch.get("recipe", "laws")
+    name: str = s.recipe or arch.get("recipe", "laws")
     return name
 
 
@@ -206,7 +196,7 @@ def chance_loss(ctx: ClaimContext, arch: Arch) -> float:
     has learned nothing about the inputs, on the data the sweep trains on."""
     from depthscale.data import load
 
-    data = {**ctx.settings.get("data", {}), **arch.get("data", {})}
+    data = {**read_settings(SweepSettings, ctx.settings).data, **arch.get("data", {})}
     ds = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed, **data)
     p = np.bincount(ds.y_train.numpy().ravel()) / ds.y_train.numel()
     p = p[p > 0]
@@ -231,3 +221,43 @@ def at_epoch(records: list[Record], epoch: int) -> list[Record]:
                     "curve_steps": list(r.get("curve_steps") or [])[:cut],
                     "curve_losses": list(r.get("curve_losses") or [])[:cut]})
     return out
+
+
+#: probe_etas' results in this process: laws-table1's AM-muP route and laws-ammup probe the
+#: same architectures with the same seeds (deterministic, no training)
+_PROBES: dict[str, list[list[float]]] = {}
+
+
+def probe_etas(ctx: ClaimContext, s: SweepSettings, arch: Arch, *, probe_seeds: int,
+               batch: int) -> list[list[float]]:
+    """Per depth of ``arch``, the AM-muP eta* (laws Sec. 3.2, Eq. 7-9: eta*_AM = (mean_l
+    A_l)^(-1/2) from the linearised one-step update energy at init, no training) of each of
+    ``probe_seeds`` init seeds on a batch of ``batch``, divided by a negative control's extra
+    LR multiplier L^lr_depth_exponent; computed once per process and inputs."""
+    key = json.dumps([arch, ctx.seed, str(ctx.data_dir), sweep_recipe(s, arch),
+                      s.lr_depth_exponent, probe_seeds, batch], sort_keys=True, default=str)
+    if key not in _PROBES:
+        from depthscale.data import load
+
+        data = load(arch["dataset"], data_dir=ctx.data_dir, seed=ctx.seed)
+        _PROBES[key] = [_probe_depth(ctx, s, arch, data, depth, probe_seeds, batch)
+                        for depth in arch["depths"]]
+    return [list(e) for e in _PROBES[key]]
+
+
+def _probe_depth(ctx: ClaimContext, s: SweepSettings, arch: Arch, data: Dataset, depth: int,
+                 probe_seeds: int, b: int) -> list[float]:
+    """:func:`probe_etas` at one depth, one eta* per init seed."""
+    eff = effective_depth(arch, depth)
+    etas = []
+    for seed in range(ctx.seed, ctx.seed + probe_seeds):
+        net, plan = build(arch["model"], sweep_recipe(s, arch), input_shape=data.sample_shape,
+                          n_out=data.n_out, width=arch["width"], depth=depth, seed=seed,
+                          **arch.get("options", {}))
+        g = torch.Generator().manual_seed(seed)
+        idx = torch.randperm(len(data.x_train), generator=g)
+        xb, yb = data.x_train[idx[:b]], data.y_train[idx[:b]]
+        xe = data.x_train[idx[b : 2 * b]]
+        lr_multiplier = eff ** s.lr_depth_exponent  # the control's
+        etas.append(update_energy(net, plan, xb, yb, xe).eta_star / lr_multiplier)
+    return etas

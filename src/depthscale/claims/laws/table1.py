@@ -6,41 +6,83 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from matplotlib.figure import Figure
 
 from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.gates import Part, law_parts
-from depthscale.claims.laws.law import LawResult, table1_law
-from depthscale.claims.laws.outcome import Measurement, finish
-from depthscale.claims.laws.sweeps import laws_cost
-from depthscale.claims.laws.tables import judge_laws, measure_laws
-from depthscale.claims.registry import ClaimContext, claim
-from depthscale.claims.verdicts import ClaimOutcome
+from depthscale.claims.laws.gates import (
+    Part,
+    ammup_finding,
+    judge_laws,
+    law_parts,
+    law_rows,
+    reported,
+)
+from depthscale.claims.laws.law import LawResult, ammup_law
+from depthscale.claims.laws.sequential import table1_law
+from depthscale.claims.laws.settings import Arch, family_parts
+from depthscale.claims.laws.sweeps import SweepSettings, study_costs
+from depthscale.claims.registry import ClaimContext, claim, read_settings
+from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
 
-__all__ = ["contrast_seen", "laws_table1", "measure_table1", "table1_parts"]
+__all__ = ["Table1", "Table1Settings", "contrast_seen", "draw_table1", "judge_table1",
+           "laws_table1", "measure_contrast", "measure_table1", "table1_parts"]
+
+# bands: every architecture's alpha in the law band settings.LAW_BAND, on both routes
 
 #: the contrast's parameterization: the negative control's (standard, N(0, 1/fan_in))
 CONTRAST_RECIPE = "sp"
 
 
-def measure_table1(ctx: ClaimContext) -> dict[str, LawResult]:
-    """Each architecture's Table 1 sweep (run or resumed) and its law."""
-    return {key: table1_law(ctx, key, arch) for key, arch in ctx.settings["archs"].items()}
+@dataclass(frozen=True, kw_only=True)
+class Table1Settings(SweepSettings):
+    """laws-table1's settings: the sweep budget (:class:`SweepSettings`), the ``archs``
+    (typed mappings, :data:`~depthscale.claims.laws.settings.Arch`), the AM-muP route's
+    ``probe_seeds`` init seeds on a batch of ``batch``, and ``family_parts``, the parts a
+    contradiction is read over (:func:`~depthscale.claims.laws.settings.family_parts`)."""
+
+    archs: Mapping[str, Arch]
+    probe_seeds: int
+    batch: int
+    family_parts: int | None = None
 
 
-def measure_probes(ctx: ClaimContext) -> dict[str, LawResult]:
-    """Each architecture's AM-muP law (``probe_seeds`` init seeds per depth, no training)."""
-    from depthscale.claims.laws.ammup import probe_arch  # after table1 in the registry's order
+@dataclass(frozen=True)
+class Table1:
+    """laws-table1's measurement: each architecture's grid law (``results``) and AM-muP law
+    (``probes``)."""
 
-    return {key: probe_arch(ctx, arch)[0] for key, arch in ctx.settings["archs"].items()}
+    results: dict[str, LawResult]
+    probes: dict[str, LawResult]
+
+
+def measure_table1(ctx: ClaimContext, s: Table1Settings) -> Table1:
+    """Each architecture's Table 1 sweep (run or resumed) and its law, and its AM-muP law
+    (``probe_seeds`` init seeds per depth, no training)."""
+    results = {key: table1_law(ctx, key, arch) for key, arch in s.archs.items()}
+    return Table1(results, measure_probes(ctx, s))
+
+
+def measure_probes(ctx: ClaimContext, s: Table1Settings) -> dict[str, LawResult]:
+    """Each architecture's AM-muP law under the settings' recipe (no training)."""
+    return {key: ammup_law(ctx, s, arch, probe_seeds=s.probe_seeds, batch=s.batch)[0]
+            for key, arch in s.archs.items()}
+
+
+def measure_contrast(ctx: ClaimContext, s: Table1Settings,
+                     keys: list[str]) -> dict[str, LawResult]:
+    """The AM-muP laws of the architectures ``keys`` under :data:`CONTRAST_RECIPE`."""
+    wrong = dataclasses.replace(s, recipe=CONTRAST_RECIPE)
+    return {k: law for k, law in measure_probes(ctx, wrong).items() if k in keys}
 
 
 def table1_parts(results: Mapping[str, LawResult], probes: Mapping[str, LawResult],
                  probe_seeds: int, parts: int | None = None) -> dict[str, Part]:
     """One part per architecture: the grid route's alpha finding and the AM-muP route's,
     contradictions read family-wise over ``parts`` (default: the architectures here)."""
-    from depthscale.claims.laws.ammup import ammup_finding
-
     family = parts or len(results)
     return law_parts(results, ammup={k: ammup_finding(law, probe_seeds, family)
                                      for k, law in probes.items()}, parts=family)
@@ -62,11 +104,46 @@ def contrast_seen(probes: Mapping[str, LawResult],
     return seen, "; ".join(said)
 
 
+def judge_table1(m: Table1, s: Table1Settings,
+                 contrast: Callable[[list[str]], Mapping[str, LawResult]]) -> Judgement:
+    """Per architecture the grid and AM-muP routes' findings (:func:`table1_parts`, read
+    family-wise over :func:`~depthscale.claims.laws.settings.family_parts`), the claim's
+    verdict from them (:func:`~depthscale.claims.laws.gates.parts_verdict`); where at least
+    two architectures are refuted by both routes, ``contrast`` measures their AM-muP laws
+    under the standard parameterization (:func:`contrast_seen`). The AM-muP alpha with its
+    interval is reported beside the grid's numbers."""
+    parts = table1_parts(m.results, m.probes, s.probe_seeds,
+                         family_parts(s.family_parts, s.archs))
+    seen = None
+    refuting = [k for k, p in parts.items() if p.verdict == "refutes"]
+    if len(refuting) >= 2:
+        seen = contrast_seen(m.probes, contrast(refuting))
+    j = judge_laws(m.results, parts=parts, contrast=seen)
+    measured = dict(j.measured)
+    for k, law in m.probes.items():
+        measured[f"alpha_ammup_{k}"] = law.fit.slope
+        measured[f"alpha_ammup_{k}_low"], measured[f"alpha_ammup_{k}_high"] = law.interval
+    return dataclasses.replace(j, measured=reported(measured))
+
+
+def draw_table1(m: Table1) -> Figure:
+    """eta* against effective depth with the fitted power law per architecture, and below
+    each, alpha against training length beside the AM-muP alpha."""
+    return figures.law_figure(m.results, m.probes)
+
+
+def table1_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """The architectures' studies at their first stage
+    (:func:`~depthscale.claims.laws.sweeps.study_costs`; the probes train nothing)."""
+    s = read_settings(Table1Settings, settings)
+    return study_costs(s, s.archs, device)
+
+
 @claim(
     "laws-table1", "laws",
     "The optimal LR follows eta* ~ L^alpha with alpha near -3/2 for CNNs, ResNets and ViTs",
     **settings.TABLE1,
-    cost=laws_cost,
+    cost=table1_cost,
     headline=dict(
         metric=("alpha_cnn1d", "alpha_cnn2d"),
         ci=("{metric}_ci_low", "{metric}_ci_high"),
@@ -92,20 +169,9 @@ def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
     control's, with an interval apart from the recipe's) shows the check sees another
     exponent; FAIL if any architecture contradicts otherwise; INCONCLUSIVE if none contradicts
     and any is undecided. An undecided architecture never hides another's contradiction."""
-    results = measure_table1(ctx)
-    probes = measure_probes(ctx)
-    parts = table1_parts(results, probes, ctx.settings["probe_seeds"],
-                         settings.family_parts(ctx.settings))
-    contrast = None
-    refuting = [k for k, p in parts.items() if p.verdict == "refutes"]
-    if len(refuting) >= 2:
-        wrong = dataclasses.replace(ctx, settings={**ctx.settings, "recipe": CONTRAST_RECIPE})
-        contrast = contrast_seen(probes, {k: law for k, law in measure_probes(wrong).items()
-                                          if k in refuting})
-    m = measure_laws(results, parts)
-    for k, law in probes.items():
-        m.measured[f"alpha_ammup_{k}"] = law.fit.slope
-        m.measured[f"alpha_ammup_{k}_low"], m.measured[f"alpha_ammup_{k}_high"] = law.interval
-    return finish(ctx, "laws-table1", Measurement(m.measured, m.rows, m.note),
-                  judge_laws(results, parts=parts, contrast=contrast),
-                  figures.law_figure(results, probes))
+    s = read_settings(Table1Settings, ctx.settings)
+    m = measure_table1(ctx, s)
+    j = judge_table1(m, s, lambda keys: measure_contrast(ctx, s, keys))
+    fig = draw_table1(m)
+    rows = law_rows(m.results, j.measured)
+    return conclude(ctx, "laws-table1", j, rows, fig)

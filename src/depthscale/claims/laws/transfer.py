@@ -12,27 +12,33 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.gates import flat_evidence, moving_evidence
-from depthscale.claims.laws.law import LawResult, table1_law
-from depthscale.claims.laws.outcome import Measurement, finish
-from depthscale.claims.laws.sweeps import effective_depth, laws_cost
-from depthscale.claims.registry import ClaimContext, claim
+from depthscale.claims.laws import settings
+from depthscale.claims.laws.gates import flat_evidence, moving_evidence, reported
+from depthscale.claims.laws.law import LawResult
+from depthscale.claims.laws.sequential import table1_law
+from depthscale.claims.laws.settings import Arch
+from depthscale.claims.laws.sweeps import SweepSettings, effective_depth, study_costs
+from depthscale.claims.registry import ClaimContext, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Finding,
     Judgement,
+    Rows,
+    conclude,
     findings_verdict,
     interval_finding,
 )
+from depthscale.report import figures
 from depthscale.stats.fits import percentile_interval
 from depthscale.stats.sweeps import Optimum
 
 __all__ = [
-    "ArchTransfer", "TransferRow", "judge_transfer", "laws_transfer", "measure_transfer",
-    "scaled_error_interval", "transfer_errors", "transfer_interval", "transfer_rows",
+    "ArchTransfer", "TransferRow", "TransferSettings", "draw_transfer", "judge_transfer",
+    "laws_transfer", "measure_transfer", "scaled_error_interval", "transfer_csv",
+    "transfer_errors", "transfer_interval", "transfer_rows",
 ]
 
 #: the band on scaled - raw median error (decades), on the architecture named ``verdict_on``
@@ -41,6 +47,20 @@ _GAIN_BAND: Band = (None, -0.01)
 #: raw-transfer error (Table 5: 0.314 / 2 = 0.157; the paper's scaled median is 0.057), so that
 #: the rule must remove at least half of what raw transfer misses, not merely beat it
 _SCALED_BAND: Band = (None, 0.157)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransferSettings(SweepSettings):
+    """laws-transfer's settings: the sweep budget (:class:`SweepSettings`), the ``archs``
+    (typed mappings, :data:`~depthscale.claims.laws.settings.Arch`: their Table 1 sweeps),
+    each one's source depth (``source_depths``, grid depth), the architecture the bands read
+    (``verdict_on``) and the rule's exponent (``transfer_exponent``: -3/2; the negative
+    control's constant LR: 0)."""
+
+    archs: Mapping[str, Arch]
+    source_depths: Mapping[str, int]
+    verdict_on: str
+    transfer_exponent: float = -1.5
 
 
 @dataclass(frozen=True)
@@ -139,17 +159,16 @@ def located_depths(law: LawResult) -> set[int]:
     return {su.depth for su in law.summaries} - set(law.gated)
 
 
-def measure_transfer(ctx: ClaimContext) -> list[ArchTransfer]:
+def measure_transfer(ctx: ClaimContext, s: TransferSettings) -> list[ArchTransfer]:
     """Per architecture: its Table 1 sweep's eta* per effective depth, the transfer from the
     source depth under the settings' exponent (-3/2; the negative control's constant LR: 0),
     to the target depths whose sweep locates eta* (:func:`located_depths`; the others alone
     are undecided, named in the reason; no rows where the source is not located)."""
-    s = ctx.settings
-    exponent = s.get("transfer_exponent", -1.5)
+    exponent = s.transfer_exponent
     out = []
-    for key, arch in s["archs"].items():
+    for key, arch in s.archs.items():
         law = table1_law(ctx, key, arch)
-        source = effective_depth(arch, s["source_depths"][key])
+        source = effective_depth(arch, s.source_depths[key])
         located = located_depths(law)
         if source not in located:
             out.append(ArchTransfer(key, law, source, [], math.nan, math.nan,
@@ -165,12 +184,15 @@ def measure_transfer(ctx: ClaimContext) -> list[ArchTransfer]:
     return out
 
 
-def transfer_measurement(arches: Sequence[ArchTransfer]) -> Measurement:
-    """The median errors, their difference and its interval per architecture; the CSV rows."""
+def transfer_csv(arches: Sequence[ArchTransfer]) -> Rows:
+    """The CSV: a row per architecture and target depth (:class:`TransferRow`)."""
+    return [{"architecture": a.key, **asdict(r)} for a in arches for r in a.rows]
+
+
+def transfer_measured(arches: Sequence[ArchTransfer]) -> dict[str, float | None]:
+    """The median errors, their difference and its interval per architecture."""
     measured: dict[str, float | None] = {}
-    rows: list[dict[str, Any]] = []
     for a in arches:
-        rows += [{"architecture": a.key, **asdict(r)} for r in a.rows]
         low, high = a.interval
         s_low, s_high = a.scaled_interval
         measured |= {f"median_error_scaled_{a.key}_low": s_low,
@@ -179,7 +201,7 @@ def transfer_measurement(arches: Sequence[ArchTransfer]) -> Measurement:
                      f"median_error_raw_{a.key}": a.median_raw,
                      f"scaled_minus_raw_{a.key}": a.median_scaled - a.median_raw,
                      f"scaled_minus_raw_{a.key}_low": low, f"scaled_minus_raw_{a.key}_high": high}
-    return Measurement(measured, rows)
+    return measured
 
 
 def transfer_finding(a: ArchTransfer) -> dict[str, tuple[Finding, str]]:
@@ -233,9 +255,34 @@ def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement
         said = "; ".join(f"{k}: supports ({v[1]})" for k, v in findings.items())
     if others:
         said += "; without a band: " + "; ".join(others)
-    return Judgement({}, {f"scaled_minus_raw_{verdict_on}": _GAIN_BAND,
-                          f"median_error_scaled_{verdict_on}": _SCALED_BAND},
-                    (verdict, said))
+    return Judgement(reported(transfer_measured(arches)),
+                     {f"scaled_minus_raw_{verdict_on}": _GAIN_BAND,
+                      f"median_error_scaled_{verdict_on}": _SCALED_BAND}, (verdict, said))
+
+
+def draw_transfer(arches: Sequence[ArchTransfer]) -> Figure:
+    """One panel per architecture: the oracle log10 eta* per effective depth, the scaled and
+    the raw transfer from the source depth (dotted line), and both median errors."""
+    fig, axes = figures.new_figure(ncols=len(arches), width=3.4)
+    for ax, a in zip(axes, arches, strict=True):
+        Ls = [r.effective_depth for r in a.rows]
+        ax.semilogx(Ls, [r.log10_oracle for r in a.rows], "ko", label="oracle (grid search)")
+        ax.semilogx(Ls, [r.log10_scaled for r in a.rows], "s", label="(L/L0)^(-3/2) transfer")
+        ax.semilogx(Ls, [r.log10_raw for r in a.rows], "x", label="raw transfer")
+        ax.axvline(a.source, color="grey", ls=":", lw=1)
+        ax.set_xlabel("effective depth L")
+        ax.set_ylabel("log10 eta")
+        ax.set_title(f"{a.key}: median error {a.median_scaled:.2f} "
+                     f"(scaled) vs {a.median_raw:.2f} (raw)", fontsize=8)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def transfer_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """The architectures' Table 1 studies at their first stage
+    (:func:`~depthscale.claims.laws.sweeps.study_costs`)."""
+    s = read_settings(TransferSettings, settings)
+    return study_costs(s, s.archs, device)
 
 
 @claim(
@@ -243,7 +290,7 @@ def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement
     "Zero-shot eta(L) = eta(L0)(L/L0)^(-3/2) beats raw transfer and lands within 0.157 decades "
     "of the tuned LR",
     **settings.TRANSFER,
-    cost=laws_cost,
+    cost=transfer_cost,
     headline=dict(
         metric=("scaled_minus_raw_vit", "scaled_minus_raw_cnn1d"),
         ci=("{metric}_low", "{metric}_high"),
@@ -263,7 +310,9 @@ def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
     scaled error <= 0.157 decades (half Table 5's raw median), both on seed intervals. Quick
     scale reuses the Table 1 sweeps (one epoch; the paper tunes with a three-epoch budget, as
     full scale does) and reports the other architectures too, without a band."""
-    arches = measure_transfer(ctx)
-    return finish(ctx, "laws-transfer", transfer_measurement(arches),
-                  judge_transfer(arches, ctx.settings["verdict_on"]),
-                  figures.transfer_figure(arches))
+    s = read_settings(TransferSettings, ctx.settings)
+    arches = measure_transfer(ctx, s)
+    j = judge_transfer(arches, s.verdict_on)
+    fig = draw_transfer(arches)
+    rows = transfer_csv(arches)
+    return conclude(ctx, "laws-transfer", j, rows, fig)

@@ -5,40 +5,65 @@ within Table 4's own spread."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.gates import law_parts
+from depthscale.claims.laws.gates import judge_laws, law_rows, reported
 from depthscale.claims.laws.law import LawResult, fit_law
-from depthscale.claims.laws.outcome import Measurement, finish
-from depthscale.claims.laws.sweeps import at_epoch, chance_loss, laws_cost, sweep
-from depthscale.claims.laws.tables import judge_laws, measure_laws
-from depthscale.claims.registry import ClaimContext, claim
-from depthscale.claims.verdicts import Band, ClaimOutcome, Judgement, interval_finding
+from depthscale.claims.laws.sequential import sweep
+from depthscale.claims.laws.settings import Arch
+from depthscale.claims.laws.sweeps import SweepSettings, at_epoch, chance_loss, study_costs
+from depthscale.claims.registry import ClaimContext, claim, read_settings
+from depthscale.claims.verdicts import (
+    Band,
+    ClaimOutcome,
+    Judgement,
+    conclude,
+    interval_finding,
+)
+from depthscale.errors import ConfigError
 from depthscale.stats.fits import percentile_interval
 
-__all__ = ["judge_widths", "laws_widths", "measure_widths", "spread_interval",
-           "widths_measurement"]
+__all__ = ["WidthsSettings", "draw_widths", "judge_widths", "laws_widths", "measure_widths",
+           "spread_interval"]
 
 #: the band on the spread of alpha over (width, epoch): Table 4's own, max -1.207 - min -1.647
 #: = 0.44 over its nine parts (widths 288, 384, 480 x epochs 1-3)
 SPREAD_BAND: Band = (None, 0.44)
 
 
-def measure_widths(ctx: ClaimContext) -> dict[str, LawResult]:
+@dataclass(frozen=True, kw_only=True)
+class WidthsSettings(SweepSettings):
+    """laws-widths' settings: the sweep budget (:class:`SweepSettings`, ``epochs`` the
+    epochs whose LR selection is read), the architecture ``arch`` (a typed mapping,
+    :data:`~depthscale.claims.laws.settings.Arch`) and the proxy ``widths`` it is swept at."""
+
+    arch: Arch
+    widths: list[int]
+
+    def studies(self) -> dict[str, Arch]:
+        """The architecture at each width, by ``w<width>``."""
+        return {f"w{w}": {**self.arch, "width": w} for w in self.widths}
+
+
+def measure_widths(ctx: ClaimContext, s: WidthsSettings) -> dict[str, LawResult]:
     """One sweep per proxy width trained for ``epochs`` epochs; per (width, epoch) the law of
     eta* minimising that epoch's mean running loss (criterion "last-epoch")."""
-    s = ctx.settings
+    if s.epochs is None:
+        raise ConfigError("laws-widths needs settings 'epochs' (the epochs whose LR "
+                          "selection is read, Table 4)")
     results: dict[str, LawResult] = {}
-    for width in s["widths"]:
-        arch = {**s["arch"], "width": width}
+    for width in s.widths:
+        arch = {**s.arch, "width": width}
         records = sweep(ctx, f"laws-widths-w{width}", arch)
         chance = chance_loss(ctx, arch)
-        for epoch in range(1, int(s["epochs"]) + 1):
+        for epoch in range(1, int(s.epochs) + 1):
             results[f"w{width}_epoch{epoch}"] = fit_law(at_epoch(records, epoch), "last-epoch",
                                                         chance=chance)
     return results
@@ -75,24 +100,17 @@ def spread_interval(results: Mapping[str, LawResult], *, seed: int = 0,
     return percentile_interval(spreads)
 
 
-def widths_measurement(results: dict[str, LawResult], seed: int = 0) -> Measurement:
-    """The laws' numbers and rows (:func:`~depthscale.claims.laws.tables.measure_laws`) and
-    the spread of alpha (max - min over the finite ones) with its interval
-    (:func:`spread_interval`)."""
-    m = measure_laws(results, law_parts(results))
+def judge_widths(results: Mapping[str, LawResult], seed: int = 0) -> Judgement:
+    """The law band on every part's alpha (:func:`~depthscale.claims.laws.gates.judge_laws`)
+    and the spread of alpha (max - min over the finite ones) on its interval
+    (:func:`spread_interval`) against <= 0.44 (Table 4): FAIL if either fails, PASS only if
+    both pass (a spread whose interval straddles 0.44 leaves a PASS INCONCLUSIVE)."""
+    laws = judge_laws(results)
     alphas = [law.fit.slope for law in results.values() if math.isfinite(law.fit.slope)]
     spread = float(np.ptp(alphas)) if alphas else None
     low, high = spread_interval(results, seed=seed)
-    return dataclasses.replace(m, measured={**m.measured, "alpha_spread": spread,
-                                            "alpha_spread_low": low, "alpha_spread_high": high})
-
-
-def judge_widths(results: Mapping[str, LawResult], seed: int = 0) -> Judgement:
-    """The law band on every part's alpha (:func:`~depthscale.claims.laws.tables.judge_laws`)
-    and the spread's interval against <= 0.44 (Table 4): FAIL if either fails, PASS only if
-    both pass (a spread whose interval straddles 0.44 leaves a PASS INCONCLUSIVE)."""
-    laws = judge_laws(results)
-    low, high = spread_interval(results, seed=seed)
+    measured = reported({**laws.measured, "alpha_spread": spread, "alpha_spread_low": low,
+                         "alpha_spread_high": high})
     finding = interval_finding(low, high, SPREAD_BAND)
     said = (f"alpha spread over {len(results)} parts, 95% seed-bootstrap interval "
             f"[{low:.3g}, {high:.3g}], against <= 0.44 (Table 4): {finding}")
@@ -104,7 +122,20 @@ def judge_widths(results: Mapping[str, LawResult], seed: int = 0) -> Judgement:
         verdict, why = "INCONCLUSIVE", f"{said}; the law band: PASS ({why})"
     else:
         why = f"{why}; {said}"
-    return Judgement({}, {**laws.bands, "alpha_spread": SPREAD_BAND}, (verdict, why))
+    return Judgement(measured, {**laws.bands, "alpha_spread": SPREAD_BAND}, (verdict, why),
+                     laws.note)
+
+
+def draw_widths(results: Mapping[str, LawResult]) -> Figure:
+    """eta* against effective depth with the fitted power law, a panel per (width, epoch)."""
+    return figures.law_figure(results)
+
+
+def widths_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+    """The sweep at each width, at its first stage
+    (:func:`~depthscale.claims.laws.sweeps.study_costs`)."""
+    s = read_settings(WidthsSettings, settings)
+    return study_costs(s, s.studies(), device)
 
 
 @claim(
@@ -112,7 +143,7 @@ def judge_widths(results: Mapping[str, LawResult], seed: int = 0) -> Judgement:
     "The fitted exponent is stable across proxy widths and LR selection after epochs 1-3 "
     "(spread of alpha within Table 4's 0.44)",
     **settings.WIDTHS,
-    cost=laws_cost,
+    cost=widths_cost,
     headline=dict(
         metric="alpha_spread",
         label="spread (max - min) of alpha over proxy widths and epochs",
@@ -130,6 +161,9 @@ def laws_widths(ctx: ClaimContext) -> ClaimOutcome:
     alpha in [-1.9, -1.0] (a verdict per part, ``verdict_w<width>_epoch<e>``, joined by
     gates.parts_verdict) and the seed-bootstrap interval of the spread of alpha (max - min)
     <= 0.44, Table 4's own spread (:func:`judge_widths`)."""
-    results = measure_widths(ctx)
-    return finish(ctx, "laws-widths", widths_measurement(results, ctx.seed),
-                  judge_widths(results, ctx.seed), figures.law_figure(results))
+    s = read_settings(WidthsSettings, ctx.settings)
+    results = measure_widths(ctx, s)
+    j = judge_widths(results, ctx.seed)
+    fig = draw_widths(results)
+    rows = law_rows(results, j.measured)
+    return conclude(ctx, "laws-widths", j, rows, fig)
