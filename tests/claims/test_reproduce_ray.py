@@ -234,6 +234,16 @@ def test_a_bad_ray_address_is_one_line_before_any_work(
     assert not (tmp_path / "out").exists()
 
 
+def test_ray_with_a_gpu_device_is_refused_before_any_work(tmp_path: Path) -> None:
+    """Runs are one-CPU Ray tasks, from which Ray hides the GPUs (checked before the device,
+    so the answer is the same on a machine with CUDA)."""
+    with pytest.raises(ConfigError, match="--ray runs the sweeps as one-CPU Ray tasks, not on "
+                                          "cuda:1: drop --ray"):
+        reproduce(["nfd-transfer"], scale="quick", out_dir=tmp_path / "out", device="cuda:1",
+                  ray_address="local")
+    assert not (tmp_path / "out").exists()
+
+
 def test_without_ray_installed_the_error_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:

@@ -243,6 +243,12 @@ def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str
         raise ConfigError(f"workers must be >= 1, got {workers}")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds must be a whole number >= 1, got {seeds!r}")
+    if ray_address is not None and from_stored:
+        raise ConfigError("--ray runs the sweeps on a cluster, --from-stored trains nothing: "
+                          "drop one of them")
+    if ray_address is not None and device != "cpu":  # Ray hides GPUs from one-CPU tasks
+        raise ConfigError(f"--ray runs the sweeps as one-CPU Ray tasks, not on {device}: "
+                          "drop --ray to train on this machine's GPU, or --device")
     if from_stored:  # the device names the stored runs; nothing runs on it here
         check_device_name(device)
     else:
@@ -261,9 +267,6 @@ def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str
         for cid in chosen:
             check_claim_cost(cid, scale, control, changes, device)
     if ray_address is not None:
-        if from_stored:
-            raise ConfigError("--ray runs the sweeps on a cluster, --from-stored trains nothing: "
-                              "drop one of them")
         from depthscale.studies.executors import check_ray_address
 
         check_ray_address(ray_address)
