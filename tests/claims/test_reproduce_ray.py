@@ -248,7 +248,8 @@ def test_without_ray_installed_the_error_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(ConfigError, match=r"pip install 'depthscale\[ray\]'"):
+    with pytest.raises(ConfigError, match=r"--ray needs Ray, which is not installed: pip "
+                                          r"install 'depthscale\[ray\]'"):
         reproduce(["nfd-transfer"], scale="quick", out_dir=tmp_path / "out", ray_address="local")
     assert not (tmp_path / "out").exists()
 

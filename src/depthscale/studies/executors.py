@@ -223,11 +223,11 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 
 
 # ---- ray --------------------------------------------------------------------------------------
-def _import_ray() -> Any:
+def _import_ray(what: str = "--backend ray") -> Any:
     try:
         import ray
     except ImportError:
-        raise ConfigError(f"--backend ray needs Ray, which is not installed: {_RAY_HINT}") from None
+        raise ConfigError(f"{what} needs Ray, which is not installed: {_RAY_HINT}") from None
     return ray
 
 
@@ -350,7 +350,7 @@ def check_ray_address(address: str, flag: str = "--ray") -> None:
     """ConfigError unless Ray imports and ``address`` is ``local``, ``auto`` (:data:`RAY_LOCAL`)
     or a ``HOST:PORT`` (``ray://`` for Ray Client) that accepts a TCP connection: the checks
     that need no Ray session, so a bad address stops a run before any work."""
-    _import_ray()
+    _import_ray(flag)
     if address not in RAY_LOCAL:
         _reachable(address, flag)
 
