@@ -3,9 +3,9 @@ test (``ray start --head`` given 127.0.0.1 and a free port, two CPUs, its own te
 ``ray.init()`` elsewhere does not find it, and a random token, so nothing else can use it),
 equal to a local run: the same verdicts, measured values and study records' outcomes; a run
 killed mid-sweep resumes with or without ``--ray`` and trains only the runs its store lacks.
-Skipped only where Ray is not importable. Measured on the shared 2-core dev machine at load
-average 7-9 (neighbouring jobs): the cluster starts in 6-15 s, the file takes 2-3 min wall and
-about 40 CPU-seconds, Ray's processes included."""
+Skipped only where Ray is not importable. Measured on the shared 2-core dev machine: at load
+average 3 the cluster started in 4 s and the file took 64 s wall, 34 CPU-seconds with Ray's
+processes; at load average 7-9, 6-15 s and 2-3 min."""
 
 from __future__ import annotations
 
