@@ -76,10 +76,12 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
         ctx.extend_total(total)
         yield ctx.progress
 
-    # ``reproduce --workers`` (ClaimContext.workers): a process pool; the runs are identical.
-    # ``reproduce --batch-lrs``: LR groups trained as one batched run (equal to float rounding)
-    run_study(study, folder, progress=progress, retry_failed=retry_failed, workers=ctx.workers,
-              batch_lrs=ctx.batch_lrs)
+    # ``reproduce --workers`` (ClaimContext.workers): a process pool; ``--ray``: Ray tasks on
+    # that cluster; the runs are identical. ``reproduce --batch-lrs``: LR groups trained as one
+    # batched run (equal to float rounding)
+    run_study(study, folder, backend="local" if ctx.ray_address is None else "ray",
+              address=ctx.ray_address, progress=progress, retry_failed=retry_failed,
+              workers=ctx.workers, batch_lrs=ctx.batch_lrs)
     with open_store(folder, readonly=True) as store:
         records = [dict(r) for r in store.records(planned_only=True)]
     failed = [r for r in records if r["status"] == "failed"]

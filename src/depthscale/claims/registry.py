@@ -69,8 +69,12 @@ class ClaimContext:
     settings: dict[str, Any]
     progress: Callable[[int], None] = lambda _k: None
     set_total: Callable[[int], None] = lambda _k: None
-    #: processes a claim's sweeps may use (``depthscale reproduce --workers``)
+    #: processes a claim's sweeps may use (``depthscale reproduce --workers``; under
+    #: ``--ray``: the cluster's CPUs)
     workers: int = 1
+    #: the Ray cluster the claim's study sweeps run on (``depthscale reproduce --ray``; None:
+    #: this machine); the driver, this process, still writes every store
+    ray_address: str | None = None
     #: train the runs of a sweep that differ only in LR as one batched group
     #: (``depthscale reproduce --batch-lrs``; :func:`~depthscale.studies.sweep.run_study`)
     batch_lrs: bool = False

@@ -17,11 +17,14 @@ deliberately wrong setting under which a check that can fail comes out FAIL.
 ``budget_seconds`` gives each claim a time budget (``ClaimContext.budget_seconds``), which the
 sequential designs read (the laws sweeps, claims/laws/sequential.py; nfd-fig2's seed rounds,
 claims/nfd/horizon.py); what those designs decided joins the claim's measured values and
-reason.
+reason. ``ray_address`` runs every claim's study sweeps as Ray tasks on that cluster
+(:func:`~depthscale.studies.executors.ray_cluster`, one session for the whole call); this
+process still writes every store and result, and runs the claims' other computations.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -125,12 +128,14 @@ def _cpu_model() -> str:
 def run_info(device: str, workers: int, budget_seconds: float | None = None,
              batch_lrs: bool = False,
              changes: Sequence[SettingChange] = (),
-             from_stored: bool = False) -> dict[str, Any]:
+             from_stored: bool = False, ray: dict[str, Any] | None = None) -> dict[str, Any]:
     """Where and with what a reproduce call runs: start time, CPU and GPU models, torch
     threads, each claim's time budget (seconds, None: none), whether LR groups trained
     batched (``batch_lrs``), the settings changed by ``--set`` (``set``: one line, None
     when none; :mod:`~depthscale.claims.changes`), whether it judged stored runs alone
-    (``from_stored``), OS and the versions of
+    (``from_stored``), where the sweeps ran (``backend``: local or ray; ``ray``,
+    ``ray_nodes``, ``ray_cpus``: the cluster's address, nodes and CPUs, None when local), OS
+    and the versions of
     depthscale, torch, numpy and Python (each record's ``run``, so the report shows the
     machine that computed it, not the reader's)."""
     import numpy
@@ -145,7 +150,9 @@ def run_info(device: str, workers: int, budget_seconds: float | None = None,
         "device": device, "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "gpu": gpu,
         "threads": torch.get_num_threads(), "workers": workers, "budget_seconds": budget_seconds,
         "batch_lrs": batch_lrs, "set": describe_changes(changes) or None,
-        "from_stored": from_stored,
+        "from_stored": from_stored, "backend": "local" if ray is None else "ray",
+        **{f"ray{k}": None if ray is None else ray[key]
+           for k, key in (("", "address"), ("_nodes", "nodes"), ("_cpus", "cpus"))},
         "os": f"{platform.system()} {platform.release()}".strip(),
         "depthscale": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
         "python": platform.python_version(),
@@ -207,22 +214,25 @@ def _run_claim(cid: str, ctx: ClaimContext, crashed: list[str]) -> ClaimOutcome:
 def check_reproduce(ids: Sequence[str], *, scale: str = "quick", device: str = "cpu",
                     seeds: int = 1, control: bool = False, workers: int = 1,
                     budget_seconds: float | None = None, changes: Sequence[SettingChange] = (),
-                    from_stored: bool = False, force: bool = False) -> list[str]:
+                    from_stored: bool = False, force: bool = False,
+                    ray_address: str | None = None) -> list[str]:
     """Every check :func:`reproduce` makes of its arguments before any work (ConfigError),
     nothing run or written; the chosen claim ids."""
     return _check(ids, scale, workers, seeds, device, control, budget_seconds, changes,
-                  from_stored, force)
+                  from_stored, force, ray_address)
 
 
 def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str,
            control: bool, budget_seconds: float | None = None,
            changes: Sequence[SettingChange] = (), from_stored: bool = False,
-           force: bool = False) -> list[str]:
+           force: bool = False, ray_address: str | None = None) -> list[str]:
     """The chosen claim ids, after every check of the arguments (ConfigError, before work):
     each ``--set`` path exists in every chosen claim, its value has the setting's type and
     range (:mod:`~depthscale.claims.changes`), and the changed claim's networks and studies
     stay within the bounds of every run (:mod:`~depthscale.claims.costs`; not under
-    ``force``, nor ``from_stored``, which trains nothing)."""
+    ``force``, nor ``from_stored``, which trains nothing); last, ``ray_address`` (Ray
+    installed, the address reachable: :func:`~depthscale.studies.executors.check_ray_address`).
+    """
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     if budget_seconds is not None and not (isinstance(budget_seconds, int | float)
@@ -233,6 +243,12 @@ def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str
         raise ConfigError(f"workers must be >= 1, got {workers}")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds must be a whole number >= 1, got {seeds!r}")
+    if ray_address is not None and from_stored:
+        raise ConfigError("--ray runs the sweeps on a cluster, --from-stored trains nothing: "
+                          "drop one of them")
+    if ray_address is not None and device != "cpu":  # Ray hides GPUs from one-CPU tasks
+        raise ConfigError(f"--ray runs the sweeps as one-CPU Ray tasks, not on {device}: "
+                          "drop --ray to train on this machine's GPU, or --device")
     if from_stored:  # the device names the stored runs; nothing runs on it here
         check_device_name(device)
     else:
@@ -250,6 +266,10 @@ def _check(ids: Sequence[str], scale: str, workers: int, seeds: int, device: str
 
         for cid in chosen:
             check_claim_cost(cid, scale, control, changes, device)
+    if ray_address is not None:
+        from depthscale.studies.executors import check_ray_address
+
+        check_ray_address(ray_address)
     return chosen
 
 
@@ -271,6 +291,7 @@ class _Run:
     batch_lrs: bool = False
     changes: tuple[SettingChange, ...] = ()
     from_stored: bool = False
+    ray_address: str | None = None
 
 
 def _run_seeds(cid: str, run: _Run,
@@ -290,7 +311,7 @@ def _run_seeds(cid: str, run: _Run,
                                run.changes, cid),
                            progress=advance, set_total=set_total, workers=run.workers,
                            budget_seconds=run.budget_seconds, batch_lrs=run.batch_lrs,
-                           from_stored=run.from_stored)
+                           from_stored=run.from_stored, ray_address=run.ray_address)
         t0 = time.perf_counter()
         outcome = _with_designs(_run_claim(cid, ctx, crashed), ctx)
         per_seed.append((base, _record(cid, run.scale, base, time.perf_counter() - t0, outcome,
@@ -381,6 +402,7 @@ def reproduce(
     from_stored: bool = False,
     on_skip: SkipHook | None = None,
     force: bool = False,
+    ray_address: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
@@ -394,7 +416,10 @@ def reproduce(
     all checked before any work, sizes and time against the run bounds unless ``force``).
     ``from_stored``: judge each claim from the runs already stored in ``out_dir``, training nothing
     (a missing run makes a SKIP that names it); ``device`` then names the stored runs and is not
-    opened, and the chosen claims are judged again.
+    opened, and the chosen claims are judged again. ``ray_address``: run every study sweep as
+    Ray tasks on that cluster (``local``, ``auto`` or ``HOST:PORT``; checked and joined before
+    any claim; ``workers`` then sizes only a ``local`` instance, the budget counts the
+    cluster's CPUs); the results equal a local run's.
 
     Resuming: a claim whose non-SKIP result is in ``out_dir/claims.json`` from the same scale, base
     seed, number of seeds, budget, LR batching, ``changes`` and depthscale version is kept
@@ -402,17 +427,35 @@ def reproduce(
     (``on_skip(record, kept)`` is told of every SKIP).
     """
     chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds, changes,
-                    from_stored, force)
+                    from_stored, force, ray_address)
     rerun = rerun or from_stored
     out_dir = check_output_dir(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
-        results = {r["id"]: r for r in _existing(out_dir)}  # a bad claims.json stops us here
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if ray_address is not None:  # joined (and its workers checked) before any claim runs
+            from depthscale.studies.executors import ray_cluster
+
+            cluster = stack.enter_context(ray_cluster(ray_address, workers))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with folder_lock(out_dir, LOCK_FILE, wait=_LOCK_WAIT, what="reproduce folder"):
+            results = {r["id"]: r for r in _existing(out_dir)}  # a bad claims.json stops us
+        run = _Run(scale, out_dir, out_dir / "control" if control else out_dir, device,
+                   data_dir, seed, seeds, control, workers if cluster is None else cluster["cpus"],
+                   run_info(device, workers, budget_seconds, batch_lrs, changes, from_stored,
+                            cluster),
+                   budget_seconds, batch_lrs, tuple(changes), from_stored, ray_address)
+        return _run_chosen(chosen, run, results, rerun, on_claim, on_kept, on_skip)
+
+
+def _run_chosen(chosen: Sequence[str], run: _Run, results: dict[str, dict[str, Any]],
+                rerun: bool, on_claim: ClaimHooks | None, on_kept: Callable[[str], None] | None,
+                on_skip: SkipHook | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """:func:`reproduce`'s loop over the chosen claims: each kept (a result of this same run
+    already in ``results``) or run at every seed and merged into the folder."""
     crashed: list[str] = []
-    run = _Run(scale, out_dir, out_dir / "control" if control else out_dir, device, data_dir,
-               seed, seeds, control, workers,
-               run_info(device, workers, budget_seconds, batch_lrs, changes, from_stored),
-               budget_seconds, batch_lrs, tuple(changes), from_stored)
+    scale, seed, seeds, control = run.scale, run.seed, run.seeds, run.control
+    budget_seconds, batch_lrs, changes, out_dir = (run.budget_seconds, run.batch_lrs,
+                                                   run.changes, run.out_dir)
     for cid in chosen:
         previous = results.get(f"{cid}/control" if control else cid)
         if not rerun and previous is not None and _same_run(previous, scale, seed, seeds,

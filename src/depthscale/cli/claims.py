@@ -60,7 +60,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     # every check before the progress bar: the claims, the --set values and their bounds
     check_reproduce(args.claims, scale=args.scale, device=args.device, seeds=args.seeds,
                     control=args.control, workers=args.workers, budget_seconds=args.budget,
-                    changes=args.set, from_stored=args.from_stored, force=args.force)
+                    changes=args.set, from_stored=args.from_stored, force=args.force,
+                    ray_address=args.ray)
     console = Console(stderr=True)
     if args.device.startswith("cuda") and not args.batch_lrs and torch.cuda.is_available():
         console.print("hint: on a GPU one small sweep run leaves the device idle; --batch-lrs "
@@ -94,7 +95,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
                                      on_kept=on_kept, budget_seconds=args.budget,
                                      batch_lrs=args.batch_lrs, changes=args.set,
                                      from_stored=args.from_stored, on_skip=on_skip,
-                                     force=args.force)
+                                     force=args.force, ray_address=args.ray)
     Console().print(console_table(results, details=args.details))
     print(f"report: {args.out / 'index.html'}")
     if crashed:
@@ -136,7 +137,14 @@ def register(sub: Any) -> None:
                    help="run each claim's negative control (a deliberately wrong setting "
                    "under which a check that can fail gives FAIL) instead of the claim")
     r.add_argument("--workers", type=positive_int, default=1,
-                   help="processes for the claims' LR sweeps (results do not depend on it)")
+                   help="processes for the claims' LR sweeps (results do not depend on it); "
+                   "with --ray local: the CPUs of that instance")
+    r.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="run every claim's study sweeps as Ray tasks on this cluster: HOST:PORT "
+                   "(of 'ray start --head'; ray://HOST:PORT for Ray Client), auto (the cluster "
+                   "'ray start' started on this machine) or local (a new instance here). This "
+                   "process still writes every result, so a run resumes with or without --ray, "
+                   "and the results equal a local run's (docs/performance.md)")
     r.add_argument("--budget", type=duration, default=None,
                    help="each claim's time budget (90s, 45m, 1.5h): the sequential designs "
                    "(the laws sweeps, nfd-fig2's seed rounds) start no further round of seeds "

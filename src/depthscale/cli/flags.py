@@ -60,12 +60,21 @@ def _transfer_check(_args: argparse.Namespace) -> dict[str, str]:
     return {"lr": "transfer-check sweeps the LRs of --lrs"}
 
 
+def _reproduce(args: argparse.Namespace) -> dict[str, str]:
+    """Under ``--ray`` with a cluster's address, the cluster's CPUs run the sweeps."""
+    if getattr(args, "ray", None) not in (None, "local"):
+        return {"workers": "with --ray ADDRESS the cluster's CPUs run the sweeps; --workers "
+                           "sizes only --ray local"}
+    return {}
+
+
 #: per command, the flags that go unread in the mode its other flags choose
 UNREAD: dict[str, Unread] = {
     "limit": _limit,
     "train": _sgd_only,
     "explain": _explain,
     "transfer-check": _transfer_check,
+    "reproduce": _reproduce,
 }
 
 

@@ -174,7 +174,9 @@ def _run_info(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
             run.get("gpu") and f"GPU {run['gpu']}",
             run.get("device") and f"device {run['device']}",
             run.get("threads") and f"torch threads {run['threads']}",
-            run.get("workers") and f"workers {run['workers']}",
+            run.get("workers") and not run.get("ray") and f"workers {run['workers']}",
+            run.get("ray") and f"sweeps on the Ray cluster at {run['ray']} "
+            f"({run.get('ray_nodes')} node(s), {run.get('ray_cpus')} CPUs)",
             run.get("os"),
         ) if p) or None
         for run in runs

@@ -19,18 +19,20 @@ together when it finishes. All three executors run units the same way (Ray as on
   without a ``__main__`` guard, a worker that cannot import its task), :class:`WorkerError`
   is raised and nothing is recorded, so a fixed rerun trains those runs.
 * :class:`RayExecutor`: ``ray.remote(max_retries=retries)`` tasks; Ray reruns the tasks of lost
-  workers and nodes. Ray is imported only here, when asked for.
+  workers and nodes. Ray is imported only here, when asked for; :func:`ray_cluster` holds one
+  connection for many studies (``reproduce --ray``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
@@ -42,12 +44,15 @@ from depthscale.studies.spec import RunSpec, run_id
 
 __all__ = [
     "BACKENDS",
+    "RAY_LOCAL",
     "Executor",
     "InProcessExecutor",
     "PoolExecutor",
     "RayExecutor",
     "WorkerError",
+    "check_ray_address",
     "make_executor",
+    "ray_cluster",
     "run_group_payload",
     "run_payload",
 ]
@@ -218,11 +223,11 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 
 
 # ---- ray --------------------------------------------------------------------------------------
-def _import_ray() -> Any:
+def _import_ray(what: str = "--backend ray") -> Any:
     try:
         import ray
     except ImportError:
-        raise ConfigError(f"--backend ray needs Ray, which is not installed: {_RAY_HINT}") from None
+        raise ConfigError(f"{what} needs Ray, which is not installed: {_RAY_HINT}") from None
     return ray
 
 
@@ -258,7 +263,7 @@ class RayExecutor:
         if ray.is_initialized():
             return False
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if self.address is None and self.workers:
+        if self.address in (None, "local") and self.workers:
             kwargs["num_cpus"] = self.workers
         try:
             ray.init(address=self.address, **kwargs)
@@ -315,21 +320,102 @@ class RayExecutor:
 RAY_CONNECT_TIMEOUT = 5.0
 
 
-def _reachable(address: str) -> None:
+#: seconds the cluster has to run the one-task version check of :func:`ray_cluster`
+RAY_PROBE_TIMEOUT = 120.0
+#: Ray's names for a cluster on this machine: ``local`` starts a new instance for this process,
+#: ``auto`` joins the one ``ray start --head`` started here
+RAY_LOCAL = ("local", "auto")
+
+
+def _reachable(address: str, flag: str = "--address") -> None:
     """ConfigError unless ``HOST:PORT`` (optionally ``ray://``) accepts a TCP connection within
     :data:`RAY_CONNECT_TIMEOUT` seconds: ``ray.init`` itself waits minutes on a dead port."""
     import socket
 
     host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"--address {address!r}: give auto or HOST:PORT (e.g. 10.0.0.5:6379)")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{flag} {address!r}: give local, auto or HOST:PORT (e.g. "
+                          "10.0.0.5:6379)")
     try:
         with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT):
             pass
-    except OSError as exc:
+    except (OSError, UnicodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
         raise ConfigError(f"cannot reach Ray at {address} within {RAY_CONNECT_TIMEOUT:g} s "
-                          f"({exc.strerror or exc}); start it there with 'ray start --head' "
+                          f"({why}); start it there with 'ray start --head' "
                           "or check the address") from None
+
+
+def check_ray_address(address: str, flag: str = "--ray") -> None:
+    """ConfigError unless Ray imports and ``address`` is ``local``, ``auto`` (:data:`RAY_LOCAL`)
+    or a ``HOST:PORT`` (``ray://`` for Ray Client) that accepts a TCP connection: the checks
+    that need no Ray session, so a bad address stops a run before any work."""
+    _import_ray(flag)
+    if address not in RAY_LOCAL:
+        _reachable(address, flag)
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost cause of ``exc``, its last line only (Ray wraps the reason, e.g. a wrong
+    token, in the text of a traceback)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    return " ".join(lines[-1].split())[:700]
+
+
+def worker_versions() -> dict[str, str]:
+    """:func:`versions` where a Ray task runs it: what :func:`ray_cluster` compares."""
+    return versions()
+
+
+@contextlib.contextmanager
+def ray_cluster(address: str, workers: int | None = None) -> Iterator[dict[str, Any]]:
+    """Ray connected to ``address`` for the block (``local``: a new instance of ``workers``
+    CPUs, shut down at the end), so that every study's :class:`RayExecutor` in it uses this one
+    session; a session this process already holds is used as it is. Yields the cluster's
+    ``address``, ``nodes`` and ``cpus``. ConfigError, before any study: Ray missing, the address
+    unreachable or refusing us, no CPU, or workers that cannot import depthscale or run
+    another depthscale or torch version than this process (the runs would not be this one's)."""
+    check_ray_address(address)
+    ray = _import_ray()
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "logging_level": logging.WARNING}
+        if address == "local" and workers:
+            kwargs["num_cpus"] = workers
+        try:
+            ray.init(address=address, **kwargs)
+        except Exception as exc:  # Ray raises several types here; all mean "no cluster"
+            raise ConfigError(f"cannot start or join Ray at {address}: {_cause(exc)}; check "
+                              "the address ('ray status' there), or use --ray local") from None
+        started = True
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        if cpus < 1:
+            raise ConfigError(f"the Ray cluster at {address} has no CPU for tasks; start its "
+                              "nodes with --num-cpus >= 1")
+        probe = ray.remote(num_cpus=1, max_retries=0)(worker_versions)
+        try:
+            theirs = ray.get(probe.remote(), timeout=RAY_PROBE_TIMEOUT)
+        except Exception as exc:
+            raise ConfigError(f"the Ray cluster at {address} did not run a depthscale task in "
+                              f"{RAY_PROBE_TIMEOUT:g} s ({_cause(exc)}); install this depthscale "
+                              "on every node, or free its CPUs") from None
+        ours = versions()
+        off = [f"{k} {theirs.get(k)} there, {ours[k]} here" for k in ("depthscale", "torch")
+               if theirs.get(k) != ours[k]]
+        if off:
+            raise ConfigError(f"the Ray cluster at {address} runs other versions ({'; '.join(off)})"
+                              ": its runs would not be this version's; install the same on every "
+                              "node")
+        yield {"address": address, "nodes": sum(1 for n in ray.nodes() if n.get("Alive")),
+               "cpus": cpus}
+    finally:
+        if started:
+            with contextlib.suppress(Exception):
+                ray.shutdown()
 
 
 def make_executor(backend: str, *, workers: int = 1, address: str | None = None,
@@ -344,7 +430,7 @@ def make_executor(backend: str, *, workers: int = 1, address: str | None = None,
     if retries < 0:
         raise ConfigError(f"--retries must be >= 0, got {retries}")
     if backend == "ray":
-        if address not in (None, "auto"):
+        if address is not None and address not in RAY_LOCAL:
             _reachable(address)  # before the store is touched: a dead address writes nothing
         return RayExecutor(address=address, retries=retries,
                            workers=workers if workers > 1 else None)
