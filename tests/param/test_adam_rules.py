@@ -220,10 +220,8 @@ def _eps_over_grad(n: int, blocks: int, recipe: str) -> dict[str, tuple[float, f
 def test_eps_over_gradient_is_width_and_depth_free(recipe: str) -> None:
     """eps/grad-RMS per role at init, widths 64 -> 256 (2 blocks) and depths 2 -> 8 blocks
     (width 64): log-slope within +-0.2 for every role (measured |slope| <= 0.13); with eps x 1
-    (the old rule) the weights' ratio grows as n^1.5 or more and the branch roles' ratio moves
-    with depth as the branch factor's inverse, L^(1/2) under depth-mup and L under completep:
-    above 0.4, twice the bound (depth-mup measured 0.48-0.50 with tokens drawn as embedding
-    rows, 0.50-0.55 with tokens at 0.02; the exponent itself, 0.5, is no threshold)."""
+    (the old rule) the weights' ratio grows as n^1.5 or more and some role's ratio moves with
+    depth by more than 0.5."""
     base, wide, deep = (_eps_over_grad(64, 2, recipe), _eps_over_grad(256, 2, recipe),
                         _eps_over_grad(64, 8, recipe))
     for role in base:
@@ -231,7 +229,7 @@ def test_eps_over_gradient_is_width_and_depth_free(recipe: str) -> None:
         assert abs(math.log(deep[role][0] / base[role][0]) / math.log(4)) <= 0.2, role
     for role in ("branch_in", "branch_out"):
         assert math.log(wide[role][1] / base[role][1]) / math.log(4) > 1.0
-    assert max(abs(math.log(deep[r][1] / base[r][1]) / math.log(4)) for r in base) > 0.4
+    assert max(abs(math.log(deep[r][1] / base[r][1]) / math.log(4)) for r in base) > 0.5
 
 
 def test_eps_outside_branches_errs_small() -> None:

@@ -1,11 +1,10 @@
-"""The muP family's rule for raw vectors added to the stream (role ``token``: a class token, a
-learned position table), issue 40 (b). Such a vector is an embedding row read by a constant
-index, an input weight of fan_in 1 (TP-V Table 3), and is drawn as the input rule draws an
-embedding: N(0, 1), Adam LR x 1. Before, it was drawn at 0.02 with the same LR, so one Adam
-step moved it by lr/0.02 of itself; in a ViT whose head reads the class token that token's
-step dominated the readout, its effect through the first attention fell with width (the
-query's n^(-1/2) fluctuation) and CompleteP's width check FAILed on a correct plan (hf-vit:
-stream update -0.35 [-0.51, -0.19] per width octave, now +0.06 [-0.13, +0.26])."""
+"""The muP family's rule for a class token (role ``class_token``: a raw vector joined to the
+sequence as a position of its own), issue 40 (b). At its position it is the whole input, an
+embedding row read by a constant index: an input weight of fan_in 1 (TP-V Table 3), drawn as
+the input rule draws an embedding, N(0, 1) with Adam LR x 1. Before, it was a ``token`` drawn at
+0.02 with the same LR, so one Adam step moved it by lr/0.02 of itself; a ViT's head reads only
+that position, and CompleteP's width check FAILed on a correct plan (hf-vit: stream update
+-0.35 [-0.51, -0.19] per width octave). A position table added to the patches keeps 0.02."""
 
 from __future__ import annotations
 
@@ -84,26 +83,26 @@ def _make(recipe: str, x: torch.Tensor):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("recipe", ["mup", "depth-mup", "completep"])
-def test_a_token_takes_the_relative_adam_step_of_an_embedding_row(recipe: str) -> None:
+def test_a_class_token_takes_the_relative_adam_step_of_an_embedding_row(recipe: str) -> None:
     """Per Adam step a weight moves by about lr c_adam per entry; relative to its init std
     that is lr c_adam / b. An embedding row (input rule, fan_in 1) has c_adam / b = 1; the
-    class token and positions, read by a constant index, must have the same (0.02 gave 50)."""
+    class token, read by a constant index, must have the same (0.02 gave 50). The positions,
+    added to the patch projection's output, stay a ``token`` at 0.02; SP keeps 0.02 for both."""
     x, _ = _digits()
     model = TinyViT(64, 2)
     st = ds.param.inspect(model, x)
-    assert st.roles["cls"] == st.roles["pos"] == "token"
+    assert (st.roles["cls"], st.roles["pos"]) == ("class_token", "token")
     p = ds.param.plan(recipe, width=st.width, depth=st.depth)
     p.apply(model, structure=st, example_input=x, seed=0)
     lr = 1e-3
     groups = {id(q): g for g in p.optimizer(model, "adam", lr=lr).param_groups
               for q in g["params"]}
-    for name in ("cls", "pos"):
-        q = dict(model.named_parameters())[name]
-        relative = groups[id(q)]["lr"] / float(q.detach().std())
-        assert math.isclose(relative, lr, rel_tol=0.25), (name, relative / lr)
+    relative = groups[id(model.cls)]["lr"] / float(model.cls.detach().std())
+    assert math.isclose(relative, lr, rel_tol=0.25), relative / lr
+    assert float(model.pos.detach().std()) < 0.05
     sp = TinyViT(64, 2)
     ds.param.plan("sp", width=64, depth=st.depth).apply(sp, example_input=x, seed=0)
-    assert float(sp.cls.detach().std()) < 0.05  # SP keeps common practice: 0.02
+    assert float(sp.cls.detach().std()) < 0.05
 
 
 def test_a_cls_readout_vit_passes_the_width_check_under_completep() -> None:
@@ -111,7 +110,7 @@ def test_a_cls_readout_vit_passes_the_width_check_under_completep() -> None:
     width slope lies in its band (PASS), and SP on the same model FAILs. With the token at
     0.02 (the old rule) the stream update fell, -0.21 [-0.41, +0.11] per octave, output -0.38
     [-0.63, -0.01] (INCONCLUSIVE; at the zoo's widths 32-128 and 2 seeds, -0.36 [-0.50, -0.22]
-    and FAIL); with the embedding rule +0.02 [-0.03, +0.07] (PASS)."""
+    and FAIL); drawn as an embedding row +0.05 [+0.01, +0.08] (PASS)."""
     x, y = _digits()
     seen = {}
     for recipe in ("completep", "sp"):
