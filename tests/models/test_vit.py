@@ -29,7 +29,7 @@ def test_forward_shape_and_every_parameter_classified_under_every_recipe(
     assert torch.isfinite(y).all()
     roles = p.roles(model)
     assert set(roles) == {n for n, _ in model.named_parameters()}
-    assert roles["cls_token"] == roles["pos_embed"] == "token"
+    assert (roles["cls_token"], roles["pos_embed"]) == ("class_token", "token")
     assert roles["patch_proj.weight"] == "input" and roles["head.weight"] == "output"
     assert roles["blocks.0.attn.qkv.weight"] == roles["blocks.0.mlp.fc1.weight"] == "branch_in"
     assert roles["blocks.0.attn.proj.weight"] == roles["blocks.0.mlp.fc2.weight"] == "branch_out"

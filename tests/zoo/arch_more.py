@@ -188,7 +188,7 @@ def _vit_truth(width: int, depth: int) -> Truth:
     layers = "vit.layers.*"
     return Truth(width, 2 * depth, depth, False, {
         "vit.embeddings.patch_embeddings.projection.weight": _r("input"),
-        "vit.embeddings.cls_token": _r("token"),
+        "vit.embeddings.cls_token": _r("class_token"),
         "vit.embeddings.position_embeddings": _r("token"),
         f"{layers}.attention.[qkv]_proj.weight": _r("branch_in"),
         f"{layers}.attention.o_proj.weight": _r("branch_out"),
@@ -246,11 +246,8 @@ ARCHS: list[Arch] = [
                         kept=("seq2seq.model.*coder.embed_positions.weight",)),
          hf=True),
     Arch("hf-resnet", build_hf_resnet, "images", _hf_resnet_truth, logits="logits", hf=True),
+    # CLS readout: the class token alone feeds the head. With it drawn at 0.02 under the muP
+    # family (before issue 40 (b)) CompleteP's width check FAILed: stream update -0.35 per
+    # width octave (tests/param/test_token_rule.py has the mechanism on a tiny model)
+    Arch("hf-vit", build_vit, "images", _vit_truth, logits="logits", hf=True),
 ]
-
-#: Hugging Face ViT (CLS readout): read right (structure, losses), but under CompleteP the
-#: width sweep at depth 1 FAILs, as it does for depthscale's own ViT (models/vit.py): the
-#: logits' update is dominated by the class token and positions (0.02 init, normalised by
-#: the first LayerNorm), whose effect through the attention query shrinks with width (muP's
-#: query gradient at init, TP-V Sec. 8). Not in the zoo until that is settled.
-VIT = Arch("hf-vit", build_vit, "images", _vit_truth, logits="logits", hf=True)

@@ -1,10 +1,10 @@
 """The Vision Transformer of laws Sec. 3.1 and 3.5 (Dosovitskiy et al. 2020), for images and
 1D signals alike.
 
-Patch projection, a class token and learned positional embeddings (role ``token``), D blocks
-of two residual updates each (laws Sec. 3.1: z <- z + Attn(LN(z)), z <- z + FFN(LN(z)), or
-the post-norm variant), a final LayerNorm on the class token and a linear head. Multipliers
-come from a plan; every weight is a :class:`ScaledLinear` with a role.
+Patch projection, a class token (role ``class_token``) and learned positional embeddings
+(role ``token``), D blocks of two residual updates each (laws Sec. 3.1: z <- z + Attn(LN(z)),
+z <- z + FFN(LN(z)), or the post-norm variant), a final LayerNorm on the class token and a
+linear head. Multipliers come from a plan; every weight is a :class:`ScaledLinear` with a role.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class ViT(nn.Module):
     or 1D signals ``(C, length)``.
 
     z_0 = [cls; patch_proj(patches(x))] + pos (patch projection role ``input``, ``cls_token``
-    and ``pos_embed`` role ``token``), D :class:`TransformerBlock` s, then
+    role ``class_token``, ``pos_embed`` role ``token``), D :class:`TransformerBlock` s, then
     f = head(LN(z_D[class token])) (role ``output``). ``depth`` is D; the rule table's L is the
     number of residual branches, ``plan_depth = 2 D``, and the effective depth of laws Sec. 3.5
     is L_tr = 2 D + 2 (stem and head counted as one unit each).
@@ -198,7 +198,7 @@ class ViT(nn.Module):
         self.pos_embed = nn.Parameter(torch.empty(1, self.n_patches + 1, width))
         nn.init.trunc_normal_(self.cls_token, std=0.02)  # laws Sec. 3.1: small-variance init
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        self.param_roles = {"cls_token": "token", "pos_embed": "token"}
+        self.param_roles = {"cls_token": "class_token", "pos_embed": "token"}
         self.drop = _dropout(dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(width, heads, int(hidden), norm=norm, phi=phi, dropout=dropout)

@@ -480,6 +480,10 @@ def _weight_role(found: _Roles, name: str, weights: list[Use], flow: _Flow,
     found.assign(name, role, why)
 
 
+#: ops that join a parameter to the sequence as entries of its own (dataflow's concatenations)
+_JOINS = frozenset({"cat", "concat", "stack"})
+
+
 def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> None:
     """A parameter used elementwise: a gain, a token table, a normalisation's shift or a
     bias, by where it sits; any other use is left unclassified, naming the op."""
@@ -500,9 +504,12 @@ def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> No
         if inside and _is_norm_op(p_uses):
             found.assign(name, "branch_norm", "normalisation gain inside a branch")
         found.gains.append(name)
+    elif "added" in kinds and all(u.op.rpartition(".")[2] in _JOINS for u in p_uses):
+        found.assign(name, "class_token", "joined to the sequence as positions of its own (a "
+                  "class or register token): an embedding row read by a constant index")
     elif "added" in kinds:
         found.assign(name, "token", "added to the activations (learned positional embedding, "
-                  "class or token-type table)")
+                  "token-type table)")
     elif "shift" in kinds and any(u.partner in flow.branch_gains for u in p_uses):
         found.assign(name, "branch_bias", "shift of the normalisation that ends a residual branch")
     elif "shift" in kinds and inside:

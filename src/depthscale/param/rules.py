@@ -61,7 +61,8 @@ ROLES: dict[str, str] = {
     "branch_norm": "normalisation gain inside a residual branch (a pre-LN block's LayerNorm)",
     "branch_gain": "gain of a normalisation that ends a residual branch (after its last layer, "
                    "as a ResNet's bn2): it carries the branch multiplier the norm would remove",
-    "token": "class token or learned positional embedding",
+    "token": "learned positional embedding or token-type table added to the activations",
+    "class_token": "class or register token joined to the sequence as positions of its own",
 }
 
 
@@ -148,6 +149,13 @@ _N = _e("n")
 _INV_SQRT_N = _e("1/sqrt(n)")
 _SQRT_N = _e("sqrt(n)")
 _TOKEN_STD = _const(0.02)
+# A class token joined to the sequence is, at its position, the whole input: an embedding row
+# read by a constant index, an input weight of fan_in 1 (TP-V Table 3). The muP family draws it
+# as the input rule draws an embedding (nfd Eq. 1 with d = 1: N(0, 1), Adam LR x 1). At 0.02
+# with that LR one Adam step moved it by lr/0.02 of itself, 50x any other input weight's
+# relative step, and a ViT's CLS readout, fed by it alone, failed the width check (docs/zoo.md).
+# A table added to another layer's output (positions) only perturbs it and keeps 0.02.
+_CLASS_TOKEN_SOURCE = "muP input weight of fan_in 1 (TP-V Table 3; nfd Eq. 1 with d = 1)"
 _ATTN_MUP = _e("1/d_head")
 _ATTN_MUP_SOURCE = "muP: Yang et al. 2022, TP-V Sec. 8 / Table 3"
 
@@ -165,6 +173,8 @@ def _vectors(c_sgd: Expr, c_adam: Expr | None, source: str) -> dict[str, Rule]:
         "branch_vector": vector,
         "branch_gain": Rule(ONE, ONE, c_sgd, c_adam, source, init="constant"),
         "token": Rule(ONE, _TOKEN_STD, c_sgd, c_adam, "laws Sec. 3.1 (small-std token init)"),
+        "class_token": Rule(ONE, _TOKEN_STD, c_sgd, c_adam,
+                            "laws Sec. 3.1 (small-std token init)"),
     }
 
 
@@ -230,6 +240,8 @@ def _mf_vectors(depth: str) -> dict[str, Rule]:
         "branch_norm": replace(norm, c_sgd=inside[0], source=inside[1]),
         "token": Rule(ONE, _TOKEN_STD, _N, ONE, "laws Sec. 3.1 (small-std token init)",
                       eps=_EPS_STREAM, adam_source=_ADAM),
+        "class_token": Rule(ONE, ONE, _N, ONE, _CLASS_TOKEN_SOURCE, eps=_EPS_STREAM,
+                            adam_source=_ADAM),
     }
     # The readout's bias: f = alpha/sqrt(n) v^T h + b. One SGD step on v (LR eta n, its
     # gradient (alpha/sqrt(n)) h chi with chi = dloss/df = O(1)) moves f by
