@@ -487,7 +487,12 @@ def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> No
     inside = all(u.index in flow.in_branch for u in p_uses)
     if len(p_uses) > 1 and len(kinds) == 1:
         found.counts[name] = len(p_uses)  # a bias or gain of a shared block
-    if "other" in kinds:
+    if "score_bias" in kinds and len(kinds) > 1:
+        ops = sorted({u.op for u in p_uses})
+        found.unclassified[name] = (f"added to attention scores and also used otherwise (by "
+                                    f"{', '.join(ops)}): neither a score bias nor a "
+                                    "parameter of its other use alone")
+    elif "other" in kinds:
         ops = sorted({u.op for u in p_uses if u.kind == "other"})
         found.unclassified[name] = (f"used by {', '.join(ops)}, which inspect does not read as "
                                     "a matrix, lookup, bias, gain or token")
@@ -500,6 +505,9 @@ def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> No
         if inside and _is_norm_op(p_uses):
             found.assign(name, "branch_norm", "normalisation gain inside a branch")
         found.gains.append(name)
+    elif "score_bias" in kinds:
+        found.assign(name, "branch_vector" if inside else "vector", _SCORE_BIAS + (
+            ", inside a residual branch" if inside else ""))
     elif "added" in kinds:
         found.assign(name, "token", "added to the activations (learned positional embedding, "
                   "class or token-type table)")
@@ -511,6 +519,10 @@ def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> No
         found.assign(name, "vector", "normalisation shift")
     else:
         _bias_role(found, name, p_uses, inside)
+
+
+_SCORE_BIAS = ("added to attention scores (a relative position bias: no width dimension, a "
+               "bias of the logits, trained like a bias: TP-V Table 3)")
 
 
 def _bias_role(found: _Roles, name: str, p_uses: list[Use], inside: bool) -> None:
