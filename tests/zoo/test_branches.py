@@ -1,7 +1,7 @@
 """Issue 40 on the zoo's models: T5's readout constant under the coordinate check (its
-relative position bias read by inspect as a bias of the attention scores), and PoolFormer's
+relative position bias read by inspect as a bias of the attention scores), PoolFormer's
 weightless branches carrying CompleteP's branch multiplier (Dey et al. 2025: 1/L per
-branch)."""
+branch), and Mixtral's experts read alike whichever kernel runs them."""
 
 from __future__ import annotations
 
@@ -72,3 +72,21 @@ def test_poolformer_pooling_branches_carry_the_branch_multiplier() -> None:
     assert torch.allclose(pool(h), (pool.pool(h) - h) / 6)
     ds.param.plan("sp", width=32, depth=6).apply(model, example_input=x, seed=0)
     assert torch.allclose(pool(h), pool.pool(h) - h)  # the earlier plan's multiplier undone
+
+
+@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="torch without _grouped_mm")
+def test_mixtral_experts_are_read_alike_by_every_kernel() -> None:
+    """transformers runs Mixtral's stacked experts by a loop over the experts hit (eager),
+    ``gate_up_proj[expert_ids]`` and bmm (batched_mm) or one ``torch._grouped_mm`` per matrix
+    (grouped_mm): inspect finds the same roles, fan-ins and branches from each."""
+    from arch_moe_ssm import build_mixtral  # after architectures, which imports it
+
+    arch = BY_NAME["hf-mixtral"]
+    x, _ = arch.example()
+    found = {}
+    for kernel in ("eager", "batched_mm", "grouped_mm"):
+        st = ds.param.inspect(build_mixtral(32, 2, 0, kernel), x)
+        assert not st.unclassified, (kernel, st.unclassified)
+        found[kernel] = (st.roles, st.fan_in, st.branches, st.uses)
+    assert found["grouped_mm"] == found["eager"] == found["batched_mm"]
+    assert found["eager"][1]["model.layers.0.mlp.experts.down_proj"] == 64

@@ -1,9 +1,10 @@
 """The data flow of one forward pass, as :func:`depthscale.param.inspect` reads it: a
 ``TorchFunctionMode`` (:class:`Recorder`) that sees every torch op with its tensors and records,
 per tensor, what it was computed from (:class:`TensorInfo`), and per parameter each *use*: the
-op that consumed it and how (:class:`Use`: matrix, lookup, added, gain, bias, shift, other), with
-the fan-in the op contracts; and the additions of two activations (:class:`Addition`), the
-candidates for residual branches. :mod:`depthscale.param.inspect` turns the record into roles.
+op that consumed it and how (:class:`Use`: matrix, lookup, added, gain, bias, shift,
+score_bias, other), with the fan-in the op contracts; and the additions of two activations
+(:class:`Addition`), the candidates for residual branches. :mod:`depthscale.param.inspect`
+turns the record into roles.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add_
 _MATMULS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
             torch.Tensor.__rmatmul__, torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm,
             torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm, torch.einsum}
+#: grouped matrix products (x rows grouped by ``offs``, each group times its expert's matrix
+#: of a stack (E, in, out)): transformers' ``grouped_mm`` experts kernel
+_GROUPED = {f for f in (getattr(torch, "_grouped_mm", None), getattr(F, "grouped_mm", None))
+            if f is not None}
 _LOOKUPS = {F.embedding, torch.Tensor.__getitem__, torch.index_select,
             torch.Tensor.index_select, torch.take, torch.Tensor.take}
 NORM_OPS = {F.layer_norm, F.group_norm, F.batch_norm, F.instance_norm, torch.layer_norm,
@@ -458,11 +463,13 @@ class Recorder(TorchFunctionMode):
                     self.use(p, kind, 1, given, op)
             return replace(given, scale=self.get(data[0]).scale if len(data) == 1 else None,
                            factor=1.0)
-        if func in _MATMULS or func in _CONVS or func in _CONV_T:
+        if func in _MATMULS or func in _CONVS or func in _CONV_T or func in _GROUPED:
             matrices: list[Use] = []
             biases: list[tuple[str, int]] = []
             for t, ps in names:
                 for p in ps:
+                    if self._ndim(p) >= 3 and t.ndim >= 3 and func in _GROUPED:
+                        self.stacked.add(p)  # every expert's matrix in one call
                     if self._ndim(p) >= 2 and t.ndim >= 2:
                         matrices.append(self.use(p, "matrix", _fan_in(func, args, t), given, op,
                                                  fan_out=_fan_out(func, args, t)))

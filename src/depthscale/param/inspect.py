@@ -3,15 +3,16 @@
 "How inspect reads a model").
 
 A parameter is classified by the op that consumes it, not by its module: a **matrix use**
-(``F.linear``, ``@``, ``einsum``, a convolution, multi-head attention; fan-in what the op
-contracts), a **lookup** (an input layer of fan-in 1, nfd Eq. 1), **added** (a token table or
-a bias), a **gain** (kept by the plan) or unclassified with the op named. A **residual branch**
-is an addition ``s + f(s)`` whose operand ``s`` is an ancestor of the other or shares one with
-it (a projection shortcut); a branch with no weight counts too (CompleteP's 1/L multiplies
-every branch). Roles follow from position (laws Sec. 3.4, nfd Eq. 1 and 6): ``branch_in``
-reads the stream, ``branch_out`` writes the addition, ``input`` makes the first stream,
-``output`` writes the logits. The effective depth is the laws paper's L = m + K (Sec.
-3.4-3.5); attention is recorded with the scale the forward computes (muP: 1/d_head).
+(``F.linear``, ``@``, ``einsum``, a convolution, multi-head attention, experts' grouped product;
+fan-in what the op contracts), a **lookup** (an input layer of fan-in 1, nfd Eq. 1), **added**
+(a token table or a bias; to attention scores: a bias), a **gain** (kept by the plan) or
+unclassified with the op named. A **residual branch** is an addition ``s + f(s)`` whose operand
+``s`` is an ancestor of the other or shares one with it (a projection shortcut); a branch with
+no weight counts too (CompleteP's 1/L multiplies every branch). Roles follow from position
+(laws Sec. 3.4, nfd Eq. 1 and 6): ``branch_in`` reads the stream, ``branch_out`` writes the
+addition, ``input`` makes the first stream, ``output`` writes the logits. The effective depth is
+the laws paper's L = m + K (Sec. 3.4-3.5); attention is recorded with the scale the forward
+computes (muP: 1/d_head).
 """
 
 from __future__ import annotations
@@ -471,7 +472,8 @@ def _weight_role(found: _Roles, name: str, weights: list[Use], flow: _Flow,
         found.readouts[outputs[0].unit] = name
         why += f"; also read out by {outputs[0].unit} (tied embedding)"
     elif name in stacked:
-        why += f" (stacked experts: {len(weights)} uses, one per expert selected)"
+        why += (f" (stacked experts: {len(weights)} uses, one per expert selected)"
+                if len(weights) > 1 else " (stacked experts, in one grouped product)")
     elif len(weights) > 1 and len({r for _, r, _ in placed}) == 1:
         found.counts[name] = len(weights)
         why += f" ({len(weights)} uses: a shared weight)"
