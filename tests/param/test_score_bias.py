@@ -1,7 +1,8 @@
 """Relative position biases read by their use (issue 40 (d)): a table with no width dimension
 (buckets x heads, Swin's (2W-1)^2 x heads) gathered by position and added to the attention
-scores, as ``F.scaled_dot_product_attention``'s ``attn_mask``, before a hand-written softmax,
-or looked up T5-style by ``nn.Embedding(buckets, heads)``. Its gradient is the scores', which
+scores, as ``F.scaled_dot_product_attention``'s ``attn_mask`` (also after a padding mask is
+added to it), before a hand-written softmax, or looked up T5-style by ``nn.Embedding(buckets,
+heads)``, by constant or data positions. Its gradient is the scores', which
 carry the branch multiplier: inspect gives it a bias's role (``branch_vector`` inside a
 branch: fan-in-independent init and LR, TP-V Table 3), with no warning and no refusal. A table
 that is also used otherwise, or made by multiplying two parameters, stays a refusal that names
@@ -21,15 +22,16 @@ from depthscale.errors import ConfigError
 from depthscale.param import inspect, plan
 
 V, T, HEADS, BUCKETS = 16, 8, 2, 2 * 8 - 1
-MODES = ("sdpa", "hand", "embedding", "data_positions")
+MODES = ("sdpa", "hand", "embedding", "data_positions", "masked")
 
 
 class Attention(nn.Module):
     """Self-attention whose scores get a learned relative position bias: ``mode`` "sdpa" (a
     table indexed by relative position, passed as SDPA's mask), "hand" (the same table added
     to q k^T before a softmax), "embedding" (T5: ``nn.Embedding(buckets, heads)`` looked up by
-    bucket ids made in the forward) or "data_positions" (the lookup indexed by positions that
-    come with the input)."""
+    bucket ids made in the forward), "data_positions" (the lookup indexed by positions that
+    come with the input) or "masked" (the table's bias added to a padding mask made from the
+    input, then SDPA's mask)."""
 
     def __init__(self, n: int, mode: str, extra: str = "") -> None:
         super().__init__()
@@ -57,11 +59,12 @@ class Attention(nn.Module):
         table = self.u @ self.v if self.extra == "factored" else self.table
         return table[self.index.flatten()].view(T, T, HEADS).permute(2, 0, 1)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None,
+                pad: torch.Tensor) -> torch.Tensor:
         b, t, n = x.shape
         q, k, v = self.qkv(x).split(n, dim=-1)
         q, k, v = (z.view(b, t, HEADS, n // HEADS).transpose(1, 2) for z in (q, k, v))
-        bias = self.bias(pos)
+        bias = self.bias(pos) + pad if self.mode == "masked" else self.bias(pos)
         if self.mode == "hand":
             scores = (q @ k.transpose(-2, -1)) * self.scale + bias
             y = scores.softmax(-1) @ v
@@ -86,11 +89,12 @@ class Net(nn.Module):
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor | None = None) -> torch.Tensor:
         x = self.wte(ids)
+        pad = (ids == 0).float()[:, None, None, :] * -1e4  # keys that are padding
         if self.extra == "stream":  # the table's entries also shift every feature of x
             x = x + self.attn[0].table.sum()
         for attn, ln1, ln2, fc, out in zip(self.attn, self.ln1, self.ln2, self.fc, self.out,
                                            strict=True):
-            x = x + attn(ln1(x), pos)
+            x = x + attn(ln1(x), pos, pad)
             x = x + out(F.gelu(fc(ln2(x))))
         return self.head(x)
 

@@ -12,10 +12,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["CONVS", "CONV_T", "contracted", "fan_in", "fan_out"]
+__all__ = ["CONVS", "CONV_T", "GROUPED", "contracted", "fan_in", "fan_out"]
 
 CONVS = {F.conv1d, F.conv2d, F.conv3d}
 CONV_T = {F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d}
+#: grouped matrix products (x rows grouped by ``offs``, each group times its expert's matrix
+#: of a stack (E, in, out)): transformers' ``grouped_mm`` experts kernel
+GROUPED = {f for f in (getattr(torch, "_grouped_mm", None), getattr(F, "grouped_mm", None))
+           if f is not None}
 _CONVS, _CONV_T = CONVS, CONV_T
 
 

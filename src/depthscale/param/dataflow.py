@@ -24,6 +24,7 @@ from torch.overrides import TorchFunctionMode
 
 from depthscale.param.contract import CONV_T as _CONV_T
 from depthscale.param.contract import CONVS as _CONVS
+from depthscale.param.contract import GROUPED as _GROUPED
 from depthscale.param.contract import contracted as _contracted
 from depthscale.param.contract import fan_in as _fan_in
 from depthscale.param.contract import fan_out as _fan_out
@@ -37,10 +38,6 @@ ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add_
 _MATMULS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
             torch.Tensor.__rmatmul__, torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm,
             torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm, torch.einsum}
-#: grouped matrix products (x rows grouped by ``offs``, each group times its expert's matrix
-#: of a stack (E, in, out)): transformers' ``grouped_mm`` experts kernel
-_GROUPED = {f for f in (getattr(torch, "_grouped_mm", None), getattr(F, "grouped_mm", None))
-            if f is not None}
 _LOOKUPS = {F.embedding, torch.Tensor.__getitem__, torch.index_select,
             torch.Tensor.index_select, torch.take, torch.Tensor.take}
 NORM_OPS = {F.layer_norm, F.group_norm, F.batch_norm, F.instance_norm, torch.layer_norm,
@@ -134,6 +131,9 @@ class TensorInfo:
     #: a function of parameters only in which two of them were multiplied together (a
     #: factorised table): not a table read by indexing
     mixed: bool = False
+    #: the tables added to it before any layer use (a position bias added to a mask): score
+    #: biases where it is added to attention scores
+    added: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,9 @@ class Recorder(TorchFunctionMode):
                      None, any(i.after_sum for _, i in data), any(i.normed for _, i in data),
                      frozenset().union(*(i.tail for _, i in data)),
                      factor=data[0][1].factor if len(data) == 1 else 1.0,
-                     gate=all(i.gate for _, i in values or data))
+                     gate=all(i.gate for _, i in values or data),
+                     added=frozenset() if uses else frozenset().union(
+                         *(i.added for _, i in data)))
 
     # ---- uses -----------------------------------------------------------------------------
     def unit(self, p: nn.Parameter) -> tuple[str, str]:
@@ -490,13 +492,16 @@ class Recorder(TorchFunctionMode):
             return self._layer(given, uses, uses)
         if func in ADDITIONS or func in _CATS:
             last = [self.uses[i] for i in sorted(given.last)]
+            tables: set[int] = set()
             for t, ps in names:
                 for p in ps:
                     kind = "bias" if t.ndim <= 1 or self._ndim(p) <= 1 else "added"
-                    self.use(p, kind, 1, given, op, last[0].param if last and kind == "bias"
-                             else "")
+                    u = self.use(p, kind, 1, given, op, last[0].param if last and kind == "bias"
+                                 else "")
+                    if kind == "added" and not given.uses:
+                        tables.add(u.index)
             return replace(given, scale=self.get(data[0]).scale if len(data) == 1 else None,
-                           factor=1.0)
+                           factor=1.0, added=given.added | tables)
         if func in _GAINS:
             for _, ps in names:
                 for p in ps:
@@ -552,10 +557,10 @@ class Recorder(TorchFunctionMode):
     def _looked_up_bias(self, t: torch.Tensor, scores: TensorInfo) -> None:
         """``t`` is added to attention scores: where lookups alone made it (a table indexed by
         positions that come with the data), they are score biases of those scores, not input
-        layers."""
-        made = self.get(t).uses
-        if made and all(self.uses[i].kind in ("lookup", "score_bias") for i in made):
-            for i in made:
+        layers; so are the tables added to it before (a position bias added to a mask)."""
+        made, added = self.get(t).uses, self.get(t).added
+        if all(self.uses[i].kind in ("lookup", "score_bias") for i in made):
+            for i in made | added:
                 self.uses[i] = replace(self.uses[i], kind="score_bias", input=scores)
 
     def _ndim(self, p_name: str) -> int:
