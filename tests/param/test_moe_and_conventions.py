@@ -1,10 +1,12 @@
-"""Mixture-of-experts routers and stacked experts read by use, and init conventions kept
-(issue 40): tiny plain-torch models with the values they must give."""
+"""Mixture-of-experts routers and stacked experts read by use (run by a loop over the experts
+hit or by one grouped matrix product, ``torch._grouped_mm``), and init conventions kept (issue
+40): tiny plain-torch models with the values they must give."""
 
 from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -17,10 +19,14 @@ E, TOP = 4, 2
 class MoE(nn.Module):
     """Mixtral's sparse block: router -> softmax -> top-2 (renormalised) weights multiplying
     the experts' outputs; experts stacked (E, out, in), indexed per expert hit; with
-    ``shared``, a sigmoid-gated shared expert added to the routed sum (Qwen2-MoE)."""
+    ``shared``, a sigmoid-gated shared expert added to the routed sum (Qwen2-MoE). ``kernel``
+    "loop": the experts hit one by one (Mixtral's eager kernel); "grouped": the token-expert
+    pairs sorted by expert and all experts run in one ``torch._grouped_mm`` (transformers'
+    ``grouped_mm`` experts)."""
 
-    def __init__(self, n: int, shared: bool = False) -> None:
+    def __init__(self, n: int, shared: bool = False, kernel: str = "loop") -> None:
         super().__init__()
+        self.kernel = kernel
         self.router = nn.Linear(n, E, bias=False)
         self.w_in = nn.Parameter(torch.randn(E, 2 * n, n) / n ** 0.5)
         self.w_out = nn.Parameter(torch.randn(E, n, 2 * n) / (2 * n) ** 0.5)
@@ -33,7 +39,14 @@ class MoE(nn.Module):
         top, idx = torch.topk(probs, TOP, dim=-1)
         top = top / top.sum(dim=-1, keepdim=True)
         out = torch.zeros_like(flat)
-        for e in torch.unique(idx):  # the experts hit, as Mixtral's eager kernel loops
+        if self.kernel == "grouped":
+            order = torch.argsort(idx.flatten())  # the token-expert pairs, by expert
+            tok = order // TOP
+            offs = torch.cumsum(torch.bincount(idx.flatten(), minlength=E), 0).to(torch.int32)
+            mid = F.gelu(torch._grouped_mm(flat[tok], self.w_in.transpose(-2, -1), offs=offs))
+            y = torch._grouped_mm(mid, self.w_out.transpose(-2, -1), offs=offs)
+            out.index_add_(0, tok, y * top.flatten()[order, None])
+        for e in torch.unique(idx) if self.kernel == "loop" else ():  # Mixtral's eager loop
             tok, pos = torch.where(idx == e)
             y = F.linear(F.gelu(F.linear(flat[tok], self.w_in[e])), self.w_out[e])
             out.index_add_(0, tok, y * top[tok, pos, None])
@@ -43,11 +56,12 @@ class MoE(nn.Module):
 
 
 class MoENet(nn.Module):
-    def __init__(self, n: int = 16, depth: int = 2, shared: bool = False) -> None:
+    def __init__(self, n: int = 16, depth: int = 2, shared: bool = False,
+                 kernel: str = "loop") -> None:
         super().__init__()
         self.embed = nn.Embedding(8, n)
         self.norms = nn.ModuleList(nn.LayerNorm(n) for _ in range(depth))
-        self.moes = nn.ModuleList(MoE(n, shared) for _ in range(depth))
+        self.moes = nn.ModuleList(MoE(n, shared, kernel) for _ in range(depth))
         self.head = nn.Linear(n, 8, bias=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -61,12 +75,18 @@ def _ids() -> torch.Tensor:
     return torch.randint(0, 8, (4, 8), generator=torch.Generator().manual_seed(0))
 
 
-def test_router_is_a_readout_and_stacked_experts_are_the_branch() -> None:
+KERNELS = ("loop", pytest.param("grouped", marks=pytest.mark.skipif(
+    not hasattr(torch, "_grouped_mm"), reason="torch without _grouped_mm")))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_router_is_a_readout_and_stacked_experts_are_the_branch(kernel: str) -> None:
     """Router: role output, fan-in n = 16 (it reads the normed stream, its softmax top-2
     weights gate the experts: never written to the stream); w_in branch_in (fan-in 16), w_out
-    branch_out (fan-in 32), each used once per expert hit and not counted as shared."""
+    branch_out (fan-in 32), each used once per expert hit (or once, all experts in one grouped
+    product) and not counted as shared."""
     torch.manual_seed(0)
-    st = ds.param.inspect(MoENet(), _ids())
+    st = ds.param.inspect(MoENet(kernel=kernel), _ids())
     assert (st.width, st.depth, len(st.blocks)) == (16, 2, 2)
     assert {n: st.roles[n] for n in ("moes.0.router.weight", "moes.0.w_in", "moes.0.w_out",
                                      "embed.weight", "head.weight")} == {
@@ -90,16 +110,17 @@ def test_a_shared_expert_summed_with_the_routed_ones_is_one_branch() -> None:
                           "moes.1.router.weight", "moes.1.shared_gate.weight")
 
 
-def test_coord_check_measures_routed_experts() -> None:
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_coord_check_measures_routed_experts(kernel: str) -> None:
     """A routed expert's token set changes with the step and its matrices are selected by a
-    routing index: the check measures it (before: a raw size-mismatch RuntimeError) and gives
-    a verdict."""
+    routing index (or all run in one grouped product): the check measures it (before: a raw
+    size-mismatch RuntimeError) and gives a verdict."""
     x = _ids()
     y = torch.randint(0, 8, (4, 8), generator=torch.Generator().manual_seed(1))
 
     def make(width: int, depth: int, seed: int) -> tuple[nn.Module, ds.param.Plan]:
         torch.manual_seed(seed)
-        model = MoENet(width, depth)
+        model = MoENet(width, depth, kernel=kernel)
         p = ds.param.plan("completep", width=width, depth=depth)
         p.apply(model, example_input=x, seed=seed)
         return model, p

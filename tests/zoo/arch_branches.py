@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 import torch
-from architectures import CONTEXT, IMAGE, VOCAB, Arch, Refusal, Truth, _r, seeded
+from architectures import CONTEXT, IMAGE, VOCAB, Arch, Truth, _r, seeded
 from torch import nn
 
 # ---- PoolFormer (Yu et al. 2022, MetaFormer) -------------------------------------------------
@@ -87,7 +87,8 @@ def _t5_truth(width: int, depth: int) -> Truth:
         "t5.*.block.*.layer.*.DenseReluDense.wi.weight": _r("branch_in"),
         "t5.*.block.*.layer.*.DenseReluDense.wo.weight": _r("branch_out"),
         "t5.*.block.*.layer.*.layer_norm.weight": _r("branch_norm"),
-        "t5.*.final_layer_norm.weight": _r("norm")},
+        "t5.*.final_layer_norm.weight": _r("norm"),
+        _T5_BIAS: _r("branch_vector")},
         notes="encoder blocks: self-attention + MLP branch; decoder blocks: self-attention, "
               "cross-attention (k, v read the encoder's output) + MLP; tied head reads the "
               "decoder output x d_model^-0.5; RMSNorm without a shift; relative position "
@@ -97,9 +98,5 @@ def _t5_truth(width: int, depth: int) -> Truth:
 ARCHS: list[Arch] = [
     Arch("hf-poolformer", build_poolformer, "images", _poolformer_truth,
          logits="logits", hf=True),
-    Arch("hf-t5", build_t5, "tokens", _t5_truth, hf=True,
-         refusal=Refusal(("relative_attention_bias", "roles="), {_T5_BIAS: "token"},
-                         "T5's relative position bias is added to the attention scores "
-                         "inside F.scaled_dot_product_attention, a use inspect does not read: "
-                         "apply must name it and the roles= to pass")),
+    Arch("hf-t5", build_t5, "tokens", _t5_truth, hf=True),
 ]

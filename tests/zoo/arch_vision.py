@@ -16,7 +16,7 @@ import warnings
 
 import torch
 import torch.nn.functional as F
-from architectures import CLASSES, IMAGE, Arch, Refusal, Truth, _r, seeded
+from architectures import CLASSES, IMAGE, Arch, Truth, _r, seeded
 from torch import nn
 
 __all__ = ["ARCHS"]
@@ -122,7 +122,7 @@ def _swin_nhwc_truth(width: int, depth: int) -> Truth:
         "patch.weight": _r("input"), "head.weight": _r("output"),
         "blocks.*.attn.qkv.weight": _r("branch_in"),
         "blocks.*.attn.proj.weight": _r("branch_out"),
-        "blocks.*.attn.relative_position_bias_table": _r("token"),
+        "blocks.*.attn.relative_position_bias_table": _r("branch_vector"),
         "blocks.*.fc1.weight": _r("branch_in"), "blocks.*.fc2.weight": _r("branch_out"),
         "blocks.*.norm?.weight": _r("branch_norm")},
         notes="stream (B, H, W, C): the width is the channel dim (last), not shape[1] (the "
@@ -208,7 +208,9 @@ def _hf_swin_truth(width: int, depth: int) -> Truth:
         f"{_SWIN}.attention.[qkv]_proj.weight": _r("branch_in"),
         f"{_SWIN}.attention.o_proj.weight": _r("branch_out"),
         f"{_SWIN}.mlp.fc1.weight": _r("branch_in"), f"{_SWIN}.mlp.fc2.weight": _r("branch_out"),
-        f"{_SWIN}.layernorm_*.weight": _r("branch_norm")},
+        f"{_SWIN}.layernorm_*.weight": _r("branch_norm"),
+        f"{_SWIN}.attention.relative_position_bias.relative_position_bias_table":
+            _r("branch_vector")},
         notes="stream (B, H*W, C) between layers, viewed as (B, H, W, C) and windowed inside the "
               "attention branch; the relative position bias table reaches the scores as "
               "F.scaled_dot_product_attention's mask")
@@ -272,12 +274,7 @@ def _hf_mobilenetv2_truth(width: int, depth: int) -> Truth:
 ARCHS: list[Arch] = [
     Arch("swin-nhwc", build_swin_nhwc, "images", _swin_nhwc_truth),
     Arch("convnext-nhwc", build_convnext_nhwc, "images", _convnext_nhwc_truth),
-    Arch("hf-swin", build_hf_swin, "images", _hf_swin_truth, logits="logits", hf=True,
-         refusal=Refusal(("relative_position_bias_table", "roles="),
-                         {"*.relative_position_bias_table": "token"},
-                         "Swin's relative position bias reaches the attention scores as the "
-                         "mask of F.scaled_dot_product_attention, a use inspect does not read: "
-                         "apply must name it and the roles= to pass")),
+    Arch("hf-swin", build_hf_swin, "images", _hf_swin_truth, logits="logits", hf=True),
     Arch("hf-mobilenetv2", build_hf_mobilenetv2, "images", _hf_mobilenetv2_truth,
          logits="logits", hf=True),
 ]

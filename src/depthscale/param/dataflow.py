@@ -1,9 +1,10 @@
 """The data flow of one forward pass, as :func:`depthscale.param.inspect` reads it: a
 ``TorchFunctionMode`` (:class:`Recorder`) that sees every torch op with its tensors and records,
 per tensor, what it was computed from (:class:`TensorInfo`), and per parameter each *use*: the
-op that consumed it and how (:class:`Use`: matrix, lookup, added, gain, bias, shift, other), with
-the fan-in the op contracts; and the additions of two activations (:class:`Addition`), the
-candidates for residual branches. :mod:`depthscale.param.inspect` turns the record into roles.
+op that consumed it and how (:class:`Use`: matrix, lookup, added, gain, bias, shift,
+score_bias, other), with the fan-in the op contracts; and the additions of two activations
+(:class:`Addition`), the candidates for residual branches. :mod:`depthscale.param.inspect`
+turns the record into roles.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from depthscale.param.contract import CONV_T as _CONV_T
+from depthscale.param.contract import CONVS as _CONVS
+from depthscale.param.contract import GROUPED as _GROUPED
+from depthscale.param.contract import contracted as _contracted
+from depthscale.param.contract import fan_in as _fan_in
+from depthscale.param.contract import fan_out as _fan_out
+
 __all__ = ["ADDITIONS", "NORM_OPS", "Addition", "AttentionCall", "Recorder", "TensorInfo", "Use",
            "attention_calls", "call_args", "copy_input", "module_stack", "tensors_in"]
 
@@ -30,8 +38,6 @@ ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add_
 _MATMULS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
             torch.Tensor.__rmatmul__, torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm,
             torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm, torch.einsum}
-_CONVS = {F.conv1d, F.conv2d, F.conv3d}
-_CONV_T = {F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d}
 _LOOKUPS = {F.embedding, torch.Tensor.__getitem__, torch.index_select,
             torch.Tensor.index_select, torch.take, torch.Tensor.take}
 NORM_OPS = {F.layer_norm, F.group_norm, F.batch_norm, F.instance_norm, torch.layer_norm,
@@ -122,13 +128,19 @@ class TensorInfo:
     #: computed only from a softmax or sigmoid of layer outputs (routing probabilities, their
     #: top-k and renormalisation): weights that select, not values written to the stream
     gate: bool = False
+    #: a function of parameters only in which two of them were multiplied together (a
+    #: factorised table): not a table read by indexing
+    mixed: bool = False
+    #: the tables added to it before any layer use (a position bias added to a mask): score
+    #: biases where it is added to attention scores
+    added: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
 class Use:
     """One use of a parameter by an op: the unit it counts as, the parameter, what kind of use
-    (matrix, lookup, added, gain, bias, shift, other), its fan-in, and what its input had passed
-    through."""
+    (matrix, lookup, added, gain, bias, shift, score_bias: added to attention scores, other),
+    its fan-in, and what its input had passed through."""
 
     index: int
     unit: str
@@ -223,7 +235,8 @@ class Recorder(TorchFunctionMode):
         infos = [(t, self.get(t)) for t in tensors]
         data = [(t, i) for t, i in infos if i.data]
         if not data:
-            return TensorInfo(params=frozenset().union(*(i.params for _, i in infos)))
+            return TensorInfo(params=frozenset().union(*(i.params for _, i in infos)),
+                              mixed=any(i.mixed for _, i in infos))
         values = [(t, i) for t, i in data if t.is_floating_point() or t.is_complex()]
         value_ids = {id(t) for t, _ in values}
         anc: set[int] = set()
@@ -238,7 +251,9 @@ class Recorder(TorchFunctionMode):
                      None, any(i.after_sum for _, i in data), any(i.normed for _, i in data),
                      frozenset().union(*(i.tail for _, i in data)),
                      factor=data[0][1].factor if len(data) == 1 else 1.0,
-                     gate=all(i.gate for _, i in values or data))
+                     gate=all(i.gate for _, i in values or data),
+                     added=frozenset() if uses else frozenset().union(
+                         *(i.added for _, i in data)))
 
     # ---- uses -----------------------------------------------------------------------------
     def unit(self, p: nn.Parameter) -> tuple[str, str]:
@@ -276,6 +291,8 @@ class Recorder(TorchFunctionMode):
             self._sdpa(args, kwargs)
         if not data:  # a function of parameters and constants (W.T, a slice of a table)
             merged = self.merge(ins)
+            if (func in _MATMULS or func in _CONVS) and sum(bool(i.params) for i in infos) > 1:
+                merged = replace(merged, mixed=True)
             if (func in _LOOKUPS and outs and id(ins[0]) in self.params and ins[0].ndim >= 3
                     and outs[0].ndim < ins[0].ndim):
                 self.stacked.update(merged.params)  # one expert's matrix of a stack
@@ -284,13 +301,16 @@ class Recorder(TorchFunctionMode):
             return out
         held = [(t, i) for t, i in zip(ins, infos, strict=True) if not i.data and i.params]
         first = len(self.uses)
+        for t, scores in self._scores_plus(func, args, kwargs, data):
+            self._looked_up_bias(t, scores)
         if func is _MHA:
             info = self._attention_op(args, kwargs, data)
         elif held:
             info = self._param_op(func, args, kwargs, data, held)
         else:
             info = self.merge(data)
-            if func in ADDITIONS and len(data) == 2 and len(ins) == 2 and outs:
+            if (func in ADDITIONS and len(data) == 2 and len(ins) == 2 and outs
+                    and all(self.get(d).score is None for d in data)):
                 a, b = data
                 self.keep.extend((a, b))
                 self.adds.append(Addition(id(a), id(b), self.get(a), self.get(b), outs[0],
@@ -420,8 +440,8 @@ class Recorder(TorchFunctionMode):
             c = self._constant(func, args, x)
             return None if c is None else (score[0], score[1] + ((c,) if c != 1.0 else ()),
                                            score[2])
-        if func in _MASKS and all(not i.uses for t, i in zip(data, infos, strict=True)
-                                  if t is not x):
+        if func in _MASKS and all(self.uses[j].kind == "score_bias" for t, i in
+                                  zip(data, infos, strict=True) if t is not x for j in i.uses):
             return score
         return None
 
@@ -436,11 +456,22 @@ class Recorder(TorchFunctionMode):
         given = self.merge(data)
         op = _op_name(func)
         names = [(t, sorted(i.params)) for t, i in held]
-        if func in _MATMULS or func in _CONVS or func in _CONV_T:
+        added = self._score_biases(func, args, kwargs, data, held)
+        if added is not None:
+            for t, ps in names:
+                kind = "score_bias" if any(t is b for b in added) and not self.get(t).mixed \
+                    else "other"
+                for p in ps:
+                    self.use(p, kind, 1, given, op)
+            return replace(given, scale=self.get(data[0]).scale if len(data) == 1 else None,
+                           factor=1.0)
+        if func in _MATMULS or func in _CONVS or func in _CONV_T or func in _GROUPED:
             matrices: list[Use] = []
             biases: list[tuple[str, int]] = []
             for t, ps in names:
                 for p in ps:
+                    if self._ndim(p) >= 3 and t.ndim >= 3 and func in _GROUPED:
+                        self.stacked.add(p)  # every expert's matrix in one call
                     if self._ndim(p) >= 2 and t.ndim >= 2:
                         matrices.append(self.use(p, "matrix", _fan_in(func, args, t), given, op,
                                                  fan_out=_fan_out(func, args, t)))
@@ -461,13 +492,16 @@ class Recorder(TorchFunctionMode):
             return self._layer(given, uses, uses)
         if func in ADDITIONS or func in _CATS:
             last = [self.uses[i] for i in sorted(given.last)]
+            tables: set[int] = set()
             for t, ps in names:
                 for p in ps:
                     kind = "bias" if t.ndim <= 1 or self._ndim(p) <= 1 else "added"
-                    self.use(p, kind, 1, given, op, last[0].param if last and kind == "bias"
-                             else "")
+                    u = self.use(p, kind, 1, given, op, last[0].param if last and kind == "bias"
+                                 else "")
+                    if kind == "added" and not given.uses:
+                        tables.add(u.index)
             return replace(given, scale=self.get(data[0]).scale if len(data) == 1 else None,
-                           factor=1.0)
+                           factor=1.0, added=given.added | tables)
         if func in _GAINS:
             for _, ps in names:
                 for p in ps:
@@ -493,6 +527,41 @@ class Recorder(TorchFunctionMode):
             for p in ps:
                 self.use(p, "other", 1, given, op)
         return replace(given, factor=1.0)
+
+    def _score_biases(self, func: Any, args: Any, kwargs: Any, data: list[torch.Tensor],
+                      held: list[tuple[torch.Tensor, TensorInfo]]) -> list[torch.Tensor] | None:
+        """The parameter tensors an op adds to attention scores: the ``attn_mask`` of
+        ``F.scaled_dot_product_attention``, or what an addition adds to q @ k^T before its
+        softmax (a relative position bias); None for an op that adds nothing to scores."""
+        if func is F.scaled_dot_product_attention:
+            mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+            return [t for t, _ in held if t is mask]
+        if func in ADDITIONS and any(self.get(d).score is not None for d in data):
+            return [t for t, _ in held]
+        return None
+
+    def _scores_plus(self, func: Any, args: Any, kwargs: Any, data: list[torch.Tensor]
+                     ) -> list[tuple[torch.Tensor, TensorInfo]]:
+        """(activation, the scores' record) for what an op adds to attention scores: a data
+        ``attn_mask`` of ``F.scaled_dot_product_attention`` (the scores: q and k), or the
+        other operand of an addition to scores."""
+        if func is F.scaled_dot_product_attention:
+            mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+            qk = [t for t in data[:2] if t is not mask]
+            return [(t, self.merge(qk)) for t in data if t is mask]
+        if func in ADDITIONS and len(data) == 2:
+            return [(b, self.get(a)) for a, b in (data, data[::-1])
+                    if self.get(a).score is not None and self.get(b).score is None]
+        return []
+
+    def _looked_up_bias(self, t: torch.Tensor, scores: TensorInfo) -> None:
+        """``t`` is added to attention scores: where lookups alone made it (a table indexed by
+        positions that come with the data), they are score biases of those scores, not input
+        layers; so are the tables added to it before (a position bias added to a mask)."""
+        made, added = self.get(t).uses, self.get(t).added
+        if all(self.uses[i].kind in ("lookup", "score_bias") for i in made):
+            for i in made | added:
+                self.uses[i] = replace(self.uses[i], kind="score_bias", input=scores)
 
     def _ndim(self, p_name: str) -> int:
         return self.by_name[p_name].ndim
@@ -537,33 +606,19 @@ class Recorder(TorchFunctionMode):
         return self._layer(inner, writes, writes)
 
 
-def _contracted(func: Any, args: Any, data: list[torch.Tensor]) -> int:
-    """The size a product of two activations contracts (q . k: the head width)."""
-    a, b = data
-    if func is torch.einsum:
-        operands, terms, rhs = _einsum_parts(args)
-        ia = next(i for i, t in enumerate(operands) if t is a)
-        ib = next(i for i, t in enumerate(operands) if t is b)
-        size = 1
-        for letter, dim in zip(terms[ia], a.shape, strict=False):
-            if letter.isalpha() and letter in terms[ib] and letter not in rhs:
-                size *= int(dim)
-        return size
-    if func is torch.Tensor.__rmatmul__:  # b @ a
-        return int(b.shape[-1])
-    return int(a.shape[-1])
-
-
 def attention_calls(model: nn.Module, rec: Recorder) -> tuple[AttentionCall, ...]:
     """The recorded attention calls, each with the float attribute of its module that holds
     one of its constants (``attribute``; a number equal to two attributes names neither):
-    where the model keeps its scale, which ``apply`` can set."""
+    where the model keeps its scale, which ``apply`` can set. A kernel ``scale`` passed as 1
+    is such a constant only where it is the call's one constant (T5's ``scaling = 1.0``)."""
     found = []
     modules = dict(model.named_modules())
     for call in rec.attention.values():
         module = modules.get(call.module)
         consts = [c for c in (*call.factors, *(() if call.scale is None else (call.scale,)))
                   if c != 1.0]
+        if not consts and call.kind == "sdpa" and call.scale == 1.0 and not call.factors:
+            consts = [1.0]
         if call.fixed or module is None or not consts:
             found.append(call)
             continue
@@ -576,77 +631,6 @@ def attention_calls(model: nn.Module, rec: Recorder) -> tuple[AttentionCall, ...
         power = sum(math.isclose(value, c, rel_tol=1e-6) for c in consts)
         found.append(replace(call, attribute=names[0], value=value, power=power))
     return tuple(found)
-
-
-def _fan_in(func: Any, args: Any, w: torch.Tensor) -> int:
-    """The number of inputs a matrix use of ``w`` contracts, per op."""
-    if func in _CONVS:
-        return int(math.prod(w.shape[1:]))
-    if func in _CONV_T:
-        stride = args[3] if len(args) > 3 else 1
-        strides = stride if isinstance(stride, (tuple, list)) else (stride,) * (w.ndim - 2)
-        return max(1, int(w.shape[0] * math.prod(w.shape[2:]) // math.prod(strides)))
-    if func is F.linear:
-        return int(w.shape[-1])
-    if func is torch.einsum:
-        return _einsum_fan_in(args, w)
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if func in (torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm):
-        tensors = tensors[1:3]
-    if len(tensors) >= 2 and tensors[-1] is w:  # x @ W: W's rows are the inputs
-        return int(w.shape[-2]) if w.ndim >= 2 else int(w.shape[0])
-    return int(w.shape[-1])  # W @ x
-
-
-def _fan_out(func: Any, args: Any, w: torch.Tensor) -> tuple[int, int]:
-    """(size, index in the op's output) of the feature dimension a matrix use of ``w`` writes:
-    a Linear's output features (last), a conv's channels (1), the columns of ``x @ W`` (size
-    0 where an einsum keeps several of ``w``'s dims)."""
-    if func is F.linear:
-        return int(w.shape[0]), -1
-    if func in _CONVS:
-        return int(w.shape[0]), 1
-    if func in _CONV_T:
-        groups = args[6] if len(args) > 6 else 1
-        return int(w.shape[1]) * (groups if isinstance(groups, int) else 1), 1
-    if func is torch.einsum:
-        operands, terms, rhs = _einsum_parts(args)
-        idx = next(i for i, t in enumerate(operands) if t is w)
-        kept = [(int(d), rhs.index(letter) - len(rhs)) for letter, d in
-                zip(terms[idx], w.shape, strict=False) if letter.isalpha() and letter in rhs]
-        return kept[0] if len(kept) == 1 else (0, -1)
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if func in (torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm):
-        tensors = tensors[1:3]
-    if func is torch.Tensor.__rmatmul__:  # W.__rmatmul__(x) = x @ W
-        tensors = tensors[::-1]
-    if len(tensors) >= 2 and tensors[-1] is w:  # x @ W: W's columns are the outputs
-        return int(w.shape[-1]), -1
-    return (int(w.shape[-2]), -2) if w.ndim >= 2 else (0, -1)  # W @ x
-
-
-def _einsum_parts(args: Any) -> tuple[list[Any], list[str], str]:
-    """An einsum call's operands, their index letters and the output's letters (implicit
-    output: the letters that occur once, as torch reads it)."""
-    equation, *operands = args
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = list(operands[0])
-    lhs, _, rhs = str(equation).replace(" ", "").partition("->")
-    if not rhs:
-        counts = Counter(lhs.replace(",", ""))
-        rhs = "".join(sorted(c for c, k in counts.items() if k == 1 and c.isalpha()))
-    return operands, lhs.split(","), rhs
-
-
-def _einsum_fan_in(args: Any, w: torch.Tensor) -> int:
-    """The product of ``w``'s dimensions that the einsum sums over."""
-    operands, terms, rhs = _einsum_parts(args)
-    idx = next(i for i, t in enumerate(operands) if t is w)
-    size = 1
-    for letter, dim in zip(terms[idx], w.shape, strict=False):
-        if letter.isalpha() and letter not in rhs:
-            size *= int(dim)
-    return size
 
 
 def tensors_in(obj: Any) -> Iterator[torch.Tensor]:

@@ -3,15 +3,16 @@
 "How inspect reads a model").
 
 A parameter is classified by the op that consumes it, not by its module: a **matrix use**
-(``F.linear``, ``@``, ``einsum``, a convolution, multi-head attention; fan-in what the op
-contracts), a **lookup** (an input layer of fan-in 1, nfd Eq. 1), **added** (a token table or
-a bias), a **gain** (kept by the plan) or unclassified with the op named. A **residual branch**
-is an addition ``s + f(s)`` whose operand ``s`` is an ancestor of the other or shares one with
-it (a projection shortcut); a branch with no weight counts too (CompleteP's 1/L multiplies
-every branch). Roles follow from position (laws Sec. 3.4, nfd Eq. 1 and 6): ``branch_in``
-reads the stream, ``branch_out`` writes the addition, ``input`` makes the first stream,
-``output`` writes the logits. The effective depth is the laws paper's L = m + K (Sec.
-3.4-3.5); attention is recorded with the scale the forward computes (muP: 1/d_head).
+(``F.linear``, ``@``, ``einsum``, a convolution, multi-head attention, experts' grouped product;
+fan-in what the op contracts), a **lookup** (an input layer of fan-in 1, nfd Eq. 1), **added**
+(a token table or a bias; to attention scores: a bias), a **gain** (kept by the plan) or
+unclassified with the op named. A **residual branch** is an addition ``s + f(s)`` whose operand
+``s`` is an ancestor of the other or shares one with it (a projection shortcut); a branch with
+no weight counts too (CompleteP's 1/L multiplies every branch). Roles follow from position
+(laws Sec. 3.4, nfd Eq. 1 and 6): ``branch_in`` reads the stream, ``branch_out`` writes the
+addition, ``input`` makes the first stream, ``output`` writes the logits. The effective depth is
+the laws paper's L = m + K (Sec. 3.4-3.5); attention is recorded with the scale the forward
+computes (muP: 1/d_head).
 """
 
 from __future__ import annotations
@@ -471,7 +472,8 @@ def _weight_role(found: _Roles, name: str, weights: list[Use], flow: _Flow,
         found.readouts[outputs[0].unit] = name
         why += f"; also read out by {outputs[0].unit} (tied embedding)"
     elif name in stacked:
-        why += f" (stacked experts: {len(weights)} uses, one per expert selected)"
+        why += (f" (stacked experts: {len(weights)} uses, one per expert selected)"
+                if len(weights) > 1 else " (stacked experts, in one grouped product)")
     elif len(weights) > 1 and len({r for _, r, _ in placed}) == 1:
         found.counts[name] = len(weights)
         why += f" ({len(weights)} uses: a shared weight)"
@@ -491,7 +493,12 @@ def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> No
     inside = all(u.index in flow.in_branch for u in p_uses)
     if len(p_uses) > 1 and len(kinds) == 1:
         found.counts[name] = len(p_uses)  # a bias or gain of a shared block
-    if "other" in kinds:
+    if "score_bias" in kinds and len(kinds) > 1:
+        ops = sorted({u.op for u in p_uses})
+        found.unclassified[name] = (f"added to attention scores and also used otherwise (by "
+                                    f"{', '.join(ops)}): neither a score bias nor a "
+                                    "parameter of its other use alone")
+    elif "other" in kinds:
         ops = sorted({u.op for u in p_uses if u.kind == "other"})
         found.unclassified[name] = (f"used by {', '.join(ops)}, which inspect does not read as "
                                     "a matrix, lookup, bias, gain or token")
@@ -504,6 +511,9 @@ def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> No
         if inside and _is_norm_op(p_uses):
             found.assign(name, "branch_norm", "normalisation gain inside a branch")
         found.gains.append(name)
+    elif "score_bias" in kinds:
+        found.assign(name, "branch_vector" if inside else "vector", _SCORE_BIAS + (
+            ", inside a residual branch" if inside else ""))
     elif "added" in kinds and all(u.op.rpartition(".")[2] in _JOINS for u in p_uses):
         found.assign(name, "class_token", "joined to the sequence as positions of its own (a "
                   "class or register token): an embedding row read by a constant index")
@@ -518,6 +528,10 @@ def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> No
         found.assign(name, "vector", "normalisation shift")
     else:
         _bias_role(found, name, p_uses, inside)
+
+
+_SCORE_BIAS = ("added to attention scores (a relative position bias: no width dimension, a "
+               "bias of the logits, trained like a bias: TP-V Table 3)")
 
 
 def _bias_role(found: _Roles, name: str, p_uses: list[Use], inside: bool) -> None:
