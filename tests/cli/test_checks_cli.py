@@ -36,6 +36,25 @@ FACTORY = textwrap.dedent('''
                              *(Block(width) for _ in range(depth)), nn.Linear(width, n_out))
 
 
+    class Projected(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.fc1, self.fc2, self.skip = nn.Linear(n, n), nn.Linear(n, n), nn.Linear(n, n)
+
+        def forward(self, x):
+            return self.skip(x) + self.fc2(torch.relu(self.fc1(x)))
+
+
+    def make_staged(input_shape, n_out, width, depth, **options):
+        """Two stages of depth blocks, the second opened by a projected one."""
+        d_in = 1
+        for s in input_shape:
+            d_in *= s
+        blocks = [Projected(width) if i == depth else Block(width) for i in range(2 * depth)]
+        return nn.Sequential(nn.Flatten(), nn.Linear(d_in, width), *blocks,
+                             nn.Linear(width, n_out))
+
+
     NOT_A_FUNCTION = 3
 
 
@@ -100,6 +119,25 @@ def test_transfer_check_on_a_user_factory(
     with open(out / "transfer_check.csv") as fh:
         assert len(list(csv.DictReader(fh))) == 2 * 3 * 2
     assert (out / "transfer_check.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_coord_check_leaves_out_depths_outside_the_residual_regime(
+    tmp_path: Path, factory_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At depth 1 one of the two additions has a projection shortcut: depth 1 is not trained,
+    the JSON and the printed evidence say so; with one depth left, exit 2 naming a grid."""
+    args = ["coord-check", "--model", f"{factory_module}:make_staged", "--param", "completep",
+            "--optimizer", "adam", "--lr", "0.01", "--dataset", "digits", "--widths", "16,32",
+            "--width", "16", "--depth", "2", "--seeds", "2", "--batch-size", "32"]
+    out = tmp_path / "cc"
+    assert main([*args, "--depths", "1,2,4", "--out", str(out)]) == 0
+    summary = json.loads((out / "coord_check.json").read_text())
+    assert summary["depth_regime"].startswith("depths [1] left out")
+    assert summary["depth_regime"] in capsys.readouterr().out
+    assert {tuple(f["sizes"]) for f in summary["fits"] if f["axis"] == "depth"} == {(2, 4)}
+    never = tmp_path / "never"
+    assert main([*args, "--depths", "1,2", "--out", str(never)]) == 2
+    assert "--depths 2,4" in capsys.readouterr().err and not never.exists()
 
 
 @pytest.mark.parametrize("command", ["coord-check", "transfer-check"])

@@ -221,7 +221,7 @@ ARCHS: list[Arch] = [
     Arch("hf-falcon", build_falcon, "tokens", _falcon_truth, logits="logits",
          inputs="input_ids", hf=True),
     # test_zoo's (c) sweeps depth at width 64, where 4-16 blocks per stage (8w channels) are
-    # too slow; the depth sweep at width 16 is test_zoo_widths.py's (slow) test
+    # too slow; the depth sweep at width 16 (and its depth regime) is test_zoo_widths.py's
     Arch("tv-resnet18", build_tv_resnet, "images", _tv_resnet_truth, widths=(16, 32, 64),
          coord_depths=()),
     Arch("densenet", build_densenet, "images", _densenet_truth, depths=(1, 2, 3),

@@ -31,7 +31,8 @@ from depthscale.param.dataflow import copy_input
 from depthscale.param.given import current
 from depthscale.param.inspect import Structure, inspect
 from depthscale.probes.coord_bands import FLAT, WEIGHT, expected_bands
-from depthscale.probes.factory_sizes import check_factory, with_auto_base
+from depthscale.probes.depth_regime import depth_regime
+from depthscale.probes.factory_sizes import check_factory, structure_of, with_auto_base
 from depthscale.probes.forward_record import (
     LAYER_TYPES,
     record_pass,
@@ -288,6 +289,8 @@ class CoordReport:
     lazy: list[LazyFinding] = field(default_factory=list)
     verdict: str = "INCONCLUSIVE"
     evidence: str = ""
+    #: the depths left out of the depth fit, outside the residual regime, and why ("": none)
+    depth_regime: str = ""
 
     def fit(self, layer_type: str, quantity: str, axis: str) -> SlopeFit:
         """The fit of ``quantity`` of ``layer_type`` vs ``axis``; KeyError if not measured."""
@@ -327,7 +330,7 @@ class CoordReport:
 
         return {
             "verdict": self.verdict, "evidence": self.evidence, "recipe": self.recipe,
-            "optimizer": self.optimizer,
+            "optimizer": self.optimizer, "depth_regime": self.depth_regime,
             "fits": [{"layer_type": f.layer_type, "quantity": f.quantity, "axis": f.axis,
                       "sizes": list(f.sizes), "means": [finite(m) for m in f.means],
                       "slope": finite(f.slope), "ci_low": finite(f.ci_low),
@@ -387,7 +390,8 @@ def _judge(report: CoordReport, n_seeds: int) -> None:
     others = "; ".join(f.text() for f in report.fits if f.finding == "supports")
     report.verdict = verdict
     report.evidence = ". ".join(p for p in (lead, said and f"Outside or undecided: {said}",
-                                            others and f"Inside: {others}") if p) + "."
+                                            others and f"Inside: {others}",
+                                            report.depth_regime) if p) + "."
 
 
 def _fit(axis: str, sizes: Sequence[int], pts: list[list[CoordPoint]], quantity: str,
@@ -451,16 +455,25 @@ def coord_check(
     ``optimizer`` is a name for ``plan.optimizer`` or a callable ``(model, plan, lr) ->
     optimizer``.
 
-    A sweep that is given needs at least two distinct sizes and no repeats (a slope from one
-    size is meaningless); an empty one is skipped, but not both. Bad sizes, ``seeds``,
-    ``steps`` or ``lr`` are a ConfigError before any model is built, and a factory that does not
-    build the widths or depths it is given (:mod:`~depthscale.probes.factory_sizes`) one before
-    any training.
+    A sweep that is given needs at least two distinct sizes and no repeats; an empty one is
+    skipped, but not both. Bad sizes, ``seeds``, ``steps`` or ``lr`` are a ConfigError before
+    any model is built, and a factory that does not build the widths or depths it is given
+    (:mod:`~depthscale.probes.factory_sizes`) one before any training. Depths outside the
+    residual regime (more than a quarter of the additions with a projection shortcut,
+    :mod:`~depthscale.probes.depth_regime`) are left out of the depth sweep, said in the
+    report's ``depth_regime`` and evidence; fewer than two left is a ConfigError naming depths
+    that work.
     """
     _check_sweep(widths, depths, base_width, base_depth, steps, lr, seeds)
     make = with_auto_base(make, widths, base_width)
-    check_factory(make, [*((w, base_depth) for w in widths), *((base_width, d) for d in depths)],
-                  seeds[0], x)
+    found = check_factory(make, [*((w, base_depth) for w in widths),
+                                 *((base_width, d) for d in depths)], seeds[0], x)
+    regime = None
+    if depths:
+        regime = depth_regime(
+            depths, {d: found.get((base_width, d)) for d in depths},
+            lambda d: structure_of(make(base_width, d, seeds[0]), x))
+        depths = regime.kept
     sweeps, first_plan = _measure_sweeps(
         make, x, y, {"width": widths, "depth": depths}, base_width, base_depth, seeds,
         lambda model, plan, structure: measure_point(
@@ -469,7 +482,8 @@ def coord_check(
     name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__",
                                                                    "custom optimizer")
     points = [p for _, by_size in sweeps.values() for at_size in by_size for p in at_size]
-    report = CoordReport(points, first_plan.recipe.name, name)
+    report = CoordReport(points, first_plan.recipe.name, name,
+                         depth_regime="" if regime is None else regime.note())
     _fit_sweeps(report, sweeps, expected_bands(first_plan))
     _judge(report, len(seeds))
     return report

@@ -19,7 +19,7 @@ from depthscale.param.inspect import Structure, inspect
 from depthscale.param.walk import unwrap
 from depthscale.param.widths import auto_base
 
-__all__ = ["built_size", "check_factory", "with_auto_base"]
+__all__ = ["built_size", "check_factory", "structure_of", "with_auto_base"]
 
 #: make(width, depth, seed) -> (model, plan) or (model, plan, structure)
 Factory = Callable[[int, int, int], Any]
@@ -41,13 +41,12 @@ def _inspected(model: nn.Module, example: Any) -> Structure | None:
         return None
 
 
-def _branchless(model: nn.Module, structure: Any, example: Any) -> bool:
+def _branchless(model: nn.Module, st: Structure | None) -> bool:
     """Whether inspect finds no residual branch in ``model`` (False when it cannot read it or
     the model reports its own depth)."""
     inner, _ = unwrap(model)
     if _whole(getattr(inner, "plan_depth", None)):
         return False
-    st = structure if isinstance(structure, Structure) else _inspected(inner, example)
     return st is not None and not st.branches
 
 
@@ -67,24 +66,35 @@ def built_size(model: nn.Module, plan: Plan, structure: Any, example: Any) -> tu
             depth if _whole(depth) else plan.depth)
 
 
+def structure_of(made: Any, example: Any) -> Structure | None:
+    """The structure a factory returned with its model, else ``inspect(model, example)``
+    (None when it cannot be read)."""
+    if len(made) > 2 and isinstance(made[2], Structure):
+        return made[2]
+    return _inspected(unwrap(made[0])[0], example)
+
+
 def check_factory(make: Factory, sizes: Sequence[tuple[int, int]], seed: int,
-                  example: Any) -> None:
+                  example: Any) -> dict[tuple[int, int], Structure | None]:
     """Build ``make(width, depth, seed)`` once at each of ``sizes`` (the global RNG state is
     restored after), read each model's sizes (:func:`built_size`) and raise a ConfigError
     naming the factory, the sizes asked and built unless, along width and along depth, a larger
-    size asked builds a larger model."""
+    size asked builds a larger model. Returns each size's structure where depths vary (the
+    factory's, else inspect's; None where not read), for the depth regime."""
     read: dict[tuple[int, int], tuple[int, int]] = {}
+    found: dict[tuple[int, int], Structure | None] = {}
     kinds: set[str] = set()
     plain: set[str] = set()  # kinds of model in which inspect finds no residual branch
     with torch.random.fork_rng(devices=[]):
         for w, d in dict.fromkeys(sizes):
             made = make(w, d, seed)
             structure = made[2] if len(made) > 2 else None
+            if len({s[1] for s in sizes}) > 1:
+                found[(w, d)] = structure = structure_of(made, example)
+                if _branchless(made[0], structure):
+                    plain.add(type(unwrap(made[0])[0]).__name__)
             read[(w, d)] = built_size(made[0], made[1], structure, example)
-            kind = type(unwrap(made[0])[0]).__name__
-            kinds.add(kind)
-            if len({s[1] for s in sizes}) > 1 and _branchless(made[0], structure, example):
-                plain.add(kind)
+            kinds.add(type(unwrap(made[0])[0]).__name__)
             del made
     name = getattr(make, "__qualname__", None) or type(make).__name__
     if plain:
@@ -108,6 +118,7 @@ def check_factory(make: Factory, sizes: Sequence[tuple[int, int]], seed: int,
             f"{asked}, it built {' and '.join(sorted(kinds))} models of {axis}s {built} (as "
             f"the model reports them, else as inspect reads them); make it use its {axis} "
             "argument")
+    return found
 
 
 def with_auto_base(make: Factory, widths: Sequence[int], base_width: int) -> Factory:
