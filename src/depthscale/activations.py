@@ -1,25 +1,17 @@
 """The activation record: one entry per pointwise activation, shared by plans, models and limits.
 
 Each :class:`Activation` holds phi and phi' for numpy and for torch (phi'' and a fused
-``(phi, phi')`` where the Mean ODE needs them), and its Gaussian pair expectation: for a centred
-pair ``(u, v)`` with covariance ``[[q1, c], [c, q2]]``, ``E[phi(u) phi(v)]`` (the NNGP map of
-nfd Prop. 3 and App. D, the drift of d Sigma / dt) and ``E[phi'(u) phi'(v)]`` (the backward map
-of nfd Prop. 6), in closed form where one exists, by the one quadrature rule of this module
-otherwise. Plans read ``q = E[phi'(Z)^2]`` (laws Sec. 3.1) from it (:func:`gating_factor`).
+``(phi, phi')`` where the Mean ODE needs them), and its Gaussian pair expectations: for a
+centred pair ``(u, v)`` with covariance ``[[q1, c], [c, q2]]``, ``E[phi(u) phi(v)]`` (the NNGP
+map of nfd Prop. 3 and App. D, the drift of d Sigma / dt) and ``E[phi'(u) phi'(v)]`` (the
+backward map of nfd Prop. 6). Plans read ``q = E[phi'(Z)^2]`` (laws Sec. 3.1) from it
+(:func:`gating_factor`).
 
-Closed forms (exact to float64 rounding, no NaN at correlation +-1 or zero variance): ``relu``,
-the arc-cosine kernels of degree 1 and 0 (Cho & Saul 2009) with ``theta = atan2(sqrt(max(q1 q2 -
-c^2, 0)), c)`` (no arccos near +-1; ``relu'(0) = 0`` as in torch); ``erf`` (Williams 1997),
-``(2/pi) arcsin(2c / sqrt((1+2q1)(1+2q2)))`` and ``(4/pi) / sqrt((1+2q1)(1+2q2) - 4c^2)``;
-``identity``, ``c`` and ``1``.
-
-Every other activation (``tanh``, ``gelu``, a user callable) uses a tensor product of two
-``nodes``-point trapezoidal rules for the standard normal density on ``[-8.5, 8.5]``, applied to
-the Cholesky factorisation ``u = sqrt(q1) z1``, ``v = sqrt(q2) (rho z1 + sqrt(1 - rho^2) z2)``.
-For integrands analytic in a strip it converges geometrically in ``nodes``, where Gauss-Hermite
-converges only like ``exp(-a sqrt(2 nodes))``; a kinked phi loses that (error ``~ nodes^-2``), so
-prefer a closed form (accuracy figures: docs/how-it-works.md). Cost: ``nodes^2`` evaluations of
-phi per pair, in chunks of at most ``_CHUNK_ELEMENTS`` points; closed forms are O(1) per pair.
+Closed forms, exact to float64 rounding: ``relu`` (the arc-cosine kernels of degree 1 and 0,
+Cho & Saul 2009), ``erf`` (Williams 1997) and ``identity``. Every other activation uses a
+tensor product of two ``nodes``-point trapezoidal rules for the standard normal density on
+``[-8.5, 8.5]`` over the Cholesky factorisation of the pair: ``nodes^2`` evaluations of phi per
+pair, against O(1) for a closed form. The formulas and the rule's accuracy: docs/how-it-works.md.
 """
 
 from __future__ import annotations

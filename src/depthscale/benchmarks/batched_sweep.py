@@ -1,23 +1,16 @@
 """``batched-sweep``: a learning-rate sweep of G small models, batched vs one by one.
 
-Ours: :func:`depthscale.train.batched.train_batched` trains G = 16 members of one MLP-ResNet
-(``build("resnet1", "depth-mup", input_shape=(40,), n_out=10, width=128, depth=16)``) that
-differ only in the base learning rate, in one batched pass. Baseline: :func:`depthscale.train.train`
-once per learning rate on a fresh copy of the same initial model. Both see MNIST-1D in the same
-seeded order (batch 128, 200 plain-SGD steps), so per-step losses must agree to float rounding;
-a goal is met only if the members match the loop on one thread (the setting of every sweep run)
-to ``LOSS_RTOL``, since members near the edge of stability amplify rounding and a loop on more
-threads rounds differently (``matches_one_thread_loop``, ``extra["vs_one_thread_loop"]``).
-Goals: ``ratio >= GOAL_RATIO`` (``GOAL_RATIO_CUDA`` on a GPU); ``extra["sweep"]`` times the same
-grid through ``run_study`` with and without ``batch_lrs``.
+Ours: :func:`depthscale.train.batched.train_batched` trains G = 16 members of one depth-muP
+MLP-ResNet (width 128, depth 16, MNIST-1D, batch 128, 200 plain-SGD steps) that differ only in
+the base LR, in one batched pass. Baseline: :func:`depthscale.train.train` once per LR from the
+same initial model, in the same seeded order. A goal counts only if the members match the loop
+on one thread to ``LOSS_RTOL`` (``matches_one_thread_loop``). Goals: ``ratio >= GOAL_RATIO``
+(``GOAL_RATIO_CUDA`` on a GPU); ``extra["sweep"]`` times the same grid through ``run_study``.
 
-The ceiling (:func:`peak`): one batched training step against bare ``torch.bmm`` calls of exactly
-the step's matmul shapes, alternating, median of ``PEAK_REPEATS`` timings;
-``extra["peak_fraction"]`` = bare time / step time (goal >= ``GOAL_PEAK`` at width 128).
-``extra["width_32"]`` repeats the loop comparison at width 32 (goal ``GOAL_RATIO_SMALL``) with
-``ceiling_ratio``, the loop's time per member-step over the bare matmuls', i.e. the ratio a batched
-sweep with free non-matmul work would reach (``goal_reachable``). On CUDA every timed call ends
-with a synchronize. Figures: docs/performance.md.
+The ceiling (:func:`peak`): one batched step against bare ``torch.bmm`` calls of the step's
+matmul shapes, ``extra["peak_fraction"]`` = bare time / step time (goal ``GOAL_PEAK`` at width
+128); ``extra["width_32"]`` repeats the loop comparison at width 32 (goal ``GOAL_RATIO_SMALL``)
+with ``ceiling_ratio``. What each figure means, and its values: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Benchmark "mean-ode": the Neural Mean ODE solver against the brute-force wide, deep ResNet.
 
 Setting (chizat Sec. 2.4): n = 10 pairs in D = 10, 2LP blocks with tanh, sigma_u = sigma_v =
-sqrt(D), eta_u = eta_v = D, loss mean_i |h - y|^2 / (2 D), K = 100 GD steps. Both methods
-estimate the limit's outputs ``h_K(1, x_i)``; a run's error is the RMS of its outputs minus a
-reference (chizat Fig. 2's measure), the mean of ``R`` higher-resolution
-:class:`~depthscale.limits.MeanODE` runs whose own standard error is reported; a method's error
-is the RMS over ``seeds`` runs.
+sqrt(D), eta_u = eta_v = D, loss mean_i |h - y|^2 / (2 D), K = 100 GD steps. A run's error is
+the RMS of its outputs ``h_K(1, x_i)`` minus a reference (chizat Fig. 2's measure), the mean of
+``R`` higher-resolution :class:`~depthscale.limits.MeanODE` runs; a method's error is the RMS
+over ``seeds`` runs.
 
 Baseline: :func:`~depthscale.train.finite_mean_ode.train_finite_resnet` at L = M = 1000 (quick:
-200), float64, timed from build to step K. Ours: RK4 in depth, float32, ``blocks`` coupling
-(the stage points' particle sets are consecutive blocks of one scrambled Sobol' sequence, so their
-sampling errors partly cancel); ``extra["previous_method"]`` re-times independent draws in float64.
-``J`` is the smallest of 4, 8, 16, 32 whose depth error (J vs 2J on 256 particles) is at most a
-fifth of the baseline's error, its calibration time added to ours; ``Q`` then grows through
-``2^m`` and ``3 * 2^(m-1)`` (whole aligned Sobol' nets) until the error is at most the
-baseline's (else ``extra["reached_baseline_error"] = False``). Goal: ``ratio >= 10``.
-Every timed run uses one thread (``n = 10`` rows leave threads only synchronisation) and
-``track_travel=False``. Figures: docs/performance.md.
+200), float64, timed from build to step K. Ours: RK4 in depth, float32, ``blocks`` coupling,
+with the depth steps ``J`` and particles ``Q`` the smallest that reach the baseline's error
+(calibration time included; else ``extra["reached_baseline_error"] = False``). Goal:
+``ratio >= 10``. Every timed run uses one thread. The J and Q schedule: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """Benchmark "nfd": the NFD training simulator (nfd Def. 1, App. G Eq. 15), online SGD.
 
 Ours: :class:`depthscale.limits.nfd.NFD`, the Cholesky factors of the growing Brownian
-covariances ``Sigma_t^(k)``, ``Theta_t^(k)`` extended by one row per step (O(k^2)). Baseline: the
-same simulator with ``factor_update="refactor"`` (a fresh O(k^3) Cholesky per step and depth
-step); both give the same factor, so ``extra`` reports their output difference. The particle
-work (O(L P k) per step) dominates at these sizes; the refactor shows only from K ~ 200.
+covariances ``Sigma_t^(k)``, ``Theta_t^(k)`` extended by one row per step (O(k^2)). Baseline:
+the same simulator with ``factor_update="refactor"`` (a fresh O(k^3) Cholesky per step and
+depth step); ``extra`` reports their output difference.
 
-Against an ensemble of finite nets (``vs_ensemble_ratio``, goal >= 3, :data:`ENSEMBLE_SETTINGS`,
-fixed before any timing): online SGD on the teacher stream (d = 16, ReLU, T = 1, eta_c = 0.1),
-whose limit with ``coupling="none"`` is the decoupled finite net of nfd Cor. 1
-(:func:`~depthscale.train.online.online_sgd_finite`, ``backward="decoupled"``). Error: RMS over
-k of the outputs ``f^(k)`` minus a reference (mean of ``ref_runs`` simulator runs at ``8 P``).
-For each width in P/8 .. P, antithetic pairs of nets, R = 2, 4, ... up to ``R_max``; the first R
-reaching the simulator's error is that width's ensemble and the cheapest over widths is compared.
-If none reaches it, the ratio is a lower bound (``vs_ensemble_reached = False``).
+Against an ensemble of finite nets (``vs_ensemble_ratio``, goal >= 3, :data:`ENSEMBLE_SETTINGS`):
+online SGD on the teacher stream, whose limit with ``coupling="none"`` is the decoupled finite
+net of nfd Cor. 1 (:func:`~depthscale.train.online.online_sgd_finite`). Error: RMS over k of
+the outputs ``f^(k)`` minus a reference (mean of ``ref_runs`` simulator runs at ``8 P``). The
+cheapest ensemble (widths P/8 .. P, antithetic pairs R = 2, 4, ...) reaching the simulator's
+error is compared; if none does, the ratio is a lower bound (``vs_ensemble_reached = False``).
 """
 
 from __future__ import annotations

@@ -2,18 +2,15 @@
 
 Ours: :func:`depthscale.limits.forward_sde` (numpy, preallocated buffers). Baseline: a
 straightforward torch loop computing the same terminal particles and second-moment path (and
-torchsde's Euler ``sdeint`` when importable, in ``extra``). All are checked against the Euler
-recursion at the same step count (their exact infinite-particle limit) and the kernel ODE.
+torchsde's Euler ``sdeint`` when importable, in ``extra``); all are checked against the Euler
+recursion at the same step count and the kernel ODE.
 
 ``bandwidth_fraction = t(memory loop) / t(ours)`` on one thread (goal >= 0.7):
-:func:`bandwidth_loop` makes the same 10 passes over ``(1, P)`` arrays per step as ours with the
-arithmetic replaced by fills, scalings, axpys and dots, so only the memory traffic is left.
-``parts_fraction`` sets ours
-against the sum of its parts timed alone (memory loop, :func:`draws_loop`, :func:`phi_loop`);
-near 1 means only the parts themselves are left to remove. ``ceiling`` holds both for each of
-:data:`CONFIGURATIONS`, with the terminal second moment against the Euler recursion
-(``within_3_se``). Figures and why 0.7 is out of reach for unfused numpy passes:
-docs/performance.md.
+:func:`bandwidth_loop` makes the same passes over ``(1, P)`` arrays per step as ours with the
+arithmetic replaced by fills, scalings, axpys and dots. ``parts_fraction`` sets ours against the
+sum of its parts timed alone (memory loop, :func:`draws_loop`, :func:`phi_loop`). ``ceiling``
+holds both for each of :data:`CONFIGURATIONS`, with the terminal second moment against the
+Euler recursion (``within_3_se``). Figures: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -2,26 +2,16 @@
 
 A change names one setting by its dotted path into the scale's settings (``seeds``,
 ``archs.cnn1d.seed_rounds``) and gives its new value as JSON (``8``, ``[4, 8, 16]``,
-``"relu"``; text that is not JSON is taken as a string). ``null`` removes an entry of a nested
-table (``archs.vit=null`` runs a laws claim without its ViT); a top-level setting cannot be
-removed, since the claim reads it. Every path must already exist in the settings of every
-chosen claim, and the new value must be of the old one's kind (a number, text, a list, a
-table, true/false), so a typo stops the run before any work with the settings that do exist.
+``"relu"``; text that is not JSON is a string); ``null`` removes an entry of a nested table
+(``archs.vit=null``), never a top-level setting. Every path must exist in the settings of every
+chosen claim and the new value must be of the old one's kind, so a typo stops the run before
+any work.
 
-Each setting also has a type and a range, derived from its stock values (the claim's settings
-at every scale, and with its negative control; :func:`check_value`): a whole number at every
-scale stays whole (32, not 32.0); numbers are finite; a value positive at every scale stays
-positive (> 0), one non-negative stays >= 0; no value grows past :data:`GROWTH` times the
-largest magnitude the scales use; text is one of the names the scales use (any activation or
-recipe where those are all activations or recipes); a list's elements follow the same rule
-against the stock lists' elements (position by position where the stock lists are records of
-one length, such as ``[start, stop, num]``), a list non-empty at every scale stays non-empty;
-a table keeps the keys every scale has and only those some scale has; ``null`` removes only
-an entry some scale goes without.
-
-A changed claim is not the claim at that scale: its record says what was changed (its
-``run["set"]``), reproduce's resume keeps it only for the same changes, and the stored runs of
-the claims' sweeps are keyed by their settings already.
+Each setting also has a type and a range derived from its stock values (the claim's settings at
+every scale and its negative control; :func:`check_value`): a whole number stays whole, a
+positive one positive, none grows past :data:`GROWTH` times the largest the scales use, text is
+one of the names they use; the full rules: docs/errors.md. A changed claim's record says
+what was changed (``run["set"]``), and reproduce's resume keeps it only for the same changes.
 """
 
 from __future__ import annotations

@@ -1,25 +1,18 @@
 """Run registered claims and write claims.json, a figure and a CSV per claim, and index.html.
 
 Results are written after every claim (atomically), so a killed run keeps every claim that
-finished; each finished record is also appended to ``runs.jsonl`` (the folder's history, which
-the report's "across runs" table reads: a medium run into the folder of a quick one replaces the
-quick record in claims.json, not in the history). Every record carries its claim's headline
-(the registry's :class:`~depthscale.claims.registry.Headline`, evaluated on its measured values)
-and the run's machine and package versions (``run``). Running a subset into a folder that
-already has results replaces only those ids; two runs into one folder merge their results under
-the folder's lock (:data:`LOCK_FILE`), so neither drops the other's verdicts. A SKIP (a
-crash, missing data or stored runs) never replaces a decided verdict: the folder keeps it.
+finished; each finished record is also appended to ``runs.jsonl`` (the folder's history).
+Every record carries its claim's headline (:class:`~depthscale.claims.registry.Headline`) and
+the run's machine and package versions (``run``). A run into a folder with results replaces
+only its own ids, two runs into one folder merge under the folder's lock (:data:`LOCK_FILE`),
+and a SKIP never replaces a decided verdict.
 
-``seeds=N`` reruns each claim at base seeds ``seed .. seed + N - 1`` (each in ``OUT/seed-S/``)
-and reports the verdict per seed; seeds that disagree make the claim UNSTABLE. ``control=True``
-runs each claim's negative control instead (in ``OUT/control/``, ids ``<claim>/control``): a
-deliberately wrong setting under which a check that can fail comes out FAIL.
-``budget_seconds`` gives each claim a time budget (``ClaimContext.budget_seconds``), which the
-sequential designs read (the laws sweeps, claims/laws/sequential.py; nfd-fig2's seed rounds,
-claims/nfd/horizon.py); what those designs decided joins the claim's measured values and
-reason. ``ray_address`` runs every claim's study sweeps as Ray tasks on that cluster
-(:func:`~depthscale.studies.executors.ray_cluster`, one session for the whole call); this
-process still writes every store and result, and runs the claims' other computations.
+``seeds=N`` reruns each claim at base seeds ``seed .. seed + N - 1`` (in ``OUT/seed-S/``; seeds
+that disagree make it UNSTABLE); ``control=True`` runs the negative controls (in
+``OUT/control/``, ids ``<claim>/control``); ``budget_seconds`` is each claim's time budget, read
+by the sequential designs; ``ray_address`` runs the claims' study sweeps as Ray tasks
+(:func:`~depthscale.studies.executors.ray_cluster`) while this process writes every store and
+result. How records, history and resuming work: docs/errors.md.
 """
 
 from __future__ import annotations
@@ -406,25 +399,18 @@ def reproduce(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run claims; return (all results now in ``out_dir``, ids that crashed).
 
-    Missing data ends a claim as SKIP with the reason; a crash ends it as SKIP with the error and
-    is listed in the second return value. ``workers``: processes each claim's sweeps may use (the
-    runs are the same either way). ``seeds``: base seeds per claim (UNSTABLE where verdicts differ);
-    ``control``: run the negative controls instead. ``budget_seconds``: each claim's time budget
-    (read by sequential designs only). ``batch_lrs``: train each group of runs that differ only in
-    LR as one batched run (:func:`~depthscale.train.train_batched`, equal to float rounding).
-    ``changes``: settings changed from the scale's (``--set``, :mod:`~depthscale.claims.changes`,
-    all checked before any work, sizes and time against the run bounds unless ``force``).
-    ``from_stored``: judge each claim from the runs already stored in ``out_dir``, training nothing
-    (a missing run makes a SKIP that names it); ``device`` then names the stored runs and is not
-    opened, and the chosen claims are judged again. ``ray_address``: run every study sweep as
-    Ray tasks on that cluster (``local``, ``auto`` or ``HOST:PORT``; checked and joined before
-    any claim; ``workers`` then sizes only a ``local`` instance, the budget counts the
-    cluster's CPUs); the results equal a local run's.
-
-    Resuming: a claim whose non-SKIP result is in ``out_dir/claims.json`` from the same scale, base
-    seed, number of seeds, budget, LR batching, ``changes`` and depthscale version is kept
-    (``on_kept(claim_id)``) unless ``rerun=True``. A SKIP never replaces a decided verdict
-    (``on_skip(record, kept)`` is told of every SKIP).
+    Missing data ends a claim as SKIP with the reason; a crash as SKIP with the error, listed in
+    the second return value. ``workers``: processes each claim's sweeps may use; ``seeds``: base
+    seeds per claim; ``control``: run the negative controls; ``budget_seconds``: each claim's time
+    budget; ``batch_lrs``: train each LR group as one batched run
+    (:func:`~depthscale.train.train_batched`); ``changes``: ``--set`` changes
+    (:mod:`~depthscale.claims.changes`), checked with sizes and time against the run bounds before
+    any work unless ``force``; ``from_stored``: judge from the runs stored in ``out_dir``, training
+    nothing (``device`` then only names them); ``ray_address``: run the study sweeps on that Ray
+    cluster (``local``, ``auto`` or ``HOST:PORT``; ``workers`` then sizes only ``local``).
+    Resuming: a non-SKIP result in ``out_dir/claims.json`` from the same scale, base seed, seeds,
+    budget, LR batching, ``changes`` and version is kept (``on_kept(claim_id)``) unless
+    ``rerun=True``; ``on_skip(record, kept)`` hears of every SKIP. Details: docs/errors.md.
     """
     chosen = _check(ids, scale, workers, seeds, device, control, budget_seconds, changes,
                     from_stored, force, ray_address)

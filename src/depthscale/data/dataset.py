@@ -25,21 +25,18 @@ TASKS = ("classification", "regression")
 class Dataset:
     """A train/test split held in memory as torch tensors.
 
-    Inputs ``x_*`` have shape ``(N, *sample_shape)`` and are either float32 (signals, images,
-    vectors) or int64 token ids of shape ``(N, seq)`` (``sample_shape == (seq,)``); token ids
-    must be >= 0 and, when ``vocab_size`` is given, < ``vocab_size``. Targets ``y_*``:
+    Inputs ``x_*`` are ``(N, *sample_shape)`` float32 (signals, images, vectors) or int64 token
+    ids ``(N, seq)``, >= 0 and < ``vocab_size`` when given. Targets ``y_*``: for
+    ``task="classification"`` int64 labels in ``[0, n_classes)`` of shape ``(N,)`` or, for token
+    inputs only, ``(N, seq)`` (one label per position; a model then outputs ``(N, seq,
+    n_classes)``); for ``task="regression"`` float32 ``(N, k)``. Both splits need a sample (a test
+    split may repeat the training samples, as chizat's does).
 
-    * ``task="classification"``: int64 labels in ``[0, n_classes)``, of shape ``(N,)`` (one
-      label per sample) or, for token inputs only, ``(N, seq)`` (one label per position, e.g.
-      next-token targets); a model then outputs ``(N, n_classes)`` or ``(N, seq, n_classes)``.
-    * ``task="regression"``: float32 targets of shape ``(N, k)``.
-
-    Both splits need at least one sample (a test split may repeat the training samples, as
-    chizat's does). The constructor checks all of this, and that float inputs and regression
-    targets are finite, and raises :class:`~depthscale.errors.DataError` naming the dataset,
-    the split, what was found and the fix. Equality is identity (``eq=False``): comparing
-    tensors elementwise has no single truth value. ``meta`` holds what a source knows about
-    itself (e.g. the markov source's exact ``entropy_rate_nats``).
+    The constructor checks all of this, and that float inputs and regression targets are finite,
+    and raises :class:`~depthscale.errors.DataError` naming the dataset, the split, what was found
+    and the fix. Equality is identity (``eq=False``: comparing tensors elementwise has no single
+    truth value). ``meta`` holds what a source knows about itself (e.g. the markov source's exact
+    ``entropy_rate_nats``).
     """
 
     name: str

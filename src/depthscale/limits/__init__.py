@@ -1,8 +1,7 @@
 """Infinite-width, infinite-depth limits of the ResNet of nfd Eq. (1).
 
 * :mod:`~depthscale.limits.gaussian`: ``E[phi(u) phi(v)]`` and ``E[phi'(u) phi'(v)]`` over
-  every pair of a covariance, from the activation record (:mod:`depthscale.activations`:
-  closed forms for relu, erf, identity; quadrature otherwise).
+  every pair of a covariance, from the activation record (:mod:`depthscale.activations`).
 * :mod:`~depthscale.limits.kernel`: the NNGP kernel ODE (nfd Prop. 3), its finite-depth Euler
   recursion, and the eigenvalue diagnostics of Props. 4-5.
 * :mod:`~depthscale.limits.sde`: forward and backward McKean-Vlasov particle simulators
@@ -12,8 +11,7 @@
 * :mod:`~depthscale.limits.mean_ode`: Chizat's Neural Mean ODE and its tangent ODE
   (chizat Eq. 10-14, 18-21).
 
-The finite networks these limits describe are trained in :mod:`depthscale.train`
-(:mod:`~depthscale.train.online`, :mod:`~depthscale.train.finite_mean_ode`).
+The finite networks these limits describe are trained in :mod:`depthscale.train`.
 """
 
 from __future__ import annotations

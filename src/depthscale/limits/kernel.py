@@ -281,9 +281,8 @@ def nngp_kernel(
     """The NNGP kernel ``C_T(x_i, x_j) = <x_i, x_j>/d + int_0^T E[phi(h_s) phi(h'_s)] ds``.
 
     nfd Prop. 3 (alpha = 1): equal to ``Sigma_T`` of the covariance ODE. Returns ``(N, N)``
-    float64. Solver, cost and errors as in :func:`kernel_path` (one end time). For N = 1000 ReLU
-    inputs at T = 1 and the default tolerances: ~1e-11 relative error (see the ``kernel``
-    benchmark).
+    float64. Solver, cost and errors as in :func:`kernel_path` (one end time); accuracy figures:
+    docs/performance.md.
     """
     path = kernel_path(
         X, phi, [_check_time(T, "T")], rtol=rtol, atol=atol, method=method, nodes=nodes

@@ -52,16 +52,15 @@ class MLPResNet(nn.Module):
     """ResNet on vectors (nfd Eq. 1, 6, 9).
 
     * ``block=1, style="pre"`` (Eq. 1): h_l = h_{l-1} + a W_l phi(h_{l-1}).
-    * ``block=1, style="post"`` (Eq. 9): h_0 = phi(a U x), h_l = h_{l-1} + phi(a W_l h_{l-1}).
-      With the plan's a = sqrt(T/(L n)) inside phi this is exactly Eq. 9's
-      sqrt(T/L) phi(W h/sqrt(n)) for positively homogeneous phi, so only ReLU and identity are
-      accepted.
+    * ``block=1, style="post"`` (Eq. 9): h_0 = phi(a U x), h_l = h_{l-1} + phi(a W_l h_{l-1});
+      with the plan's a = sqrt(T/(L n)) inside phi this is Eq. 9's sqrt(T/L) phi(W h/sqrt(n)) only
+      for positively homogeneous phi, so only ReLU and identity are accepted.
     * ``block=2`` (Eq. 6): x_l = a_1 W_{l,1} h_{l-1}, h_l = h_{l-1} + a_2 W_{l,2} phi(x_l).
     * ``block=k >= 3`` (Eq. 6 extended): x_{l,1} = a_1 W_{l,1} h_{l-1},
-      x_{l,j} = a_j W_{l,j} phi(x_{l,j-1}) (j = 2..k-1), h_l = h_{l-1} + a_k W_{l,k} phi(x_{l,k-1}).
-      W_{l,1} has role ``branch_in``, the middle layers ``hidden`` (a 1/sqrt(n) layer with the
-      plan's LR, no depth factor: depth-muP and Eq. 8 say nothing of them), W_{l,k}
-      ``branch_out``; a plan's ``roles`` override gives the middle layers another rule.
+      x_{l,j} = a_j W_{l,j} phi(x_{l,j-1}), h_l = h_{l-1} + a_k W_{l,k} phi(x_{l,k-1}); W_{l,1} has
+      role ``branch_in``, the middle layers ``hidden`` (the plan's 1/sqrt(n) rule, no depth factor:
+      depth-muP and Eq. 8 say nothing of them; a plan's ``roles`` can override it), W_{l,k}
+      ``branch_out``.
 
     Input h_0 = a U x and output f = a v^T h_L. ``backward="decoupled"`` or
     ``"feedback-alignment"`` applies to the residual-branch layers (nfd Cor. 1).

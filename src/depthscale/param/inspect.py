@@ -60,31 +60,19 @@ class Branch:
 
 @dataclass(frozen=True)
 class Structure:
-    """What :func:`inspect` found. ``roles`` maps every parameter name (as
-    ``model.named_parameters()`` gives it) to a role of :data:`depthscale.param.ROLES`;
-    ``reasons`` says why, per parameter; ``unclassified`` names parameters it could not place
-    with the reason; ``tied`` lists names that share a parameter with another (the parameter's
-    role is that of its first name); ``readouts`` maps the module that reads the output out
-    with a tied input table to that table's parameter name; ``blocks`` groups branches by their
-    common unit prefix; ``attention`` the attention calls, one per calling module.
+    """What :func:`inspect` found; each field in full: docs/how-it-works.md.
 
-    ``fan_in`` is each weight's fan-in as its first matrix use contracts it (1 for a lookup);
-    ``uses`` the number of matrix uses of a weight applied more than once (a shared block);
-    ``input_scale`` a constant the model multiplies its embedding by before the first block
-    (Gemma's sqrt(n); 1 when none); ``post_ln`` whether a normalisation sits on the residual
-    stream after an addition (post-LN, as BERT or ``norm_first=False``); ``gains`` the
-    parameters used as elementwise gains (norm gains, layer-scale gammas: the plan keeps their
-    values); ``branch_gains`` the gains of normalisations that end a branch (after its last
-    layer, as a ResNet's bn2: role ``branch_gain``, which carries the branch multiplier the
-    norm divides out) and ``unscaled`` the branches that end in a normalisation without a gain
-    (no parameter can carry their multiplier). ``output_scale`` a constant the model multiplies
-    into its readout, before or after the readout's matrix (T5's d_model^-0.5 before its tied
-    head; 1 when none); ``branch_outputs`` the modules whose output is a branch that holds no
-    weight, by branch (the plan multiplies it by the branch multiplier); ``routers`` the
-    mixture-of-experts routers (role ``output``: their per-token softmax/sigmoid weights
-    multiply the experts' outputs, a readout of the branch to a fixed number of experts);
-    ``conventions`` the biases whose init is the model's own convention (:func:`conventions`:
-    the plan keeps them, as it keeps gains)."""
+    ``roles``: every parameter name -> a role of :data:`depthscale.param.ROLES`, with ``reasons``;
+    ``unclassified``: names it could not place, with the reason; ``tied``: names sharing a
+    parameter with another; ``readouts``: module reading the output with a tied input table ->
+    that table's name; ``blocks``: branches by unit prefix; ``attention``: the attention calls;
+    ``fan_in``: each weight's fan-in as its first matrix use contracts it (1 for a lookup);
+    ``uses``: matrix uses of a weight applied more than once; ``input_scale`` / ``output_scale``:
+    constants multiplied into the embedding / the readout (1 when none); ``post_ln``: a norm on the
+    stream after an addition; ``gains``: elementwise gains (kept); ``branch_gains``: gains of norms
+    ending a branch (role ``branch_gain``); ``unscaled``: branches ending in a norm without a gain;
+    ``branch_outputs``: weightless branch outputs; ``routers``: mixture-of-experts routers (role
+    ``output``); ``conventions``: biases whose init is the model's own (:func:`conventions`)."""
 
     roles: dict[str, str]
     reasons: dict[str, str]

@@ -110,26 +110,20 @@ class Plan(ev.PlanSettings):
         absorb: bool = False,
         base: nn.Module | None = None,
     ) -> nn.Module:
-        """Set multipliers and initialise every parameter of ``model`` by the plan, and record
-        the plan on the model (:class:`PlanState`, saved with its ``state_dict``; the module
-        tree is not changed). Returns ``model``.
+        """Set multipliers and initialise every parameter of ``model`` by the plan, and record the
+        plan on the model (:class:`PlanState`, saved with its ``state_dict``; the module tree is
+        not changed). Returns ``model``.
 
         Roles come from ``roles`` patterns, a recorded plan, depthscale layers and, with
-        ``example_input`` (a tensor, a tuple of arguments or a dict of keyword arguments),
-        from :func:`depthscale.param.inspect` (or ``structure``, what it returned for this
-        model on that input: not read again, checked to name this model's parameters and
-        shapes), which also checks the plan's width and depth against what it finds (see
-        :meth:`roles`) and refines each rule by how the forward
-        uses the parameter (:class:`~depthscale.param.usage.Usage`): the contracted fan-in, a
-        weight applied k times, a constant multiplied into the embedding or readout (taken as
-        its multiplier), a weightless branch, kept gains, a tied readout. Attention modules
-        get the recipe's scale (``attention_head_dim``, or the float attribute holding a
-        measured constant, checked again); any other scale is warned about with the fix.
-        Depthscale layers get the native form unless ``absorb``; other modules the absorbed
-        form. Draws come from a generator seeded by ``seed`` (CPU, then copied). ``base`` is
-        the model built at the base width: a dimension that does not grow between the two
-        keeps the base width's factors (as mup's base shapes); without it they are guessed
-        from the sizes, with a warning naming them.
+        ``example_input`` (a tensor, a tuple of arguments or a dict of keyword arguments), from
+        :func:`depthscale.param.inspect` (or ``structure``, its result for this model on that
+        input, checked to name this model's parameters and shapes), which also checks the plan's
+        width and depth (:meth:`roles`) and refines each rule by how the forward uses the parameter
+        (:class:`~depthscale.param.usage.Usage`; docs/how-it-works.md). Attention modules get the
+        recipe's scale. Depthscale layers get the native form unless ``absorb``, other modules the
+        absorbed form. Draws come from a generator seeded by ``seed`` (CPU, then copied). ``base``
+        is the model at the base width: dimensions that do not grow keep its factors (as mup's base
+        shapes); without it they are guessed from the sizes, with a warning naming them.
         """
 
         apply_plan(self, model, roles, example_input, seed, absorb, base, structure)

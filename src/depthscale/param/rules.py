@@ -1,27 +1,17 @@
 """The one rule table: for every recipe and role, the abc-triple and its paper source.
 
-A rule gives, for one parameter of a given role,
+A rule gives, for one parameter of a given role, ``a`` (the forward multiplier: the layer
+computes ``a * W x``), ``b`` (the initial std of the entries of ``W``, or a constant init),
+``c_sgd`` / ``c_adam`` (the learning-rate multiplier on the user's base LR) and ``wd`` / ``eps``
+(weight-decay and Adam-epsilon multipliers), each an :class:`~depthscale.param.expr.Expr`: a
+formula string compiled once into a function of :class:`~depthscale.param.expr.Dims`. This
+table is the source of truth; models never hard-code scaling.
 
-* ``a``: the forward multiplier (the layer computes ``a * W x``),
-* ``b``: the initial standard deviation of the entries of ``W`` (or a constant init),
-* ``c_sgd`` / ``c_adam``: the learning-rate multiplier applied to the user's base LR,
-* ``wd`` / ``eps``: weight-decay and Adam-epsilon multipliers.
-
-Every entry is an :class:`~depthscale.param.expr.Expr`: a formula string (what ``explain``
-prints and what the docs table shows), compiled once into the function that evaluates it on a
-:class:`~depthscale.param.expr.Dims`, so each formula is written once. This table is the source
-of truth; models never hard-code scaling.
-
-Symbols: ``n`` width (residual-stream width; ``D`` for Chizat's model), ``L`` number of
-residual blocks (hidden layers for a plain MLP), ``fan_in`` of the parameter (1 for an embedding
-table: its input is one-hot), ``T`` time horizon, ``M`` hidden width of a two-layer-perceptron
-block, ``q = E[phi'(Z)^2]``, ``K = L`` residual blocks, ``alpha`` the output scale of nfd Eq. 1
-(``1/sqrt(n)`` in the feature regime), ``d_head`` the width of one attention head.
-
-Adam's ``eps`` scales as the parameter's gradient entry (muP's TP-V Table 3 and 8,
-CompleteP's eps n^-1 L^-1), and the weight-decay multipliers are ``1/c_adam`` (AdamW's
-decoupled decay, "independent" weight decay) and ``1/c_sgd`` (SGD's coupled L2), so the
-per-step shrink is ``lr * weight_decay`` at every width and depth; derived in
+Symbols: ``n`` width (``D`` for Chizat's model), ``L`` = ``K`` residual blocks (hidden layers
+for a plain MLP), ``fan_in`` (1 for an embedding table), ``T`` time horizon, ``M`` hidden width
+of a two-layer-perceptron block, ``q = E[phi'(Z)^2]``, ``alpha`` the output scale of nfd Eq. 1,
+``d_head`` the width of one head. Adam's ``eps`` scales as the gradient entry (TP-V Tables 3
+and 8) and weight decay as ``1/c`` (the per-step shrink ``lr * weight_decay`` at every size):
 docs/derivations.md ("Adam's epsilon and weight decay").
 """
 

@@ -68,24 +68,17 @@ def transfer_lr(
     optimizer: str = "sgd",
 ) -> Transfer:
     """The raw learning rate that ``rule`` predicts at ``to_depth`` (and ``to_width``) for
-    ``optimizer`` (``"sgd"`` or ``"adam"``).
+    ``optimizer`` (``"sgd"`` or ``"adam"``), from ``lr`` tuned at ``from_depth``.
 
-    What it is for: a training loop with one raw LR for the rule's role (no
-    ``plan.optimizer``), tuned at one size, moved to another. It is *not* an input to
-    ``plan.optimizer``: that takes the base LR eta_c, the same at every size, and applies the
-    multiplier c(n, L) per parameter itself (passing a transferred LR there would apply it
-    twice). Example: AdamW tuned at lr 3e-3 on a CompleteP model of width 64 with 2 blocks;
-    at width 256 and 8 blocks, ``transfer_lr("completep", 3e-3, 2, 8, 64, 256, "adam")`` gives
-    1.5e-3 for the branch weights' raw LR (c = 1/sqrt(n): x 1/2), while
-    ``plan.optimizer(model, "adam", lr=3e-3)`` is the same call at both sizes.
-
-    ``lr`` is the tuned raw LR at ``from_depth``. For ``laws`` depths are effective depths
-    L = m + K (laws Sec. 3.4) and only SGD is defined; the other rules count residual blocks
-    (the rule table's L) and follow its LR multiplier (module docstring): under Adam,
-    CompleteP's branch LR eta_c/sqrt(n) is depth-free and depth-muP's sqrt(T/(L n)) falls as
-    L^(-1/2). Every input must be a finite number > 0, ``to_width`` needs ``from_width``,
-    ``laws`` (depth only) takes no change of width, and the prediction must be a finite number
-    > 0 (not an overflow or underflow); else a ConfigError.
+    For a training loop with one raw LR for the rule's role (no ``plan.optimizer``), tuned at one
+    size and moved to another; *not* an input to ``plan.optimizer``, which takes the same base LR
+    eta_c at every size and applies c(n, L) per parameter itself. Example:
+    ``transfer_lr("completep", 3e-3, 2, 8, 64, 256, "adam")`` gives 1.5e-3 (c = 1/sqrt(n): x 1/2).
+    For ``laws`` depths are effective depths L = m + K (laws Sec. 3.4) and only SGD is defined;
+    the other rules count residual blocks and follow the rule table's LR multiplier (under Adam,
+    CompleteP's branch LR is depth-free and depth-muP's falls as L^(-1/2)). Every input must be a
+    finite number > 0, ``to_width`` needs ``from_width``, ``laws`` takes no change of width, and
+    the prediction must be a finite number > 0; else a ConfigError.
     """
     if not isinstance(rule, str) or rule not in TRANSFER_RULES:
         known = ", ".join(TRANSFER_RULES)

@@ -443,26 +443,19 @@ def coord_check(
     seeds: Sequence[int] = (0, 1, 2),
     progress: Callable[[int], None] | None = None,
 ) -> CoordReport:
-    """Sweep ``widths`` at ``base_depth`` and ``depths`` at ``base_width`` (one model per seed
-    from ``make``), measure each (:func:`measure_point`), fit the slopes, judge them against
+    """Sweep ``widths`` at ``base_depth`` and ``depths`` at ``base_width`` (one model per seed from
+    ``make``), measure each (:func:`measure_point`), fit the slopes, judge them against
     :func:`expected_bands` of the plan's recipe and run the lazy diagnostic on the depth sweep.
 
-    ``x`` is a tensor, a tuple of positional arguments or a dict of keyword arguments (e.g.
-    ``{"input_ids": ids}``); the model may return a tensor, a tuple, a dict with "logits" or a
-    Hugging Face output. ``make`` may return ``(model, plan, structure)`` to pass the
-    :class:`Structure` it read (the one it gave ``plan.apply``, or one whose roles or branches
-    it corrects) instead of reading each model again with ``inspect(model, x)``;
-    ``optimizer`` is a name for ``plan.optimizer`` or a callable ``(model, plan, lr) ->
-    optimizer``.
-
-    A sweep that is given needs at least two distinct sizes and no repeats; an empty one is
-    skipped, but not both. Bad sizes, ``seeds``, ``steps`` or ``lr`` are a ConfigError before
-    any model is built, and a factory that does not build the widths or depths it is given
-    (:mod:`~depthscale.probes.factory_sizes`) one before any training. Depths outside the
-    residual regime (more than a quarter of the additions with a projection shortcut,
-    :mod:`~depthscale.probes.depth_regime`) are left out of the depth sweep, said in the
-    report's ``depth_regime`` and evidence; fewer than two left is a ConfigError naming depths
-    that work.
+    ``x``: a tensor, a tuple of positional or a dict of keyword arguments; the model may return a
+    tensor, a tuple, a dict with "logits" or a Hugging Face output. ``make`` may return ``(model,
+    plan, structure)`` to pass the :class:`Structure` it read; ``optimizer`` is a name for
+    ``plan.optimizer`` or a callable ``(model, plan, lr) -> optimizer``. A given sweep needs two
+    distinct sizes and no repeats (an empty one is skipped, not both). Bad sizes, ``seeds``,
+    ``steps`` or ``lr``, or a factory that does not build the sizes it is given
+    (:mod:`~depthscale.probes.factory_sizes`), are a ConfigError before training. Depths outside
+    the residual regime (:mod:`~depthscale.probes.depth_regime`) leave the depth sweep, said in
+    the report's ``depth_regime``; fewer than two left is a ConfigError naming depths that work.
     """
     _check_sweep(widths, depths, base_width, base_depth, steps, lr, seeds)
     make = with_auto_base(make, widths, base_width)

@@ -1,16 +1,11 @@
 """The claim-result contract: one dict per claim, the elements of ``claims.json``.
 
-``{"id", "title", "paper", "verdict", "reason", "measured" {name: float}, "band" {name: [low,
-high]} (either end may be None), "scale" (quick/medium/full), "seconds", "figure" (relative path
-or None), "data" (relative CSV path or None)}``, and the optional keys ``"paper_version"`` (the
-version of the paper reproduced), ``"seeds"`` (one ``{"seed", "verdict", "measured"}`` per base
-seed of a ``--seeds N`` run), ``"control"`` (what the negative control changed, for a
-``--control`` run; None otherwise), ``"seed"`` (the base seed), ``"version"`` (the depthscale
-version that computed it; with scale and seed, what a resumed ``reproduce`` compares),
-``"headline"`` (the number the report leads with: ``{"label", "paper", "ours", "ci", "band",
-"text"}`` and optionally ``"metric", "ref", "statement", "criterion"``; built by
-:func:`depthscale.report.headline.headline_record`) and ``"run"`` (where and with what it
-ran: machine, threads and package versions, one flat ``{name: text or number}``).
+Keys: ``id``, ``title``, ``paper``, ``verdict``, ``reason``, ``measured`` {name: float},
+``band`` {name: [low, high]} (either end may be None), ``scale``, ``seconds``, ``figure`` and
+``data`` (relative paths or None); optional ``paper_version``, ``seeds`` (per base seed of a
+``--seeds N`` run), ``control`` (what the negative control changed), ``seed``, ``version``
+(depthscale's), ``headline`` (:func:`depthscale.report.headline.headline_record`) and ``run``
+(machine, threads, package versions). Each key in full: docs/how-it-works.md.
 
 The verdict is one of :data:`VERDICTS`: PASS (reproduced); FAIL (not reproduced, our code
 suspected); REFUTED (the paper's statement contradicted by two independent routes, with a

@@ -1,28 +1,17 @@
-"""Analysis of LR sweeps (laws Sec. 4.1) and of convergence-rate grids, as pure functions of
-run rows (a study's records: settings and outcome as one flat mapping, :class:`RunOutcome`).
+"""Analysis of LR sweeps (laws Sec. 4.1) and of convergence-rate grids, as pure functions of run
+rows (a study's records: settings and outcome as one flat mapping, :class:`RunOutcome`).
+Every run is used; nothing is dropped because of the slope it gives.
 
 * :func:`optimal_lrs`: per (depth, seed), the LR minimising a loss criterion, refined below grid
-  resolution and flagged on the grid's edge; diverged runs are never optimal. Optionally per
-  group (e.g. recipe) and on the seed-mean loss (nfd Fig. 5 row 2).
-* :func:`seed_summary`: mean and 95% CI of log10 eta* across seeds, per depth.
-* :func:`lr_spread`: max - min of log10 eta* across sizes (nfd Fig. 5 row 2: transfer).
-* :func:`wls_power_law`: weighted least squares of log10 eta* = beta0 + alpha log10 L with
-  weights 1/SEM^2 (:func:`fit_sems`: each size's seed variance moderated toward the pooled
-  one), the slope's 95% CI and R^2 (laws Sec. 4.1; the fit itself is
-  :mod:`depthscale.stats.fits`).
-* :func:`bootstrap_slope_ci`: the same slope's 95% interval when seeds are resampled.
-* :func:`lr_power_law`: the above in one call, optimum per size -> power law with CIs
-  (:class:`LrLaw`), what the laws claims and ``depthscale fit`` read (:func:`optima_power_law`
-  from given optima).
-* :func:`grid_signals`: per size, whether the LR grid's loss range stands above the seed noise
-  (if not, the argmin is noise and no eta* can be read from that sweep).
-* :func:`records_at_step`: the records as a run of fewer steps would have left them (constant-LR
-  SGD: the first s steps of a run are an s-step run; per-step or bucketed curves), to see
-  whether a law still moves with training length.
-* :func:`scan_axis`: the loss against another swept setting (e.g. the time horizon T, nfd
-  Fig. 2) per size: seed means, diverged fractions, the best value, interior or on the edge.
-
-Every run is used; nothing is dropped because of the slope it gives.
+  resolution and flagged on the grid's edge; diverged runs are never optimal.
+* :func:`seed_summary`: mean and 95% CI of log10 eta* across seeds, per depth;
+  :func:`lr_spread`: max - min of log10 eta* across sizes (nfd Fig. 5 row 2).
+* :func:`wls_power_law`: WLS of log10 eta* = beta0 + alpha log10 L, weights 1/SEM^2
+  (:func:`fit_sems`), the slope's 95% CI and R^2 (laws Sec. 4.1); :func:`bootstrap_slope_ci`:
+  its seed bootstrap; :func:`lr_power_law`: all of it in one call (:class:`LrLaw`).
+* :func:`grid_signals`: per size, whether the LR grid's loss range stands above the seed noise.
+* :func:`records_at_step`: the records as a shorter run would have left them (constant-LR SGD).
+* :func:`scan_axis`: the loss against another swept setting (e.g. T, nfd Fig. 2) per size.
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
 """Where a study's runs execute: in this process, a local process pool, or a Ray cluster.
 
 Every executor takes run specs and yields finished :class:`RunRecord` s in completion order to
-the driver, which alone writes the store. Runs are pure functions of their specs and train on
-one CPU thread, so the records' outcomes are identical whichever executor ran them. Closing the
-iterator early (an exception in the driver, Ctrl-C) stops the executor: at most the runs in
-flight are lost, and they are simply pending on the next start.
-
-``run_groups`` takes units instead (:func:`~depthscale.studies.runner.lr_groups`): a unit of
-one run is trained by :func:`run_one`, a larger one (runs that differ only in ``lr``) as one
-batched task by :func:`~depthscale.studies.runner.run_group`, and its records are yielded
-together when it finishes. All three executors run units the same way (Ray as one task each).
+the driver, which alone writes the store; runs are pure functions of their specs on one CPU
+thread, so their outcomes are identical whichever executor ran them. Closing the iterator early
+stops the executor, losing at most the runs in flight. ``run_groups`` takes units instead
+(:func:`~depthscale.studies.runner.lr_groups`): one run by :func:`run_one`, runs that differ
+only in ``lr`` as one batched task (:func:`~depthscale.studies.runner.run_group`).
 
 * :class:`InProcessExecutor`: one run after another in the driver.
-* :class:`PoolExecutor`: ``concurrent.futures.ProcessPoolExecutor`` with the spawn context;
-  a crashed worker (killed, out of memory) breaks the pool, which is rebuilt and the runs that
-  had not finished are resubmitted, up to ``retries`` times. Runs still lost then are recorded
-  as failed, unless no run ever finished: then the workers cannot run at all (a script
-  without a ``__main__`` guard, a worker that cannot import its task), :class:`WorkerError`
-  is raised and nothing is recorded, so a fixed rerun trains those runs.
-* :class:`RayExecutor`: ``ray.remote(max_retries=retries)`` tasks; Ray reruns the tasks of lost
-  workers and nodes. Ray is imported only here, when asked for; :func:`ray_cluster` holds one
-  connection for many studies (``reproduce --ray``).
+* :class:`PoolExecutor`: a spawn-context process pool, rebuilt after a crashed worker with its
+  unfinished runs resubmitted up to ``retries`` times; :class:`WorkerError` (nothing recorded)
+  if no run ever finished, i.e. the workers cannot run at all.
+* :class:`RayExecutor`: ``ray.remote(max_retries=retries)`` tasks; Ray is imported only here,
+  and :func:`ray_cluster` holds one connection for many studies (``reproduce --ray``).
 """
 
 from __future__ import annotations

@@ -4,25 +4,14 @@
 :func:`expand` into :class:`RunSpec` s identified by :func:`run_id`, are re-exported from
 :mod:`~depthscale.studies.spec_records`; running them is :mod:`~depthscale.studies.runner`'s.
 
-The format (``examples/quick_resnet_depth_lr.toml`` is a complete one)::
-
-    [study]                 # name (default: the file's stem), model, recipe, dataset;
-                            # max_runs, max_hours, max_depth, max_gib confirm a larger study
-    [model]                 # model options (activation, backward, kernel_size, ...)
-    [roles]                 # "glob over parameter names" = "role" (user models; optional)
-    [plan]                  # plan options (T, regime, alpha, sigma_u, eta_u_scale)
-    [data]                  # n_train, n_test, seed, dim, dir (relative to the spec file)
-    [train]                 # optimizer, steps | epochs, batch_size, loss, momentum, ...
-    [grid]                  # lr, depth, width, seed (lists) + optional recipe or [train] axes
-    [grid.model] / [grid.plan] / [grid.data]   # option axes
-    [analysis]              # criterion, axis, optimize, group, aggregate (AnalysisSpec)
-
-A grid axis is a list of values or ``{logspace = [start, stop, num]}`` (powers of ten). A key is
-either fixed in its section or swept in ``[grid]``, never both.
-
-``[study] model`` is a registry name (``depthscale.models.MODELS``) or a user factory
-``"package.module:function"`` (:func:`depthscale.models.resolve_factory`), its signature checked
-against ``[model]`` when the spec is loaded.
+Sections (``examples/quick_resnet_depth_lr.toml`` is a complete spec; each key:
+docs/cli.md): ``[study]`` (name, model, recipe, dataset; max_runs, max_hours, max_depth,
+max_gib confirm a larger study), ``[model]``, ``[roles]``, ``[plan]``, ``[data]``, ``[train]``,
+``[grid]`` (lr, depth, width, seed, optional recipe or [train] axes), ``[grid.model]``,
+``[grid.plan]``, ``[grid.data]`` and ``[analysis]``. A grid axis is a list of values or
+``{logspace = [start, stop, num]}``; a key is fixed in its section or swept in ``[grid]``, never
+both. ``[study] model`` is a registry name (``depthscale.models.MODELS``) or a user factory
+``"package.module:function"`` (:func:`depthscale.models.resolve_factory`), checked on load.
 """
 
 from __future__ import annotations

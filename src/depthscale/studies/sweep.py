@@ -10,8 +10,7 @@ task (:func:`~depthscale.studies.runner.lr_groups`); a group's records are commi
 finishes, so a kill loses at most the groups in flight, and a rerun batches only the members the
 store lacks. Batching is opt-in: records then equal one-by-one runs only to float rounding (so
 a run's outcome would depend on the flag), a group is one task (less parallelism with many
-workers), and the CPU gain depends on width (about 2x at width 32, 1.2-1.4x at width 128 in the
-``batched-sweep`` benchmark).
+workers), and the CPU gain depends on width (figures: docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,24 +1,15 @@
 """beyond-adam (nfd open question 2: Eq. 8 under Adam).
 
-The nfd-transfer study (Fig. 5 row 2: two-layer blocks, depths,
-an eta_c grid per depth, last-epoch training loss) run twice, with SGD and with Adam
-(:func:`adam_tables`), each for depth-muP and for nfd-depth. Under Adam, nfd-depth's
-first-layer LR is the rule table's extension of Eq. 8 (``rules.py``: c_adam sqrt(T/n) =
-depth-muP's sqrt(T/(L n)) x sqrt(L)); the paper gives no Adam rule.
+The nfd-transfer study (Fig. 5 row 2) run with SGD and with Adam (:func:`adam_tables`), each
+for depth-muP and nfd-depth, whose first-layer Adam LR is the rule table's extension of Eq. 8
+(c_adam sqrt(T/n) = depth-muP's sqrt(T/(L n)) x sqrt(L)); the paper gives no Adam rule.
 
 Each optimizer's runs are read as nfd-transfer reads its own
-(:func:`~depthscale.claims.nfd.transfer.transfer_measure`): per arm the spread max - min over
-depths of the seed-mean log10 eta_c*, its seed bootstrap, the noise seeds alone give, and a
-second route without sweeps, the spread one step of that optimizer predicts (its output
-change ~ L^s gives an eta_c that moves the output as far at every depth ~ L^(-s)). Adam's
-first step is eta_c times a sign pattern, so that change is exactly linear in eta_c.
-
-Verdict: nfd-transfer's two-route decision on the Adam runs
-(:func:`~depthscale.claims.nfd.transfer.transfer_decision`, claimed: Eq. 8 narrows the
-spread): PASS when both routes see the narrowing; REFUTED when both contradict it, agree in
-value per arm, and the sweeps resolve a spread above their noise (the contrast); else FAIL
-or INCONCLUSIVE. The SGD runs get the same decision, reported beside it (under SGD it is
-nfd-transfer's own question).
+(:func:`~depthscale.claims.nfd.transfer.transfer_measure`: the spread over depths of the
+seed-mean log10 eta_c* per arm, its bootstrap and noise, and the spread one step predicts).
+Verdict: nfd-transfer's two-route decision on the Adam runs (claimed: Eq. 8 narrows the
+spread; :func:`~depthscale.claims.nfd.transfer.transfer_decision`, docs/how-it-works.md); the
+SGD runs' decision is reported beside it.
 
 :class:`AdamSettings` -> :func:`measure_adam` -> :func:`judge_adam` -> :func:`draw_adam` ->
 ``conclude``.

@@ -1,23 +1,15 @@
 """beyond-3layer (nfd open question 4: blocks of three layers).
 
-ResNets of three-layer blocks (``resnet3``: x_1 = W_1 h/sqrt(n),
-x_2 = W_2 phi(x_1)/sqrt(n), h += W_3 phi(x_2)/sqrt(L n)), SGD, ``steps`` steps; per layer
-the block-mean update of :func:`~depthscale.probes.block_updates` vs depth, log-log slope.
+ResNets of three-layer blocks (``resnet3``: x_1 = W_1 h/sqrt(n), x_2 = W_2 phi(x_1)/sqrt(n),
+h += W_3 phi(x_2)/sqrt(L n)), SGD, ``steps`` steps; per layer the block-mean update of
+:func:`~depthscale.probes.block_updates` vs depth, log-log slope. By nfd App. H.1 one layer
+further (docs/derivations.md), depth-muP collapses both internal layers like L^(-1/2); the fix
+is eta_1 = eta_2 = eta_c n sqrt(L), eta_3 = eta_c n (Eq. 8 as written is reported too).
 
-Derivation (nfd App. H.1 carried one layer further): the backward signal into x_2 is
-(W_3/sqrt(L n))^T g ~ L^(-1/2), and into x_1 it passes W_2/sqrt(n) (O(1)), so both
-internal layers' gradients, weight updates and the changes Delta W_j makes to x_j are
-O(L^(-1/2)) at LR eta_c n: the first two layers collapse at the same rate (no faster for
-the deeper one); the last layer's change enters the stream through 1/sqrt(L n) and is read
-per unit time tau = 1/L, O(1) (App. H.2). Fix: eta_1 = eta_2 = eta_c n sqrt(L), eta_3 =
-eta_c n (Eq. 8 on every internal layer but the last). Eq. 8 as written (first layer only)
-leaves layer 2 collapsed: that arm is reported.
-
-Verdict (bands of nfd-collapse, fixed before running): under depth-muP layers 1, 2 in
-[-0.65, -0.35] and the stream in [-0.15, 0.15]; with the fix all three in [-0.15, 0.15].
-Slopes are read by nfd-collapse's rule (:mod:`depthscale.claims.nfd.collapse`); at medium and
-full (``second_route``) the judged arms run again on its handwritten numpy nets, joined by
-:func:`~depthscale.claims.nfd.collapse.two_route_decision`.
+Verdict (nfd-collapse's bands and rule, fixed before running): under depth-muP layers 1, 2 in
+[-0.65, -0.35] and the stream in [-0.15, 0.15]; with the fix all three in [-0.15, 0.15]; at
+medium and full the judged arms run again on handwritten numpy nets (``second_route``,
+:func:`~depthscale.claims.nfd.collapse.two_route_decision`).
 
 :class:`ThreeLayerSettings` -> :func:`measure_three_layer` -> :func:`judge_three_layer` ->
 :func:`draw_three_layer` -> ``conclude``.

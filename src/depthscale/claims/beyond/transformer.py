@@ -1,28 +1,18 @@
 """beyond-transformer (nfd open question 1: Eq. 8 in Transformer blocks).
 
-On the GPT (pre-LN blocks of causal attention and a 2-layer GELU MLP; L = 2 D branches for D
-blocks; qkv and fc1 are ``branch_in``, so nfd-depth gives them eta_1 = eta_c n sqrt(L), Eq. 8)
-without biases (Eq. 6 has none, and nfd-depth would leave a bias uncorrected), on token data:
-an order-2 markov chain at quick and medium (attention is needed; its entropy rate is the
-loss floor), the pytext bytes at full.
-
-(a) Collapse (nfd Fig. 5 row 1): ``steps`` SGD steps at ``eta_c`` per depth, arm and
-collapse seed; per layer the block-mean own update
-(:func:`~depthscale.probes.transformer_updates`) vs L, one log-log slope per seed read at
-matched training loss and its 95% t-interval over seeds, the finding kept only if two loss
-targets agree (nfd-collapse's rule, :mod:`~depthscale.claims.beyond.readouts`, as
-beyond-3layer; at least 2 seeds give an interval, 3 one narrow enough to decide).
-Bands of nfd-collapse, fixed before running: depth-muP qkv and fc1 in [-0.65, -0.35],
-both streams in [-0.15, 0.15]; Eq. 8 all four in [-0.15, 0.15]. q, k, v are reported,
-not judged. (b) Transfer (nfd Fig. 5 row 2): the study :func:`transformer_tables`;
-per recipe the spread max - min over depths of log10 eta_c* with a 95% seed-bootstrap CI
-(:mod:`~depthscale.claims.beyond.spreads`, as beyond-adam), and the paired difference
-Eq. 8 minus depth-muP, claimed < 0 (:func:`~depthscale.claims.verdicts.sign_finding`).
-One verdict over all findings (:func:`~depthscale.claims.verdicts.findings_verdict`); one route, so
-a contradiction is a FAIL.
-
+The GPT (pre-LN blocks of causal attention and a 2-layer GELU MLP, no biases; L = 2 D branches
+for D blocks; qkv and fc1 are ``branch_in``: nfd-depth gives them eta_1 = eta_c n sqrt(L),
+Eq. 8) on token data (an order-2 markov chain at quick and medium, pytext bytes at full).
+(a) Collapse (nfd Fig. 5 row 1): per layer the block-mean own update
+(:func:`~depthscale.probes.transformer_updates`) vs L, one log-log slope per seed at matched
+training loss with its 95% t-interval over seeds (nfd-collapse's rule), in bands fixed before
+running: depth-muP qkv and fc1 in [-0.65, -0.35], both streams in [-0.15, 0.15]; Eq. 8 all
+four in [-0.15, 0.15]. (b) Transfer (nfd Fig. 5 row 2, :func:`transformer_tables`): per recipe
+the spread max - min over depths of log10 eta_c* with a 95% seed-bootstrap CI, and the paired
+difference Eq. 8 minus depth-muP, claimed < 0. One verdict over all findings
+(:func:`~depthscale.claims.verdicts.findings_verdict`); one route, so a contradiction is a FAIL.
 :class:`TransformerSettings` -> :func:`measure_transformer` -> :func:`judge_transformer` ->
-:func:`draw_transformer` -> ``conclude``.
+:func:`draw_transformer` -> ``conclude``. Design notes: docs/how-it-works.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """Claims of chizat (the hidden width of deep ResNets): Fig. 1, 2, 5a, 5b, Thm. 2, Thm. 3.
 
-Setting (chizat Sec. 2.4, docs/claims.md section C; :mod:`.setting`): n = 10 pairs (x, y) with
-N(0, 1) entries in R^D (``depthscale.data.load("chizat")``, one draw for all repeats), ResNets
-of 2LP blocks with tanh (Eq. 24), ``sigma_u = sqrt(D)``, ``sigma_v = alpha sqrt(D)``,
-full-batch GD with LRs ``eta_u L M`` and ``eta_v L M`` (Eq. 25; ``eta_u = D min(1,
-alpha^-2)``, ``eta_v = D``, chizat Sec. 4.4) on ``mean_i |h^L(x_i) - y_i|^2 / (2 D)``.
+Setting (chizat Sec. 2.4, :mod:`.setting`): n = 10 pairs (x, y) with N(0, 1) entries in R^D
+(``depthscale.data.load("chizat")``), ResNets of 2LP blocks with tanh (Eq. 24), ``sigma_u =
+sqrt(D)``, ``sigma_v = alpha sqrt(D)``, full-batch GD with LRs ``eta_u L M`` and ``eta_v L M``
+(Eq. 25; ``eta_u = D min(1, alpha^-2)``, ``eta_v = D``, Sec. 4.4) on ``mean_i |h^L(x_i) -
+y_i|^2 / (2 D)``. Finite ResNets are simulated by :class:`~depthscale.limits.MeanODE` with
+``method="euler"`` and one iid particle set per layer, which *is* Eq. 24-25; the limit
+reference (Fig. 1, 2) is the mean of ``ref_runs`` RK4 Mean ODE runs, with its standard error.
+Thm. 2 compares finite nets with ``limits.TangentODE``; Thm. 3 uses the Mean ODE. Why these
+choices: docs/how-it-works.md.
 
-Finite ResNets are simulated by :class:`~depthscale.limits.MeanODE` with ``method="euler"``
-and one iid particle set per layer (``coupling="independent"``, ``sampler="iid"``): forward
-Euler with per-layer units *is* Eq. 24-25 (``tests/limits/test_limits_mean_ode.py`` checks
-the trajectory against :func:`~depthscale.limits.train_finite_resnet` on shared weights); with
-no autograd or module overhead it is what makes the paper's grids affordable.
-
-The limit reference (Fig. 1, 2) is the library's Mean ODE solver, not a large finite net: the
-mean of ``ref_runs`` runs of RK4 with ``ref_J`` depth steps and ``ref_Q`` Sobol' particles per
-stage point (independent coupling); its standard error from the spread of the runs is
-reported. Thm. 2 compares finite nets with ``limits.TangentODE``; Thm. 3 uses the Mean ODE.
-
-One module per claim, each runner typed settings -> ``measure_*`` -> ``judge_*`` -> its own
-``draw_*`` -> ``conclude``: :mod:`.output_error` (Fig. 2), :mod:`.spread_and_travel` (Fig. 5a,
-5b), :mod:`.tangent_gap` (Thm. 2), :mod:`.d_exponents` (Thm. 3), :mod:`.forward_distance`
-(Fig. 1). Quick scale shrinks grids, depths and repeats; full scale is the paper's setting.
+One module per claim: :mod:`.output_error` (Fig. 2), :mod:`.spread_and_travel` (Fig. 5a, 5b),
+:mod:`.tangent_gap` (Thm. 2), :mod:`.d_exponents` (Thm. 3), :mod:`.forward_distance` (Fig. 1).
 """
 
 # importing a module registers its claims: in the catalogue's order

@@ -276,20 +276,16 @@ def thm3_cost(settings: Mapping[str, Any], _device: str) -> list[Solver]:
 def chizat_thm3(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Thm. 3 / Fig. 4 on the Mean ODE (RK4, ``J`` steps, ``Q`` Sobol' particles),
     ``sigma_u = sqrt(D)``, ``sigma_v = alpha sqrt(D)``, ``eta_u = D min(1, alpha^-2)``,
-    ``eta_v = D``. The theorem's constants hide no D: at fixed alpha, every quantity below is
-    uniform in D, so its exponent in D (the log-log slope against D per alpha, mean over
-    alphas) must lie in [-0.2, 0.2] (a wrong sigma_v = alpha D moves the first three by
-    +1/2):
+    ``eta_v = D``. The theorem's constants hide no D, so at fixed alpha each quantity's exponent in
+    D (log-log slope against D per alpha, mean over alphas) must lie in [-0.2, 0.2] (a wrong
+    sigma_v = alpha D moves the first three by +1/2): (iii) the RMS travel of ``U`` after the
+    first step (Theta(min(alpha, 1/alpha))) and after ``K`` steps (O(min(1, 1/alpha))); (ii) the
+    first output update ``RMS(h_1 - h_0)`` (Theta(1)); (iv) semi-complete: for alpha < 1, the RMS
+    distance of ``U_K`` (same ``U_0``) to the run with ``V_0 = 0`` over alpha (O(alpha)).
 
-    (iii) the RMS travel of ``U`` after the first step (Theta(min(alpha, 1/alpha))) and after
-    ``K`` steps (O(min(1, 1/alpha))); (ii) the first output update ``RMS(h_1 - h_0)``
-    (Theta(1)); (iv) semi-complete: for alpha < 1, the RMS distance of ``U_K`` (same ``U_0``)
-    to the run with ``V_0 = 0`` over alpha (O(sigma_v / sqrt(D)) = O(alpha)).
-
-    Unbanded diagnostics: the first-step travel's log-log slopes in alpha (+1 below 0.3, -1
-    above 3) and its peak at alpha = 1 hold exactly by the LR rule whatever sigma_v's scaling,
-    so they cannot fail; the K-step slope above alpha = 3; the semi-complete slope in alpha.
-    Quick: D up to 316 (full 1000), 5 alphas (9), K = 5 (10). Cost
+    Unbanded diagnostics: the first-step travel's slopes in alpha (+1 below 0.3, -1 above 3) and
+    its peak at alpha = 1, which hold by the LR rule whatever sigma_v's scaling (so cannot fail);
+    the K-step slope above alpha = 3; the semi-complete slope in alpha. Cost
     O(sum_D |alpha| K J Q n D) plus O(sum_D |semi_alphas| semi_K J Q n D)."""
     s = read_settings(PhaseSettings, ctx.settings)
     m = measure_d_exponents(ctx, s)

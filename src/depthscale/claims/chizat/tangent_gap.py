@@ -329,21 +329,18 @@ def thm2_cost(settings: Mapping[str, Any], _device: str) -> list[Solver]:
 )
 def chizat_thm2(ctx: ClaimContext) -> ClaimOutcome:
     """chizat Thm. 2 (Eq. 22-23) with 2LP blocks: finite nets (Eq. 24-25, ``sigma_v = alpha
-    sqrt(D)``, ``eta_u = D min(1, alpha^-2)``, ``eta_v = D``; every ``alpha <= sqrt(L M / D)
-    / 2``, inside the theorem's range) against the tangent ODE (Eq. 18-21: ``TangentODE(D)``,
-    the lazy limit of every alpha here; RK4 with ``J`` steps and ``Q`` Sobol' particles per
-    stage point), after K steps, ``repeats`` nets per (alpha, L, M).
+    sqrt(D)``, ``eta_u = D min(1, alpha^-2)``, ``eta_v = D``, every ``alpha <= sqrt(L M / D) / 2``)
+    against the tangent ODE (Eq. 18-21, ``TangentODE(D)``; RK4 with ``J`` steps and ``Q`` Sobol'
+    particles per stage point), after K steps, ``repeats`` nets per (alpha, L, M).
 
-    The bound's three terms are measured apart. The fluctuation (std across repeats of
-    ``h^L_K``) against ``(c_0 + c_f alpha sqrt(D)) / sqrt(L M)``; the bias (RMS of the mean
-    over repeats minus the tangent ODE, less the std's share ``std^2 / repeats``) against
-    ``c_a / alpha + c_L / L`` on the points where it exceeds twice its standard error
-    ``std / sqrt(repeats)``; both by non-negative least squares on relative residuals with 95%
-    bootstrap CIs (:func:`fit_error_law`). Verdict: ``c_f``'s CI in [0.15, 0.6] (Fig. 5a's
-    0.3 at K = 10, a factor 2); the bias law's RMS misfit within a factor 1.5; ``alpha x`` RMS
-    input-weight travel over the tangent's ``|zeta_u|`` in [0.5, 2] for alpha >= 2 (Thm. 2(ii):
-    parameters move O(1/alpha)). Fewer than 3 measurable bias points: INCONCLUSIVE. Cost
-    O(|alpha| repeats K sum L M n D) plus O(K J Q n D)."""
+    The bound's terms are measured apart: the fluctuation (std across repeats of ``h^L_K``)
+    against ``(c_0 + c_f alpha sqrt(D)) / sqrt(L M)``; the bias (RMS of the repeats' mean minus the
+    tangent ODE, less ``std^2 / repeats``) against ``c_a / alpha + c_L / L`` where it exceeds twice
+    its standard error; both by non-negative least squares with 95% bootstrap CIs
+    (:func:`fit_error_law`). Verdict: ``c_f``'s CI in [0.15, 0.6] (Fig. 5a's 0.3 at K = 10, a factor
+    2); the bias law's RMS misfit within a factor 1.5; ``alpha x`` RMS input-weight travel over the
+    tangent's ``|zeta_u|`` in [0.5, 2] for alpha >= 2 (Thm. 2(ii)). Fewer than 3 measurable bias
+    points: INCONCLUSIVE. Cost O(|alpha| repeats K sum L M n D) plus O(K J Q n D)."""
     s = read_settings(TangentSettings, ctx.settings)
     m = measure_tangent_gap(ctx, s)
     j = judge_tangent_gap(m, s)

@@ -1,22 +1,17 @@
-"""The laws claims' findings on a sweep's law and what the one-law-per-sweep claims (Tables 1, 3,
-4) report. A slope's interval (the hull of the fit's t-interval and a seed-bootstrap one) inside
-the law band on alpha (Table 1, around the paper's -3/2, Eq. 9) supports the law, wholly
-outside contradicts it (read at 1 - 0.05/m for m parts, Bonferroni: :func:`band_finding`),
-across an edge is undecided; a claim's verdict comes from its parts' (:func:`parts_verdict`).
-The gates that make a part undecided instead, each with its numbers:
+"""The laws claims' findings on a sweep's law, and what the claims of Tables 1, 3 and 4 report.
 
-* **edge**: optima on the LR grid's edge are left out of the fit;
-* **flat** / **untrained**: a depth whose seed-mean loss over the whole LR window (both
-  stages of a two-stage grid) varies by no more than the seed spread, or whose best loss is
-  not below chance by more than it, is left out of the fit and named; the part is undecided
-  when fewer than 3 depths are left;
-* **still moving** (docs/claims.md B): the band applies at the run length n only where the
-  seed-paired change of alpha from n/2 to n (:func:`~depthscale.claims.laws.law.slope_change`)
-  has a 95% interval inside +-:data:`MOVING_MARGIN` (an equivalence test).
-
-Every gate reads an interval over seeds or a fixed design count. Reported per study
-(:func:`law_measured`, :func:`law_rows`, :func:`law_note`): alpha against L = m + K (Sec.
-3.4, banded) and, for ResNets, against blocks (Sec. 4.3); alpha at n/8, n/4, n/2.
+A slope's interval (the hull of the fit's t-interval and a seed-bootstrap one, Bonferroni over
+m parts: :func:`band_finding`) inside the law band on alpha (around the paper's -3/2, Eq. 9)
+supports the law, wholly outside contradicts it, across an edge is undecided; a claim's verdict
+comes from its parts' (:func:`parts_verdict`). Gates that leave a part undecided instead, each
+with its numbers: **edge** (optima on the LR grid's edge leave the fit); **flat** /
+**untrained** (a depth whose seed-mean loss varies by no more than the seed spread, or whose
+best loss is not below chance by more, leaves the fit; fewer than 3 depths left: undecided);
+**still moving** (the seed-paired change of alpha from n/2 to n,
+:func:`~depthscale.claims.laws.law.slope_change`, must have its 95% interval inside
++-:data:`MOVING_MARGIN`). Reported per study (:func:`law_measured`, :func:`law_rows`,
+:func:`law_note`): alpha against L = m + K (Sec. 3.4) and, for ResNets, against blocks
+(Sec. 4.3); alpha at n/8, n/4, n/2.
 """
 
 from __future__ import annotations

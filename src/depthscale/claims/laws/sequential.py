@@ -1,23 +1,16 @@
-"""The stages of a laws sweep (laws Sec. 4.1 protocol: one LR grid, or a coarse-to-fine one,
+"""The stages of a laws sweep (laws Sec. 4.1: one LR grid, or a coarse-to-fine one,
 :func:`sweep_stages`) and each architecture's law from them (:func:`arch_law`), with a
-sequential, budgeted design for the seeds of the fine stage (the fit of Eq. 9): seeds go
-where they decide the part, and stop once it is decided.
+sequential, budgeted design for the seeds of the fine stage (the fit of Eq. 9): seeds go where
+they decide the part, and stop once it is decided.
 
-The fine stage of the two-stage grid (:func:`sweep_stages`) runs
-in rounds, ``arch["seed_rounds"] = [n1, n2, ...]``. The coarse grid on one seed and round 1 at
-every depth always run; after each round the law is fitted
-(:func:`~depthscale.claims.laws.law.fit_law`) and the part's finding read
+The fine stage runs in rounds, ``arch["seed_rounds"] = [n1, n2, ...]``; after each round the
+law is fitted (:func:`~depthscale.claims.laws.law.fit_law`) and the part's finding read
 (:func:`~depthscale.claims.laws.gates.alpha_finding`). Rounds stop when the part is decided,
-when seeds cannot decide it, when the rounds are spent or when ``ctx.budget_seconds`` would
-be; otherwise the next round brings the depths that carry :data:`COVER` of the slope's variance
-(read the OLS way) to more seeds, at the LRs still in play. Where the depths' scatter about
-the line keeps seeds from deciding, :func:`added_depths` adds unswept depths once, within the
-swept range. Spent time and estimates are read from the stored runs, so a killed claim, rerun,
-trains only what is missing and reaches the same decisions.
-
-:class:`Design` records per depth the seeds run, per part whether it was decided and why the
-rounds stopped, and what would decide an undecided part (more seeds or added depths, with their
-cost). The full rules: docs/how-it-works.md.
+when seeds cannot decide it, or when the rounds or ``ctx.budget_seconds`` are spent; otherwise
+the next round brings the depths that carry :data:`COVER` of the slope's variance to more seeds,
+and :func:`added_depths` may add unswept depths once. Times are read from the stored runs, so a
+killed claim, rerun, reaches the same decisions. :class:`Design` records what was run, decided
+and still needed. The full rules: docs/how-it-works.md.
 """
 
 from __future__ import annotations

@@ -97,16 +97,15 @@ ARCHS_FULL: dict[str, Arch] = {
 _QUICK_BUDGET = {"seeds": 3, "epochs": 1, "data": {}, "final_eval": "test"}
 #: medium scale (issue 10): all 4000 MNIST-1D signals, 256 SGD steps, 5 seeds, a two-stage LR
 #: grid (0.35 decades on one seed, then 0.1 decades within half a decade of that optimum on
-#: every seed), deeper nets than quick; about 30 CPU minutes for the four sweeps on 2 cores
+#: every seed), deeper nets than quick (run costs: docs/performance.md)
 _REFINE = {"half_width": 0.5, "step": 0.1}
 _MEDIUM_BUDGET = {"steps": 256, "seeds": 5, "refine": _REFINE, "data": {}}
 #: Table 1's architectures train 1000 steps (their own ``steps``, over the scale's 256): cnn1d's
-#: alpha moves with the run length across the band (-1.52 at 125 steps, -1.63 at 250, -2.05 at
-#: 500, -1.99 at 1000; issue 25), so only a run long enough for alpha to stop moving between
-#: n/2 and n can decide it; at 256 steps the other three were left undecided by grids flat
-#: within seed noise at one depth, whose gate says longer training separates the LRs. On this
-#: 2-core CPU that is hours; on a GPU with ``reproduce --batch-lrs`` (a batched LR group costs
-#: about one run there) minutes (README)
+#: alpha moves with the run length across the band (issue 25; docs/how-it-works.md, "Why the
+#: claims' settings"), so only a run long enough for alpha to stop moving between n/2 and n can
+#: decide it; at 256 steps the other three were left undecided by grids flat within seed noise
+#: at one depth, whose gate says longer training separates the LRs. A GPU with ``reproduce
+#: --batch-lrs`` (a batched LR group costs about one run there) runs them fastest (README)
 _MEDIUM_STEPS = 1000
 #: cnn1d's depths: at L = 2-16 (7 depths) its alpha sat on the -1.9 edge however many seeds
 #: (the depths' scatter about the line, not the seeds, held most of the slope's variance); the
@@ -172,8 +171,8 @@ TRANSFER = Scales(
            "verdict_on": "vit", **_QUICK_BUDGET},
     # Table 5 is the ViT's, and the band reads the ViT alone: medium sweeps it alone (the other
     # three architectures cost hours and add no verdict). 256 steps, not Table 1's 1000: the
-    # ViT's alpha stops moving by 125 steps (Table 1 at 1000 steps, docs/results.md), and the
-    # still-moving gate checks it in this run (128 against 256 steps)
+    # ViT's alpha stops moving well before 256 steps (Table 1 at 1000 steps, docs/results.md),
+    # and the still-moving gate checks it in this run (128 against 256 steps)
     medium={"archs": {"vit": {**ARCHS_MEDIUM["vit"], "steps": 256}},
             "source_depths": {"vit": 4}, "verdict_on": "vit", **_MEDIUM_BUDGET},
     full={"archs": {"vit": {**ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 10, 12, 16, 20]}},
@@ -192,8 +191,9 @@ TRANSFER = Scales(
 _DEEP_DEPTHS = {"cnn1d": [24, 32, 48, 64, 96, 128], "vit": [8, 12, 16, 24, 32]}
 
 AMMUP = Scales(
-    # init seeds per depth: one probe's log10 eta* scatters by 0.3-0.6 (width 32), and probes
-    # cost no training, so enough of them to give the slope an interval that can decide
+    # init seeds per depth: one probe's log10 eta* scatters by tenths of a decade
+    # (docs/how-it-works.md, "Why the claims' settings"), and probes cost no training, so
+    # enough of them to give the slope an interval that can decide
     # deep_depths: probes only (no training), so the AM-muP slope is also read far past the
     # grid's depths, to L of order 64-128 (a probe costs one forward and backward per seed)
     quick={"archs": {k: ARCHS_QUICK[k] for k in ("cnn1d", "vit")}, "probe_seeds": 16,
@@ -253,7 +253,8 @@ _ABLATIONS_QUICK = _ablations(_CNN_BASE, _RESNET_BASE, _VIT_BASE,
 
 ABLATIONS = Scales(
     quick={"variants": _ABLATIONS_QUICK, **_QUICK_BUDGET, "seeds": 2},
-    # 13 variants: 3 seeds and a fine stage of +-0.4 decades keep it near 40 CPU minutes
+    # 13 variants: 3 seeds and a fine stage of +-0.4 decades keep its cost a medium one
+    # (docs/performance.md)
     medium={"variants": {k: {**v, "data": {}} for k, v in _ABLATIONS_QUICK.items()},
             "steps": 256, "seeds": 3, "refine": {"half_width": 0.4, "step": 0.1}, "data": {}},
     full={"variants": _ablations(ARCHS_FULL["cnn2d"], ARCHS_FULL["convresnet2d"],

@@ -2,20 +2,17 @@
 Feature Learning Dynamics, arXiv 2512.21075v1), one module per quantity measured; importing
 this package registers them all.
 
-* the network at initialisation: :mod:`.init` (Prop. 1, Fig. 1a), :mod:`.coupling` (Props. 2
-  and 6: the forward and backward SDEs), :mod:`.kernels` (Prop. 3: the NNGP kernel C_T),
-  :mod:`.positivity` (Props. 4-5: C_t's positivity);
+* at initialisation: :mod:`.init` (Prop. 1, Fig. 1a), :mod:`.coupling` (Props. 2 and 6),
+  :mod:`.kernels` (Prop. 3), :mod:`.positivity` (Props. 4-5);
 * trained networks against the NFD limit (Def. 1): :mod:`.convergence` (Thm. 1), :mod:`.gia`
   (Cor. 1), :mod:`.eigenvalues` (Fig. 6, Assumption 1), on the size series of :mod:`.series`;
-* trained networks on data: :mod:`.horizon` (Fig. 2: the time horizon T), :mod:`.collapse`,
-  :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3: the Eq. 8 LR), on the settings and studies
-  of :mod:`.training`, the slope readout of :mod:`.slopes` and the LR optima of :mod:`.optima`.
+* trained networks on data: :mod:`.pre_post` (Fig. 1b-c), :mod:`.horizon` (Fig. 2),
+  :mod:`.collapse`, :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3: the Eq. 8 LR).
 
-Each claim's module reads: its typed ``*Settings`` (read from the ``@claim`` decorator's
-mappings) -> ``measure_*`` -> ``judge_*`` (a :class:`~depthscale.claims.verdicts.Judgement`, by
-the verdict rules of :mod:`depthscale.stats.findings`) -> ``draw_*`` -> ``conclude``. The
-shared modules (:mod:`.series`, :mod:`.slopes`, :mod:`.optima`, :mod:`.training`, the drawing
-helpers of :mod:`.figures`) import no claim module.
+Each claim's module: its typed ``*Settings`` -> ``measure_*`` -> ``judge_*`` (a
+:class:`~depthscale.claims.verdicts.Judgement`) -> ``draw_*`` -> ``conclude``. The shared
+modules (:mod:`.series`, :mod:`.slopes`, :mod:`.optima`, :mod:`.training`, :mod:`.figures`)
+import no claim module.
 """
 
 import importlib

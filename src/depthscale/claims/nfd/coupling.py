@@ -117,9 +117,9 @@ def measure_coupling(ctx: ClaimContext, s: CouplingSettings,
                      backward: bool) -> tuple[CouplingPoint, ...]:
     """Coupling error of h_L (forward) or g_0 (backward) vs width (at depth ``depth_at``,
     explicit weights) and vs depth (at width ``width_at``). ``width_trials`` (default
-    ``trials``) sets the width sweep's trials apart: its per-trial errors are heavy-tailed (the
-    largest of 32 trials up to 12x their mean, measured at quick), so its CI needs more trials
-    than the depth sweep's."""
+    ``trials``) sets the width sweep's trials apart: its per-trial errors are heavy-tailed
+    (docs/how-it-works.md, "Why the claims' settings"), so its CI needs more trials than the
+    depth sweep's."""
     x = gaussian_inputs(1, s.dim, ctx.seed)[0]
     ctx.set_total(len(s.widths) + len(s.depths))
     points = []
@@ -236,9 +236,8 @@ _COUPLING_QUICK = {"phi": "relu", "T": 1.0, "dim": 16}
     "Forward features converge to the McKean-Vlasov SDE at rate C(1/L + 1/n) (Prop. 2)",
     quick={**_COUPLING_QUICK, "widths": [32, 64, 128, 256, 512, 1024], "depth_at": 64,
            "depths": [2, 4, 8, 16, 32], "width_at": 2**20, "trials": 8,
-           # 8 trials left the width exponent's CI +-0.22 wide: seed 2 straddled -0.7
-           # (-0.81, [-1.03, -0.59]) while seeds 0-1 passed; 32 trials gave -0.96..-1.09 on
-           # seeds 0-5 with seed 2 at the edge (upper end -0.710), hence 48
+           # fewer width trials left the width exponent's CI straddling -0.7 at some seeds,
+           # hence 48 (docs/how-it-works.md, "Why the claims' settings")
            "width_trials": 48},
     full={**_COUPLING_QUICK, "widths": [32, 64, 128, 256, 512, 1024], "depth_at": 128,
           "depths": [4, 8, 16, 32, 64, 128], "width_at": 2**22, "trials": 32},

@@ -58,11 +58,9 @@ __all__ = [
 ]
 
 #: per optimizer, the eta_c of the one-step route. One step's output change is linear in it
-#: there, so its slope against depth does not depend on the choice. SGD: Fig. 5 row 1's 0.1
-#: (measured at the medium settings: doubling eta_c from 0.025 to 0.2 doubles it to within
-#: 0.2% at L = 3 and 18, in both arms). Adam: its first step is eta_c times a sign pattern
-#: that does not depend on eta_c; 0.01, the low end of beyond-adam's grid (measured at its
-#: medium settings: 0.005, 0.01 and 0.03 give changes in ratio 1 : 2.00 : 5.99 at L = 3-18)
+#: there, so its slope against depth does not depend on the choice (checked: docs/performance.md).
+#: SGD: Fig. 5 row 1's 0.1. Adam: its first step is eta_c times a sign pattern that does not
+#: depend on eta_c; 0.01, the low end of beyond-adam's grid
 ONE_STEP_ETA_C = {"sgd": 0.1, "adam": 0.01}
 #: inputs the one-step output change is averaged over
 _ONE_STEP_PROBE = 256

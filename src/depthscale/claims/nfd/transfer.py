@@ -4,19 +4,15 @@ drifts.
 
 Per depth and seed, the eta_c minimising the last epoch's training loss (refined by a parabola
 in log eta_c, :func:`~depthscale.stats.sweeps.optimal_lrs`); an arm's spread = max - min
-across depths of the seed-mean log10 eta_c*. The runs are the study
-:func:`~depthscale.claims.nfd.training.transfer_tables`.
-
-A second route predicts the spread without any sweep. One SGD step's output change per arm
-against depth (:func:`~depthscale.claims.nfd.slopes.output_step`, at ``ONE_STEP_ETA_C``) has
-log-log slope s; an eta_c that moves the output as far at every depth scales like L^(-s), so
-the optima should spread by |s| log10(L_max / L_min)
-(:func:`~depthscale.claims.nfd.optima.predicted_spread`). Under depth-muP s is about 0 (flat to
-L = 1024); under Eq. 8 it grows towards 1/2 (the block-sum argument in ``output_step``). The
-verdict joins the two routes (:func:`~depthscale.claims.nfd.optima.transfer_decision`).
-The route's premise, stated: the optimal LR of a net scales inversely with how far one step
-moves its function (the premise of laws Sec. 3.2's AM-muP too); where the premise fails the
-routes disagree and the verdict is FAIL, not REFUTED.
+across depths of the seed-mean log10 eta_c*, on the study
+:func:`~depthscale.claims.nfd.training.transfer_tables`. A second route predicts the spread
+without a sweep: one SGD step's output change against depth
+(:func:`~depthscale.claims.nfd.slopes.output_step`) has log-log slope s, so the optima should
+spread by |s| log10(L_max / L_min) (:func:`~depthscale.claims.nfd.optima.predicted_spread`).
+The verdict joins the two routes (:func:`~depthscale.claims.nfd.optima.transfer_decision`);
+where the route's premise (the optimal LR scales inversely with how far one step moves the
+function, as for laws Sec. 3.2's AM-muP) fails, the routes disagree and the verdict is FAIL,
+not REFUTED. The second route's argument: docs/how-it-works.md.
 """
 
 

@@ -5,17 +5,14 @@
   ``L -> infinity`` limit of the ResNet of Eq. 24 trained by Eq. 25.
 * :mod:`~depthscale.limits.mean_ode.tangent`: its tangent (lazy) ODE (Eq. 18-21) for a large
   residual scale alpha, and :func:`lazy_limit`.
-* :mod:`~depthscale.limits.mean_ode.integrator`: the depth integrators (Euler: Eq. 17 and its
-  adjoint Eq. 7; Heun; RK4 with Hermite midpoints) of the forward and backward ODEs.
+* :mod:`~depthscale.limits.mean_ode.integrator`: depth integrators (Euler, Eq. 17 and 7; Heun; RK4).
 * :mod:`~depthscale.limits.mean_ode.sampling`: draws of ``mu_0`` (iid, antithetic, Sobol').
 * :mod:`~depthscale.limits.mean_ode.config`: the shared settings, initial particles, loss,
   errors and the balanced learning rates (chizat Thm. 3, Sec. 4.4).
 
-Engine: numpy, float64 by default (``dtype="float32"`` allowed: ~1.6x faster at Q >= 2048,
-outputs within ~1e-7 of float64 in chizat's setting, far below the sampling error; the
-``mean-ode`` benchmark runs it), randomness only from ``numpy.random.SeedSequence(seed)``.
-The brute-force finite reference (the ``chizat2lp`` model under the ``mean-ode`` plan trained by
-full-batch GD in torch) is :func:`depthscale.train.finite_mean_ode.train_finite_resnet`.
+Engine: numpy, float64 by default (``dtype="float32"`` allowed: docs/performance.md); randomness
+only from ``numpy.random.SeedSequence(seed)``. The finite reference is
+:func:`depthscale.train.finite_mean_ode.train_finite_resnet`.
 """
 
 from depthscale.limits.mean_ode.config import (

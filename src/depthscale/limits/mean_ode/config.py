@@ -5,20 +5,14 @@ particles, the activation rho of a block, the loss and the errors (chizat Sec. 4
 (nodes ``s_j = j / J``; for RK4 also the midpoints); expectations are particle means and every
 particle follows Eq. 14 at its own depth. Couplings of the particles across depth:
 
-* ``coupling="shared"`` (default, the paper's convention): the same draws ``Z_0^q`` at every
-  stage point (chizat Eq. 11), so ``s -> Z_k^q(s)`` is a particle path (chizat Prop. 5.1,
-  Thm. 1(ii), Fig. 3b); its sampling error is coherent across depth, O(1/sqrt(Q)), as a finite
-  net with ``L M = Q``.
-* ``coupling="independent"``: an independent draw per stage point. The Mean ODE (Eq. 10, 12)
-  and the update (Eq. 14) involve only the marginal laws of ``Z_k(s)``, so the limit is the
-  same, and the stage points' sampling errors average over depth (smaller at equal cost); no
-  per-particle paths.
+* ``coupling="shared"`` (default, the paper's convention, chizat Eq. 11): the same draws
+  ``Z_0^q`` at every stage point, so ``s -> Z_k^q(s)`` is a particle path (chizat Prop. 5.1).
+* ``coupling="independent"``: an independent draw per stage point; the same limit, since
+  Eq. 10, 12 and 14 involve only the marginal laws of ``Z_k(s)``; no per-particle paths.
 * ``coupling="blocks"``: as ``independent``, but with the ``sobol`` sampler the stage points'
   sets are consecutive blocks of one scrambled Sobol' sequence
-  (:func:`~depthscale.limits.mean_ode.sampling.standard_normals`): each an unbiased randomised
-  net for ``mu_0``, their union a larger net, so the sampling errors partly cancel in the depth
-  integral. With ``iid`` or ``antithetic`` it is the same as ``independent``. Error figures:
-  docs/performance.md.
+  (:func:`~depthscale.limits.mean_ode.sampling.standard_normals`). Their sampling errors:
+  docs/derivations.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,18 @@
 """The Neural Mean ODE of ResNets with two-layer-perceptron blocks (chizat Eq. 10-14), solved
 with particles on a depth grid.
 
-Model (chizat Eq. 2 and Sec. 4): one unit is ``phi(x, (u, v)) = v rho(u^T x / D)`` with
-``u, v in R^D``. The limit of the ResNet of chizat Eq. 24 trained by Eq. 25 as ``L -> infinity``
-(any ``M``) is the Neural Mean ODE (chizat Eq. 10-14, alpha = 1 since the residual scale is
-carried by ``sigma_v``):
+One unit is ``phi(x, (u, v)) = v rho(u^T x / D)`` (chizat Eq. 2, Sec. 4); the ``L -> infinity``
+limit of the ResNet of Eq. 24 trained by Eq. 25 is, with ``p = u^T h / D``:
 
 * forward (Eq. 10): ``dh/ds = E[V(s) rho(U(s)^T h / D)]``, ``h(0) = x``;
-* backward (Eq. 12): ``db/ds = -E[rho'(U^T h / D) (V^T b) U / D]``, ``b(1) = grad loss_i``
-  ``= (h(1, x_i) - y_i) / D`` for ``loss_i = |h(1, x_i) - y_i|^2 / (2 D)``;
-* gradient (Eq. 13): ``g_i(s, (u, v)) = (rho'(p) (v^T b) h / D, rho(p) b)``, ``p = u^T h / D``;
+* backward (Eq. 12): ``db/ds = -E[rho'(U^T h / D) (V^T b) U / D]``,
+  ``b(1) = (h(1, x_i) - y_i) / D`` for ``loss_i = |h(1, x_i) - y_i|^2 / (2 D)``;
+* gradient (Eq. 13): ``g_i(s, (u, v)) = (rho'(p) (v^T b) h / D, rho(p) b)``;
 * GD in the L^2 geometry (Eq. 14): ``U_{k+1}(s) = U_k(s) - eta_u mean_i g_i^u``, likewise V
   with ``eta_v``, from ``Z_0(s) = Z_0 ~ mu_0`` constant in s.
 
-Learning rates. Eq. 25 trains the finite net with LRs ``eta_u L M`` and ``eta_v L M`` on the
-mean loss; the gradient of one unit carries the factor ``1/(L M)`` of Eq. 24 (Eq. 6), so each
-unit moves by exactly ``-eta mean_i g^_i`` with ``g^_i`` the finite-net version of Eq. 13
-(Eq. 8-9). The limit LRs are therefore the same numbers ``(eta_u, eta_v)``, and the ``mean-ode``
-plan's SGD with base LR ``eta_v`` and ``eta_u_scale = eta_u / eta_v`` is that finite dynamics.
-Default LRs: the "balanced contributions" rule of chizat Thm. 3 and Sec. 4.4,
-``eta_u = D min(1, D / sigma_v^2)`` (``= D min(1, alpha^-2)`` at ``sigma_v = alpha sqrt(D)``)
-and ``eta_v = D`` (:func:`balanced_eta_u`; Sec. 2.4's ``eta_u = eta_v = D`` at ``sigma_v =
-sqrt(D)``). The ``1/(2 D)`` of the loss is the ``1/D`` in ``b(1)``.
+The limit's LRs ``(eta_u, eta_v)`` are the finite net's of Eq. 25 (docs/derivations.md), by
+default Thm. 3's ``eta_u = D min(1, D / sigma_v^2)``, ``eta_v = D`` (:func:`balanced_eta_u`).
 """
 
 from __future__ import annotations

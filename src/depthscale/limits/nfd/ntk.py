@@ -34,14 +34,10 @@ def ntk_kernel(
 
     With the Euler NNGP recursion ``C_l`` (:func:`~depthscale.limits.kernel.nngp_kernel_euler`,
     ``C_0 = X X^T / d``) and the backward second moments ``Theta_L = 1``,
-    ``Theta_{l-1} = Theta_l * (1 + tau E[phi' phi'](C_{l-1}))`` (nfd Prop. 6), ``"standard"`` is::
-
-        K = Theta_0 * C_0 + sum_{l=1}^{L} Theta_l * (C_l - C_{l-1}) + C_L       (entrywise)
-
+    ``Theta_{l-1} = Theta_l * (1 + tau E[phi' phi'](C_{l-1}))`` (nfd Prop. 6), ``"standard"`` is
+    ``K = Theta_0 C_0 + sum_{l=1}^{L} Theta_l (C_l - C_{l-1}) + C_L`` (entrywise);
     ``"decoupled"`` (the network of nfd Cor. 1, and the first step of NFD Definition 1) has
-    ``Theta_l = 1``, so ``K = 2 C_L``; the two differ by an O(1) amount as ``L -> infinity`` (the
-    forward-backward response terms, ``coupling="full"`` of :class:`NFD`). Derivation:
-    docs/derivations.md.
+    ``Theta_l = 1``, so ``K = 2 C_L``. Derivation: docs/derivations.md.
 
     Cost: ``L`` evaluations of each pair expectation on ``N x N`` (O(L N^2) for closed-form phi,
     O(L N^2 nodes^2) otherwise); memory O(L N^2). Returns ``(N, N)`` float64.

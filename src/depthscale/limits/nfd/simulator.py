@@ -1,25 +1,17 @@
 """The Neural Feature Dynamics (NFD) training simulator (nfd Definition 1, App. G Eq. 15).
 
-Online SGD on a stream ``(x^(k), y^(k))``, ``k = 0..K-1``, of the ResNet of nfd Eq. (1) in the
-feature-learning scaling ``alpha = 1/sqrt(n)``, ``eta = eta_c n``, with a scalar output, in the
-limit ``n -> infinity`` at ``L`` depth steps (``tau = T / L``): the finite-depth,
-infinite-width recursion of App. G Eq. (15), whose ``L -> infinity`` limit is Definition 1.
-A particle is one coordinate; the forward and backward Gaussian atoms have the covariances
-``Sigma_{l-1}^(ij)`` and ``Theta_l^(ij)`` over the steps (the Brownian increments of Def. 1,
-grown by :mod:`depthscale.limits.nfd.cholesky`), and ``f^(k)`` is the particle average of
-``g_T^(k) h_T^(k)`` (Thm. 1).
+Online SGD on a stream ``(x^(k), y^(k))``, ``k = 0..K-1``, of the ResNet of nfd Eq. (1) with
+``alpha = 1/sqrt(n)``, ``eta = eta_c n`` and a scalar output, as ``n -> infinity`` at ``L``
+depth steps (``tau = T / L``): the recursion of App. G Eq. (15), whose ``L -> infinity`` limit
+is Definition 1. A particle is one coordinate; the forward and backward Gaussian atoms have
+covariances ``Sigma_{l-1}^(ij)``, ``Theta_l^(ij)`` over the steps (grown by
+:mod:`depthscale.limits.nfd.cholesky`); ``f^(k)`` is the particle mean of ``g_T^(k) h_T^(k)``.
 
-``coupling``: ``"none"`` (Def. 1 / Eq. 15 without the ``tau^2`` terms; the exact limit of the
-decoupled network of nfd Cor. 1), ``"eq15"`` (Eq. 15 as printed, an O(1/L) output gap to
-``"none"``) or ``"full"`` (the Tensor-Program correction for reusing ``W_l`` in both passes,
-Yang & Hu 2021, by Stein's lemma on the particles: the limit of the standard network at depth
-``L``; it adds variance of order ``k / P``, so keep ``P >> K``). The recursion and the three
-couplings are derived in docs/derivations.md.
-
-Cost: O(L P K^2 + L K^3) time and O(L P K) memory for ``K`` steps (float64 by default);
-eigenvalues (``eig_every``) O(L k^3) per recorded step. Randomness only through
-``numpy.random.Generator`` streams spawned from ``SeedSequence(seed)``, drawn in float64 and
-independent of ``coupling`` and ``dtype`` (common random numbers across those).
+``coupling``: ``"none"`` (Eq. 15 without the ``tau^2`` terms: the exact limit of nfd Cor. 1's
+decoupled net), ``"eq15"`` (Eq. 15 as printed) or ``"full"`` (the Tensor-Program correction for
+reusing ``W_l`` in both passes: the standard network's limit; keep ``P >> K``), derived in
+docs/derivations.md. Cost: O(L P K^2 + L K^3) time, O(L P K) memory. Randomness only from
+``SeedSequence(seed)``, drawn in float64, the same across ``coupling`` and ``dtype``.
 """
 
 from __future__ import annotations

@@ -6,14 +6,12 @@ With ``g_T = v 1_N``, ``v ~ N(0, 1)`` (the read-out weight is shared by all inpu
     g_{t_{l-1}} = g_{t_l} + sqrt(T/L) phi'(h_{t_{l-1}}) * (Theta_{t_l}^{1/2} w~_l),
     Theta_t = E[g_t g_t^T],
 
-simulated backward in time from ``t = T`` to ``0`` with standard normals ``w~_l`` independent of
-the forward noise. For ``N = 1`` this is exactly App. C.2's Euler-Maruyama scheme
-``g_{l-1} = g_l + sqrt(T/L) phi'(h_{l-1}) sqrt(E[g_l^2]) z~_l`` of
-``dg_t = phi'(h_t) sqrt(E[g_t^2]) dw~_t``; ``phi'`` is evaluated on the particle's own forward
-path (:mod:`depthscale.limits.sde.forward`), so each backward particle is paired with a forward
-particle. ``Theta_t`` is the particles' empirical moment (``coefficient="particles"``) or the
-Gaussian closure ``Theta_{l-1} = Theta_l * (1 + (T/L) E[phi' phi'](Sigma_{l-1}))`` (entrywise,
-``coefficient="gaussian"``).
+simulated from ``t = T`` to ``0`` with standard normals ``w~_l`` independent of the forward
+noise (for ``N = 1``, App. C.2's Euler-Maruyama scheme of ``dg_t = phi'(h_t) sqrt(E[g_t^2])
+dw~_t``); ``phi'`` is evaluated on the particle's own forward path
+(:mod:`depthscale.limits.sde.forward`). ``Theta_t`` is the particles' moment
+(``coefficient="particles"``) or the Gaussian closure ``Theta_{l-1} = Theta_l * (1 + (T/L)
+E[phi' phi'](Sigma_{l-1}))`` (entrywise, ``coefficient="gaussian"``).
 """
 
 from __future__ import annotations
@@ -117,20 +115,17 @@ def backward_sde(
 ) -> BackwardSDEResult:
     """Simulate the backward SDE of nfd Prop. 6 from ``g_T`` to ``g_0``, paired with the forward.
 
-    Implements, for ``l = steps, ..., 1``,
-    ``g_{l-1} = g_l + sqrt(T/steps) phi'(h_{l-1}) * (Theta_l^{1/2} z~_l)``, ``g_T = v 1_N``,
-    ``v ~ N(0, 1)``, with ``z~_l`` standard normals independent of the forward noise and
-    ``Theta_l = mean_p g_l g_l^T`` (``"particles"``) or its Gaussian-closure recursion
-    (``"gaussian"``); see the module docstring. ``h_{l-1}`` is the forward particle of
-    :func:`forward_sde` with the same ``seed`` and options (the same forward stream), so
-    ``forward_terminal`` equals ``forward_sde(...).terminal``.
+    For ``l = steps, ..., 1``: ``g_{l-1} = g_l + sqrt(T/steps) phi'(h_{l-1}) * (Theta_l^{1/2}
+    z~_l)``, ``g_T = v 1_N``, ``v ~ N(0, 1)``, with ``z~_l`` standard normals independent of the
+    forward noise and ``Theta_l`` as in the module docstring. ``h_{l-1}`` is the particle of
+    :func:`forward_sde` with the same ``seed`` and options, so ``forward_terminal`` equals
+    ``forward_sde(...).terminal``.
 
-    The forward path is not stored: the forward pass keeps a checkpoint of the particles and
-    the generator state every ``checkpoint_every`` steps (default ``ceil(sqrt(steps))``), and
-    the backward pass re-simulates each segment from its checkpoint with the stored factors
-    (bit-identical replay). Cost: twice the forward cost plus O(steps (P N^2 + N^3)) backward;
-    memory O(P N (steps / checkpoint_every + checkpoint_every)), i.e. O(P N sqrt(steps)).
-    ``increments`` as for :func:`forward_sde`, forward and backward (``v`` stays Gaussian).
+    The forward path is not stored: the forward pass checkpoints the particles and the generator
+    state every ``checkpoint_every`` steps (default ``ceil(sqrt(steps))``) and the backward pass
+    re-simulates each segment from its checkpoint (bit-identical). Cost: twice the forward plus
+    O(steps (P N^2 + N^3)); memory O(P N sqrt(steps)). ``increments`` as for :func:`forward_sde`,
+    forward and backward (``v`` stays Gaussian).
     """
     s = setup(X, phi, T, steps, particles, coefficient, dtype, increments)
     every = (

@@ -106,22 +106,18 @@ def coupled_finite_network(
 ) -> CouplingResult:
     """Mean-square distance between a width-n, depth-L network and its SDE limit (nfd Prop. 2).
 
-    Synchronous coupling, as in the proof (App. C.1): both start from the same
-    ``h_0 = U x / sqrt(d)``. At layer ``l`` the network of nfd Eq. (1) takes the increment
-    ``Delta_i = sqrt(T/(L n)) sum_j W_ij phi(h_j)`` with a fresh ``W_l``; given ``h`` these are
-    i.i.d. ``N(0, s_l^2)``, ``s_l^2 = (T/L) mean_j phi(h_j)^2``, so ``z_i = Delta_i / s_l`` are
-    i.i.d. standard normals independent of the past. SDE particle ``i`` is driven by the same
-    ``z_i``. The limit's diffusion ``sigma_t`` is deterministic, so ``h_t = h_0 + B(q(t) - q(0))``
-    for a Brownian motion ``B`` (a time change) and the exact SDE step between grid points is
-    ``h_{t_l} = h_{t_{l-1}} + sqrt(q(t_l) - q(t_{l-1})) z_i``, with ``q`` the variance from the
-    kernel ODE (:func:`~depthscale.limits.kernel.kernel_path`, rtol 1e-12). No discretisation
-    error is added on the SDE side, so the measured error is the network's alone: bounded by
-    ``C (1/L + 1/n)`` (Prop. 2); for this coupling the depth part is in fact O(1/L^2) since
-    ``sigma_t`` is smooth in t, and the width part O(1/n).
+    Synchronous coupling, as in the proof (App. C.1): both start from ``h_0 = U x / sqrt(d)``. At
+    layer ``l`` the network's increment ``Delta_i = sqrt(T/(L n)) sum_j W_ij phi(h_j)`` is, given
+    ``h``, i.i.d. ``N(0, s_l^2)``, ``s_l^2 = (T/L) mean_j phi(h_j)^2``, and SDE particle ``i`` is
+    driven by the same ``z_i = Delta_i / s_l`` through the exact step
+    ``h_{t_l} = h_{t_{l-1}} + sqrt(q(t_l) - q(t_{l-1})) z_i``, with ``q`` the variance of the
+    kernel ODE (:func:`~depthscale.limits.kernel.kernel_path`). The SDE side adds no
+    discretisation error, so the error is the network's, bounded by ``C (1/L + 1/n)`` (Prop. 2).
+    Derivation: docs/derivations.md.
 
     ``explicit_weights=False`` draws ``Delta = s_l z`` directly (App. C.1's equivalent form of a
-    layer; the same law for one input). Cost per trial: O(L n^2) time and O(n^2) memory with
-    explicit weights, O(L n) otherwise, plus O(n d) for ``U``.
+    layer). Cost per trial: O(L n^2) time and O(n^2) memory with explicit weights, O(L n)
+    otherwise, plus O(n d) for ``U``.
     """
     xv, act, T, n, L, trials = _coupling_args(x, phi, T, width, depth, trials)
     dt_type = check_dtype(dtype)
@@ -233,23 +229,18 @@ def coupled_finite_network_backward(
     """Mean-square distance between a finite network's backward states and the backward SDE
     (nfd Prop. 6), by synchronous coupling.
 
-    The network (nfd Eq. 1, explicit weights, standard backprop with the *same* W_l) has
-    ``g_L = v``, ``g_{l-1} = g_l + sqrt(T/(L n)) phi'(h_{l-1}) * (W_l^T g_l)`` (nfd Eq. 3). Its
-    driving noise is ``z~_i = (W_l^T g_l)_i / |g_l|``, standard normal when W_l is independent
-    of g_l (the GIA); the forward-backward correlation through the shared W_l is what the
-    coupling error measures beyond width effects. The SDE particle ``i`` starts from the same
-    ``g_T = v_i`` and takes the Euler-Maruyama step
-    ``g_{l-1} = g_l + sqrt(theta_l T/L) phi'(h^sde_{l-1}) z~_i`` with the limit's deterministic
-    ``theta_t = E[g_t^2] = exp(int_t^T E[phi'(h_s)^2] ds)`` (``h_s ~ N(0, q(s))``, q from the
-    kernel ODE) and the forward SDE particles of :func:`coupled_finite_network`'s coupling.
+    The network (nfd Eq. 1 with explicit weights, standard backprop with the *same* W_l, Eq. 3)
+    has ``g_L = v``, ``g_{l-1} = g_l + sqrt(T/(L n)) phi'(h_{l-1}) * (W_l^T g_l)``. Its noise
+    ``z~_i = (W_l^T g_l)_i / |g_l|`` drives SDE particle ``i`` from the same ``g_T = v_i`` by
+    ``g_{l-1} = g_l + sqrt(theta_l T/L) phi'(h^sde_{l-1}) z~_i``, with the limit's
+    ``theta_t = exp(int_t^T E[phi'(h_s)^2] ds)`` and the forward particles of
+    :func:`coupled_finite_network`. ``mse[l]`` is the mean over coordinates and trials of
+    ``(g_l - g^sde_l)^2``; ``times`` are ``t_l``. Derivation: docs/derivations.md.
 
-    ``mse[l]`` is the mean over coordinates and trials of ``(g_l - g^sde_l)^2``; ``times`` are
-    ``t_l``. Weights are regenerated from per-layer seeds for the backward pass, so memory is
-    O(n^2), time O(L n^2) per trial. ``explicit_weights=False`` draws the same joint law of the
-    forward and backward passes in O(L n) time and memory without forming any W_l: the forward
-    increment from its Gaussian law given ``h`` and ``W_l^T g_l`` from the Gaussian
-    conditioning of ``W_l`` on its forward product (:func:`_transposed_given_forward`), which
-    keeps the forward-backward correlation through the shared ``W_l`` that Prop. 6 is about.
+    Cost per trial: O(L n^2) time and O(n^2) memory (weights regenerated from per-layer seeds).
+    ``explicit_weights=False`` draws the same joint law of both passes in O(L n) without forming
+    any W_l (:func:`_transposed_given_forward`), keeping the forward-backward correlation through
+    the shared ``W_l`` that Prop. 6 is about.
     """
     xv, act, T, n, L, trials = _coupling_args(x, phi, T, width, depth, trials)
     q, theta = _backward_limit(xv, phi, act, T, L)

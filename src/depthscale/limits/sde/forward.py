@@ -1,28 +1,18 @@
 """The forward McKean-Vlasov SDE of the ResNet of nfd Eq. 1, simulated by particles (nfd Prop. 2).
 
-Forward (nfd Prop. 2, Eq. 2, extended to ``N`` inputs as in the proof of Prop. 3): a particle is
-the vector ``h_t in R^N`` of one coordinate's pre-activations for the ``N`` inputs, and
+A particle is the vector ``h_t in R^N`` of one coordinate's pre-activations for the ``N``
+inputs (nfd Eq. 2, extended to ``N`` inputs as in the proof of Prop. 3):
 
     dh_t = K_t^{1/2} dw_t,   K_t = E[phi(h_t) phi(h_t)^T],   h_0 ~ N(0, X X^T / d),
 
-with ``w`` an ``N``-dimensional standard Brownian motion and ``K^{1/2}`` any factor with
-``K^{1/2} (K^{1/2})^T = K`` (Cholesky; an eigenvalue square root when ``K`` is singular, e.g.
-duplicate inputs). For one input this is ``dh = sigma_t dw``, ``sigma_t^2 = E[phi(h_t)^2]``.
-The law of ``h_t`` is ``N(0, Sigma_t)`` with ``Sigma_t`` the kernel of
-:mod:`depthscale.limits.kernel`.
-
-The McKean-Vlasov coefficient ``K_t`` comes from one of:
-
-* ``coefficient="particles"`` (default): the empirical moment over the ``P`` particles, the
-  mean-field interacting particle system. With ``P = n`` this has exactly the law of a width-n,
-  depth-``steps`` network of nfd Eq. (1) (App. C.1 rewrites each layer as
-  ``h_l = h_{l-1} + sqrt(T/(L n)) ||phi(h_{l-1})|| z_l``), so its distance to the SDE is
-  O(1/P + 1/steps) in mean square (Prop. 2).
-* ``coefficient="gaussian"``: the closed-form (or quadrature) Gaussian expectation
-  :func:`~depthscale.limits.gaussian.expect_phi_phi` of the particles' empirical covariance,
-  valid because ``h_t`` is exactly Gaussian in the limit.
-
-Increments, noise streams and the engine: :mod:`depthscale.limits.sde.particles`.
+with ``w`` an ``N``-dimensional Brownian motion and ``K^{1/2}`` a Cholesky factor (an
+eigenvalue square root when ``K`` is singular); the law of ``h_t`` is ``N(0, Sigma_t)``
+(:mod:`depthscale.limits.kernel`). ``K_t`` is the particles' empirical moment
+(``coefficient="particles"``, default: with ``P = n`` exactly the law of a width-n network,
+App. C.1, so O(1/P + 1/steps) from the SDE in mean square, Prop. 2) or the Gaussian expectation
+:func:`~depthscale.limits.gaussian.expect_phi_phi` of their covariance
+(``coefficient="gaussian"``). Increments, noise streams and the engine:
+:mod:`depthscale.limits.sde.particles`.
 """
 
 from __future__ import annotations

@@ -1,27 +1,18 @@
 """The particle engine of the SDE simulators (nfd Prop. 2 and 6): reproducible noise streams,
 the increments of the Euler-Maruyama and weak Euler schemes, PSD factors and Gram matrices.
 
-The increments ``dw`` over a step are ``sqrt(dt) xi`` with ``xi`` one of:
+The increments over a step are ``sqrt(dt) xi``: ``increments="gaussian"`` (default, standard
+normals: Euler-Maruyama) or ``increments="two-point"`` (fair signs +-1: the simplified weak
+Euler scheme, Kloeden and Platen Sec. 14.1, of the same weak order 1 for moments and kernels
+and, for ReLU, the same second-moment recursion; its paths are not Brownian, so not for paths
+or couplings). ``h_0`` and the backward ``v`` are always Gaussian. Why: docs/derivations.md.
 
-* ``increments="gaussian"`` (default): standard normals, the Euler-Maruyama scheme.
-* ``increments="two-point"``: independent fair signs +-1, the simplified weak Euler scheme
-  (Kloeden and Platen, Numerical Solution of SDEs, Sec. 14.1): ``xi`` has the normal's first
-  three moments, so expectations of smooth functions of ``h_T`` (and the coefficient ``K_t``)
-  converge at the same weak order 1 in ``dt``, and for ReLU the second-moment recursion is the
-  same as Euler-Maruyama's (a symmetric law gives ``E[relu(h)^2] = E[h^2] / 2``). Individual
-  paths are not Brownian, and after few steps the law of ``h_t`` is a lattice-like mixture,
-  not Gaussian: use it for moments and kernels at many steps, not for paths or couplings. A
-  sign costs one random bit, far less than a float64 normal, and the normals are
-  most of a Euler-Maruyama step. ``h_0`` and the backward ``v`` are always Gaussian.
-
-Engine: numpy, float64 by default (``dtype="float32"`` for single precision), particles stored
-as ``(N, P)`` rows so every per-step operation is a contiguous vector op on preallocated buffers.
-Randomness only through PCG64 ``numpy.random.Generator`` objects: forward and backward streams are
-children of ``SeedSequence(seed)``, each split into 8 fixed particle blocks filled by a thread
-pool when ``P >= 16384``; results depend on ``seed`` only, never on the thread count. BLAS is
-held to one thread inside the loop. numpy rather than torch because on CPU the loop is bound by
-normal draws and phi, where numpy's are faster (docs/performance.md); torch callables still work
-through zero-copy ``torch.from_numpy`` views. Results are numpy arrays.
+Engine: numpy, float64 by default (``dtype="float32"`` allowed), particles as ``(N, P)`` rows
+on preallocated buffers. Randomness only from PCG64 children of ``SeedSequence(seed)``, each
+split into 8 fixed particle blocks (filled by a thread pool when ``P >= 16384``): results depend
+on ``seed`` only, never on the thread count. BLAS is held to one thread in the loop. Why numpy
+rather than torch: docs/performance.md; torch callables work through zero-copy
+``torch.from_numpy`` views. Results are numpy arrays.
 """
 
 from __future__ import annotations
@@ -109,9 +100,8 @@ class Noise:
     signs +-1 (``"two-point"``, module docstring). The particles are cut into
     ``_NOISE_STREAMS`` contiguous blocks, each drawn from its own PCG64 stream (children of one
     SeedSequence). numpy releases the GIL while drawing, so the blocks are filled by a thread
-    pool when one is given: drawing the normals is ~80% of a step (overlapping it with the
-    coefficient computation gained nothing measurable on two cores). The draws depend only on
-    the seed, never on the number of threads.
+    pool when one is given: drawing the normals is most of a step (docs/performance.md). The
+    draws depend only on the seed, never on the number of threads.
     """
 
     def __init__(
