@@ -7,7 +7,7 @@ reference (chizat Fig. 2's measure), the mean of ``R`` higher-resolution
 :class:`~depthscale.limits.MeanODE` runs whose own standard error is reported; a method's error
 is the RMS over ``seeds`` runs.
 
-Baseline: :func:`~depthscale.train.finite_mean_ode.train_finite_resnet` at L = M = 1000 (quick:
+Baseline: :func:`~depthscale.train.finite.mean_ode.train_finite_resnet` at L = M = 1000 (quick:
 200), float64, timed from build to step K. Ours: RK4 in depth, float32, ``blocks`` coupling
 (the stage points' particle sets are consecutive blocks of one scrambled Sobol' sequence, so their
 sampling errors partly cancel); ``extra["previous_method"]`` re-times independent draws in float64.
@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 from depthscale import data as ds_data
 from depthscale.benchmarks.core import BenchResult
 from depthscale.limits.mean_ode import MeanODE, rms_error
-from depthscale.train.finite_mean_ode import train_finite_resnet
+from depthscale.train.finite.mean_ode import train_finite_resnet
 
 __all__ = ["SETTINGS", "run"]
 

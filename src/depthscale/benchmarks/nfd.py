@@ -9,7 +9,7 @@ work (O(L P k) per step) dominates at these sizes; the refactor shows only from 
 Against an ensemble of finite nets (``vs_ensemble_ratio``, goal >= 3, :data:`ENSEMBLE_SETTINGS`,
 fixed before any timing): online SGD on the teacher stream (d = 16, ReLU, T = 1, eta_c = 0.1),
 whose limit with ``coupling="none"`` is the decoupled finite net of nfd Cor. 1
-(:func:`~depthscale.train.online.online_sgd_finite`, ``backward="decoupled"``). Error: RMS over
+(:func:`~depthscale.train.finite.nfd.online_sgd_finite`, ``backward="decoupled"``). Error: RMS over
 k of the outputs ``f^(k)`` minus a reference (mean of ``ref_runs`` simulator runs at ``8 P``).
 For each width in P/8 .. P, antithetic pairs of nets, R = 2, 4, ... up to ``R_max``; the first R
 reaching the simulator's error is that width's ensemble and the cheapest over widths is compared.
@@ -26,7 +26,7 @@ import numpy as np
 from depthscale.benchmarks.core import BenchResult
 from depthscale.limits.nfd import NFD, NFDResult
 from depthscale.stats.fits import loglog_slope
-from depthscale.train.online import online_sgd_finite, teacher_stream
+from depthscale.train.finite.nfd import online_sgd_finite, teacher_stream
 
 __all__ = ["ENSEMBLE_SETTINGS", "run", "vs_ensemble"]
 

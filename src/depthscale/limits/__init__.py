@@ -13,7 +13,7 @@
   (chizat Eq. 10-14, 18-21).
 
 The finite networks these limits describe are trained in :mod:`depthscale.train`
-(:mod:`~depthscale.train.online`, :mod:`~depthscale.train.finite_mean_ode`).
+(:mod:`~depthscale.train.finite.nfd`, :mod:`~depthscale.train.finite.mean_ode`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Engine: numpy, float64 by default (``dtype="float32"`` allowed: ~1.6x faster at 
 outputs within ~1e-7 of float64 in chizat's setting, far below the sampling error; the
 ``mean-ode`` benchmark runs it), randomness only from ``numpy.random.SeedSequence(seed)``.
 The brute-force finite reference (the ``chizat2lp`` model under the ``mean-ode`` plan trained by
-full-batch GD in torch) is :func:`depthscale.train.finite_mean_ode.train_finite_resnet`.
+full-batch GD in torch) is :func:`depthscale.train.finite.mean_ode.train_finite_resnet`.
 """
 
 from depthscale.limits.mean_ode.config import (
