@@ -17,7 +17,7 @@ from depthscale.claims.registry import CLAIMS, PLANNED
 from depthscale.claims.reproduce import reproduce
 from depthscale.limits import MeanODE
 from depthscale.report import validate_results
-from depthscale.train.finite_mean_ode import train_finite_resnet
+from depthscale.train.finite.mean_ode import train_finite_resnet
 
 OURS = ("chizat-fig2", "chizat-fig5a", "chizat-fig5b", "chizat-thm2", "chizat-thm3",
         "chizat-fig1")

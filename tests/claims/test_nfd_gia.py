@@ -43,7 +43,7 @@ from depthscale.errors import ConfigError
 from depthscale.limits.nfd import NFD, ntk_kernel
 from depthscale.models import build
 from depthscale.stats.fits import loglog_slope
-from depthscale.train.online import online_sgd_finite
+from depthscale.train.finite.nfd import online_sgd_finite
 
 
 # ---- 1. one SGD step of a tiny net, by hand ------------------------------------------------

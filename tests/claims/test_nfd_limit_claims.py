@@ -13,7 +13,7 @@ from depthscale.claims.nfd.series import limit_gia_gap
 from depthscale.claims.registry import CLAIMS, PLANNED
 from depthscale.claims.reproduce import reproduce
 from depthscale.report import validate_results
-from depthscale.train.online import online_sgd_finite, teacher_stream
+from depthscale.train.finite.nfd import online_sgd_finite, teacher_stream
 
 OURS = ("nfd-thm1", "nfd-fig6")
 

@@ -25,7 +25,7 @@ from depthscale.limits import (
 )
 from depthscale.limits.mean_ode import balanced_eta_u
 from depthscale.models import build
-from depthscale.train.finite_mean_ode import train_finite_resnet
+from depthscale.train.finite.mean_ode import train_finite_resnet
 
 
 def _chizat_data(D: int = 10, n: int = 10, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -37,7 +37,7 @@ from depthscale.limits.gaussian import expect_dphi_dphi, expect_phi_phi
 from depthscale.limits.kernel import input_covariance, nngp_kernel_euler
 from depthscale.limits.nfd import NFD, CholeskyRows, loss_derivative, loss_value, ntk_kernel
 from depthscale.stats.fits import loglog_slope
-from depthscale.train.online import online_sgd_finite, teacher_stream
+from depthscale.train.finite.nfd import online_sgd_finite, teacher_stream
 
 
 def _pair() -> tuple[np.ndarray, np.ndarray]:

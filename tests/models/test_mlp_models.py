@@ -130,7 +130,7 @@ def test_online_decoupled_run_departs_from_feedback_alignment_after_its_first_up
     """The finite nets of nfd-cor1 and nfd-thm1 (online SGD): decoupled and feedback-alignment
     share every forward weight and the first update (W~ = W~_0 before any step), so outputs
     agree at steps 0 and 1 and differ from step 2, once W~ carries W_1 - W_0."""
-    from depthscale.train.online import online_sgd_finite, teacher_stream
+    from depthscale.train.finite.nfd import online_sgd_finite, teacher_stream
 
     xs, ys = teacher_stream(6, dim=8, seed=0)
     runs = {b: online_sgd_finite(xs, ys, width=16, depth=4, eta_c=0.5, seed=1,

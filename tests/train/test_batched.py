@@ -14,9 +14,8 @@ from depthscale.data import Dataset, load
 from depthscale.errors import ConfigError
 from depthscale.models import MLPResNet, build
 from depthscale.train import TrainConfig, TrainResult, train, train_batched
-from depthscale.train import batched as batched_mod
-from depthscale.train import stacked as stacked_mod
-from depthscale.train.stacked import stacked_forward
+from depthscale.train.batched import program, trainer
+from depthscale.train.batched.program import stacked_forward
 
 RTOL = 1e-5
 
@@ -103,8 +102,8 @@ def test_the_hand_batched_forward_covers_the_mlps_only(teacher: Dataset, digits:
     assert stacked_forward(Doubled(16, 1, 8, 2)) is None
 
 
-def _manual(model: torch.nn.Module, loss: str, per_member: bool = False) -> stacked_mod.Step | None:
-    return stacked_mod._manual_step(stacked_mod._stacked_program(model), loss, per_member)
+def _manual(model: torch.nn.Module, loss: str, per_member: bool = False) -> program.Step | None:
+    return program._manual_step(program._stacked_program(model), loss, per_member)
 
 
 _MANUAL_CASES = [("resnet1", {}), ("resnet1-post", {}), ("resnet2", {}), ("resnet3", {}),
@@ -127,10 +126,10 @@ def test_hand_written_backward_is_autograds_to_the_bit(
     manual = _manual(model, loss, per_member)
     forward = stacked_forward(model)
     assert manual is not None and forward is not None
-    auto = stacked_mod._autograd_step(forward, loss, per_member)
+    auto = program._autograd_step(forward, loss, per_member)
     lrs = [0.05, 0.5, 4.0]
-    trainable, fixed, mult = batched_mod._stack([model], plan, 3, torch.device("cpu"))
-    neg_lr = batched_mod._step_sizes(trainable, lrs, mult, torch.device("cpu"))
+    trainable, fixed, mult = trainer._stack([model], plan, 3, torch.device("cpu"))
+    neg_lr = trainer._step_sizes(trainable, lrs, mult, torch.device("cpu"))
     twin = {k: v.clone() for k, v in trainable.items()}
     gen = torch.Generator().manual_seed(3)
     for _ in range(3):
@@ -143,8 +142,8 @@ def test_hand_written_backward_is_autograds_to_the_bit(
         assert g_man.keys() == g_auto.keys() == trainable.keys()
         for k in g_man:
             assert torch.equal(g_man[k], g_auto[k]), k
-        batched_mod._sgd_update(trainable, neg_lr, g_man)
-        batched_mod._sgd_update(twin, neg_lr, g_auto)
+        trainer._sgd_update(trainable, neg_lr, g_man)
+        trainer._sgd_update(twin, neg_lr, g_auto)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -202,7 +201,7 @@ def test_generic_vmap_path_matches_one_by_one(
     for ref, res in zip(_one_by_one(cnn, cnn_plan, digits, cfg, lrs),
                         train_batched(cnn, cnn_plan, digits, cfg, lrs), strict=True):
         _assert_same(ref, res)
-    monkeypatch.setattr(stacked_mod, "_stacked_program", lambda model: None)
+    monkeypatch.setattr(program, "_stacked_program", lambda model: None)
     model, plan = _model(teacher)
     cfg = TrainConfig(steps=20, batch_size=16, loss="mse", eval_every=10)
     lrs = [0.02, 0.2, 1e6]
@@ -386,7 +385,7 @@ def test_sgd_step_is_one_plan_sgd_step_per_member() -> None:
     gen = torch.Generator().manual_seed(1)
     x, y = torch.randn(10, 6, generator=gen), torch.randint(0, 3, (10,), generator=gen)
     lrs = [0.05, 0.2, 0.8]
-    step = batched_mod.sgd_step(model, plan, lrs, "ce", torch.device("cpu"))
+    step = trainer.sgd_step(model, plan, lrs, "ce", torch.device("cpu"))
     got = torch.stack([step(x, y) for _ in range(2)], 1)
     for i, lr in enumerate(lrs):
         member = copy.deepcopy(model)
@@ -404,7 +403,7 @@ def test_reuse_freed_memory_applies_once_on_linux_glibc() -> None:
     import platform
     import sys
 
-    first = batched_mod.reuse_freed_memory()
-    assert batched_mod.reuse_freed_memory() is first  # once per process, same answer
+    first = trainer.reuse_freed_memory()
+    assert trainer.reuse_freed_memory() is first  # once per process, same answer
     on_glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert first is on_glibc

@@ -1,4 +1,4 @@
-"""The laws models' hand-batched programs (train/stacked_laws.py: grouped convolutions for the
+"""The laws models' hand-batched programs (train/batched/laws.py: grouped convolutions for the
 CNNs and conv ResNets, batched matmuls for the ViT) against one-by-one ``train`` runs, member by
 member: per-step losses, epoch losses, periodic and final evaluations, divergence."""
 
@@ -14,8 +14,8 @@ import torch
 
 from depthscale.data import Dataset, load
 from depthscale.models import build
-from depthscale.train import TrainConfig, TrainResult, stacked_laws, train, train_batched
-from depthscale.train import stacked as stacked_mod
+from depthscale.train import TrainConfig, TrainResult, train, train_batched
+from depthscale.train.batched import laws, program
 
 #: members agree with the loop to this relative difference: measured up to 5e-7 (the grouped
 #: convolution, the multiplier on the weight and the attention's matmuls round differently from
@@ -119,7 +119,7 @@ def test_members_match_one_by_one_runs(datasets: dict[str, Dataset], case: str) 
     without touching the others."""
     torch.set_num_threads(1)  # the setting of every sweep run (and of the reference)
     model, plan, data = _build(case, datasets)
-    assert stacked_laws.laws_forward(model) is not None
+    assert laws.laws_forward(model) is not None
     # the ViTs amplify rounding from lr ~0.1 (the loop by 1e-2 under a 1e-7 init perturbation)
     lrs = [1e-3, 1e-2, 3e-2, 1e3] if case.startswith("vit") else [1e-3, 3e-2, 0.3, 1e3]
     cfg = TrainConfig(epochs=2.5, batch_size=48, loss="ce", eval_every=4, seed=1)
@@ -158,7 +158,7 @@ def test_stacked_forward_equals_each_model(datasets: dict[str, Dataset], case: s
     inputs, also where the evaluation splits the rows into chunks."""
     model, _, data = _build(case, datasets)
     model.double()  # in float64 the equations must agree to ~1e-12, whatever the rounding
-    forward = stacked_laws.laws_forward(model)
+    forward = laws.laws_forward(model)
     assert forward is not None
     scales = (1.0, 1.3, 0.7)
     params = {k: torch.stack([s * v.detach() for s in scales])
@@ -173,12 +173,12 @@ def test_stacked_forward_equals_each_model(datasets: dict[str, Dataset], case: s
                 p.mul_(s)
             torch.testing.assert_close(out, member(x), **tight)
         torch.testing.assert_close(forward(params, x.expand(3, *x.shape), True), got, **tight)
-        old = stacked_laws.EVAL_FLOATS
+        old = laws.EVAL_FLOATS
         try:
-            stacked_laws.EVAL_FLOATS = 1  # one row per chunk
+            laws.EVAL_FLOATS = 1  # one row per chunk
             chunked = forward(params, x, False)
         finally:
-            stacked_laws.EVAL_FLOATS = old
+            laws.EVAL_FLOATS = old
         torch.testing.assert_close(chunked, got, **tight)
 
 
@@ -188,24 +188,24 @@ def test_dispatch_hand_batched_laws_models_vmap_for_the_rest(
 
     for case in CASES:
         model, _, _ = _build(case, datasets)
-        assert stacked_laws.laws_forward(model) is not None, case
+        assert laws.laws_forward(model) is not None, case
     data = datasets["digits"]
     for options in ({"batchnorm": True}, {"dropout": 0.1}):
         cnn, _ = build("cnn2d", "laws", input_shape=data.sample_shape, n_out=10, width=4,
                        depth=2, **options)
-        assert stacked_laws.laws_forward(cnn) is None, options
+        assert laws.laws_forward(cnn) is None, options
     vit, _ = build("vit", "laws-fanin", input_shape=(1, 40), n_out=10, width=8, depth=1,
                    dropout=0.1)
-    assert stacked_laws.laws_forward(vit) is None
+    assert laws.laws_forward(vit) is None
 
     class Shifted(PlainCNN):  # a subclass may change the forward: never hand-batched
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return super().forward(x) + 1
 
-    assert stacked_laws.laws_forward(Shifted(1, 10, 4, 2, dims=1)) is None
-    assert stacked_laws.laws_forward(ConvResNet(1, 10, 4, 2, dims=1)) is not None
+    assert laws.laws_forward(Shifted(1, 10, 4, 2, dims=1)) is None
+    assert laws.laws_forward(ConvResNet(1, 10, 4, 2, dims=1)) is not None
     gpt, _ = build("gpt", "completep", input_shape=(8,), n_out=8, width=8, depth=1, heads=2)
-    assert stacked_laws.laws_forward(gpt) is None
+    assert laws.laws_forward(gpt) is None
     model, _, _ = _build("cnn1d", datasets)
-    forward, _ = stacked_mod.forward_and_step(model, "ce", False)
+    forward, _ = program.forward_and_step(model, "ce", False)
     assert forward.__qualname__.startswith("_in_chunks")  # not vmap's

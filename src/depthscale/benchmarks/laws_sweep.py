@@ -2,7 +2,7 @@
 
 The laws claims (laws Table 1: cnn1d of Eq. 3, convresnet1d of Eq. 4, the Post-LN ViT of Sec.
 3.5) sweep G learning rates per depth. Ours: :func:`~depthscale.train.train_batched` (grouped
-convolutions, batched matmuls, :mod:`depthscale.train.stacked_laws`). Baseline:
+convolutions, batched matmuls, :mod:`depthscale.train.batched.laws`). Baseline:
 :func:`depthscale.train.train` once per LR on a fresh copy of the same initial model. Both take
 the quick scale's settings (:data:`~depthscale.claims.laws.settings.ARCHS_QUICK`) at the middle
 depth of the quick grid and the same seeded data order.

@@ -6,7 +6,7 @@ the RMS of its outputs ``h_K(1, x_i)`` minus a reference (chizat Fig. 2's measur
 ``R`` higher-resolution :class:`~depthscale.limits.MeanODE` runs; a method's error is the RMS
 over ``seeds`` runs.
 
-Baseline: :func:`~depthscale.train.finite_mean_ode.train_finite_resnet` at L = M = 1000 (quick:
+Baseline: :func:`~depthscale.train.finite.mean_ode.train_finite_resnet` at L = M = 1000 (quick:
 200), float64, timed from build to step K. Ours: RK4 in depth, float32, ``blocks`` coupling,
 with the depth steps ``J`` and particles ``Q`` the smallest that reach the baseline's error
 (calibration time included; else ``extra["reached_baseline_error"] = False``). Goal:

@@ -7,7 +7,7 @@ depth step); ``extra`` reports their output difference.
 
 Against an ensemble of finite nets (``vs_ensemble_ratio``, goal >= 3, :data:`ENSEMBLE_SETTINGS`):
 online SGD on the teacher stream, whose limit with ``coupling="none"`` is the decoupled finite
-net of nfd Cor. 1 (:func:`~depthscale.train.online.online_sgd_finite`). Error: RMS over k of
+net of nfd Cor. 1 (:func:`~depthscale.train.finite.nfd.online_sgd_finite`). Error: RMS over k of
 the outputs ``f^(k)`` minus a reference (mean of ``ref_runs`` simulator runs at ``8 P``). The
 cheapest ensemble (widths P/8 .. P, antithetic pairs R = 2, 4, ...) reaching the simulator's
 error is compared; if none does, the ratio is a lower bound (``vs_ensemble_reached = False``).

@@ -98,7 +98,7 @@ def _limit_nfd(args: argparse.Namespace) -> int:
     from depthscale import limits
     from depthscale.io.atomic import write_csv
     from depthscale.report.figures import new_figure, save_figure
-    from depthscale.train.online import teacher_stream
+    from depthscale.train.finite.nfd import teacher_stream
 
     xs, ys = teacher_stream(args.steps, dim=args.dim, seed=args.seed)
     depth_steps = args.depth_steps or 64

@@ -42,7 +42,14 @@ from depthscale.param.state import PlanState, record
 from depthscale.param.usage import Usage, set_branch_outputs, set_readouts
 from depthscale.param.walk import unwrap
 from depthscale.param.warn import warn_attention, warn_structure
-from depthscale.param.widths import NO_WIDTH, built_base, guess_fixed, warn_fixed, with_fixed
+from depthscale.param.widths import (
+    NO_WIDTH,
+    built_base,
+    guess_fixed,
+    note_structure,
+    warn_fixed,
+    with_fixed,
+)
 
 __all__ = ["apply_plan"]
 
@@ -68,6 +75,8 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
     if base is not None and structure is None:
         raise ConfigError("base= (the model at another width) needs example_input= too: "
                           "inspect compares how both use each parameter")
+    if structure is not None:
+        note_structure(inner, structure)  # a base built by a factory is not read again
     role_of = assign_roles(model, roles, structure)
     check_sizes(plan, inner, role_of, structure, explicit=covered(model, roles))
     usage, guessed = _usages(inner, structure, base, example_input, role_of)
@@ -102,14 +111,16 @@ def _usages(inner: nn.Module, structure: Structure | None, base: nn.Module | Non
             ) -> tuple[dict[str, Usage], dict[str, tuple[str, str]]]:
     """The usages of ``inner``'s parameters and the dimensions taken as finite by their sizes
     alone: compared with ``base``, else with the model an enclosing
-    :func:`~depthscale.param.widths.auto_base` builds (finite dimensions get no width factor),
-    else guessed (:func:`~depthscale.param.widths.guess_fixed`)."""
+    :func:`~depthscale.param.widths.auto_base` builds, read once (its structure, where already
+    found, is used; finite dimensions get no width factor), else guessed
+    (:func:`~depthscale.param.widths.guess_fixed`)."""
     if base is not None or structure is None:
         return model_usages(inner, structure, base, example_input, role_of), {}
     built = built_base()
     if built is not None:
         try:
-            found = model_usages(inner, structure, built, example_input, role_of)
+            found = model_usages(inner, structure, built[0], example_input, role_of,
+                                 base_structure=built[1])
         except ConfigError:  # not the same kind of model: guessed below
             pass
         else:

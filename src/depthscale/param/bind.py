@@ -20,6 +20,7 @@ from depthscale.errors import ConfigError
 from depthscale.param.assign import assign_roles
 from depthscale.param.attention import check_attention
 from depthscale.param.evaluate import ParamSpec, PlanSettings, evaluate, formed, shape_fan_in
+from depthscale.param.given import given_structure
 from depthscale.param.inspect import Structure, inspect
 from depthscale.param.state import applied
 from depthscale.param.usage import Usage, usages
@@ -48,11 +49,14 @@ def fan_in_of(module: nn.Module, p_name: str, p: torch.Tensor) -> int:
 
 
 def model_usages(model: nn.Module, structure: Structure | None, base: nn.Module | None,
-                 example_input: Any, role_of: Mapping[str, str]) -> dict[str, Usage]:
+                 example_input: Any, role_of: Mapping[str, str],
+                 base_structure: Structure | None = None) -> dict[str, Usage]:
     """How the forward uses each parameter (none without a structure); ``base`` (the model at
-    another width) gives the dimensions that do not grow. Depthscale layers carry their own
-    multipliers: only their fan-in and shared uses are taken. A frozen parameter
-    (``requires_grad=False``) keeps its values."""
+    another width) gives the dimensions that do not grow, compared through ``base_structure``
+    where it is the base's (same parameter names and shapes), else through
+    ``inspect(base, example_input)``. Depthscale layers carry their own multipliers: only their
+    fan-in and shared uses are taken. A frozen parameter (``requires_grad=False``) keeps its
+    values."""
     if structure is None:
         return {}
     base_st, shapes, base_shapes = None, None, None
@@ -61,7 +65,7 @@ def model_usages(model: nn.Module, structure: Structure | None, base: nn.Module 
         if type(base_inner) is not type(model):
             raise ConfigError(f"base= must be the same kind of model at another width, got a "
                               f"{type(base_inner).__name__} for a {type(model).__name__}")
-        base_st = inspect(base_inner, example_input)
+        base_st = _base_structure(base_inner, base_structure, example_input)
         if base_st.width != structure.width:  # at the base width every rule is its own
             shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
             base_shapes = {n: tuple(p.shape) for n, p in base_inner.named_parameters()}
@@ -81,6 +85,17 @@ def model_usages(model: nn.Module, structure: Structure | None, base: nn.Module 
             u = Usage(fan_in=u.fan_in, uses=u.uses)
         out[full] = u
     return out
+
+
+def _base_structure(base: nn.Module, found: Structure | None, example_input: Any) -> Structure:
+    """``found`` when it is ``base``'s (:func:`~depthscale.param.given.given_structure`), else
+    ``base`` read by inspect."""
+    if found is not None:
+        try:
+            return given_structure(base, found)
+        except ConfigError:  # another model's: read the base itself
+            pass
+    return inspect(base, example_input)
 
 
 def param_specs(plan: PlanSettings, model: nn.Module, role_of: Mapping[str, str],

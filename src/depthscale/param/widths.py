@@ -23,21 +23,30 @@ from torch import nn
 from depthscale.param.inspect import Structure
 from depthscale.param.usage import Usage
 
-__all__ = ["auto_base", "built_base", "guess_fixed", "warn_fixed"]
+__all__ = ["auto_base", "built_base", "guess_fixed", "note_structure", "noted", "noting",
+           "warn_fixed"]
 
 #: roles whose rules carry width factors for their contracted size (matrices inside the net)
 _INNER = ("hidden", "branch", "branch_in", "branch_out")
 #: the width a finite dimension's rule is evaluated at: no width factor
 NO_WIDTH = 1
 
-_BASE: contextvars.ContextVar[Callable[[], nn.Module] | None] = contextvars.ContextVar(
+#: the model at another width and its structure where one was already found (None: not yet)
+Base = tuple[nn.Module, Structure | None]
+#: the (model, structure) pairs ``Plan.apply`` used within :func:`noting`
+Seen = list[tuple[nn.Module, Structure]]
+
+_BASE: contextvars.ContextVar[Callable[[], nn.Module | Base] | None] = contextvars.ContextVar(
     "depthscale_auto_base", default=None)
+_SEEN: contextvars.ContextVar[Seen | None] = contextvars.ContextVar(
+    "depthscale_seen_structures", default=None)
 
 
 @contextlib.contextmanager
-def auto_base(build: Callable[[], nn.Module]) -> Iterator[None]:
+def auto_base(build: Callable[[], nn.Module | Base]) -> Iterator[None]:
     """Within the block, ``Plan.apply`` without ``base=`` compares the model with ``build()``
-    (the same model at another width) to find the dimensions that do not grow."""
+    (the same model at another width, or that model and its structure already found) to find
+    the dimensions that do not grow."""
     token = _BASE.set(build)
     try:
         yield
@@ -45,9 +54,9 @@ def auto_base(build: Callable[[], nn.Module]) -> Iterator[None]:
         _BASE.reset(token)
 
 
-def built_base() -> nn.Module | None:
-    """The model :func:`auto_base` builds (the global RNG and warnings left as they were), or
-    None without one or when building it fails."""
+def built_base() -> Base | None:
+    """The model :func:`auto_base` builds and its structure if given (the global RNG and
+    warnings left as they were), or None without one or when building it fails."""
     build = _BASE.get()
     if build is None:
         return None
@@ -55,11 +64,37 @@ def built_base() -> nn.Module | None:
     try:
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return build()
+            built = build()
     except Exception:  # a factory that cannot build the second width: guessed instead
         return None
     finally:
         _BASE.reset(token)
+    return built if isinstance(built, tuple) else (built, None)
+
+
+@contextlib.contextmanager
+def noting() -> Iterator[Seen]:
+    """Within the block, every ``Plan.apply`` notes the model it planned (the module inside
+    any wrapper) with the structure it read or was given (:func:`note_structure`), so that a
+    base built here need not be read again (:func:`noted`)."""
+    seen: Seen = []
+    token = _SEEN.set(seen)
+    try:
+        yield seen
+    finally:
+        _SEEN.reset(token)
+
+
+def note_structure(model: nn.Module, structure: Structure) -> None:
+    """Note ``structure`` as ``model``'s inside a :func:`noting` block (else nothing)."""
+    seen = _SEEN.get()
+    if seen is not None:
+        seen.append((model, structure))
+
+
+def noted(seen: Seen, model: nn.Module) -> Structure | None:
+    """The structure last noted for ``model`` itself (not an equal copy), else None."""
+    return next((st for m, st in reversed(seen) if m is model), None)
 
 
 def _grows(size: int, width: int) -> bool:

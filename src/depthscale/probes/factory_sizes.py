@@ -17,7 +17,7 @@ from depthscale.errors import ConfigError
 from depthscale.param import Plan
 from depthscale.param.inspect import Structure, inspect
 from depthscale.param.walk import unwrap
-from depthscale.param.widths import auto_base
+from depthscale.param.widths import Base, auto_base, noted, noting
 
 __all__ = ["built_size", "check_factory", "structure_of", "with_auto_base"]
 
@@ -126,19 +126,23 @@ def with_auto_base(make: Factory, widths: Sequence[int], base_width: int) -> Fac
     factory's model at another width (the sweep's smallest width, or the next one for the
     smallest; twice ``base_width`` without a width sweep), so that every dimension's growth
     is found (:func:`depthscale.param.widths.auto_base`). Each base is built once per (width,
-    depth, seed) and only when an apply asks for it."""
+    depth, seed) and only when an apply asks for it, with the structure the factory returned or
+    its apply used (:func:`~depthscale.param.widths.noting`): the base is not read again."""
     ordered = sorted(set(widths)) or [base_width]
-    cache: dict[tuple[int, int, int], nn.Module] = {}
+    cache: dict[tuple[int, int, int], Base] = {}
 
     def other(width: int) -> int:
         if len(ordered) == 1:
             return 2 * width
         return ordered[1] if width == ordered[0] else ordered[0]
 
-    def base_of(width: int, depth: int, seed: int) -> nn.Module:
+    def base_of(width: int, depth: int, seed: int) -> Base:
         key = (other(width), depth, seed)
         if key not in cache:
-            cache[key] = make(*key)[0]
+            with noting() as seen:
+                made = make(*key)
+            given = made[2] if len(made) > 2 and isinstance(made[2], Structure) else None
+            cache[key] = (made[0], given or noted(seen, unwrap(made[0])[0]))
         return cache[key]
 
     def wrapped(width: int, depth: int, seed: int) -> Any:

@@ -4,7 +4,7 @@ positive and grow with width.
 
 ``Sigma_l^(k) = <phi(h_l^(i)), phi(h_l^(j))>/n`` and ``Theta_l^(k) = <g_l^(i), g_l^(j)>/n``
 (i, j <= k, each from step i's own pass) of depth-muP ResNets (nfd Eq. 1) trained by
-:func:`~depthscale.train.online.online_sgd_finite`; the NFD limit of the same network
+:func:`~depthscale.train.finite.nfd.online_sgd_finite`; the NFD limit of the same network
 (``coupling="full"``) is reported as a reference.
 """
 
@@ -36,7 +36,7 @@ from depthscale.errors import ConfigError
 from depthscale.limits.nfd import NFD
 from depthscale.report import figures
 from depthscale.stats.fits import loglog_slope_ci
-from depthscale.train.online import online_sgd_finite, teacher_stream
+from depthscale.train.finite.nfd import online_sgd_finite, teacher_stream
 
 __all__ = [
     "FIG6_LABELS", "EigTrend", "Fig6Measure", "Fig6Settings", "draw_fig6", "eig_findings",

@@ -31,7 +31,7 @@ from depthscale.claims.verdicts import Decision, Route, interval_finding, noise_
 from depthscale.errors import ConfigError
 from depthscale.limits.nfd import NFD
 from depthscale.stats.fits import loglog_slope
-from depthscale.train.online import online_sgd_finite, teacher_stream
+from depthscale.train.finite.nfd import online_sgd_finite, teacher_stream
 
 __all__ = [
     "GAP_BAND",

@@ -12,7 +12,7 @@
 
 Engine: numpy, float64 by default (``dtype="float32"`` allowed: docs/performance.md); randomness
 only from ``numpy.random.SeedSequence(seed)``. The finite reference is
-:func:`depthscale.train.finite_mean_ode.train_finite_resnet`.
+:func:`depthscale.train.finite.mean_ode.train_finite_resnet`.
 """
 
 from depthscale.limits.mean_ode.config import (

@@ -1,22 +1,18 @@
-"""Hand-batched forwards of the laws models, for :mod:`depthscale.train.stacked`: the G members
-of a batched run as one program instead of ``vmap`` over the model.
+"""Hand-batched forwards of the laws models, for :mod:`depthscale.train.batched.program`: the G
+members of a batched run as one program instead of ``vmap`` over the model.
 
 * :class:`~depthscale.models.PlainCNN` (laws Eq. 3) and :class:`~depthscale.models.ConvResNet`
-  (laws Eq. 4), 1D and 2D: the members' activations live side by side on the channel axis,
-  ``[B, G*C, ...]``, and every convolution is one *grouped* convolution whose G groups are the
-  members' weights (``[G*C_out, C_in, k...]``, ``groups=G``; the first one, on data all members
-  share, is an ordinary convolution with G*C_out output channels). Padding, the activation and
-  global average pooling act channel by channel, so they need no change; the linear head is a
-  batched matmul over ``[G, out, in]``.
-* :class:`~depthscale.models.ViT` (laws Sec. 3.1, 3.5): every :class:`ScaledLinear` is a
-  batched matmul over ``[G, B*T, in]``, attention runs on ``[G*B, heads, T, head_dim]`` (the
-  loop's kernel, its batch axis G times longer) and the LayerNorms apply each member's gain and
-  shift to the normalized rows.
+  (laws Eq. 4), 1D and 2D: the members' activations side by side on the channel axis,
+  ``[B, G*C, ...]``; every convolution is one grouped convolution whose G groups are the
+  members' weights (the first, on shared data, an ordinary one with G*C_out channels); the
+  linear head a batched matmul over ``[G, out, in]``.
+* :class:`~depthscale.models.ViT` (laws Sec. 3.1, 3.5): every :class:`ScaledLinear` a batched
+  matmul over ``[G, B*T, in]``, attention on ``[G*B, heads, T, head_dim]``, each member's
+  LayerNorm gain and shift applied to the normalized rows.
 
-Autograd differentiates these programs (a grouped convolution's backward is one kernel). Models
-are covered only where the program repeats their ``forward`` exactly: the classes themselves
-(not subclasses), no BatchNorm or active dropout (``check_batchable`` refuses them anyway),
-standard-backward :class:`ScaledLinear` s. Anything else gets None, and ``vmap``.
+Autograd differentiates these programs. Only the classes themselves (not subclasses) without
+BatchNorm or active dropout and with standard-backward :class:`ScaledLinear` s are covered;
+anything else gets None, and ``vmap``.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ from torch import nn
 from depthscale.models.cnn import ConvBlock, ConvResNet, PlainCNN
 from depthscale.models.layers import ScaledConv, ScaledLinear
 from depthscale.models.vit import Attention, FeedForward, TransformerBlock, ViT
-from depthscale.train.stacked_linear import Forward, Tensors, stacked_linear
+from depthscale.train.batched.linear import Forward, Tensors, stacked_linear
 
 __all__ = ["laws_forward"]
 

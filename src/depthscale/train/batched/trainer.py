@@ -5,24 +5,13 @@ one plain-SGD step for all members at once, each with its own base learning rate
 plan's per-parameter multipliers ``c`` (an in-place ``addcmul_`` with a ``[G, 1, ...]`` step
 tensor). Member ``i`` reproduces, to float rounding, what :func:`depthscale.train.train` gives
 for the same model with ``lr = lrs[i]`` (and ``seed = seeds[i]``): the same data order, per-step
-losses, epoch-averaged losses, periodic and final evaluations and divergence record.
+losses, epoch-averaged losses, periodic and final evaluations and divergence record. The
+members' forward and gradients come from :mod:`depthscale.train.batched.program`.
 
-The members' forward and gradients come from :mod:`depthscale.train.stacked`: a hand-batched
-program with a hand-written backward for the MLP ResNets (width 32, G = 16: 2.72x -> 3.19x over
-the loop on one thread, 4.58x -> 5.3x on two); grouped convolutions for the laws CNNs and conv
-ResNets and batched matmuls for the ViT (:mod:`depthscale.train.stacked_laws`; at the laws
-quick sweep's sizes, width 32, 0.97-1.31x over the loop on one thread, where the loop's
-convolutions already run at the core's speed); ``torch.func.vmap`` for any other model.
-
-A member that diverges by the loop's rule (:class:`~depthscale.train.DivergenceMonitor`: a
-non-finite loss, or a running loss above ``divergence_factor`` x its initial loss; one monitor
-per member) is recorded as diverged at that step and its rows are dropped from the stack before
-the update, so it is frozen, its NaNs never reach another member (every vmapped op keeps
-members apart), and the remaining steps cost less.
-
-On Linux/glibc the first call tunes malloc to keep freed tensor memory mapped
-(:func:`reuse_freed_memory`): the step's activations then reuse pages instead of faulting in
-fresh ones every step.
+A member that diverges by the loop's rule (:class:`~depthscale.train.DivergenceMonitor`, one per
+member) is recorded as diverged at that step and its rows are dropped from the stack before the
+update: it is frozen and its NaNs never reach another member. On Linux/glibc the first call
+tunes malloc to keep freed tensor memory mapped (:func:`reuse_freed_memory`).
 """
 
 from __future__ import annotations
@@ -39,6 +28,7 @@ from torch import nn
 
 from depthscale.errors import ConfigError
 from depthscale.param import Plan
+from depthscale.train.batched.program import Forward, Step, Tensors, forward_and_step, member_losses
 from depthscale.train.loop import (
     DivergenceMonitor,
     TrainConfig,
@@ -47,7 +37,6 @@ from depthscale.train.loop import (
     resolve_device,
     zero_output_loss,
 )
-from depthscale.train.stacked import Forward, Step, Tensors, forward_and_step, member_losses
 
 __all__ = ["EVAL_CHUNK", "check_batchable", "reuse_freed_memory", "sgd_step", "train_batched"]
 
@@ -93,7 +82,7 @@ def reuse_freed_memory() -> bool:
 
     A batched step allocates and frees dozens of ~1 MB activations; by default glibc serves them
     with fresh ``mmap`` s (or trims the heap after each free), so every step pays a page fault per
-    4 KiB touched: ~13% of a width-128, G = 16 step on the CPU. Raising ``M_MMAP_THRESHOLD`` to
+    4 KiB touched (docs/performance.md, ``batched-sweep``). Raising ``M_MMAP_THRESHOLD`` to
     ``MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` to ``TRIM_THRESHOLD`` keeps the pages mapped
     (the process keeps up to ``TRIM_THRESHOLD`` of freed memory). Returns whether it applied:
     False off Linux/glibc, where nothing changes.

@@ -1,7 +1,8 @@
-"""The batched linear map both stacked programs are built on (:mod:`depthscale.train.stacked`
-for the MLPs, :mod:`depthscale.train.stacked_laws` for the laws models): ``a x W^T (+ b)`` for
-G members at once, differentiated as the loop's ``F.linear`` so that each member's gradient
-is the loop's to the bit; and the types of a stacked forward."""
+"""The batched linear map both stacked programs are built on
+(:mod:`depthscale.train.batched.program` for the MLPs, :mod:`depthscale.train.batched.laws` for
+the laws models): ``a x W^T (+ b)`` for G members at once, differentiated as the loop's
+``F.linear`` so that each member's gradient is the loop's to the bit; and the types of a
+stacked forward."""
 
 from __future__ import annotations
 

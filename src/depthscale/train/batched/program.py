@@ -2,21 +2,16 @@
 differentiated at once (the engine of :func:`depthscale.train.batched.train_batched`).
 
 * :class:`~depthscale.models.MLPResNet` and :class:`~depthscale.models.PlainMLP` (standard
-  backward) have a hand-batched forward, the model's own equations (nfd Eq. 1, 6, 9; Fig. 4a)
-  on ``[G, out, in]`` weights with batched matmuls (:func:`stacked_forward`). With ReLU or tanh
-  and no biases its backward is written out (:class:`_Tape`: autograd's formulas op for op, so
-  the gradients are autograd's to the bit, without the graph); otherwise autograd
-  differentiates it.
-* The laws models, :class:`~depthscale.models.PlainCNN` (laws Eq. 3),
-  :class:`~depthscale.models.ConvResNet` (laws Eq. 4) and :class:`~depthscale.models.ViT`,
-  have hand-batched forwards in :mod:`depthscale.train.stacked_laws` (the members' convolutions
-  as the groups of one grouped convolution; the ViT's layers and attention as batched matmuls),
-  differentiated by autograd.
-* Any other model runs ``torch.func.functional_call`` under ``torch.func.vmap`` with
-  ``torch.func.grad_and_value``.
+  backward): a hand-batched forward, the model's own equations (nfd Eq. 1, 6, 9; Fig. 4a) on
+  ``[G, out, in]`` weights (:func:`stacked_forward`). With ReLU or tanh and no biases its
+  backward is written out (:class:`_Tape`: autograd's formulas op for op, gradients equal to
+  the bit, without the graph); otherwise autograd differentiates it.
+* The laws models (:class:`~depthscale.models.PlainCNN`, laws Eq. 3;
+  :class:`~depthscale.models.ConvResNet`, Eq. 4; :class:`~depthscale.models.ViT`): the
+  hand-batched forwards of :mod:`depthscale.train.batched.laws`, differentiated by autograd.
+* Any other model: ``torch.func.functional_call`` under ``vmap`` with ``grad_and_value``.
 
-The hand-batched forwards build on :mod:`depthscale.train.stacked_linear`. Member losses
-(:func:`member_losses`) are each member's mean over its rows, as
+Member losses (:func:`member_losses`) are each member's mean over its rows, as
 :func:`~depthscale.train.loss_fn` takes it.
 """
 
@@ -32,9 +27,9 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from depthscale.models.layers import ScaledLinear
 from depthscale.models.mlp import MLPResNet, PlainMLP
+from depthscale.train.batched.laws import laws_forward
+from depthscale.train.batched.linear import Forward, Tensors, stacked_linear
 from depthscale.train.loop import loss_fn
-from depthscale.train.stacked_laws import laws_forward
-from depthscale.train.stacked_linear import Forward, Tensors, stacked_linear
 
 __all__ = ["Forward", "Step", "Tensors", "forward_and_step", "member_losses", "stacked_forward"]
 
@@ -54,7 +49,7 @@ Activation = Callable[[torch.Tensor], torch.Tensor]
 
 class _Ops:
     """The three operations of the stacked MLP programs, for autograd: ``a x W^T (+ b)`` per
-    member (:func:`~depthscale.train.stacked_linear.stacked_linear`), the activation, and the
+    member (:func:`~depthscale.train.batched.linear.stacked_linear`), the activation, and the
     residual add."""
 
     def __init__(self, params: Tensors, layers: dict[str, ScaledLinear],
@@ -368,7 +363,7 @@ def _vmapped_step(template: nn.Module, loss: str, per_member: bool) -> Step:
 def forward_and_step(template: nn.Module, loss: str, per_member: bool) -> tuple[Forward, Step]:
     """The hand-batched forward with the hand-written backward (:func:`_manual_step`) or
     autograd's when ``template`` has a stacked program, else a laws model's hand-batched
-    forward (:func:`~depthscale.train.stacked_laws.laws_forward`) with autograd's, else
+    forward (:func:`~depthscale.train.batched.laws.laws_forward`) with autograd's, else
     vmap's."""
     found = _stacked_program(template)
     if found is not None:

@@ -76,20 +76,16 @@ def online_sgd_finite(
 ) -> FiniteRun:
     """Online SGD (batch size 1) of the ResNet of nfd Eq. (1) under depth-muP.
 
-    ``build("resnet1", "depth-mup", ...)`` with ``alpha = 1/sqrt(n)`` and
-    ``plan.optimizer(model, "sgd", lr=eta_c)`` (LR ``eta_c n`` for every layer); step ``k``
-    applies ``theta -= eta L'(f^(k), y^(k)) df/dtheta`` (nfd Sec. 2) with the same ``L'`` as
-    the NFD simulator (:func:`~depthscale.limits.nfd.losses.loss_derivative`). ``backward`` is
-    ``"standard"`` or ``"decoupled"`` (nfd Cor. 1). ``readout_sign=-1`` flips the initial
-    read-out ``v`` (same law), for antithetic pairs of networks. ``dtype``: ``"float64"``
-    (default) or ``"float32"`` (half the memory traffic; outputs agree to ~1e-6). Cost per step
-    O(L n^2) (the dense rank-one SGD updates dominate); the eigenvalue tracking adds
-    O(L n k + L k^3) per step, its Gram matrices accumulated in float64. Torch runs on one
-    thread: the per-step tensors are small, so intra-op threads only add contention.
-    ``recipe`` other than ``"depth-mup"`` (e.g. ``"mup"``, no 1/sqrt(L) branch factor) is for
-    baselines and negative controls. ``model``: ``"resnet1"`` (Eq. 1), ``"resnet2"`` (two-layer
-    blocks, Eq. 6) or ``"mlp"`` (the vanilla DNN of Fig. 4a, ``depth`` hidden layers); the
-    eigenvalue tracking needs ``"resnet1"`` (its ``g_l`` are those of Eq. 3).
+    ``build(model, recipe, ...)`` with ``alpha = 1/sqrt(n)`` and ``plan.optimizer(model, "sgd",
+    lr=eta_c)`` (LR ``eta_c n`` for every layer); step ``k`` applies ``theta -= eta L'(f^(k),
+    y^(k)) df/dtheta`` (nfd Sec. 2) with the simulator's ``L'``
+    (:func:`~depthscale.limits.nfd.losses.loss_derivative`). ``backward``: ``"standard"`` or
+    ``"decoupled"`` (nfd Cor. 1). ``readout_sign=-1`` flips the initial read-out ``v`` (same
+    law), for antithetic pairs. ``dtype``: ``"float64"`` or ``"float32"``. Cost per step
+    O(L n^2); eigenvalue tracking adds O(L n k + L k^3), its Gram matrices in float64. Torch
+    runs on one thread (small per-step tensors). ``recipe`` other than ``"depth-mup"`` is for
+    baselines and negative controls. ``model``: ``"resnet1"`` (Eq. 1), ``"resnet2"`` (Eq. 6)
+    or ``"mlp"`` (Fig. 4a, ``depth`` hidden layers); ``track_eigs`` needs ``"resnet1"``.
     """
     if dtype not in _TORCH_DTYPES:
         raise ConfigError(f"unknown dtype {dtype!r}; choose one of: {', '.join(_TORCH_DTYPES)}")
