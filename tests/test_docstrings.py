@@ -19,12 +19,6 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"
 MAX_LINES = 15
 
-#: docstrings still over MAX_LINES, in files another change is moving: (file, name). Each entry
-#: must still be over the limit (test_long_docstrings_pending), so a cut one is dropped here.
-LONG_PENDING = {
-    ("train/batched.py", "<module>"), ("train/online.py", "online_sgd_finite"),
-    ("train/stacked.py", "<module>"), ("train/stacked_laws.py", "<module>"),
-}
 
 PATTERNS = {
     "date": re.compile(r"\b20\d\d-\d\d-\d\d\b|\b2026\b"),
@@ -71,7 +65,7 @@ def _violations(path: Path) -> list[str]:
     texts = [(line, name, doc) for line, name, doc in _docstrings(ast.parse(source))]
     out = [f"{rel}:{line} {name}: docstring of {len(doc.splitlines())} lines"
            for line, name, doc in texts
-           if len(doc.splitlines()) > MAX_LINES and (rel, name) not in LONG_PENDING]
+           if len(doc.splitlines()) > MAX_LINES]
     texts += [(line, "#", text) for line, text in _comments(source)]
     for line, name, text in texts:
         for kind, pattern in PATTERNS.items():
@@ -84,14 +78,6 @@ def _violations(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", _files(), ids=_rel)
 def test_no_lab_notes(path: Path) -> None:
     assert _violations(path) == []
-
-
-def test_long_docstrings_pending() -> None:
-    long = {(_rel(path), name) for path in _files()
-            for _, name, doc in _docstrings(ast.parse(path.read_text(encoding="utf-8")))
-            if len(doc.splitlines()) > MAX_LINES}
-    assert long >= LONG_PENDING, f"cut to {MAX_LINES} lines, drop from LONG_PENDING: " \
-        f"{sorted(LONG_PENDING - long)}"
 
 
 def test_patterns_catch_lab_notes() -> None:

@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 from depthscale import data as ds_data
 from depthscale.benchmarks.core import BenchResult
 from depthscale.limits.mean_ode import MeanODE, rms_error
-from depthscale.train.finite_mean_ode import train_finite_resnet
+from depthscale.train.finite.mean_ode import train_finite_resnet
 
 __all__ = ["SETTINGS", "run"]
 

@@ -23,7 +23,7 @@ import numpy as np
 from depthscale.benchmarks.core import BenchResult
 from depthscale.limits.nfd import NFD, NFDResult
 from depthscale.stats.fits import loglog_slope
-from depthscale.train.online import online_sgd_finite, teacher_stream
+from depthscale.train.finite.nfd import online_sgd_finite, teacher_stream
 
 __all__ = ["ENSEMBLE_SETTINGS", "run", "vs_ensemble"]
 
