@@ -10,7 +10,6 @@ turns the record into roles.
 from __future__ import annotations
 
 import math
-import operator
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,38 +27,20 @@ from depthscale.param.contract import GROUPED as _GROUPED
 from depthscale.param.contract import contracted as _contracted
 from depthscale.param.contract import fan_in as _fan_in
 from depthscale.param.contract import fan_out as _fan_out
+from depthscale.param.ops import ADDITIONS, NORM_OPS
+from depthscale.param.ops import CATS as _CATS
+from depthscale.param.ops import DIVS as _DIVS
+from depthscale.param.ops import GAINS as _GAINS
+from depthscale.param.ops import LOOKUPS as _LOOKUPS
+from depthscale.param.ops import MASKS as _MASKS
+from depthscale.param.ops import MATMULS as _MATMULS
+from depthscale.param.ops import MHA as _MHA
+from depthscale.param.ops import PROBS as _PROBS
+from depthscale.param.ops import SAME as _SAME
+from depthscale.param.ops import SOFTMAX as _SOFTMAX
 
 __all__ = ["ADDITIONS", "NORM_OPS", "Addition", "AttentionCall", "Recorder", "TensorInfo", "Use",
            "attention_calls", "call_args", "copy_input", "module_stack", "tensors_in"]
-
-#: the torch functions and operators that add two tensors (a residual addition's candidates)
-ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__,
-             torch.Tensor.__iadd__, torch.Tensor.__radd__, operator.add, operator.iadd}
-_MATMULS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
-            torch.Tensor.__rmatmul__, torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm,
-            torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm, torch.einsum}
-_LOOKUPS = {F.embedding, torch.Tensor.__getitem__, torch.index_select,
-            torch.Tensor.index_select, torch.take, torch.Tensor.take}
-NORM_OPS = {F.layer_norm, F.group_norm, F.batch_norm, F.instance_norm, torch.layer_norm,
-          *((F.rms_norm,) if hasattr(F, "rms_norm") else ())}
-_GAINS = {torch.mul, torch.Tensor.mul, torch.Tensor.mul_, torch.Tensor.__mul__,
-          torch.Tensor.__rmul__, torch.Tensor.__imul__, operator.mul, torch.div,
-          torch.Tensor.div, torch.Tensor.__truediv__, torch.Tensor.div_}
-_DIVS = {torch.div, torch.Tensor.div, torch.Tensor.__truediv__, torch.Tensor.div_}
-#: ops that add a mask or a bias to attention scores: the scores keep their scale
-_MASKS = ADDITIONS | {torch.where, torch.Tensor.masked_fill, torch.Tensor.masked_fill_,
-                      torch.sub, torch.Tensor.sub, torch.Tensor.__sub__}
-_SOFTMAX = {F.softmax, torch.softmax, torch.Tensor.softmax}
-#: ops whose output is a probability (a router's scores become gates through them)
-_PROBS = _SOFTMAX | {torch.sigmoid, torch.Tensor.sigmoid, F.sigmoid}
-_CATS = {torch.cat, torch.concat, torch.stack}
-#: ops that keep a tensor's values (up to layout), so a constant scale passes through them
-_SAME = {torch.Tensor.view, torch.Tensor.reshape, torch.reshape, torch.Tensor.transpose,
-         torch.transpose, torch.Tensor.permute, torch.permute, torch.Tensor.contiguous,
-         torch.Tensor.to, torch.Tensor.float, torch.Tensor.type_as, F.dropout,
-         torch.Tensor.flatten, torch.flatten, torch.Tensor.unsqueeze, torch.Tensor.squeeze,
-         torch.Tensor.expand, torch.Tensor.clone, torch.Tensor.__getitem__}
-_MHA = F.multi_head_attention_forward
 
 
 @dataclass(frozen=True)
@@ -438,8 +419,7 @@ class Recorder(TorchFunctionMode):
             return score
         if func in _GAINS and len(data) == 1 and not held:
             c = self._constant(func, args, x)
-            return None if c is None else (score[0], score[1] + ((c,) if c != 1.0 else ()),
-                                           score[2])
+            return None if c is None else (score[0], score[1] + (c,), score[2])
         if func in _MASKS and all(self.uses[j].kind == "score_bias" for t, i in
                                   zip(data, infos, strict=True) if t is not x for j in i.uses):
             return score
@@ -610,15 +590,16 @@ def attention_calls(model: nn.Module, rec: Recorder) -> tuple[AttentionCall, ...
     """The recorded attention calls, each with the float attribute of its module that holds
     one of its constants (``attribute``; a number equal to two attributes names neither):
     where the model keeps its scale, which ``apply`` can set. A kernel ``scale`` passed as 1
-    is such a constant only where it is the call's one constant (T5's ``scaling = 1.0``)."""
+    (or multiplied into hand-written scores) is such a constant only where the call has no
+    other (T5's ``scaling = 1.0``, under SDPA or eager)."""
     found = []
     modules = dict(model.named_modules())
     for call in rec.attention.values():
         module = modules.get(call.module)
         consts = [c for c in (*call.factors, *(() if call.scale is None else (call.scale,)))
                   if c != 1.0]
-        if not consts and call.kind == "sdpa" and call.scale == 1.0 and not call.factors:
-            consts = [1.0]
+        if not consts and ((call.kind == "sdpa" and call.scale == 1.0) or call.factors):
+            consts = [1.0]  # only ones, passed or multiplied in (T5's ``scaling = 1.0``)
         if call.fixed or module is None or not consts:
             found.append(call)
             continue
