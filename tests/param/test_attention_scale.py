@@ -214,7 +214,8 @@ def test_an_attribute_the_forward_does_not_use_is_put_back_and_the_fix_advised()
 
 class FusedBlock(nn.Module):
     """Pre-LN attention whose q, k, v come from one fused projection cut by ``split``,
-    ``chunk`` or ``unbind``, then q * ``self.scale`` (d_head^-0.5) and SDPA with scale 1."""
+    ``chunk``, ``unbind`` (after a view into (3, heads, d_head)) or slices (``slice``: k
+    first, then q, then v), then q * ``self.scale`` (d_head^-0.5) and SDPA with scale 1."""
 
     def __init__(self, n: int, how: str) -> None:
         super().__init__()
@@ -227,7 +228,8 @@ class FusedBlock(nn.Module):
         if self.how == "unbind":
             q, k, v = h.view(b, t, 3, HEADS, n // HEADS).permute(2, 0, 3, 1, 4).unbind(0)
         else:
-            parts = h.split(n, dim=-1) if self.how == "split" else h.chunk(3, dim=-1)
+            parts = (h.split(n, dim=-1) if self.how == "split" else h.chunk(3, dim=-1)
+                     if self.how == "chunk" else (h[..., n:2 * n], h[:, :, :n], h[..., 2 * n:]))
             q, k, v = (y.view(b, t, HEADS, n // HEADS).transpose(1, 2) for y in parts)
         a = F.scaled_dot_product_attention(q * self.scale, k, v, is_causal=True, scale=1.0)
         return x + self.o(a.transpose(1, 2).reshape(b, t, n))
@@ -239,7 +241,7 @@ def fused(how: str) -> nn.Module:
                          nn.Linear(WIDTH, V))
 
 
-@pytest.mark.parametrize("how", ["split", "chunk", "unbind"])
+@pytest.mark.parametrize("how", ["split", "chunk", "unbind", "slice"])
 def test_a_constant_passes_the_split_of_a_fused_qkv(how: str) -> None:
     """q cut from a fused projection keeps the constant multiplied into it after the cut:
     the logits' scale is d_head^-0.5 (read as the kernel's 1 before), held in ``scale``,
@@ -295,3 +297,22 @@ def test_t5_scaling_one_is_set_under_eager_and_sdpa(attn: str) -> None:
     attention.scaling = 0.5
     now = current(again, model).attention
     assert [c.effective_scale for c in now] == pytest.approx([0.5] + [1 / D_HEAD] * 2)
+
+
+@pytest.mark.parametrize(("how", "rows"), [("split", (0, WIDTH)), ("chunk", (0, WIDTH)),
+                                           ("slice", (WIDTH, 2 * WIDTH)), ("unbind", None)])
+def test_the_query_rows_of_a_fused_projection(how: str, rows: tuple[int, int] | None) -> None:
+    """The output features of the fused weight that compute q, as the forward cuts them
+    (``slice`` takes q from the middle third); after a view into (3, heads, d_head) and an
+    ``unbind`` over the 3 they are not known (None), rather than guessed."""
+    st = inspect(fused(how), _ids())
+    assert [c.query for c in st.attention] == [
+        None if rows is None else (f"{i}.qkv.weight", *rows) for i in (1, 2)]
+
+
+def test_the_query_of_separate_projections_is_all_its_rows() -> None:
+    """q_proj apart (through RoPE-free heads and q * 0.5): all of q's weight; OPT's q_proj."""
+    assert [c.query for c in inspect(Net("scores"), _ids()).attention] == [
+        (f"blocks.{i}.q.weight", 0, WIDTH) for i in (0, 1)]
+    assert [c.query for c in inspect(opt(), _ids()).attention] == [
+        (f"model.model.decoder.layers.{i}.self_attn.q_proj.weight", 0, WIDTH) for i in (0, 1)]
