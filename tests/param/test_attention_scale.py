@@ -20,6 +20,7 @@ from torch import nn
 
 from depthscale.errors import ConfigError
 from depthscale.param import inspect, plan
+from depthscale.param.given import current
 
 V, T, WIDTH, HEADS = 16, 8, 32, 2
 D_HEAD = WIDTH // HEADS
@@ -209,3 +210,109 @@ def test_an_attribute_the_forward_does_not_use_is_put_back_and_the_fix_advised()
     (message,) = _apply(model, "mup")
     assert [b.unused for b in model.blocks] == [0.5, 0.5]
     assert f"pass scale={2 / D_HEAD:.6g}" in message
+
+
+class FusedBlock(nn.Module):
+    """Pre-LN attention whose q, k, v come from one fused projection cut by ``split``,
+    ``chunk``, ``unbind`` (after a view into (3, heads, d_head)) or slices (``slice``: k
+    first, then q, then v), then q * ``self.scale`` (d_head^-0.5) and SDPA with scale 1."""
+
+    def __init__(self, n: int, how: str) -> None:
+        super().__init__()
+        self.how, self.scale = how, (n // HEADS) ** -0.5
+        self.ln, self.qkv, self.o = nn.LayerNorm(n), nn.Linear(n, 3 * n), nn.Linear(n, n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, n = x.shape
+        h = self.qkv(self.ln(x))
+        if self.how == "unbind":
+            q, k, v = h.view(b, t, 3, HEADS, n // HEADS).permute(2, 0, 3, 1, 4).unbind(0)
+        else:
+            parts = (h.split(n, dim=-1) if self.how == "split" else h.chunk(3, dim=-1)
+                     if self.how == "chunk" else (h[..., n:2 * n], h[:, :, :n], h[..., 2 * n:]))
+            q, k, v = (y.view(b, t, HEADS, n // HEADS).transpose(1, 2) for y in parts)
+        a = F.scaled_dot_product_attention(q * self.scale, k, v, is_causal=True, scale=1.0)
+        return x + self.o(a.transpose(1, 2).reshape(b, t, n))
+
+
+def fused(how: str) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Embedding(V, WIDTH), FusedBlock(WIDTH, how), FusedBlock(WIDTH, how),
+                         nn.Linear(WIDTH, V))
+
+
+@pytest.mark.parametrize("how", ["split", "chunk", "unbind", "slice"])
+def test_a_constant_passes_the_split_of_a_fused_qkv(how: str) -> None:
+    """q cut from a fused projection keeps the constant multiplied into it after the cut:
+    the logits' scale is d_head^-0.5 (read as the kernel's 1 before), held in ``scale``,
+    which apply sets to give 1/d_head (muP), measured again."""
+    model = fused(how)
+    st = inspect(model, _ids())
+    assert [(c.d_head, c.scale, c.qk, c.attribute) for c in st.attention] == [
+        (D_HEAD, 1.0, 1, "scale")] * 2
+    assert [c.effective_scale for c in st.attention] == pytest.approx([D_HEAD ** -0.5] * 2)
+    assert _apply(model, "mup") == []
+    assert [b.scale for b in model[1:3]] == pytest.approx([1 / D_HEAD] * 2)
+    again = inspect(model, _ids())
+    assert [c.effective_scale for c in again.attention] == pytest.approx([1 / D_HEAD] * 2)
+
+
+def t5(attn: str) -> nn.Module:
+    transformers = pytest.importorskip("transformers")
+
+    class T5LM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            cfg = transformers.T5Config(
+                vocab_size=V, d_model=WIDTH, d_kv=D_HEAD, d_ff=2 * WIDTH, num_layers=1,
+                num_heads=HEADS, dropout_rate=0.0, relative_attention_num_buckets=8,
+                decoder_start_token_id=0, pad_token_id=0, attn_implementation=attn)
+            self.t5 = transformers.T5ForConditionalGeneration(cfg)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.t5(input_ids=ids, decoder_input_ids=self.t5._shift_right(ids)).logits
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return T5LM()
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_t5_scaling_one_is_set_under_eager_and_sdpa(attn: str) -> None:
+    """T5 folds 1/sqrt(d) into its init and multiplies its scores by ``scaling = 1.0``: eager
+    as ``(q @ k^T) * scaling`` (before, the 1 was dropped and apply only warned), SDPA as the
+    kernel's scale. Apply sets ``scaling`` to 1/d_head (muP) in both paths; an attribute
+    changed later is read by the plan's check as the scale it gives, not twice."""
+    model = t5(attn)
+    st = inspect(model, _ids())
+    assert len(st.attention) == 3  # encoder self, decoder self and cross
+    assert {(c.attribute, c.value, c.effective_scale) for c in st.attention} == {
+        ("scaling", 1.0, 1.0)}
+    assert _apply(model, "mup") == []
+    attention = model.t5.encoder.block[0].layer[0].SelfAttention
+    assert attention.scaling == pytest.approx(1 / D_HEAD)
+    again = inspect(model, _ids())
+    assert [c.effective_scale for c in again.attention] == pytest.approx([1 / D_HEAD] * 3)
+    attention.scaling = 0.5
+    now = current(again, model).attention
+    assert [c.effective_scale for c in now] == pytest.approx([0.5] + [1 / D_HEAD] * 2)
+
+
+@pytest.mark.parametrize(("how", "rows"), [("split", (0, WIDTH)), ("chunk", (0, WIDTH)),
+                                           ("slice", (WIDTH, 2 * WIDTH)), ("unbind", None)])
+def test_the_query_rows_of_a_fused_projection(how: str, rows: tuple[int, int] | None) -> None:
+    """The output features of the fused weight that compute q, as the forward cuts them
+    (``slice`` takes q from the middle third); after a view into (3, heads, d_head) and an
+    ``unbind`` over the 3 they are not known (None), rather than guessed."""
+    st = inspect(fused(how), _ids())
+    assert [c.query for c in st.attention] == [
+        None if rows is None else (f"{i}.qkv.weight", *rows) for i in (1, 2)]
+
+
+def test_the_query_of_separate_projections_is_all_its_rows() -> None:
+    """q_proj apart (through RoPE-free heads and q * 0.5): all of q's weight; OPT's q_proj."""
+    assert [c.query for c in inspect(Net("scores"), _ids()).attention] == [
+        (f"blocks.{i}.q.weight", 0, WIDTH) for i in (0, 1)]
+    assert [c.query for c in inspect(opt(), _ids()).attention] == [
+        (f"model.model.decoder.layers.{i}.self_attn.q_proj.weight", 0, WIDTH) for i in (0, 1)]

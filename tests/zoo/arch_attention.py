@@ -1,17 +1,21 @@
 """Zoo entries whose attention scale is not a kernel argument (issue 40): Hugging Face OPT, which
 multiplies q by head_dim^-0.5 and calls attention with scaling 1.0, and Bloom, whose hand-written
 ALiBi attention computes ``baddbmm(alibi, q, k^T, beta, alpha=1/sqrt(head_dim))`` then a softmax
-(no ``F.scaled_dot_product_attention``). Both tied, pre-LN, built from tiny configs."""
+(no ``F.scaled_dot_product_attention``). Both tied, pre-LN, built from tiny configs. And a
+plain-torch GPT whose q, k, v come from one fused projection cut by ``split``, q then
+multiplied by its ``scale`` attribute, attention called with scale 1."""
 
 from __future__ import annotations
 
 import warnings
 from typing import Any
 
+import torch
+import torch.nn.functional as F
 from architectures import CONTEXT, HEADS, VOCAB, Arch, _r, _transformer_truth, seeded
 from torch import nn
 
-__all__ = ["ARCHS", "build_bloom", "build_opt"]
+__all__ = ["ARCHS", "build_bloom", "build_fused_qkv", "build_opt"]
 
 
 def _hf_eager(config_name: str, model_name: str, seed: int, attn: str, **config: Any
@@ -39,6 +43,48 @@ def build_bloom(width: int, depth: int, seed: int) -> nn.Module:
                      hidden_size=width, n_layer=depth, n_head=HEADS, hidden_dropout=0.0,
                      attention_dropout=0.0, pad_token_id=0, bos_token_id=0, eos_token_id=0)
 
+
+class FusedBlock(nn.Module):
+    """x + proj(attn), attn from q, k, v = qkv(LN(x)).split(n), q * scale, SDPA(scale=1);
+    then x + fc2(gelu(fc1(LN(x))))."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.scale = (n // HEADS) ** -0.5
+        self.ln1, self.ln2 = nn.LayerNorm(n), nn.LayerNorm(n)
+        self.qkv, self.proj = nn.Linear(n, 3 * n), nn.Linear(n, n)
+        self.fc1, self.fc2 = nn.Linear(n, 4 * n), nn.Linear(4 * n, n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, n = x.shape
+        q, k, v = (y.view(b, t, HEADS, n // HEADS).transpose(1, 2)
+                   for y in self.qkv(self.ln1(x)).split(n, dim=-1))
+        a = F.scaled_dot_product_attention(q * self.scale, k, v, is_causal=True, scale=1.0)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, n))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class FusedGPT(nn.Module):
+    def __init__(self, width: int, depth: int) -> None:
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(VOCAB, width), nn.Parameter(torch.zeros(CONTEXT, width))
+        self.blocks = nn.Sequential(*(FusedBlock(width) for _ in range(depth)))
+        self.ln, self.head = nn.LayerNorm(width), nn.Linear(width, VOCAB)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.emb(ids) + self.pos[: ids.shape[1]]
+        return self.head(self.ln(self.blocks(h)))
+
+
+def build_fused_qkv(width: int, depth: int, seed: int) -> nn.Module:
+    with seeded(seed):
+        return FusedGPT(width, depth)
+
+
+_FUSED_ROLES = {"emb.weight": _r("input"), "pos": _r("token"), "head.weight": _r("output"),
+                "blocks.*.qkv.weight": _r("branch_in"), "blocks.*.proj.weight": _r("branch_out"),
+                "blocks.*.fc1.weight": _r("branch_in"), "blocks.*.fc2.weight": _r("branch_out"),
+                "blocks.*.ln?.weight": _r("branch_norm"), "ln.weight": _r("norm")}
 
 _OPT_ROLES = {"model.decoder.embed_tokens.weight": _r("input"),
               "model.decoder.embed_positions.weight": _r("token"),
@@ -72,4 +118,8 @@ ARCHS: list[Arch] = [
                                   "ALiBi attention: baddbmm(alibi, q, k^T, alpha="
                                   "inv_norm_factor) then softmax"),
          logits="logits", inputs="input_ids", hf=True),
+    Arch("fused-qkv", build_fused_qkv, "tokens",
+         _transformer_truth(False, _FUSED_ROLES,
+                            notes="pre-LN, untied; q, k, v = qkv(x).split(width), q times its "
+                                  "`scale` (head_dim^-0.5), SDPA with scale 1")),
 ]

@@ -38,7 +38,8 @@ def _convnext_truth(width: int, depth: int) -> Truth:
         "classifier.weight": _r("output"),
         f"{layer}.dwconv.weight": _r("branch_in"),
         f"{layer}.pwconv1.weight": _r("hidden", "branch_in"),
-        f"{layer}.pwconv2.weight": _r("branch_out", "hidden")},
+        f"{layer}.pwconv2.weight": _r("branch_out", "hidden"),
+        f"{layer}.layer_scale_parameter": _r("branch_norm")},
         kept=(f"{layer}.layer_scale_parameter",),
         notes="one branch per block: x + gamma pwconv2(gelu(pwconv1(LN(dwconv(x))))); the "
               "depthwise kernel's fan-in 7x7 = 49 does not grow with width; layer scale 1e-6")

@@ -37,7 +37,8 @@ def _poolformer_truth(width: int, depth: int) -> Truth:
         f"{layer}.output.conv1.weight": _r("branch_in"),
         f"{layer}.output.conv2.weight": _r("branch_out"),
         f"{layer}.before_norm.weight": _r("branch_norm"),
-        f"{layer}.after_norm.weight": _r("branch_norm")},
+        f"{layer}.after_norm.weight": _r("branch_norm"),
+        f"{layer}.layer_scale_?": _r("branch_norm")},
         kept=(f"{layer}.layer_scale_?",),
         notes="two branches per block: x + gamma1 (pool(norm(x)) - norm(x)), which holds no "
               "weight, and x + gamma2 MLP(norm(x)) (1x1 convs); layer scale 1e-5")

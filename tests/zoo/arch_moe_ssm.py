@@ -115,6 +115,7 @@ def _mamba_truth(width: int, depth: int) -> Truth:
         f"{mixer}.conv1d.weight": _r("hidden"),
         f"{mixer}.x_proj.weight": _r("hidden"),
         f"{mixer}.dt_proj.weight": _r("hidden"),
+        f"{mixer}.[AD]*": _r("branch_norm"),
         "backbone.layers.*.norm.weight": _r("branch_norm"),
         "backbone.norm_f.weight": _r("norm")},
         kept=(f"{mixer}.dt_proj.bias", f"{mixer}.A_log", f"{mixer}.D"),
@@ -122,7 +123,7 @@ def _mamba_truth(width: int, depth: int) -> Truth:
               "the gate z), depthwise causal conv1d over the inner channels, x_proj (inner -> "
               "dt rank + 2 state), dt_proj (rank -> inner; bias softplus^-1(dt), dt in "
               "[1e-3, 0.1]), selective scan with A = -exp(A_log) (S4D-real 1..N) and skip D = "
-              "1, out_proj; tied head")
+              "1 (gains inside the branch: branch_norm), out_proj; tied head")
 
 
 ARCHS.append(Arch("hf-mamba", build_mamba, "tokens", _mamba_truth, logits="logits",
@@ -152,7 +153,7 @@ def _mamba2_truth(width: int, depth: int) -> Truth:
         f"{mixer}.conv1d.weight": _r("hidden"),
         f"{mixer}.conv1d.bias": _r("branch_vector"),
         f"{mixer}.dt_bias": _r("branch_vector"),
-        f"{mixer}.[AD]*": _r("norm", "branch_norm"),
+        f"{mixer}.[AD]*": _r("branch_norm"),
         f"{mixer}.norm.weight": _r("branch_norm"),
         "backbone.layers.*.norm.weight": _r("branch_norm"),
         "backbone.norm_f.weight": _r("norm")},
@@ -161,9 +162,9 @@ def _mamba2_truth(width: int, depth: int) -> Truth:
               "each), B, C (state 8, one group: fixed) and dt (one per head)), depthwise "
               "causal conv1d over x, B, C (kernel 4: fan-in fixed), chunked scan with a "
               "scalar decay per head A = -exp(A_log) (1..heads), dt = softplus(dt + dt_bias) "
-              "(dt_bias softplus^-1 of [1e-3, 0.1]), skip D = 1 (gains per head: role norm, "
-              "the same Adam rule as branch_norm), gated RMSNorm(y silu(z)) over the inner "
-              "width (gain: branch_norm), out_proj; tied head")
+              "(dt_bias softplus^-1 of [1e-3, 0.1]), skip D = 1 (gains per head inside the "
+              "branch: branch_norm, the branch's depth factor under SGD), gated RMSNorm(y "
+              "silu(z)) over the inner width (gain: branch_norm), out_proj; tied head")
 
 
 # the coordinate check at widths 64-256, widths only: at the zoo's 32-128 and depths 4-16 a

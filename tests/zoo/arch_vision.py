@@ -175,7 +175,8 @@ def _convnext_nhwc_truth(width: int, depth: int) -> Truth:
     return Truth(width, depth, depth, False, {
         "stem.weight": _r("input"), "head.weight": _r("output"),
         "blocks.*.dwconv.weight": _r("branch_in"), "blocks.*.up.weight": _r("hidden"),
-        "blocks.*.down.weight": _r("hidden", "branch_out")},
+        "blocks.*.down.weight": _r("hidden", "branch_out"),
+        "blocks.*.gamma": _r("branch_norm")},
         kept=("blocks.*.gamma",),
         notes="stream (B, H, W, C) between blocks; one branch per block; layer scale 1e-6; "
               "the depthwise conv reads the stream (permuted to NCHW)")

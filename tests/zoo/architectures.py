@@ -685,7 +685,8 @@ ZOO: list[Arch] = [
          lambda w, d: Truth(w, d, d, False, {
              "stem.weight": _r("input"), "head.weight": _r("output"),
              "stages.*.dwconv.weight": _r("branch_in"), "stages.*.up.weight": _r("hidden"),
-             "stages.*.down.weight": _r("hidden", "branch_out")},
+             "stages.*.down.weight": _r("hidden", "branch_out"),
+             "stages.*.gamma": _r("branch_norm")},
              kept=("stages.*.gamma",),
              notes="one branch per block; layer scale gamma = 1e-6 multiplies the branch "
                    "(the model's convention); depthwise conv reads the stream")),

@@ -10,7 +10,6 @@ turns the record into roles.
 from __future__ import annotations
 
 import math
-import operator
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,38 +27,21 @@ from depthscale.param.contract import GROUPED as _GROUPED
 from depthscale.param.contract import contracted as _contracted
 from depthscale.param.contract import fan_in as _fan_in
 from depthscale.param.contract import fan_out as _fan_out
+from depthscale.param.ops import ADDITIONS, NORM_OPS
+from depthscale.param.ops import CATS as _CATS
+from depthscale.param.ops import DIVS as _DIVS
+from depthscale.param.ops import GAINS as _GAINS
+from depthscale.param.ops import LOOKUPS as _LOOKUPS
+from depthscale.param.ops import MASKS as _MASKS
+from depthscale.param.ops import MATMULS as _MATMULS
+from depthscale.param.ops import MHA as _MHA
+from depthscale.param.ops import PROBS as _PROBS
+from depthscale.param.ops import SAME as _SAME
+from depthscale.param.ops import SOFTMAX as _SOFTMAX
+from depthscale.param.rows import Rows, part_rows
 
 __all__ = ["ADDITIONS", "NORM_OPS", "Addition", "AttentionCall", "Recorder", "TensorInfo", "Use",
            "attention_calls", "call_args", "copy_input", "module_stack", "tensors_in"]
-
-#: the torch functions and operators that add two tensors (a residual addition's candidates)
-ADDITIONS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__,
-             torch.Tensor.__iadd__, torch.Tensor.__radd__, operator.add, operator.iadd}
-_MATMULS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
-            torch.Tensor.__rmatmul__, torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm,
-            torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm, torch.einsum}
-_LOOKUPS = {F.embedding, torch.Tensor.__getitem__, torch.index_select,
-            torch.Tensor.index_select, torch.take, torch.Tensor.take}
-NORM_OPS = {F.layer_norm, F.group_norm, F.batch_norm, F.instance_norm, torch.layer_norm,
-          *((F.rms_norm,) if hasattr(F, "rms_norm") else ())}
-_GAINS = {torch.mul, torch.Tensor.mul, torch.Tensor.mul_, torch.Tensor.__mul__,
-          torch.Tensor.__rmul__, torch.Tensor.__imul__, operator.mul, torch.div,
-          torch.Tensor.div, torch.Tensor.__truediv__, torch.Tensor.div_}
-_DIVS = {torch.div, torch.Tensor.div, torch.Tensor.__truediv__, torch.Tensor.div_}
-#: ops that add a mask or a bias to attention scores: the scores keep their scale
-_MASKS = ADDITIONS | {torch.where, torch.Tensor.masked_fill, torch.Tensor.masked_fill_,
-                      torch.sub, torch.Tensor.sub, torch.Tensor.__sub__}
-_SOFTMAX = {F.softmax, torch.softmax, torch.Tensor.softmax}
-#: ops whose output is a probability (a router's scores become gates through them)
-_PROBS = _SOFTMAX | {torch.sigmoid, torch.Tensor.sigmoid, F.sigmoid}
-_CATS = {torch.cat, torch.concat, torch.stack}
-#: ops that keep a tensor's values (up to layout), so a constant scale passes through them
-_SAME = {torch.Tensor.view, torch.Tensor.reshape, torch.reshape, torch.Tensor.transpose,
-         torch.transpose, torch.Tensor.permute, torch.permute, torch.Tensor.contiguous,
-         torch.Tensor.to, torch.Tensor.float, torch.Tensor.type_as, F.dropout,
-         torch.Tensor.flatten, torch.flatten, torch.Tensor.unsqueeze, torch.Tensor.squeeze,
-         torch.Tensor.expand, torch.Tensor.clone, torch.Tensor.__getitem__}
-_MHA = F.multi_head_attention_forward
 
 
 @dataclass(frozen=True)
@@ -84,6 +66,9 @@ class AttentionCall:
     value: float = 0.0  # the attribute's value: one of the constants
     power: int = 1
     qk: int = 0  # how many of ``factors``, first, were multiplied into q and k
+    #: (weight, start, stop): the output features of the one matrix that computes q (a fused
+    #: q, k, v projection's q part; a Linear's rows); None where not known
+    query: tuple[str, int, int] | None = None
 
     @property
     def effective_scale(self) -> float:
@@ -122,7 +107,7 @@ class TensorInfo:
     normed: bool = False
     tail: frozenset[str] = frozenset()  # gains of normalisations since the last layer use
     #: attention scores q @ k^T (until their softmax): (d_head, the constants multiplied in)
-    score: tuple[int, tuple[float, ...], int] | None = None  # ... and how many, first, on q, k
+    score: tuple[int, tuple[float, ...], int, Any] | None = None  # ... how many on q, k; q's rows
     factor: float = 1.0  # constants multiplied in since the last layer use or normalisation
     carriers: tuple[str, ...] = ()  # modules whose output this is, up to gains and constants
     #: computed only from a softmax or sigmoid of layer outputs (routing probabilities, their
@@ -134,6 +119,7 @@ class TensorInfo:
     #: the tables added to it before any layer use (a position bias added to a mask): score
     #: biases where it is added to attention scores
     added: frozenset[int] = frozenset()
+    rows: Rows = None  # the rows of its last layer's weight it comes from (:mod:`.rows`)
 
 
 @dataclass(frozen=True)
@@ -253,7 +239,8 @@ class Recorder(TorchFunctionMode):
                      factor=data[0][1].factor if len(data) == 1 else 1.0,
                      gate=all(i.gate for _, i in values or data),
                      added=frozenset() if uses else frozenset().union(
-                         *(i.added for _, i in data)))
+                         *(i.added for _, i in data)),
+                     rows=rows.pop() if len(rows := {i.rows for _, i in values}) == 1 else None)
 
     # ---- uses -----------------------------------------------------------------------------
     def unit(self, p: nn.Parameter) -> tuple[str, str]:
@@ -301,6 +288,7 @@ class Recorder(TorchFunctionMode):
             return out
         held = [(t, i) for t, i in zip(ins, infos, strict=True) if not i.data and i.params]
         first = len(self.uses)
+        parts: list[Rows] = []
         for t, scores in self._scores_plus(func, args, kwargs, data):
             self._looked_up_bias(t, scores)
         if func is _MHA:
@@ -326,6 +314,7 @@ class Recorder(TorchFunctionMode):
             elif func in _SAME and len(data) == 1:
                 x = self.get(data[0])
                 info = replace(info, scale=x.scale, factor=x.factor, carriers=x.carriers)
+                parts = part_rows(func, args, data[0], x.rows, outs)
             else:  # any other op: a constant does not pass it
                 info = replace(info, factor=1.0)
             if func in _PROBS and len(data) == 1 and info.last:
@@ -334,13 +323,12 @@ class Recorder(TorchFunctionMode):
         if score is not None:
             info = replace(info, score=score)
         if func in _SOFTMAX and len(data) == 1 and self.get(data[0]).score is not None:
-            d_head, factors, qk = self.get(data[0]).score  # type: ignore[misc]
+            d_head, factors, qk, query = self.get(data[0]).score  # type: ignore[misc]
             module = self.stack[-1] if self.stack else ""
-            self.attention.setdefault(module, AttentionCall(module, d_head, 1.0,
-                                                            factors=factors, kind="scores",
-                                                            qk=qk))
-        for t in outs:
-            self.set(t, info)
+            self.attention.setdefault(module, AttentionCall(
+                module, d_head, 1.0, factors=factors, kind="scores", qk=qk, query=query))
+        for j, t in enumerate(outs):
+            self.set(t, replace(info, rows=parts[j]) if parts else info)
         for i in range(first, len(self.uses)):
             self.use_out[i] = id(outs[0]) if outs else -1
         return out
@@ -377,7 +365,7 @@ class Recorder(TorchFunctionMode):
     def _scaled(self, func: Any, info: TensorInfo, args: Any, x: torch.Tensor) -> TensorInfo:
         """``x * c`` or ``x / c`` with a constant ``c`` keeps track of the constant."""
         scale = self.get(x).scale
-        info = replace(info, carriers=self.get(x).carriers)
+        info = replace(info, carriers=self.get(x).carriers, rows=self.get(x).rows)
         if self.stack and self.stack[-1] in self.hooked:
             x_info = self.get(x)
             return replace(info, scale=x_info.scale, factor=x_info.factor)
@@ -411,11 +399,17 @@ class Recorder(TorchFunctionMode):
         module = self.stack[-1] if self.stack else ""
         self.attention.setdefault(module, AttentionCall(
             module, int(q.shape[-1]), None if scale is None else float(scale),
-            factors=factors, qk=len(factors)))
+            factors=factors, qk=len(factors), query=self._query(q)))
+
+    def _query(self, q: torch.Tensor) -> tuple[str, int, int] | None:
+        """(weight, start, stop): the rows of the one matrix q comes from (None: not known)."""
+        info = self.get(q)
+        weights = {self.uses[i].param for i in info.last if self.uses[i].kind == "matrix"}
+        return (weights.pop(), *info.rows) if info.rows and len(weights) == 1 else None
 
     def _score(self, func: Any, args: Any, kwargs: Any, data: list[torch.Tensor],
                held: list[tuple[torch.Tensor, TensorInfo]]
-               ) -> tuple[int, tuple[float, ...], int] | None:
+               ) -> tuple[int, tuple[float, ...], int, Any] | None:
         """The attention-score record of the op's output: a product of two activations that
         both come from layers (q @ k^T by ``matmul``, ``bmm``, ``baddbmm`` or ``einsum``)
         starts one (d_head the contracted size; the constants q and k carry and ``alpha``);
@@ -429,7 +423,7 @@ class Recorder(TorchFunctionMode):
             qk = [c for c in (self._factor(data[0]), self._factor(data[1])) if c is not None]
             consts = qk + ([float(alpha)] if isinstance(alpha, (int, float)) and alpha != 1
                            else [])
-            return _contracted(func, args, data), tuple(consts), len(qk)
+            return _contracted(func, args, data), tuple(consts), len(qk), self._query(data[0])
         carriers = [(t, i.score) for t, i in zip(data, infos, strict=True) if i.score]
         if len(carriers) != 1:
             return None
@@ -438,8 +432,7 @@ class Recorder(TorchFunctionMode):
             return score
         if func in _GAINS and len(data) == 1 and not held:
             c = self._constant(func, args, x)
-            return None if c is None else (score[0], score[1] + ((c,) if c != 1.0 else ()),
-                                           score[2])
+            return None if c is None else (score[0], score[1] + (c,), *score[2:])
         if func in _MASKS and all(self.uses[j].kind == "score_bias" for t, i in
                                   zip(data, infos, strict=True) if t is not x for j in i.uses):
             return score
@@ -447,8 +440,11 @@ class Recorder(TorchFunctionMode):
 
     def _layer(self, given: TensorInfo, new: list[Use], writers: list[Use]) -> TensorInfo:
         ids = frozenset(u.index for u in new)
+        one = writers[0] if len(writers) == 1 else None
         return TensorInfo(True, given.anc, given.uses | ids,
-                     frozenset(u.index for u in writers) or given.last, frozenset(), 1.0)
+                          frozenset(u.index for u in writers) or given.last, frozenset(), 1.0,
+                          rows=(0, one.fan_out) if one and one.fan_out and one.out_axis == -1
+                          else None)
 
     def _param_op(self, func: Any, args: Any, kwargs: Any, data: list[torch.Tensor],
                   held: list[tuple[torch.Tensor, TensorInfo]]) -> TensorInfo:
@@ -610,15 +606,16 @@ def attention_calls(model: nn.Module, rec: Recorder) -> tuple[AttentionCall, ...
     """The recorded attention calls, each with the float attribute of its module that holds
     one of its constants (``attribute``; a number equal to two attributes names neither):
     where the model keeps its scale, which ``apply`` can set. A kernel ``scale`` passed as 1
-    is such a constant only where it is the call's one constant (T5's ``scaling = 1.0``)."""
+    (or multiplied into hand-written scores) is such a constant only where the call has no
+    other (T5's ``scaling = 1.0``, under SDPA or eager)."""
     found = []
     modules = dict(model.named_modules())
     for call in rec.attention.values():
         module = modules.get(call.module)
         consts = [c for c in (*call.factors, *(() if call.scale is None else (call.scale,)))
                   if c != 1.0]
-        if not consts and call.kind == "sdpa" and call.scale == 1.0 and not call.factors:
-            consts = [1.0]
+        if not consts and ((call.kind == "sdpa" and call.scale == 1.0) or call.factors):
+            consts = [1.0]  # only ones, passed or multiplied in (T5's ``scaling = 1.0``)
         if call.fixed or module is None or not consts:
             found.append(call)
             continue

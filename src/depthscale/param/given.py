@@ -82,4 +82,5 @@ def _current_call(model: nn.Module, call: AttentionCall) -> AttentionCall:
         return now if math.isclose(c, call.value, rel_tol=1e-6) else c
 
     return replace(call, factors=tuple(swap(c) for c in call.factors),
-                   scale=None if call.scale is None else swap(call.scale), value=now)
+                   scale=call.scale if call.scale is None or call.kind == "scores"
+                   else swap(call.scale), value=now)

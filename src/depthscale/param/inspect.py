@@ -496,8 +496,10 @@ def _vector_role(found: _Roles, name: str, p_uses: list[Use], flow: _Flow) -> No
                   "multiplier")
     elif "gain" in kinds:
         found.assign(name, "norm", "multiplies activations elementwise (a gain)")
-        if inside and _is_norm_op(p_uses):
-            found.assign(name, "branch_norm", "normalisation gain inside a branch")
+        if inside:  # its gradient carries the branch multiplier, whatever op uses it
+            found.assign(name, "branch_norm", "normalisation gain inside a branch"
+                         if _is_norm_op(p_uses) else "gain inside a branch (a layer scale, "
+                         "an SSM's decay or skip): its gradient carries the branch multiplier")
         found.gains.append(name)
     elif "score_bias" in kinds:
         found.assign(name, "branch_vector" if inside else "vector", _SCORE_BIAS + (

@@ -48,7 +48,7 @@ ROLES: dict[str, str] = {
     "branch_vector": "bias or normalisation shift inside a residual branch (not at its end)",
     "branch_bias": "bias of a layer that writes into a residual addition (end of a branch)",
     "norm": "normalisation gain (LayerNorm/BatchNorm weight)",
-    "branch_norm": "normalisation gain inside a residual branch (a pre-LN block's LayerNorm)",
+    "branch_norm": "gain inside a residual branch (a pre-LN block's LayerNorm, a layer scale)",
     "branch_gain": "gain of a normalisation that ends a residual branch (after its last layer, "
                    "as a ResNet's bn2): it carries the branch multiplier the norm would remove",
     "token": "learned positional embedding or token-type table added to the activations",
