@@ -6,6 +6,7 @@ this package registers them all.
   :mod:`.kernels` (Prop. 3), :mod:`.positivity` (Props. 4-5);
 * trained networks against the NFD limit (Def. 1): :mod:`.convergence` (Thm. 1), :mod:`.gia`
   (Cor. 1), :mod:`.eigenvalues` (Fig. 6, Assumption 1), on the size series of :mod:`.series`;
+  :mod:`.root_cause` (Prop. 8, Eq. 5; NumPy route :mod:`.handwritten_eq5`);
 * trained networks on data: :mod:`.pre_post` (Fig. 1b-c), :mod:`.horizon` (Fig. 2),
   :mod:`.collapse`, :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3: the Eq. 8 LR).
 
@@ -64,8 +65,8 @@ __all__ = [
 
 #: The claim modules, imported (each registering its claims) in this order: the order of the
 #: claim catalogue (docs/claims.md) and of ``depthscale reproduce``.
-CLAIM_MODULES = ("convergence", "eigenvalues", "init", "pre_post", "horizon", "gia", "collapse",
-                 "transfer", "deep", "coupling", "kernels", "positivity")
+CLAIM_MODULES = ("convergence", "eigenvalues", "init", "pre_post", "horizon", "gia", "root_cause",
+                 "collapse", "transfer", "deep", "coupling", "kernels", "positivity")
 
 for _module in CLAIM_MODULES:
     importlib.import_module(f"{__name__}.{_module}")
