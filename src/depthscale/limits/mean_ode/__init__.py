@@ -7,6 +7,8 @@
   residual scale alpha, and :func:`lazy_limit`.
 * :mod:`~depthscale.limits.mean_ode.integrator`: the depth integrators (Euler: Eq. 17 and its
   adjoint Eq. 7; Heun; RK4 with Hermite midpoints) of the forward and backward ODEs.
+* :mod:`~depthscale.limits.mean_ode.tracers`: tracer particles that move in the field without
+  entering its means (chizat Thm. 1(ii)'s limit trajectories of a finite net's units).
 * :mod:`~depthscale.limits.mean_ode.sampling`: draws of ``mu_0`` (iid, antithetic, Sobol').
 * :mod:`~depthscale.limits.mean_ode.config`: the shared settings, initial particles, loss,
   errors and the balanced learning rates (chizat Thm. 3, Sec. 4.4).
@@ -29,6 +31,7 @@ from depthscale.limits.mean_ode.integrator import DEPTH_METHODS, stage_count
 from depthscale.limits.mean_ode.sampling import PARTICLE_SAMPLERS
 from depthscale.limits.mean_ode.solver import MeanODE, MeanODEResult
 from depthscale.limits.mean_ode.tangent import TangentODE, TangentODEResult, lazy_limit
+from depthscale.limits.mean_ode.tracers import Tracers
 
 __all__ = [
     "BLOCK_ACTIVATIONS",
@@ -39,6 +42,7 @@ __all__ = [
     "MeanODEResult",
     "TangentODE",
     "TangentODEResult",
+    "Tracers",
     "balanced_eta_u",
     "chizat_loss",
     "lazy_limit",
