@@ -184,10 +184,11 @@ def fig5c_cost(settings: Mapping[str, Any], _device: str) -> list[Solver]:
     "With the balanced LRs every training run inside alpha < sqrt(LM/D) is well-behaved: its "
     "loss stays finite and decreases",
     quick={"K": 50, "L": 100, "M": 100, "Ds": [10, 31, 100], "alphas": alpha_grid(11),
-           "repeats": 3},
+           "repeats": 3, "balanced": True},
     full={"K": 50, "L": 1000, "M": 10, "Ds": [10, 31, 100], "alphas": alpha_grid(20),
-          "repeats": 10},
-    smoke={"K": 20, "L": 16, "M": 16, "Ds": [16], "alphas": [0.1, 1.0, 3.0], "repeats": 3},
+          "repeats": 10, "balanced": True},
+    smoke={"K": 20, "L": 16, "M": 16, "Ds": [16], "alphas": [0.1, 1.0, 3.0], "repeats": 3,
+           "balanced": True},
     # both LRs 30 times the balanced ones: the loss diverges. (eta_u = D at every alpha, not
     # balanced, is not caught: its runs still train, bar the largest alphas near the threshold)
     cost=fig5c_cost,
