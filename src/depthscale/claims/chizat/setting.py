@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,8 +28,12 @@ from depthscale.stats.fits import loglog_slope
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from depthscale.claims.registry import ClaimContext
+
+_Summary = TypeVar("_Summary")
+
 __all__ = [
-    "NAN3", "WRONG_SIGMA_V", "Array", "Interval", "alpha_grid", "csv_rows",
+    "NAN3", "WRONG_SIGMA_V", "Array", "Interval", "alpha_grid", "alpha_sweep_runs", "csv_rows",
     "finite_resnet", "input_lr", "layer_travel", "limit_reference", "load_data", "one_thread",
     "paper_grid", "sigma_v", "slope",
 ]
@@ -96,6 +100,32 @@ def finite_resnet(X: Array, Y: Array, *, L: int, M: int, K: int, alpha: float = 
                   depth_steps=L, particles=M, method="euler", sampler="iid",
                   coupling="independent", seed=seed)
     return ode.train(X, Y, K)
+
+
+def alpha_sweep_runs(ctx: ClaimContext, *, Ds: Sequence[int], alphas: Sequence[float], L: int,
+                     M: int, K: int, repeats: int,
+                     summarize: Callable[[list[MeanODEResult]], _Summary],
+                     sigma_v_power: float = 0.5, balanced: bool = True,
+                     lr_factor: float = 1.0) -> list[tuple[int, float, _Summary]]:
+    """chizat Fig. 5 setting: for each D and alpha, ``repeats`` finite nets (same data, seeds
+    differ), ``sigma_v = alpha sqrt(D)``, ``eta_u = D min(1, alpha^-2)`` (``D`` when not
+    ``balanced``), ``eta_v = D``, both LRs times ``lr_factor`` (Fig. 5c's negative control);
+    ``summarize`` reduces them to the point's numbers. Cost O(|D| |alpha| repeats K L M n D)."""
+    out = []
+    with one_thread():
+        for D in Ds:
+            X, Y = load_data(D, ctx.seed)
+            for alpha in alphas:
+                runs = []
+                for r in range(repeats):
+                    eta_u = input_lr(alpha, D) if balanced else float(D)
+                    runs.append(finite_resnet(X, Y, L=L, M=M, K=K, alpha=alpha,
+                                              eta_u=lr_factor * eta_u, eta_v=lr_factor * D,
+                                              seed=ctx.seed + 1000 * r + 1,
+                                              sigma_v_power=sigma_v_power))
+                    ctx.progress(1)
+                out.append((D, alpha, summarize(runs)))
+    return out
 
 
 def layer_travel(res: MeanODEResult) -> float:

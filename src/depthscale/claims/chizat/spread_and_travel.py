@@ -16,12 +16,9 @@ from matplotlib.figure import Figure
 from depthscale.claims.chizat.setting import (
     WRONG_SIGMA_V,
     alpha_grid,
+    alpha_sweep_runs,
     csv_rows,
-    finite_resnet,
-    input_lr,
     layer_travel,
-    load_data,
-    one_thread,
     slope,
 )
 from depthscale.claims.registry import ClaimContext, Control, Solver, claim, read_settings
@@ -115,23 +112,12 @@ class AlphaSweep(Generic[_Point]):
 def seed_runs(ctx: ClaimContext, s: AlphaSweepSettings,
               summarize: Callable[[list[MeanODEResult]], _Summary]
               ) -> list[tuple[int, float, _Summary]]:
-    """chizat Fig. 5 setting: for each D and alpha, ``repeats`` finite nets (same data, seeds
-    differ), ``sigma_v = alpha sqrt(D)``, ``eta_u = D min(1, alpha^-2)``, ``eta_v = D``;
-    ``summarize`` reduces them to the point's numbers. Cost O(|D| |alpha| repeats K L M n D)."""
-    out = []
-    with one_thread():
-        for D in s.Ds:
-            X, Y = load_data(D, ctx.seed)
-            for alpha in s.alphas:
-                runs = []
-                for r in range(s.repeats):
-                    runs.append(finite_resnet(X, Y, L=s.L, M=s.M, K=s.K, alpha=alpha,
-                                              eta_u=input_lr(alpha, D), eta_v=float(D),
-                                              seed=ctx.seed + 1000 * r + 1,
-                                              sigma_v_power=s.sigma_v_power))
-                    ctx.progress(1)
-                out.append((D, alpha, summarize(runs)))
-    return out
+    """chizat Fig. 5 setting at ``s`` (:func:`~depthscale.claims.chizat.setting.alpha_sweep_runs`:
+    balanced LRs); ``summarize`` reduces a point's runs to its numbers. Cost O(|D| |alpha|
+    repeats K L M n D)."""
+    return alpha_sweep_runs(ctx, Ds=s.Ds, alphas=s.alphas, L=s.L, M=s.M, K=s.K,
+                            repeats=s.repeats, summarize=summarize,
+                            sigma_v_power=s.sigma_v_power)
 
 
 def _spread(runs: list[MeanODEResult]) -> tuple[float, float]:

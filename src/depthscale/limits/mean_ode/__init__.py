@@ -6,6 +6,8 @@
 * :mod:`~depthscale.limits.mean_ode.tangent`: its tangent (lazy) ODE (Eq. 18-21) for a large
   residual scale alpha, and :func:`lazy_limit`.
 * :mod:`~depthscale.limits.mean_ode.integrator`: depth integrators (Euler, Eq. 17 and 7; Heun; RK4).
+* :mod:`~depthscale.limits.mean_ode.tracers`: tracers that move in the field without entering
+  its means (Thm. 1(ii)'s limit trajectories of a finite net's units).
 * :mod:`~depthscale.limits.mean_ode.sampling`: draws of ``mu_0`` (iid, antithetic, Sobol').
 * :mod:`~depthscale.limits.mean_ode.config`: the shared settings, initial particles, loss,
   errors and the balanced learning rates (chizat Thm. 3, Sec. 4.4).
@@ -26,6 +28,7 @@ from depthscale.limits.mean_ode.integrator import DEPTH_METHODS, stage_count
 from depthscale.limits.mean_ode.sampling import PARTICLE_SAMPLERS
 from depthscale.limits.mean_ode.solver import MeanODE, MeanODEResult
 from depthscale.limits.mean_ode.tangent import TangentODE, TangentODEResult, lazy_limit
+from depthscale.limits.mean_ode.tracers import Tracers
 
 __all__ = [
     "BLOCK_ACTIVATIONS",
@@ -36,6 +39,7 @@ __all__ = [
     "MeanODEResult",
     "TangentODE",
     "TangentODEResult",
+    "Tracers",
     "balanced_eta_u",
     "chizat_loss",
     "lazy_limit",

@@ -124,9 +124,11 @@ def forward_pass(block: Block, process: Params, X: Array, method: str, J: int
 
 
 def backward_gradients(block: Block, process: Params, H: Array, F: Array, W: Array,
-                        method: str, J: int, caches: list[Any]) -> list[tuple[Array, Array]]:
+                        method: str, J: int, caches: list[Any],
+                        adjoint: Array | None = None) -> list[tuple[Array, Array]]:
     """The backward pass (chizat Eq. 12 from ``b(1) = w``) and the gradient (Eq. 13, mean over
-    inputs) at every stage point.
+    inputs) at every stage point; ``adjoint`` (``(2, J + 1, n, D)``), if given, gets at each
+    node the ``b`` that node's gradient reads and (``rk4``) ``db/ds`` there.
 
     ``euler``: the exact adjoint of Eq. 17 (chizat Eq. 7); node ``j < J`` acts as layer
     ``j + 1`` of the finite net and takes ``b_{j + 1}`` (Eq. 9). ``heun``, ``rk4``: the same
@@ -144,11 +146,16 @@ def backward_gradients(block: Block, process: Params, H: Array, F: Array, W: Arr
         slope_next, grads[top] = block.slope_and_gradient(cache_next, z_next, H[J], W)
     else:
         slope_next, grads[top] = W, block.gradient(cache_next, z_next, H[J], W)
+    if adjoint is not None:
+        adjoint[0, J] = W
+        adjoint[1, J] = -slope_next if method == "rk4" else 0.0
     for j in range(J - 1, -1, -1):
         zj = _at(process, 2 * j if method == "rk4" else j)
         cache_j = caches[j] if caches[j] is not None else block.cache(zj, H[j])
         if method == "euler":
             grads[j] = block.gradient(cache_j, zj, H[j], b)
+            if adjoint is not None:  # layer j + 1 reads b_{j + 1} (chizat Eq. 9)
+                adjoint[0, j] = b
             b = b + ds * block.backward(cache_j, zj, b)
         elif method == "heun":
             k1 = block.backward(cache_next, z_next, b)
@@ -168,5 +175,9 @@ def backward_gradients(block: Block, process: Params, H: Array, F: Array, W: Arr
             bm = _hermite_mid(b, b_next, -slope_j, -slope_next, ds)
             grads[2 * j + 1] = block.gradient(cache_m, zm, hm, bm)
             slope_next = slope_j
+            if adjoint is not None:
+                adjoint[1, j] = -slope_j
+        if adjoint is not None and method != "euler":
+            adjoint[0, j] = b
         z_next, cache_next = zj, cache_j
     return grads

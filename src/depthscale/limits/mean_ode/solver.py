@@ -43,6 +43,7 @@ from depthscale.limits.mean_ode.integrator import (
     backward_gradients,
     forward_pass,
 )
+from depthscale.limits.mean_ode.tracers import Tracers, TracerSet
 
 __all__ = ["MeanODE", "MeanODEResult"]
 
@@ -60,7 +61,8 @@ class MeanODEResult:
     ``v_travel``: ``(K + 1,)`` RMS travel ``sqrt(mean_{s, q} |U_k^q(s) - U_0^q(s)|^2 / D)`` over
     stage points and particles (chizat Fig. 5b's measure). ``u_travel_by_stage``: ``(S,)`` the
     same at ``k = K`` per stage point. ``U``, ``V``: final particles ``(S, Q, D)``; ``U0``,
-    ``V0``: initial ones, ``(Q, D)`` (shared) or ``(S, Q, D)``.
+    ``V0``: initial ones, ``(Q, D)`` (shared) or ``(S, Q, D)``. ``tracer_U``, ``tracer_V``:
+    the tracers' final positions ``(T, D)`` (None without tracers).
     """
 
     depth_grid: Array
@@ -75,6 +77,8 @@ class MeanODEResult:
     V: Array
     U0: Array
     V0: Array
+    tracer_U: Array | None = None
+    tracer_V: Array | None = None
 
 
 def _mean_ode_block(rho: str) -> Block:
@@ -148,13 +152,15 @@ class MeanODE(SolverSettings):
 
     def train(self, X: Any, Y: Any, steps: int, *,
               initial: tuple[Array, Array] | None = None,
-              track_travel: bool = True) -> MeanODEResult:
+              track_travel: bool = True, tracers: Tracers | None = None) -> MeanODEResult:
         """``steps`` GD steps of chizat Eq. 14 on ``(X, Y)`` (each ``(n, D)``) from ``initial``
         particles if given, else from :meth:`initial_particles`. With ``method="euler"``,
         ``initial`` of shape ``(J + 1, M, D)`` holding layer ``j + 1`` of a finite net at node
         ``j`` (any units at node ``J``) reproduces chizat Eq. 24-25 exactly (``L = J``).
         ``track_travel=False`` measures the travel at ``k = 0`` and ``K`` only (NaN between;
-        saves a pass over the particles per step). Cost O(steps J Q n D)."""
+        saves a pass over the particles per step). ``tracers`` move by Eq. 14 in the field
+        without entering its means (:mod:`~depthscale.limits.mean_ode.tracers`; chizat
+        Thm. 1(ii)). Cost O(steps (J Q + T) n D)."""
         c = self._cfg()
         K = check_int(steps, "steps", 0)
         Xa, Ya = data_arrays(X, Y, c.D, c.dtype)
@@ -162,6 +168,8 @@ class MeanODE(SolverSettings):
         U, V = on_stages_t(U0, c.S), on_stages_t(V0, c.S)  # (S, D, Q): see _mean_ode_block
         U0t, V0t = np.swapaxes(U0, -1, -2), np.swapaxes(V0, -1, -2)
         block = _mean_ode_block(c.rho)
+        tracked = None if tracers is None else TracerSet(tracers, c.D, c.dtype)
+        adjoint = None if tracked is None else np.empty((2, c.J + 1, *Xa.shape), dtype=c.dtype)
         forward = np.empty((K + 1, c.J + 1, *Xa.shape))
         u_travel, v_travel = np.full(K + 1, math.nan), np.full(K + 1, math.nan)
         u_travel[0] = v_travel[0] = 0.0
@@ -173,11 +181,15 @@ class MeanODE(SolverSettings):
             if k == K:
                 break
             W = (H[-1] - Ya) / c.D
-            for i, (gu, gv) in enumerate(backward_gradients(block, (U, V), H, F, W, c.method,
-                                                             c.J, caches)):
+            grads = backward_gradients(block, (U, V), H, F, W, c.method, c.J, caches, adjoint)
+            if tracked is not None and adjoint is not None:
+                tracked.step(block, H, F if c.method == "rk4" else None, adjoint, c.eta_u,
+                             c.eta_v)
+            for i, (gu, gv) in enumerate(grads):
                 U[i] -= c.eta_u * gu
                 V[i] -= c.eta_v * gv
         outputs = forward[:, -1]
+        tU, tV = (None, None) if tracked is None else tracked.positions()
         return MeanODEResult(
             depth_grid=np.linspace(0.0, 1.0, c.J + 1), stage_grid=stage_grid(c),
             outputs=outputs, losses=chizat_loss(outputs, Ya), forward=forward,
@@ -185,4 +197,5 @@ class MeanODE(SolverSettings):
             u_travel_by_stage=rms(U - U0t, axis=(1, 2)),
             U=np.ascontiguousarray(np.swapaxes(U, 1, 2)),
             V=np.ascontiguousarray(np.swapaxes(V, 1, 2)), U0=U0, V0=V0,
+            tracer_U=tU, tracer_V=tV,
         )
