@@ -18,6 +18,7 @@ difference Eq. 8 minus depth-muP, claimed < 0. One verdict over all findings
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +48,12 @@ from depthscale.claims.verdicts import (
     ClaimOutcome,
     Finding,
     Judgement,
+    RunPrice,
     conclude,
+    deciding_run,
     findings_verdict,
+    interval_finding,
+    samples_to_decide,
     sign_finding,
 )
 from depthscale.models import build
@@ -235,11 +240,13 @@ def _slope_text(measured: Mapping[str, float | None], tag: str) -> str:
         "n/a" if v is None else f"{v:.3g}" for v in said)
 
 
-def judge_transformer(m: TransformerMeasures, s: TransformerSettings) -> Judgement:
+def judge_transformer(m: TransformerMeasures, s: TransformerSettings,
+                      price: RunPrice | None = None) -> Judgement:
     """The banded slopes (:func:`transformer_bands`, each on its seed interval at matched
     loss, judged only if two loss targets agree) and the spread difference (claimed < 0), as
     one verdict (:func:`~depthscale.claims.verdicts.findings_verdict`; one route, so a
-    contradiction is a FAIL); the q, k, v slopes and the data's loss floor are reported."""
+    contradiction is a FAIL); the q, k, v slopes and the data's loss floor are reported. An
+    INCONCLUSIVE verdict names the run that decides it (:func:`_deciding`, ``price``)."""
     bands = transformer_bands([tag for tag, _ in m.arms])
     findings = slope_findings_at_matched_loss(m.slopes, bands)
     findings["spread_nfd_minus_depth_mup"] = _spread_finding(m, s)
@@ -249,7 +256,59 @@ def judge_transformer(m: TransformerMeasures, s: TransformerSettings) -> Judgeme
         + "; ".join(_slope_text(m.measured, tag) for tag, _ in m.arms),
         floor is not None and f"data: {m.data_name}, entropy rate {floor:.3g} nats (loss "
         f"floor), uniform {m.data_meta['uniform_loss_nats']:.3g}") if n)
-    return Judgement(m.measured, dict(bands), findings_verdict(findings), note)
+    verdict, said = findings_verdict(findings)
+    if verdict == "INCONCLUSIVE":
+        undecided = [k for k, (f, _) in findings.items() if f == "undecided"]
+        said = f"{_deciding(m, s, bands, undecided, price)}; {said}"
+    return Judgement(m.measured, dict(bands), (verdict, said), note)
+
+
+def _deciding(m: TransformerMeasures, s: TransformerSettings, bands: Mapping[str, Band],
+              undecided: Sequence[str], price: RunPrice | None) -> str:
+    """The run that decides the ``undecided`` findings: the collapse seeds each slope's
+    t-interval needs at both loss targets, and the transfer seeds the spread difference's
+    interval needs (:func:`~depthscale.claims.verdicts.samples_to_decide`); a slope whose
+    estimates lie on opposite sides of a band edge at the two targets moves with the loss level,
+    so no seeds decide it: longer training (the next scale) is the next test."""
+    first, last = m.slopes.readouts[0], m.slopes.readouts[-1]
+    seeds_need, worst, moving, said = 0, "", [], []
+    for name in (k for k in undecided if k in bands):
+        cis = [m.slopes.matched[name][k] for k in (last, first)]
+        if not all(math.isfinite(c.mean) for c in cis):
+            moving.append(f"{name}: no slope at a loss target")
+            continue
+        sides = {interval_finding(c.mean, c.mean, bands[name]) for c in cis}
+        if len(sides) > 1:
+            moving.append(f"{name} ({cis[0].mean:.3g} at the last step's target, "
+                          f"{cis[1].mean:.3g} at step {first}'s)")
+            continue
+        for c in cis:
+            need = samples_to_decide(c.mean, c.low, c.high, bands[name], len(c.per_seed),
+                                     t_interval=True)
+            if need.needed is None:
+                moving.append(f"{name}: {need.said()}")
+            elif need.needed > seeds_need:
+                seeds_need, worst = need.needed, f"{name} needs {need.said()}"
+    if seeds_need:
+        said.append(f"{worst}; " + deciding_run(
+            f"{seeds_need} collapse seeds", {"collapse_seeds": seeds_need}, price,
+            factor=seeds_need / s.collapse_seeds))
+    if "spread_nfd_minus_depth_mup" in undecided and not m.flat:
+        low, high = m.spread.diff_ci
+        need = samples_to_decide(m.spread.diff, low, high, (None, 0.0), s.seeds)
+        if need.needed is not None and not need.decided:
+            said.append(f"the spread difference needs {need.said()}; " + deciding_run(
+                f"{need.needed} transfer seeds", {"seeds": need.needed}, price))
+    if moving or ("spread_nfd_minus_depth_mup" in undecided and m.flat):
+        larger = price.larger() if price is not None else None
+        what = ("; ".join(moving) + ": the estimates lie on both sides of the band edge, so "
+                "the finding moves with the loss level and more seeds cannot decide it"
+                if moving else "a flat eta_c grid")
+        said.append(f"{what}; " + (deciding_run(
+            "longer training, the next scale's settings", larger[1], price,
+            label=f"--scale {larger[0]}") if larger is not None
+            else "a reading at one loss level fixed before running would decide it"))
+    return "; ".join(said)
 
 
 def _loss_panel(ax: Axes, grid: Sequence[float],
@@ -374,6 +433,6 @@ def beyond_transformer(ctx: ClaimContext) -> ClaimOutcome:
     """beyond-transformer, as the module docstring says: settings -> measure -> judge -> draw."""
     s = read_settings(TransformerSettings, ctx.settings)
     m = measure_transformer(ctx, s)
-    j = judge_transformer(m, s)
+    j = judge_transformer(m, s, RunPrice.of(ctx, "beyond-transformer"))
     fig = draw_transformer(m, s)
     return conclude(ctx, "beyond-transformer", j, m.rows, fig)

@@ -11,13 +11,14 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from depthscale.claims.laws import figures, settings
+from depthscale.claims.laws.deciding import with_deciding_run
 from depthscale.claims.laws.gates import judge_laws, law_parts, law_rows
 from depthscale.claims.laws.law import LawResult
 from depthscale.claims.laws.sequential import arch_law
 from depthscale.claims.laws.settings import R2_MIN, Arch
 from depthscale.claims.laws.sweeps import SweepSettings, study_costs
 from depthscale.claims.registry import ClaimContext, claim, read_settings
-from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
+from depthscale.claims.verdicts import ClaimOutcome, Judgement, RunPrice, conclude
 
 __all__ = ["AblationsSettings", "draw_ablations", "judge_ablations", "laws_ablations",
            "measure_ablations"]
@@ -41,11 +42,16 @@ def measure_ablations(ctx: ClaimContext, s: AblationsSettings) -> dict[str, LawR
             for key, arch in s.variants.items()}
 
 
-def judge_ablations(results: Mapping[str, LawResult]) -> Judgement:
+def judge_ablations(results: Mapping[str, LawResult], seeds: int = 1,
+                    price: RunPrice | None = None) -> Judgement:
     """Per variant the law band on alpha and R^2 >= 0.7
     (:func:`~depthscale.claims.laws.gates.law_parts`), the claim's verdict from the
-    variants' (:func:`~depthscale.claims.laws.gates.parts_verdict`)."""
-    return judge_laws(results, r2_min=R2_MIN, parts=law_parts(results, R2_MIN))
+    variants' (:func:`~depthscale.claims.laws.gates.parts_verdict`); an INCONCLUSIVE one
+    names the run that would decide it (``seeds`` per study now, ``price`` its cost:
+    :func:`~depthscale.claims.laws.deciding.with_deciding_run`)."""
+    parts = law_parts(results, R2_MIN)
+    return with_deciding_run(judge_laws(results, r2_min=R2_MIN, parts=parts), results, parts,
+                             seeds, price)
 
 
 def draw_ablations(results: Mapping[str, LawResult]) -> Figure:
@@ -88,7 +94,8 @@ def laws_ablations(ctx: ClaimContext) -> ClaimOutcome:
     that is undecided never hides it), else INCONCLUSIVE."""
     s = read_settings(AblationsSettings, ctx.settings)
     results = measure_ablations(ctx, s)
-    j = judge_ablations(results)
+    j = judge_ablations(results, s.seed_count(),
+                        RunPrice.of(ctx, "laws-ablations", ctx.spent_seconds))
     fig = draw_ablations(results)
     rows = law_rows(results, j.measured)
     return conclude(ctx, "laws-ablations", j, rows, fig)

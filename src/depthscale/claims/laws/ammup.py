@@ -13,21 +13,25 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from depthscale.claims.laws import settings
-from depthscale.claims.laws.gates import ammup_finding, flat_evidence, reported
+from depthscale.claims.laws.deciding import with_deciding_run
+from depthscale.claims.laws.gates import ammup_finding, flat_evidence, law_parts, reported
 from depthscale.claims.laws.law import LawResult, ammup_law
 from depthscale.claims.laws.sequential import table1_law
 from depthscale.claims.laws.settings import LAW_BAND, Arch
 from depthscale.claims.laws.sweeps import SweepSettings, effective_depth, study_costs
-from depthscale.claims.registry import ClaimContext, claim, read_settings
+from depthscale.claims.registry import ClaimContext, Runs, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Finding,
     Judgement,
     Rows,
+    RunPrice,
     conclude,
+    deciding_run,
     findings_verdict,
     interval_finding,
+    samples_to_decide,
 )
 from depthscale.report import figures
 
@@ -68,7 +72,9 @@ class AmmupDepth:
 class ArchAmmup:
     """One architecture: its Table 1 law (``grid``), the AM-muP law over init seeds
     (``probe``), a row per depth, and (where ``deep_depths`` names more depths) the AM-muP law
-    over the grid's depths and those together (``deep``: probes need no training)."""
+    over the grid's depths and those together (``deep``: probes need no training), and
+    ``growing``: the probes at those depths with widths that grow with L (:func:`growing_probes`).
+    """
 
     key: str
     grid: LawResult
@@ -76,6 +82,21 @@ class ArchAmmup:
     depths: list[AmmupDepth]
     deep: LawResult | None = None
     width: int | None = None
+    growing: tuple[Runs, ...] = ()
+
+
+def growing_probes(s: AmmupSettings, arch: Arch, deep: Sequence[int]) -> tuple[Runs, ...]:
+    """The probes at the ``deep`` depths with widths growing with L: the width C L / L_grid
+    (rounded up to a multiple of 16), so L/C stays at most the grid's deepest L_grid/C, where
+    the law band was read; ``probe_seeds`` each on a batch of ``batch`` (one forward and
+    backward)."""
+    width = int(arch["width"])
+    grid_l = max(effective_depth(arch, d) for d in arch["depths"])
+    return tuple(Runs(arch["model"], 16 * math.ceil(width * effective_depth(arch, d)
+                                                    / grid_l / 16),
+                      d, arch["dataset"], count=s.probe_seeds, steps=1, batch=s.batch,
+                      options=arch.get("options", {}), data={**s.data, **arch.get("data", {})})
+                 for d in deep)
 
 
 def _measure_arch(ctx: ClaimContext, s: AmmupSettings, key: str, arch: Arch) -> ArchAmmup:
@@ -92,7 +113,8 @@ def _measure_arch(ctx: ClaimContext, s: AmmupSettings, key: str, arch: Arch) -> 
     extra = sorted(set(s.deep_depths.get(key, [])) - set(arch["depths"]))
     deep = ammup_law(ctx, s, {**arch, "depths": sorted([*arch["depths"], *extra])},
                      probe_seeds=s.probe_seeds, batch=s.batch)[0] if extra else None
-    return ArchAmmup(key, grid, probe, depths, deep, arch["width"])
+    return ArchAmmup(key, grid, probe, depths, deep, arch["width"],
+                     growing_probes(s, arch, extra) if extra else ())
 
 
 def measure_ammup(ctx: ClaimContext, s: AmmupSettings) -> list[ArchAmmup]:
@@ -125,12 +147,15 @@ def ammup_measured(arches: Sequence[ArchAmmup]) -> dict[str, float | None]:
     return measured
 
 
-def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
+def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int, seeds: int = 1,
+                price: RunPrice | None = None) -> Judgement:
     """The AM-muP slope's interval in the law band (a contradiction read family-wise over the
     architectures) and its difference from the grid slope within +-0.5 (undecided where the
     grid sweep cannot locate eta*). The deeper probes' slope (``deep_depths``) is reported in
     the reason, not judged: there L reaches the width, outside the regime where Sec. 3.3's
-    finite-width terms stay an L-independent 1 + O(1/C) prefactor."""
+    finite-width terms stay an L-independent 1 + O(1/C) prefactor; the run that would judge
+    it probes with widths growing with L (:attr:`ArchAmmup.growing`). An INCONCLUSIVE verdict
+    names the run that decides it (:func:`_deciding`), ``seeds`` and ``probe_seeds`` now."""
     bands: dict[str, Band] = {}
     findings: dict[str, tuple[Finding, str]] = {}
     for a in arches:
@@ -151,9 +176,50 @@ def judge_ammup(arches: Sequence[ArchAmmup], probe_seeds: int) -> Judgement:
         f"{a.key} over all depths to L = {max(su.depth for su in a.deep.summaries)} at width "
         f"{a.width}, reported, not judged (L of the width's order, where Sec. 3.3's 1 + O(1/C) "
         "prefactor need not hold): " + ammup_finding(a.deep, probe_seeds, len(arches))[1]
+        + "; " + deciding_run(
+            "probes whose width grows with L, L/C at most the grid's deepest, at depths "
+            + ", ".join(f"{r.depth} (width {r.width})" for r in a.growing), {}, price,
+            seconds=None if price is None else price.items(a.growing))
         for a in arches if a.deep is not None)
+    if verdict == "INCONCLUSIVE":
+        said = "; ".join(x for x in (_deciding(arches, probe_seeds, seeds, price), said) if x)
     return Judgement(reported(ammup_measured(arches)), bands,
                      (verdict, "; ".join(x for x in (said, deep) if x)))
+
+
+def _deciding(arches: Sequence[ArchAmmup], probe_seeds: int, seeds: int,
+              price: RunPrice | None) -> str:
+    """The run that decides the undecided findings: the probe seeds the AM-muP slope's
+    interval needs, the grid seeds the difference's needs
+    (:func:`~depthscale.claims.verdicts.samples_to_decide`), or, where the grid locates eta*
+    at fewer than 3 depths, longer training (the laws parts' rule,
+    :func:`~depthscale.claims.laws.deciding.with_deciding_run`)."""
+    said = []
+    for a in arches:
+        (am_lo, am_hi), (gr_lo, gr_hi) = a.probe.interval, a.grid.interval
+        pred, grid = a.probe.fit.slope, a.grid.fit.slope
+        need = samples_to_decide(pred, am_lo, am_hi, LAW_BAND, probe_seeds)
+        if not need.decided and need.needed is not None:
+            said.append(f"{a.key}'s AM-muP slope needs {need.said('probe seeds')}; "
+                        + deciding_run(f"{need.needed} probe seeds",
+                                       {"probe_seeds": need.needed}, price))
+        elif not need.decided:
+            said.append(f"{a.key}'s AM-muP slope: {need.said('probe seeds')}")
+        if not math.isfinite(grid):
+            grid_said = with_deciding_run(Judgement({}, decision=("INCONCLUSIVE", "")),
+                                          {a.key: a.grid}, law_parts({a.key: a.grid}), seeds,
+                                          price).decision
+            said.append(grid_said[1] if grid_said else "")
+            continue
+        diff = samples_to_decide(pred - grid, am_lo - gr_hi, am_hi - gr_lo, _AGREEMENT, seeds)
+        if not diff.decided and diff.needed is not None:
+            said.append(f"{a.key}'s difference from the grid slope needs {diff.said()}; "
+                        + deciding_run(
+                            f"{diff.needed} grid seeds", {"seeds": diff.needed}, price,
+                            factor=diff.needed / seeds))
+        elif not diff.decided:
+            said.append(f"{a.key}'s difference from the grid slope: {diff.said()}")
+    return "; ".join(x for x in said if x)
 
 
 def draw_ammup(arches: Sequence[ArchAmmup]) -> Figure:
@@ -174,11 +240,17 @@ def draw_ammup(arches: Sequence[ArchAmmup]) -> Figure:
     return fig
 
 
-def ammup_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
+def ammup_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any] | Runs]:
     """The grid route's Table 1 studies at their first stage
-    (:func:`~depthscale.claims.laws.sweeps.study_costs`; the probes train nothing)."""
+    (:func:`~depthscale.claims.laws.sweeps.study_costs`) and the probes: ``probe_seeds``
+    networks at every depth (``deep_depths`` too), one forward and backward each."""
     s = read_settings(AmmupSettings, settings)
-    return study_costs(s, s.archs, device)
+    probes = [Runs(arch["model"], int(arch["width"]), d, arch["dataset"], count=s.probe_seeds,
+                   steps=1, batch=s.batch, options=arch.get("options", {}),
+                   data={**s.data, **arch.get("data", {})})
+              for key, arch in s.archs.items()
+              for d in sorted({*arch["depths"], *s.deep_depths.get(key, [])})]
+    return [*study_costs(s, s.archs, device), *probes]
 
 
 @claim(
@@ -210,7 +282,8 @@ def laws_ammup(ctx: ClaimContext) -> ClaimOutcome:
     depths, reported (L reaches the width there). Every listed architecture is banded."""
     s = read_settings(AmmupSettings, ctx.settings)
     arches = measure_ammup(ctx, s)
-    j = judge_ammup(arches, s.probe_seeds)
+    j = judge_ammup(arches, s.probe_seeds, s.seed_count(),
+                    RunPrice.of(ctx, "laws-ammup", ctx.spent_seconds))
     fig = draw_ammup(arches)
     rows = ammup_csv(arches)
     return conclude(ctx, "laws-ammup", j, rows, fig)

@@ -14,7 +14,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from depthscale.claims.laws import figures, settings
-from depthscale.claims.laws.gates import judge_laws, law_rows, reported
+from depthscale.claims.laws.deciding import with_deciding_run
+from depthscale.claims.laws.gates import judge_laws, law_parts, law_rows, reported
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.sequential import sweep
 from depthscale.claims.laws.settings import Arch
@@ -24,8 +25,10 @@ from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Judgement,
+    RunPrice,
     conclude,
     interval_finding,
+    samples_to_decide,
 )
 from depthscale.errors import ConfigError
 from depthscale.stats.fits import percentile_interval
@@ -100,12 +103,16 @@ def spread_interval(results: Mapping[str, LawResult], *, seed: int = 0,
     return percentile_interval(spreads)
 
 
-def judge_widths(results: Mapping[str, LawResult], seed: int = 0) -> Judgement:
+def judge_widths(results: Mapping[str, LawResult], seed: int = 0, seeds: int = 1,
+                 price: RunPrice | None = None) -> Judgement:
     """The law band on every part's alpha (:func:`~depthscale.claims.laws.gates.judge_laws`)
     and the spread of alpha (max - min over the finite ones) on its interval
     (:func:`spread_interval`) against <= 0.44 (Table 4): FAIL if either fails, PASS only if
-    both pass (a spread whose interval straddles 0.44 leaves a PASS INCONCLUSIVE)."""
-    laws = judge_laws(results)
+    both pass (a spread whose interval straddles 0.44 leaves a PASS INCONCLUSIVE). An
+    INCONCLUSIVE one names the run that would decide it (``seeds`` per study now, ``price``
+    its cost: :func:`~depthscale.claims.laws.deciding.with_deciding_run`)."""
+    parts = law_parts(results)
+    laws = judge_laws(results, parts=parts)
     alphas = [law.fit.slope for law in results.values() if math.isfinite(law.fit.slope)]
     spread = float(np.ptp(alphas)) if alphas else None
     low, high = spread_interval(results, seed=seed)
@@ -122,8 +129,11 @@ def judge_widths(results: Mapping[str, LawResult], seed: int = 0) -> Judgement:
         verdict, why = "INCONCLUSIVE", f"{said}; the law band: PASS ({why})"
     else:
         why = f"{why}; {said}"
-    return Judgement(measured, {**laws.bands, "alpha_spread": SPREAD_BAND}, (verdict, why),
-                     laws.note)
+    spread_need = ("the alpha spread", samples_to_decide(
+        math.nan if spread is None else spread, low, high, SPREAD_BAND, seeds))
+    return with_deciding_run(
+        Judgement(measured, {**laws.bands, "alpha_spread": SPREAD_BAND}, (verdict, why),
+                  laws.note), results, parts, seeds, price, spread_need)
 
 
 def draw_widths(results: Mapping[str, LawResult]) -> Figure:
@@ -163,7 +173,8 @@ def laws_widths(ctx: ClaimContext) -> ClaimOutcome:
     <= 0.44, Table 4's own spread (:func:`judge_widths`)."""
     s = read_settings(WidthsSettings, ctx.settings)
     results = measure_widths(ctx, s)
-    j = judge_widths(results, ctx.seed)
+    j = judge_widths(results, ctx.seed, s.seed_count(),
+                     RunPrice.of(ctx, "laws-widths", ctx.spent_seconds))
     fig = draw_widths(results)
     rows = law_rows(results, j.measured)
     return conclude(ctx, "laws-widths", j, rows, fig)

@@ -5,7 +5,8 @@ positive and grow with width.
 ``Sigma_l^(k) = <phi(h_l^(i)), phi(h_l^(j))>/n`` and ``Theta_l^(k) = <g_l^(i), g_l^(j)>/n``
 (i, j <= k, each from step i's own pass) of depth-muP ResNets (nfd Eq. 1) trained by
 :func:`~depthscale.train.finite.nfd.online_sgd_finite`; the NFD limit of the same network
-(``coupling="full"``) is reported as a reference.
+(``coupling="full"``) is reported as a reference. The read-out's Theta_L is judged > 0 only:
+its growth with width is ill-posed (see ``_FIG6_PARTS``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ from depthscale.claims.verdicts import (
     Finding,
     Judgement,
     Rows,
+    RunPrice,
     conclude,
+    deciding_run,
     findings_verdict,
     finite_or_none,
     interval_finding,
+    samples_to_decide,
 )
 from depthscale.errors import ConfigError
 from depthscale.limits.nfd import NFD
@@ -46,9 +50,14 @@ __all__ = [
 #: the parts of Fig. 6 judged apart: (name, matrix, stream positions). Theta at l = L is kept
 #: apart: g_L = n df/dh_L = sqrt(n) v is the read-out vector, the same for every input, so
 #: Theta_L^(k) is rank one at initialisation (in the limit too: Cov(g_T^(i), g_T^(j)) = 1, nfd
-#: Def. 1) and positive only through the read-out's SGD updates (eta_c L' h_T, Def. 1).
+#: Def. 1) and positive only through the read-out's SGD updates (eta_c L' h_T, Def. 1): its
+#: smallest eigenvalue is set by the smallest loss derivative L' along the stream, whose
+#: finite-width fluctuations have no sign in n, so "grows with width" predicts nothing of it
+#: (App. I.1 states the growth for Sigma's). Reported, not judged (:data:`_GROWTH_JUDGED`).
 _FIG6_PARTS = (("sigma", "sigma", slice(None)), ("theta_inner", "theta", slice(0, -1)),
                ("theta_readout", "theta", slice(-1, None)))
+#: the parts whose growth with width is judged (Fig. 6's caption, I.1)
+_GROWTH_JUDGED = ("sigma", "theta_inner")
 #: how the findings and the figure name the parts
 FIG6_LABELS = {"sigma": "Sigma (l = 0..L)", "theta_inner": "Theta (l < L)",
                "theta_readout": "Theta (l = L, read-out)"}
@@ -115,21 +124,27 @@ def _log10_sd(values: Sequence[float]) -> float:
     return statistics.stdev(math.log10(v) for v in values)
 
 
-def eig_findings(tr: EigTrend, decide: str) -> dict[str, tuple[Finding, str]]:
+def eig_findings(tr: EigTrend, decide: str, price: RunPrice | None = None,
+                 grows: bool = True) -> dict[str, tuple[Finding, str]]:
     """Two findings of one part: "> 0" (the smallest min eigenvalue above its eigensolver
-    floor, else zero to working precision: contradicts) and "grows with width" (the slope's CI
-    against [0, inf): :func:`interval_finding`), undecided where a width's min eigenvalue is at
-    its sampling floor (see :class:`EigTrend`) or the CI is not finite; ``decide`` says what
-    would decide it."""
+    floor, else zero to working precision: contradicts) and, with ``grows``, "grows with width"
+    (the slope's CI against [0, inf): :func:`interval_finding`), undecided where a width's min
+    eigenvalue is at its sampling floor (see :class:`EigTrend`; ``decide`` says what would
+    decide it) or the CI is not finite; a CI across 0 names the repeats that would decide it
+    (:func:`~depthscale.claims.verdicts.samples_to_decide`), priced by ``price``."""
     label = FIG6_LABELS[tr.name]
     positive: tuple[Finding, str] = ("supports" if tr.floor_ratio > 1 else "contradicts",
                 f"smallest lambda_min {min(min(v) for v in tr.values):.3g} is "
                 f"{tr.floor_ratio:.3g} x its eigensolver floor N eps tr(K)")
+    if not grows:
+        return {f"{label} > 0": positive}
     span = f"n = {tr.widths[0]}..{tr.widths[-1]}"
+    repeats = len(tr.values[0])
     trend = (f"slope {tr.slope:+.2f}, 95% CI [{tr.ci[0]:+.2f}, {tr.ci[1]:+.2f}] over {span}, "
-             f"{len(tr.values[0])} repeats per width; band: slope >= 0")
+             f"{repeats} repeats per width; band: slope >= 0")
     if tr.floor_ratio <= 1:
-        grows: tuple[Finding, str] = ("undecided", "values at the eigensolver floor have no trend")
+        grows_: tuple[Finding, str] = ("undecided",
+                                       "values at the eigensolver floor have no trend")
     elif tr.at_floor:
         n = tr.at_floor[0]
         vals = tr.values[tr.widths.index(n)]
@@ -138,15 +153,22 @@ def eig_findings(tr: EigTrend, decide: str) -> dict[str, tuple[Finding, str]]:
         logs = [_log10_sd(v) for v in ends]
         spread = (f"; the repeats' SD of log10 {logs[0]:.2f} decades at n = {tr.widths[0]}, "
                   f"{logs[1]:.2f} at n = {tr.widths[-1]}") if all(map(math.isfinite, logs)) else ""
-        grows = ("undecided",
-                 f"{trend}; at its sampling floor: at n = {n} the repeats give "
-                 f"{min(vals):.2g}..{max(vals):.2g}, mean {statistics.fmean(vals):.2g}, SD "
-                 f"{statistics.stdev(vals):.2g} (SD >= mean at n = "
-                 f"{', '.join(map(str, tr.at_floor))}; SD/mean {cv[0]:.2f} at n = "
-                 f"{tr.widths[0]}, {cv[1]:.2f} at n = {tr.widths[-1]}{spread}); {decide}")
+        grows_ = ("undecided",
+                  f"{trend}; at its sampling floor: at n = {n} the repeats give "
+                  f"{min(vals):.2g}..{max(vals):.2g}, mean {statistics.fmean(vals):.2g}, SD "
+                  f"{statistics.stdev(vals):.2g} (SD >= mean at n = "
+                  f"{', '.join(map(str, tr.at_floor))}; SD/mean {cv[0]:.2f} at n = "
+                  f"{tr.widths[0]}, {cv[1]:.2f} at n = {tr.widths[-1]}{spread}); {decide}")
     else:
-        grows = (interval_finding(tr.ci[0], tr.ci[1], (0.0, None)), trend)
-    return {f"{label} > 0": positive, f"{label} grows with width": grows}
+        grows_ = (interval_finding(tr.ci[0], tr.ci[1], (0.0, None)), trend)
+        if grows_[0] == "undecided" and all(map(math.isfinite, tr.ci)):
+            need = samples_to_decide(tr.slope, tr.ci[0], tr.ci[1], (0.0, None), repeats)
+            more = (deciding_run(f"{need.needed} repeats per width", {"seeds": need.needed},
+                                 price, factor=need.needed / repeats)
+                    if need.needed is not None else "more repeats cannot decide it")
+            grows_ = ("undecided", f"{trend}; {need.said('repeats')} (if the repeats' SEMs, "
+                                   f"not the fit's residuals, set the CI); {more}")
+    return {f"{label} > 0": positive, f"{label} grows with width": grows_}
 
 
 @dataclass(frozen=True)
@@ -229,22 +251,33 @@ def measure_fig6(ctx: ClaimContext, s: Fig6Settings) -> Fig6Measure:
                         for name, key, pos in _FIG6_PARTS})
 
 
-def judge_fig6(m: Fig6Measure) -> Judgement:
-    """Each part > 0 (above its eigensolver floor) and growing with width (log-log slope CI
-    >= 0 over repeats), undecided where a width's value is at its sampling floor
-    (:func:`eig_findings`, :func:`~depthscale.claims.verdicts.findings_verdict`)."""
-    decide = ("decided once the network-to-network spread falls below the mean: wider nets "
-              "(full scale: widths 512..4096) are the next test")
-    readout = ("this part is rank one at initialisation (g_L = sqrt(n) v) and positive only "
-               "through the read-out's SGD updates (O(1) in n under depth-muP); the NFD "
-               "limit's own value is {:.2g} against the nets' mean {:.2g} at n = {}: where "
-               "these are of one order the nets approach a tiny positive limit, and wider nets "
-               "need not decide its growth")
+def judge_fig6(m: Fig6Measure, price: RunPrice | None = None) -> Judgement:
+    """Each part > 0 (above its eigensolver floor); Sigma and Theta at l < L growing with
+    width too (log-log slope CI >= 0 over repeats), undecided where a width's value is at its
+    sampling floor (:func:`eig_findings`, :func:`~depthscale.claims.verdicts.findings_verdict`);
+    the read-out's growth reported, not judged (``_FIG6_PARTS``); ``price`` prices the run
+    that would decide an undecided part."""
+    decide = ("decided once the network-to-network spread falls below the mean: "
+              + deciding_run("wider nets, the paper's widths 512..4096 over 50 steps", {
+                  k: v for k, v in _PAPER.items() if price is None
+                  or price.settings.get(k) != v}, price))
     findings: dict[str, tuple[Finding, str]] = {}
     for tr in m.trends:
-        findings.update(eig_findings(tr, readout.format(
-            m.limit_parts[tr.name], tr.means[-1], tr.widths[-1])
-            if tr.name == "theta_readout" else decide))
+        findings.update(eig_findings(tr, decide, price, grows=tr.name in _GROWTH_JUDGED))
+    readout = next(tr for tr in m.trends if tr.name == "theta_readout")
+    decades = _log10_sd(readout.values[-1])
+    dropped = (f"{FIG6_LABELS[readout.name]}: judged > 0 only; its growth with width (slope "
+               f"{readout.slope:+.2f} [{readout.ci[0]:+.2f}, {readout.ci[1]:+.2f}]) is not "
+               "judged: g_L = sqrt(n) v, so Theta_L is the Gram of the read-out vectors, rank "
+               "one at initialisation and spread only by the read-out's updates eta_c L' h_T "
+               "(Def. 1): its smallest eigenvalue is set by the smallest loss derivative along "
+               "the stream, a property of the trajectory, whose finite-n fluctuations have no "
+               "sign in n, so 'grows with width' predicts nothing of it (App. I.1 states the "
+               "growth for Sigma); the NFD limit's own value "
+               f"{m.limit_parts[readout.name]:.2g}, the nets' mean {readout.means[-1]:.2g} at "
+               f"n = {readout.widths[-1]}"
+               + (f", their repeats' SD of log10 {decades:.2f} decades there"
+                  if math.isfinite(decades) else ""))
     measured: dict[str, float | None] = {
         # Sigma's one part spans every position: its key is limit_min_eig_sigma
         "limit_min_eig_theta": finite_or_none(float(m.limit_curves["theta"].min())),
@@ -264,7 +297,7 @@ def judge_fig6(m: Fig6Measure) -> Judgement:
     note = "; ".join(f"{FIG6_LABELS[tr.name]}: slope {tr.slope:+.2f} [{tr.ci[0]:+.2f}, "
                      f"{tr.ci[1]:+.2f}], smallest {min(min(v) for v in tr.values):.2g}"
                      for tr in m.trends)
-    return Judgement(measured, decision=findings_verdict(findings), note=note)
+    return Judgement(measured, decision=findings_verdict(findings), note=f"{note}; {dropped}")
 
 
 def draw_fig6(m: Fig6Measure, s: Fig6Settings) -> Figure:
@@ -297,16 +330,19 @@ def fig6_cost(settings: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
             nfd_solver(s.depth, settings_mapping(s), 1)]
 
 
+#: the paper's setting (Fig. 6: widths 512..4096, 5 seeds; 50 online steps)
+_PAPER = {"dim": 16, "depth": 4, "widths": [512, 1024, 2048, 4096], "seeds": 5, "steps": 50,
+          "eta_c": 0.1, "T": 1.0, "particles": 65536}
+
+
 @claim(
     "nfd-fig6", "nfd",
     "Assumption 1: min eigenvalues of Sigma_t^(k) and Theta_t^(k) stay > 0 and grow with width",
     quick={"dim": 16, "depth": 4, "widths": [128, 256, 512, 1024], "seeds": 6, "steps": 30,
            "eta_c": 0.1, "T": 1.0, "particles": 16384},
-    # the paper's widths and steps: quick leaves the read-out Theta at its sampling floor
-    medium={"dim": 16, "depth": 4, "widths": [512, 1024, 2048, 4096], "seeds": 5, "steps": 50,
-            "eta_c": 0.1, "T": 1.0, "particles": 65536},
-    full={"dim": 16, "depth": 4, "widths": [512, 1024, 2048, 4096], "seeds": 5, "steps": 50,
-          "eta_c": 0.1, "T": 1.0, "particles": 65536},
+    # the paper's widths and steps
+    medium=_PAPER,
+    full=_PAPER,
     smoke={"dim": 4, "depth": 2, "widths": [32, 64, 256], "seeds": 2, "steps": 8, "eta_c": 0.1,
            "T": 1.0, "particles": 256},
     cost=fig6_cost,
@@ -322,7 +358,7 @@ def fig6_cost(settings: Mapping[str, Any], _device: str) -> list[Runs | Solver]:
         label="log-log slope in width of min eig Sigma_t^(k)",
         paper="> 0: the smallest eigenvalues stay positive and grow with width",
         ref="Assumption 1, Fig. 6",
-        criterion="slope >= 0 (also for Theta at l < L and the read-out's Theta_L)",
+        criterion="slope >= 0 (also for Theta at l < L; the read-out's Theta_L: > 0 only)",
         statement="The minimum eigenvalues of Sigma_t^(k) and Theta_t^(k) remain strictly "
                   "positive across layers, validating Assumption 1; although they decrease over "
                   "training, they grow with network width (Fig. 6).",
@@ -333,6 +369,6 @@ def nfd_fig6(ctx: ClaimContext) -> ClaimOutcome:
     (:func:`measure_fig6`), judged per part: > 0 and growing with width (:func:`judge_fig6`)."""
     s = read_settings(Fig6Settings, ctx.settings)
     m = measure_fig6(ctx, s)
-    j = judge_fig6(m)
+    j = judge_fig6(m, RunPrice.of(ctx, "nfd-fig6"))
     fig = draw_fig6(m, s)
     return conclude(ctx, "nfd-fig6", j, m.rows, fig)
