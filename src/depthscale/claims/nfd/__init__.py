@@ -8,7 +8,8 @@ this package registers them all.
 * trained networks against the NFD limit (Def. 1): :mod:`.convergence` (Thm. 1), :mod:`.gia`
   (Cor. 1), :mod:`.eigenvalues` (Fig. 6, Assumption 1), on the size series of :mod:`.series`;
 * trained networks on data: :mod:`.horizon` (Fig. 2: the time horizon T), :mod:`.collapse`,
-  :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3: the Eq. 8 LR), on the settings and studies
+  :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3: the Eq. 8 LR), :mod:`.eq8` (Eq. 8's
+  depth-growing step itself), on the settings and studies
   of :mod:`.training`, the slope readout of :mod:`.slopes` and the LR optima of :mod:`.optima`.
 
 Each claim's module reads: its typed ``*Settings`` (read from the ``@claim`` decorator's
@@ -68,7 +69,7 @@ __all__ = [
 #: The claim modules, imported (each registering its claims) in this order: the order of the
 #: claim catalogue (docs/claims.md) and of ``depthscale reproduce``.
 CLAIM_MODULES = ("convergence", "eigenvalues", "init", "pre_post", "horizon", "gia", "collapse",
-                 "transfer", "deep", "coupling", "kernels", "positivity")
+                 "transfer", "deep", "eq8", "coupling", "kernels", "positivity")
 
 for _module in CLAIM_MODULES:
     importlib.import_module(f"{__name__}.{_module}")

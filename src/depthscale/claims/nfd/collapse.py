@@ -46,6 +46,7 @@ from depthscale.claims.nfd.slopes import (
     routes_note,
     sequential_routes,
     slope_ci,
+    slope_findings,
     slope_findings_at_matched_loss,
     slope_readouts,
     slope_readouts_measured,
@@ -199,10 +200,17 @@ def collapse_parts(routes: Mapping[str, SlopeReadouts], arms: Sequence[str],
     """Each part of :data:`PARTS` (its slopes' bands of :data:`BANDS`) judged along the
     ``routes`` at ``readout`` (:func:`slopes_decision`, the contrast the sqrt(L) LR's lift of
     the first layer's slope from ``arms[0]`` to ``arms[1]``)."""
-    return {part: Part(slopes_decision(routes, {k: BANDS[k] for k in names}, "internal",
-                                       *arms, readout, dict.fromkeys(names, sentence)),
-                       stated, sentence)
-            for part, (names, stated, sentence) in PARTS.items()}
+    out = {}
+    for part, (names, stated, sentence) in PARTS.items():
+        bands = {k: BANDS[k] for k in names}
+        verdict, evidence = slopes_decision(routes, bands, "internal", arms[0], arms[1],
+                                            readout, dict.fromkeys(names, sentence))
+        # a part every route supports: its numbers as evidence too
+        evidence = evidence or "; ".join(
+            f"{route} {name}: {text}" for route, r in routes.items()
+            for name, (_, text) in slope_findings(r, bands, readout).items())
+        out[part] = Part((verdict, evidence), stated, sentence)
+    return out
 
 
 def judge_collapse(m: CollapseMeasure, s: CollapseSettings) -> Judgement:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from depthscale.claims.nfd.series import name_contradicted
-from depthscale.claims.verdicts import Decision, Finding
+from depthscale.claims.verdicts import Decision, Finding, Verdict
 
 __all__ = ["PART_CODES", "Part", "parts_decision", "parts_measured", "reading_finding"]
 
@@ -55,8 +55,8 @@ def parts_decision(parts: Mapping[str, Part]) -> Decision:
     if not stated:
         raise ValueError("parts_decision needs at least one part the paper states")
     kinds = {p.decision[0] for p in stated.values()}
-    verdict = next((v for v in ("FAIL", "REFUTED", "UNSTABLE", "INCONCLUSIVE") if v in kinds),
-                   "PASS")
+    order: tuple[Verdict, ...] = ("FAIL", "REFUTED", "UNSTABLE", "INCONCLUSIVE")
+    verdict: Verdict = next((v for v in order if v in kinds), "PASS")
     said = "; ".join(
         f"{k} (paper): {p.decision[0]} [{p.named[1]}]" if p.stated else
         f"{k} (our reading, reported, not judged): {reading_finding(p.decision)} "
