@@ -311,10 +311,10 @@ def collapse_cost(settings: Mapping[str, Any], _device: str) -> list[Runs]:
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
         "eta_1 missing): its first-layer update collapses like L^(-1/2) too, so the "
-        "'no longer vanishes' band [-0.15, 0.15] must fail. No contrast at smoke: a run short "
-        "and shallow enough for seconds does not decide the slopes (smoke, 3 seeds: the "
-        "depth-muP first-layer slope -0.42 [-0.51, -0.33] straddles its band's edge, so the "
-        "correct run is INCONCLUSIVE); checked at quick scale too",
+        "'no longer vanishes' band [-0.15, 0.15] of the part eq8_lift must fail. No contrast "
+        "at smoke: a run short and shallow enough for seconds does not decide the slopes (at "
+        "its fixed step depth-muP's first-layer slope straddles its band's edge and the Eq. 8 "
+        "arm's deeper nets have trained further); checked at quick scale too",
         {"corrected_recipe": "depth-mup"}, contrast=False),
     headline=dict(
         metric="internal_slope_depth_mup",
