@@ -31,6 +31,7 @@ from depthscale.claims.nfd.slopes import (
     slopes_decision,
     two_route_decision,
 )
+from depthscale.claims.nfd.transfer import TransferSettings, judge_transfer
 from depthscale.errors import ConfigError
 
 
@@ -184,3 +185,21 @@ def test_the_paper_contrast_on_its_grid_passes_and_the_control_fails() -> None:
     same = _measure(MEDIUM.boot, MEDIUM.spread, MEDIUM.one_step, same=True)
     verdict, evidence = paper_transfer_decision(S, same)
     assert verdict == "FAIL" and "no correction acts" in evidence
+
+
+def test_the_transfer_claim_judges_the_paper_part_and_reports_ours() -> None:
+    """At the medium numbers our reading (Eq. 8 widens the spread, both routes) contradicts,
+    reported as a finding; the claim is the paper's part, INCONCLUSIVE, with the depth ratio
+    that would decide it and the paper's grid step measured."""
+    s = TransferSettings(dataset="mnist1d", width=128, depths=[3, 6, 9, 18],
+                         eta_cs=[0.1, 1.0], epochs=3, seeds=24)
+    j = judge_transfer(MEDIUM, s)
+    assert j.decision is not None and j.decision[0] == "INCONCLUSIVE", j.decision
+    assert "narrower (our reading, reported, not judged): contradicts" in j.decision[1]
+    assert j.measured["verdict_eq8_transfer"] == 0.0 and j.measured["finding_narrower"] == -1.0
+    assert j.measured["paper_grid_step"] == pytest.approx(math.log10(2))
+    assert j.measured["deciding_depth_ratio"] == pytest.approx(
+        10 ** (math.log10(2) / MEDIUM.one_step["nfd_depth"].mean))
+    flat = _measure(MEDIUM.boot, MEDIUM.spread, {**MEDIUM.one_step,
+                                                 "nfd_depth": slope_ci([-0.1, 0.0, 0.1])})
+    assert "deciding_depth_ratio" not in judge_transfer(flat, s).measured

@@ -356,7 +356,9 @@ def paper_transfer_decision(s: Mapping[str, Any], m: TransferMeasure,
                                    "draws"), m)
     ratio = deciding_ratio(m.one_step[t1], step)
     lo = min(s["depths"])
-    decide = ("one step predicts no drift of the Eq. 8 arm at any depth" if math.isinf(ratio)
+    decide = ("one step's slope interval for the Eq. 8 arm holds 0 (no drift predicted), so "
+              "no deciding depth range is named: more seeds would resolve the slope"
+              if math.isinf(ratio)
               else f"one step predicts the Eq. 8 arm's drift reaches a grid step at L_max / "
                    f"L_min >= {ratio:.0f} (depths {lo}..{math.ceil(lo * ratio)}), which would "
                    "decide it")

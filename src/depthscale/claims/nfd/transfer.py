@@ -27,6 +27,7 @@ reading, reported: Eq. 8 narrows the spread against depth-muP's on a fine grid
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +62,7 @@ from depthscale.claims.nfd.training import (
     transfer_tables,
 )
 from depthscale.claims.registry import ClaimContext, Control, claim, read_settings
-from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude, finite_or_none
+from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
 from depthscale.report import figures
 
 # the study's reading stays importable from here (beyond-adam and the tests read it)
@@ -117,13 +118,14 @@ def judge_transfer(m: TransferMeasure, s: TransferSettings) -> Judgement:
     """The verdict of the paper's part (:func:`transfer_parts`, :func:`parts_decision`), our
     reading reported, with the measured values and note of
     :func:`~depthscale.claims.nfd.optima.transfer_measured`, the paper's grid step and the
-    depth ratio that would decide the Eq. 8 arm's transfer."""
+    depth ratio that would decide the Eq. 8 arm's transfer (left out where one step predicts
+    no drift)."""
     measured, note = transfer_measured(settings_mapping(s), m)
     parts = transfer_parts(m, s)
     step = grid_step()
-    measured |= parts_measured(parts) | {
-        "paper_grid_step": step,
-        "deciding_depth_ratio": finite_or_none(deciding_ratio(m.one_step["nfd_depth"], step))}
+    ratio = deciding_ratio(m.one_step["nfd_depth"], step)
+    measured |= parts_measured(parts) | {"paper_grid_step": step} | (
+        {"deciding_depth_ratio": ratio} if math.isfinite(ratio) else {})
     return Judgement(measured, decision=parts_decision(parts), note=note)
 
 
