@@ -220,6 +220,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_nfd_collapse.py::"
          "test_two_routes_refute_a_slope_only_when_they_agree_in_value_and_see_the_rule",)),
     Mutation(
+        "reading-decides-claim", "claims/nfd/parts.py",
+        "stated = {k: p for k, p in parts.items() if p.stated}",
+        "stated = dict(parts)",
+        "a part that is our reading (nfd-collapse's stream under Eq. 8, nfd-transfer's spreads' "
+        "difference) decides the claim as if the paper stated it (the old REFUTED)",
+        ("tests/claims/test_nfd_parts.py::"
+         "test_the_stream_under_eq8_is_a_finding_that_cannot_refute_the_claim",)),
+    Mutation(
+        "transfer-below-grid-passes", "claims/nfd/optima.py",
+        'if findings == {"supports"} and shown:',
+        'if findings == {"supports"}:',
+        "nfd-transfer's Eq. 8 arm PASSes on a drift below the paper's grid step where the grid "
+        "does not show depth-muP's drift either (a contrast the grid cannot see taken as seen)",
+        ("tests/claims/test_nfd_parts.py::"
+         "test_a_drift_below_the_paper_grid_cannot_decide_and_names_the_depths_that_would",)),
+    Mutation(
         "fig2-b-over-sqrt-D", "claims/chizat/output_error.py",
         "return (law.a, *law.a_ci), (law.b, *law.b_ci)",
         "return (law.a, *law.a_ci), tuple(v / s.D ** 0.5 for v in (law.b, *law.b_ci))",

@@ -143,7 +143,7 @@ def test_a_slope_is_decided_only_where_both_loss_targets_agree(
     assert ("moves with the loss level" in text) == moves
 
 
-def test_measure_records_every_seed_and_step_and_the_judge_reads_matched_loss(
+def test_measure_records_every_seed_and_step_and_the_judge_reads_the_fixed_step(
     tmp_path: Path
 ) -> None:
     s = {**CLAIMS["nfd-collapse"].settings["smoke"], "width": 8, "depths": [2, 4],
@@ -155,15 +155,18 @@ def test_measure_records_every_seed_and_step_and_the_judge_reads_matched_loss(
     assert {r["status"] for r in m.rows} == {"ok"}
     j = _judge(s, m)
     for name in ("internal_slope_depth_mup", "stream_slope_nfd_depth"):
-        ci = m.slopes.matched[name][6]
+        ci = m.slopes.fixed[name][6]
         assert j.measured[name] == pytest.approx(ci.mean)
         assert (j.measured[f"{name}_ci_low"], j.measured[f"{name}_ci_high"]) == pytest.approx(
             (ci.low, ci.high))
         assert ci.low < ci.mean < ci.high
     assert j.bands["internal_slope_depth_mup"] == (-0.65, -0.35)
     assert j.decision is not None
-    said = m.slopes.matched["internal_slope_nfd_depth"][6].text
-    assert said in j.decision[1] or j.decision[0] == "PASS"
+    said = m.slopes.fixed["internal_slope_nfd_depth"][6].text
+    assert f"at fixed step 6: {said}" in j.decision[1]
+    # the stream under Eq. 8 is our reading: its band is reported in the part, not judged
+    assert "stream_slope_nfd_depth" not in j.bands
+    assert "eq8_stream (our reading, reported, not judged)" in j.decision[1]
     # the one-step output diagnostic: per seed the log-log slope of output_step over depths
     data = claim_dataset(ctx)
     probe = data.x_train[: s["probe_batch"]]
@@ -271,7 +274,7 @@ def test_the_second_route_reads_handwritten_nets_by_the_same_rule(tmp_path: Path
     # six steps decide nothing: both routes undecided, each named with its interval
     assert j.decision is not None and j.decision[0] == "INCONCLUSIVE"
     assert "library: undecided" in j.decision[1] and "handwritten: undecided" in j.decision[1]
-    ci = m.hand.matched["stream_slope_nfd_depth"][6]
+    ci = m.hand.fixed["stream_slope_nfd_depth"][6]  # the paper's fixed step, the last
     assert j.measured["handwritten_stream_slope_nfd_depth"] == pytest.approx(ci.mean)
     # the negative control's arms are one recipe: no sqrt(L) in either route, no lift
     control = {**s, "corrected_recipe": "depth-mup"}

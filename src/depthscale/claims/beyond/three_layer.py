@@ -64,8 +64,9 @@ from depthscale.probes import block_updates, snapshot
 from depthscale.report.figures import loglog_fit_panel, new_figure
 from depthscale.train import TrainConfig, train
 
-__all__ = ["BANDS", "KEYS", "MIDDLE_LAYERS", "ThreeLayerMeasures", "ThreeLayerSettings",
-           "draw_three_layer", "judge_three_layer", "measure_three_layer", "three_arms"]
+__all__ = ["BANDS", "KEYS", "MIDDLE_LAYERS", "SENTENCES", "ThreeLayerMeasures",
+           "ThreeLayerSettings", "draw_three_layer", "judge_three_layer", "measure_three_layer",
+           "three_arms"]
 
 #: the middle layers of every block (the parameter pattern the fix gives the first layer's rule)
 MIDDLE_LAYERS = "branches.*.middle.*.weight"
@@ -78,6 +79,17 @@ BANDS: dict[str, Band] = {
     "layer1_slope_depth_mup": COLLAPSE, "layer2_slope_depth_mup": COLLAPSE,
     "stream_slope_depth_mup": FLAT, "layer1_slope_fix": FLAT, "layer2_slope_fix": FLAT,
     "stream_slope_fix": FLAT}
+#: the paper's sentence each banded slope carries to three-layer blocks (a REFUTED opens with
+#: the refuted slopes' sentences)
+_EQ7 = ("Eq. 7 (carried to three-layer blocks): 'under standard depth-muP ... "
+        "||x^(k) - x~^(k)||/sqrt(n) ~ O(1/sqrt(L)), ||dh^(k) - dh~^(k)||/sqrt(n) ~ O(1)'")
+_LIFT = ("Sec. 4 on Eq. 8 (carried to layers 1 and 2): 'This removes the 1/sqrt(L) "
+         "suppression on the first layer, restoring meaningful updates to x_l'")
+_STREAM = ("Sec. 4 on Eq. 8 (carried to three-layer blocks, sqrt(L) on layers 1 and 2): "
+           "'... while preserving the correct scaling for residual-stream dynamics'")
+SENTENCES = {"layer1_slope_depth_mup": _EQ7, "layer2_slope_depth_mup": _EQ7,
+             "stream_slope_depth_mup": _EQ7, "layer1_slope_fix": _LIFT,
+             "layer2_slope_fix": _LIFT, "stream_slope_fix": _STREAM}
 #: the arms' labels in the figure, by tag
 THREE_LABELS = {"depth_mup": "depth-muP", "eq8": "Eq. 8 (first layer x sqrt(L))",
                 "fix": "fix (layers 1, 2 x sqrt(L))"}
@@ -193,13 +205,14 @@ def judge_three_layer(m: ThreeLayerMeasures, s: ThreeLayerSettings) -> Judgement
     (:func:`~depthscale.claims.beyond.readouts.slope_findings_at_matched_loss`), as one
     verdict along the routes measured
     (:func:`~depthscale.claims.nfd.collapse.slopes_decision`: the library's alone, or both
-    with the fix's lift of layer 2 as the contrast); Eq. 8 as written is reported."""
+    with the fix's lift of layer 2 as the contrast; a REFUTED opens with the paper's sentences
+    the refuted slopes carry, :data:`SENTENCES`); Eq. 8 as written is reported."""
     last = m.slopes.readouts[-1]
     eq8 = ", ".join(f"{k} {m.slopes.matched[f'{k}_slope_eq8'][last].text}" for k in KEYS)
     note = (f"Eq. 8 as written (sqrt(L) on layer 1 only) at matched loss: slopes {eq8} "
             "(derived: layer 1 flat, layer 2 ~ -0.5)")
     routes = {"library": m.slopes} | ({"handwritten": m.hand} if m.hand else {})
-    decision = slopes_decision(routes, BANDS, "layer2", *JUDGED_ARMS)
+    decision = slopes_decision(routes, BANDS, "layer2", *JUDGED_ARMS, sentences=SENTENCES)
     return Judgement(m.measured, dict(BANDS), decision,
                      f"{note}; {routes_note(nfd_view(s), routes)}")
 

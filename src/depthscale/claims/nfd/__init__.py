@@ -8,7 +8,7 @@ this package registers them all.
   (Cor. 1), :mod:`.eigenvalues` (Fig. 6, Assumption 1), on the size series of :mod:`.series`;
   :mod:`.root_cause` (Prop. 8, Eq. 5; NumPy route :mod:`.handwritten_eq5`);
 * trained networks on data: :mod:`.pre_post` (Fig. 1b-c), :mod:`.horizon` (Fig. 2),
-  :mod:`.collapse`, :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3: the Eq. 8 LR).
+  :mod:`.collapse`, :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3), :mod:`.eq8` (Eq. 8's step).
 
 Each claim's module: its typed ``*Settings`` -> ``measure_*`` -> ``judge_*`` (a
 :class:`~depthscale.claims.verdicts.Judgement`) -> ``draw_*`` -> ``conclude``. The shared
@@ -66,7 +66,7 @@ __all__ = [
 #: The claim modules, imported (each registering its claims) in this order: the order of the
 #: claim catalogue (docs/claims.md) and of ``depthscale reproduce``.
 CLAIM_MODULES = ("convergence", "eigenvalues", "init", "pre_post", "horizon", "gia", "root_cause",
-                 "collapse", "transfer", "deep", "coupling", "kernels", "positivity")
+                 "collapse", "transfer", "deep", "eq8", "coupling", "kernels", "positivity")
 
 for _module in CLAIM_MODULES:
     importlib.import_module(f"{__name__}.{_module}")

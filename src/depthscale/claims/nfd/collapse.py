@@ -5,8 +5,11 @@ In two-layer-block ResNets (nfd Eq. 6) under depth-muP (eta_c n for both layers)
 block-averaged internal update |x - x~|/sqrt(n) (Eq. 27) falls like L^(-1/2) while the
 residual-stream update (Eq. 33-34) stays flat; the Eq. 8 LR (eta_1 = eta_c n sqrt(L),
 nfd-depth) removes the collapse. The updates are read by
-:func:`~depthscale.probes.two_layer_update_hook`, each slope at matched training loss over
-seeds by the rule of :mod:`depthscale.claims.nfd.slopes` (shared with beyond-3layer).
+:func:`~depthscale.probes.two_layer_update_hook`, each slope over seeds at the paper's fixed
+step (the run's last: 300, as Fig. 5 row 1) by :mod:`depthscale.claims.nfd.slopes`; the
+matched-loss readings are reported. Three parts (:data:`PARTS`, :mod:`.parts`): Eq. 7 and
+Eq. 8's first-layer lift, which the paper states, decide; the stream under Eq. 8 (flat: our
+reading, implied not stated) is a reported finding.
 
 Two routes (``second_route``, at medium and full): the same runs and readouts again on nets
 written in numpy from nfd Eq. 6 and Eq. 8 with hand-derived gradients
@@ -25,7 +28,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from depthscale.claims.common import claim_dataset, mean_finite, stored_rows
-from depthscale.claims.nfd.figures import matched_means
+from depthscale.claims.nfd.parts import Part, parts_decision, parts_measured
 from depthscale.claims.nfd.slopes import (
     RouteRuns,
     SlopeCI,
@@ -43,6 +46,7 @@ from depthscale.claims.nfd.slopes import (
     routes_note,
     sequential_routes,
     slope_ci,
+    slope_findings,
     slope_findings_at_matched_loss,
     slope_readouts,
     slope_readouts_measured,
@@ -73,8 +77,9 @@ from depthscale.report import figures
 from depthscale.train import TrainConfig, train
 
 # the readout rule's names stay importable from here (beyond-3layer and the tests read them)
-__all__ = ["BANDS", "CollapseMeasure", "CollapseSettings", "RouteRuns", "SlopeCI",
-           "SlopeReadouts", "draw_collapse", "handwritten_layers", "handwritten_measured",
+__all__ = ["BANDS", "PARTS", "CollapseMeasure", "CollapseSettings", "RouteRuns", "SlopeCI",
+           "SlopeReadouts", "collapse_parts", "draw_collapse", "handwritten_layers",
+           "handwritten_measured",
            "handwritten_route", "judge_collapse", "lift_contrast", "matched_steps",
            "measure_collapse", "nfd_collapse", "output_slopes", "output_step", "readout_steps",
            "record_steps", "route_rows", "routes_note", "sequential_routes", "slope_ci",
@@ -85,6 +90,21 @@ __all__ = ["BANDS", "CollapseMeasure", "CollapseSettings", "RouteRuns", "SlopeCI
 BANDS: dict[str, Band] = {
     "internal_slope_depth_mup": (-0.65, -0.35), "internal_slope_nfd_depth": (-0.15, 0.15),
     "stream_slope_depth_mup": (-0.15, 0.15), "stream_slope_nfd_depth": (-0.15, 0.15)}
+#: the paper's sentences the parts check (a stated part's REFUTED opens with its own)
+EQ7 = ("Eq. 7: 'under standard depth-muP with learning rate eta = eta_c n, "
+       "||x^(k) - x~^(k)||/sqrt(n) ~ O(1/sqrt(L)), ||dh^(k) - dh~^(k)||/sqrt(n) ~ O(1)'")
+EQ8_LIFT = ("Sec. 4 on Eq. 8: 'This removes the 1/sqrt(L) suppression on the first layer, "
+            "restoring meaningful updates to x_l'")
+EQ8_STREAM = ("our reading of Sec. 4 on Eq. 8 ('while preserving the correct scaling for "
+              "residual-stream dynamics'): the stream's update stays flat in L under Eq. 8")
+#: the parts: (their slopes, stated by the paper, the sentence)
+PARTS: dict[str, tuple[tuple[str, ...], bool, str]] = {
+    "eq7": (("internal_slope_depth_mup", "stream_slope_depth_mup"), True, EQ7),
+    "eq8_lift": (("internal_slope_nfd_depth",), True, EQ8_LIFT),
+    "eq8_stream": (("stream_slope_nfd_depth",), False, EQ8_STREAM),
+}
+#: the paper's fixed step: the parts are judged at the run's last step
+READOUT = "fixed"
 
 
 @dataclass(frozen=True)
@@ -168,26 +188,50 @@ def measure_collapse(ctx: ClaimContext, s: CollapseSettings) -> CollapseMeasure:
 
     routes = {"library": RouteRuns(tags, library)} | (
         {"handwritten": RouteRuns(tags, handwritten)} if hand_arms else {})
-    done = sequential_routes(ctx, routes, BANDS, ("internal", "stream"))
+    done = sequential_routes(ctx, routes, BANDS, ("internal", "stream"), READOUT)
     seeds, rows, slopes = done["library"]
     _, hand_rows, hand = done.get("handwritten", (None, None, None))
     return CollapseMeasure(rows, arms, seeds, slopes,
                            output_slopes(ctx, data, probe, arms, seeds), hand_rows, hand)
 
 
+def collapse_parts(routes: Mapping[str, SlopeReadouts], arms: Sequence[str],
+                   readout: str = READOUT) -> dict[str, Part]:
+    """Each part of :data:`PARTS` (its slopes' bands of :data:`BANDS`) judged along the
+    ``routes`` at ``readout`` (:func:`slopes_decision`, the contrast the sqrt(L) LR's lift of
+    the first layer's slope from ``arms[0]`` to ``arms[1]``)."""
+    out = {}
+    for part, (names, stated, sentence) in PARTS.items():
+        bands = {k: BANDS[k] for k in names}
+        verdict, evidence = slopes_decision(routes, bands, "internal", arms[0], arms[1],
+                                            readout, dict.fromkeys(names, sentence))
+        # a part every route supports: its numbers as evidence too
+        evidence = evidence or "; ".join(
+            f"{route} {name}: {text}" for route, r in routes.items()
+            for name, (_, text) in slope_findings(r, bands, readout).items())
+        out[part] = Part((verdict, evidence), stated, sentence)
+    return out
+
+
 def judge_collapse(m: CollapseMeasure, s: CollapseSettings) -> Judgement:
-    """Each slope's seed interval at matched loss against its band, undecided where the
-    finding moves between the two loss targets (:func:`slope_findings_at_matched_loss`); the
-    fixed-step slopes, the targets and the one-step output slopes are reported."""
-    measured = slope_readouts_measured(m.slopes, s.depths)
+    """Each part (:func:`collapse_parts`) on its slopes' seed intervals at the paper's fixed
+    step, the claim's verdict from the stated parts (:func:`parts_decision`); the same parts
+    at matched loss (:func:`slope_findings_at_matched_loss`), the targets and the one-step
+    output slopes are reported."""
+    measured = slope_readouts_measured(m.slopes, s.depths, READOUT)
     for tag, ci in m.output_slopes.items():
         measured |= {f"output_step_slope_{tag}": finite_or_none(ci.mean),
                      f"output_step_slope_{tag}_ci_low": finite_or_none(ci.low),
                      f"output_step_slope_{tag}_ci_high": finite_or_none(ci.high)}
     routes = {"library": m.slopes} | ({"handwritten": m.hand} if m.hand else {})
-    decision = slopes_decision(routes, BANDS, "internal", *(tag for tag, _ in m.arms))
-    measured |= handwritten_measured(m.hand, s.depths)
-    route_note = "; " + routes_note(settings_mapping(s), routes)
+    tags = [tag for tag, _ in m.arms]
+    parts = collapse_parts(routes, tags)
+    decision = parts_decision(parts)
+    measured |= parts_measured(parts) | handwritten_measured(m.hand, s.depths, READOUT)
+    matched = collapse_parts(routes, tags, "matched")
+    route_note = ("; at matched loss (reported, not judged): " + ", ".join(
+        f"{k} {p.decision[0]}" for k, p in matched.items())
+        + "; " + routes_note(settings_mapping(s), routes))
     last = m.slopes.readouts[-1]
 
     def step(v: float | None) -> str:
@@ -200,29 +244,31 @@ def judge_collapse(m: CollapseMeasure, s: CollapseSettings) -> Judgement:
     note += ("; the output's change in one SGD step vs L (not judged; flat under depth-muP, "
              "growing under Eq. 8, whose deeper nets then train faster): " + ", ".join(
                  f"{tag} {ci.text}" for tag, ci in m.output_slopes.items()))
-    return Judgement(measured, dict(BANDS), decision, note + route_note)
+    stated = {k: BANDS[k] for names, on, _ in PARTS.values() if on for k in names}
+    return Judgement(measured, stated, decision, note + route_note)
 
 
 def draw_collapse(m: CollapseMeasure, s: CollapseSettings) -> Figure:
-    """nfd Fig. 5 row 1: internal and residual-stream updates against depth per arm, each
-    depth read at matched loss (the last step's target, seed mean), the handwritten second
-    route's beside the library's where it ran (open markers, dotted fits); below, per arm,
-    the library nets' seed-mean running loss of each depth against the step, the target
-    dotted."""
+    """nfd Fig. 5 row 1: internal and residual-stream updates against depth per arm at the
+    paper's fixed step (the last, seed mean), the handwritten second route's beside the
+    library's where it ran (open markers, dotted fits); below, per arm, the library nets'
+    seed-mean running loss of each depth against the step, the matched-loss target dotted."""
     fig, axes = figures.new_figure(ncols=2, nrows=2)
     last = m.slopes.readouts[-1]
     routes = [("", m.slopes, m.rows)] + (
         [("handwritten: ", m.hand, m.hand_rows)] if m.hand and m.hand_rows else [])
     for ax, key, title in ((axes.flat[0], "internal", "first-layer update |x - x~|/sqrt(n)"),
                            (axes.flat[1], "stream", "residual-stream update |dh - dh~|/sqrt(n)")):
-        for hollow, (route, slopes, rows) in enumerate(routes):
+        for hollow, (route, _, rows) in enumerate(routes):
             for i, (tag, recipe) in enumerate(m.arms):
-                ys = matched_means(rows, slopes, tag, key, s.depths)
+                ys = [mean_finite([r[f"{key}_update"] for r in rows if r["arm"] == tag
+                                   and r["depth"] == L and r["step"] == last])
+                      for L in s.depths]
                 figures.loglog_fit_panel(ax, s.depths, ys,
                                          label=route + ARM_LABELS[tag].format(recipe),
                                          color=f"C{i}", hollow=bool(hollow))
         ax.set_xlabel("depth L")
-        ax.set_title(f"{title} at matched loss", fontsize=8)
+        ax.set_title(f"{title} at step {last}", fontsize=8)
         ax.legend(fontsize=5)
     for ax, (tag, recipe) in zip(axes.flat[2:], m.arms, strict=True):
         for L in s.depths:
@@ -265,15 +311,15 @@ def collapse_cost(settings: Mapping[str, Any], _device: str) -> list[Runs]:
     control=Control(
         "Eq. 8 arm trained under plain depth-muP (corrected_recipe 'depth-mup': the sqrt(L) on "
         "eta_1 missing): its first-layer update collapses like L^(-1/2) too, so the "
-        "'no longer vanishes' band [-0.15, 0.15] must fail. No contrast at smoke: a run short "
-        "and shallow enough for seconds does not decide the slopes (smoke, 3 seeds: the "
-        "depth-muP first-layer slope -0.42 [-0.51, -0.33] straddles its band's edge, so the "
-        "correct run is INCONCLUSIVE); checked at quick scale too",
+        "'no longer vanishes' band [-0.15, 0.15] of the part eq8_lift must fail. No contrast "
+        "at smoke: a run short and shallow enough for seconds does not decide the slopes (at "
+        "its fixed step depth-muP's first-layer slope straddles its band's edge and the Eq. 8 "
+        "arm's deeper nets have trained further); checked at quick scale too",
         {"corrected_recipe": "depth-mup"}, contrast=False),
     headline=dict(
         metric="internal_slope_depth_mup",
         ci=("{metric}_ci_low", "{metric}_ci_high"),
-        label="log-log slope in L of the first-layer feature update (depth-muP)",
+        label="log-log slope in L of the first-layer feature update (depth-muP, step 300)",
         paper="-1/2: ||x^(k) - x~^(k)||/sqrt(n) ~ O(1/sqrt(L))",
         ref="Eq. 7, Fig. 5 row 1",
         statement="Under standard depth-muP with eta = eta_c n, ||x^(k) - x~^(k)||/sqrt(n) ~ "
@@ -284,8 +330,8 @@ def collapse_cost(settings: Mapping[str, Any], _device: str) -> list[Runs]:
 )
 def nfd_collapse(ctx: ClaimContext) -> ClaimOutcome:
     """nfd Fig. 5 row 1: the internal (Eq. 27) and residual-stream (Eq. 33-34) updates against
-    depth under depth-muP and nfd-depth (Eq. 8) (:func:`measure_collapse`), judged on their
-    slopes over seeds at matched loss (:func:`judge_collapse`)."""
+    depth under depth-muP and nfd-depth (Eq. 8) (:func:`measure_collapse`), judged in parts on
+    their slopes over seeds at the paper's fixed step (:func:`judge_collapse`)."""
     s = read_settings(CollapseSettings, ctx.settings)
     m = measure_collapse(ctx, s)
     j = judge_collapse(m, s)

@@ -25,7 +25,7 @@ import numpy as np
 from scipy import stats
 
 from depthscale.claims.common import claim_dataset, metric
-from depthscale.claims.nfd.series import Check, require_for_refuted
+from depthscale.claims.nfd.series import Check, name_contradicted, require_for_refuted
 from depthscale.claims.nfd.slopes import SlopeCI, output_slopes
 from depthscale.claims.nfd.training import corrected_arms
 from depthscale.claims.registry import ClaimContext
@@ -36,6 +36,7 @@ from depthscale.claims.verdicts import (
     Rows,
     findings_verdict,
     finite_or_none,
+    interval_finding,
     noise_gate,
     routes_verdict,
     sign_finding,
@@ -52,7 +53,8 @@ from depthscale.stats.sweeps import (
 )
 
 __all__ = [
-    "ONE_STEP_ETA_C", "TransferMeasure", "one_step_route", "predicted_spread", "same_runs",
+    "FIG5_ROW2", "ONE_STEP_ETA_C", "PAPER_GRID", "TransferMeasure", "deciding_ratio",
+    "grid_step", "one_step_route", "paper_transfer_decision", "predicted_spread", "same_runs",
     "spread_bootstrap", "spread_noise", "transfer_decision", "transfer_measure",
     "transfer_measured", "value_checks",
 ]
@@ -62,6 +64,13 @@ __all__ = [
 #: SGD: Fig. 5 row 1's 0.1. Adam: its first step is eta_c times a sign pattern that does not
 #: depend on eta_c; 0.01, the low end of beyond-adam's grid
 ONE_STEP_ETA_C = {"sgd": 0.1, "adam": 0.01}
+#: the eta_c grid of Fig. 5 row 2 as the full scale reads it (the caption's optima 0.5 and 1 among
+#: its points): its finest step is the smallest drift of the optimum it must show
+PAPER_GRID = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+#: the sentence of the paper the Eq. 8 arm's transfer checks
+FIG5_ROW2 = ("Fig. 5 row 2: 'With the proposed depth-aware LR in Eq. (8), both train and test "
+             "loss align across depths ... the depth-aware LR consistently achieves its optimal "
+             "performance at eta_c = 0.5'")
 #: inputs the one-step output change is averaged over
 _ONE_STEP_PROBE = 256
 
@@ -284,6 +293,86 @@ def transfer_decision(s: Mapping[str, Any], m: TransferMeasure) -> Decision:
     decision = routes_verdict([Route("LR sweeps", finding, sweeps[1]), one_step_route(s, m)],
                               contrast_seen=bool(seen_in), contrast_evidence=contrast)
     return require_for_refuted(decision, value_checks(s, m))
+
+
+def grid_step(grid: Sequence[float] = PAPER_GRID) -> float:
+    """The finest step of an eta_c ``grid`` in decades (log10): a drift of the optimum across
+    depths beyond it moves the optimum by at least one grid point."""
+    return float(np.min(np.diff(np.log10(sorted(grid)))))
+
+
+def deciding_ratio(slope: SlopeCI, step: float) -> float:
+    """L_max / L_min at which the drift one step's output-change slope ``slope`` predicts,
+    |s| log10(L_max / L_min) (:func:`predicted_spread`), reaches ``step`` decades (inf where
+    the slope's interval holds 0: no drift predicted)."""
+    if not (math.isfinite(slope.low) and math.isfinite(slope.high)) or slope.low <= 0 <= slope.high:
+        return math.inf
+    return float(10 ** (step / abs(slope.mean)))
+
+
+def paper_transfer_decision(s: Mapping[str, Any], m: TransferMeasure,
+                            step: float | None = None) -> Decision:
+    """What Fig. 5 row 2 states of the Eq. 8 arm, on the paper's grid (``step``: its finest
+    step in decades, :func:`grid_step`): its optimum the same across depths. Each route's
+    interval of the arm's spread (the sweeps' seed bootstrap; one step's prediction) against
+    [0, step]: both above it (the grid would show the drift) refute, with the sweeps
+    resolving a spread above noise and the routes agreeing in value, opening with
+    :data:`FIG5_ROW2`; one above it is a FAIL. Otherwise PASS only where the grid shows the
+    contrast the paper draws (depth-muP's spread above a step, the Eq. 8 arm's below in both
+    routes); else INCONCLUSIVE: every drift lies below what the grid shows, and the depth
+    ratio at which one step predicts the arm's drift reaches a step (:func:`deciding_ratio`)
+    would decide it. The arms the same runs: FAIL (no correction acts)."""
+    step = grid_step() if step is None else step
+    (t0, _), (t1, _) = corrected_arms(s)
+    r0, r1 = m.recipes
+    if m.same_runs:
+        return "FAIL", ("the Eq. 8 arm's runs have exactly depth-muP's losses: no correction "
+                        "acts, so its transfer is not tested")
+    pred = _predictions(s, m)
+    band = (None, step)
+    (slo, shi), (_, plo, phi) = m.boot[r1], pred[t1]
+    routes = [Route("LR sweeps", interval_finding(slo, shi, band) if not m.missing
+                    else "undecided", f"Eq. 8 arm's swept spread {m.spread[r1]:.3f} "
+                    f"[{slo:.3f}, {shi:.3f}] (seed bootstrap) against the paper's grid step "
+                    f"{step:.3f} decades"),
+              Route(f"one {m.optimizer} step", interval_finding(plo, phi, band),
+                    f"the spread one step predicts {pred[t1][0]:.3f} [{plo:.3f}, {phi:.3f}]")]
+    said = "; ".join(f"{r.name}: {r.finding} ({r.evidence})" for r in routes)
+    findings = {r.finding for r in routes}
+    if "contradicts" in findings:
+        seen = [r for r in (r0, r1) if m.boot[r][0] > m.noise]
+        decision = routes_verdict(routes, contrast_seen=bool(seen), contrast_evidence=(
+            f"the sweeps resolve a spread above the noise seeds alone give ({m.noise:.3f})"
+            + (f" in {seen[0]}" if seen else " in neither arm")))
+        decision = require_for_refuted(decision, value_checks(s, m))
+        return name_contradicted(_flat_gate(decision, m), FIG5_ROW2)
+    shown = m.boot[r0][0] > step
+    mup = (f"depth-muP's swept spread {m.spread[r0]:.3f} [{m.boot[r0][0]:.3f}, "
+           f"{m.boot[r0][1]:.3f}], predicted {pred[t0][0]:.3f}")
+    if findings == {"supports"} and shown:
+        return _flat_gate(("PASS", f"{said}; {mup}: the grid shows the contrast Fig. 5 row 2 "
+                                   "draws"), m)
+    ratio = deciding_ratio(m.one_step[t1], step)
+    lo = min(s["depths"])
+    decide = ("one step's slope interval for the Eq. 8 arm holds 0 (no drift predicted), so "
+              "no deciding depth range is named: more seeds would resolve the slope"
+              if math.isinf(ratio)
+              else f"one step predicts the Eq. 8 arm's drift reaches a grid step at L_max / "
+                   f"L_min >= {ratio:.0f} (depths {lo}..{math.ceil(lo * ratio)}), which would "
+                   "decide it")
+    return "INCONCLUSIVE", (f"at depths {lo}..{max(s['depths'])} the grid of Fig. 5 row 2 does "
+                            f"not decide the Eq. 8 arm's transfer: {said}; {mup}; {decide}")
+
+
+def _flat_gate(decision: Decision, m: TransferMeasure) -> Decision:
+    """INCONCLUSIVE where an LR grid is flat within seed noise (its optimum means nothing),
+    as the sweeps' route of :func:`transfer_decision` gates."""
+    if not m.flat:
+        return decision
+    g = m.flat[0]
+    return noise_gate(decision, signal=g.loss_range, noise=g.seed_spread,
+                      what=f"{g.group} L = {g.depth}: the eta_c grid's loss range",
+                      decide="longer training would separate the LRs")
 
 
 def transfer_measured(s: Mapping[str, Any],

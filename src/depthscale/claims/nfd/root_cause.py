@@ -110,7 +110,7 @@ def coupling_library(x: np.ndarray, y: float, *, width: int, depth: int, backwar
                      dtype: torch.dtype = torch.float32) -> LayerCoupling:
     """:class:`LayerCoupling` of the library's net ``build("resnet1", recipe)`` (seed
     ``seed``, ``backward`` "standard" or "decoupled") after one step of its plan's SGD at
-    ``eta_c`` on ``(x, y)`` (MSE), as :func:`~depthscale.train.online.online_sgd_finite` steps:
+    ``eta_c`` on ``(x, y)`` (MSE), as :func:`~depthscale.train.finite.nfd.online_sgd_finite` steps:
     ``g_l = n df/dh_l`` by autograd, ``W^(0)`` kept before the step, the one-block piece from
     the updated weights of block ``l - 1``."""
     threads = torch.get_num_threads()

@@ -42,10 +42,11 @@ from depthscale.models import build
 from depthscale.stats.fits import loglog_slope, mean_ci
 from depthscale.train import TrainConfig, train
 
-__all__ = ["RECORDS", "RouteRuns", "SlopeCI", "SlopeReadouts", "handwritten_layers",
-           "handwritten_measured", "handwritten_route", "lift_contrast", "matched_steps",
-           "output_slopes", "output_step", "readout_steps", "record_steps", "route_rows",
-           "routes_note", "sequential_routes", "slope_ci", "slope_findings_at_matched_loss",
+__all__ = ["READOUTS", "RECORDS", "RouteRuns", "SlopeCI", "SlopeReadouts",
+           "handwritten_layers", "handwritten_measured", "handwritten_route", "lift_contrast",
+           "matched_steps", "output_slopes", "output_step", "readout_steps", "record_steps",
+           "refuted_opening", "route_rows", "routes_note", "sequential_routes", "slope_ci",
+           "slope_findings", "slope_findings_at_fixed_step", "slope_findings_at_matched_loss",
            "slope_readouts", "slope_readouts_measured", "slopes_decision", "straddling",
            "two_route_decision"]
 
@@ -165,18 +166,21 @@ def slope_readouts(rows: Sequence[Mapping[str, Any]], tags: Sequence[str],
     return SlopeReadouts(readouts, fixed, matched, targets, level)
 
 
-def slope_readouts_measured(r: SlopeReadouts, depths: Sequence[int]) -> dict[str, float | None]:
-    """``measured``: each slope at matched loss of the last step's target under its name
-    (``_ci_low``, ``_ci_high`` its interval), at the other targets as ``<name>_matched<k>``,
-    at fixed steps as ``<name>_step<k>``; per arm the seed-mean targets
-    (``loss_target_<tag>_step<k>``) and the last target's seed-mean step per depth
-    (``matched_step_<tag>_L<L>``)."""
+def slope_readouts_measured(r: SlopeReadouts, depths: Sequence[int],
+                            primary: str = "matched") -> dict[str, float | None]:
+    """``measured``: each slope at the ``primary`` readout of the last step (``"matched"``:
+    matched loss of its target; ``"fixed"``: the step itself) under its name (``_ci_low``,
+    ``_ci_high`` its interval), at the other readouts as ``<name>_matched<k>`` and
+    ``<name>_step<k>``; per arm the seed-mean targets (``loss_target_<tag>_step<k>``) and
+    the last target's seed-mean step per depth (``matched_step_<tag>_L<L>``)."""
+    _check_readout(primary)
     out: dict[str, float | None] = {}
     last = r.readouts[-1]
+    first = "matched" if primary == "matched" else "step"
     for name in r.matched:
         for label, by_step in (("matched", r.matched[name]), ("step", r.fixed[name])):
             for k, ci in by_step.items():
-                stem = name if (label, k) == ("matched", last) else f"{name}_{label}{k}"
+                stem = name if (label, k) == (first, last) else f"{name}_{label}{k}"
                 out |= {stem: finite_or_none(ci.mean), f"{stem}_ci_low": finite_or_none(ci.low),
                         f"{stem}_ci_high": finite_or_none(ci.high)}
     for tag, targets in r.targets.items():
@@ -209,6 +213,48 @@ def slope_findings_at_matched_loss(r: SlopeReadouts,
                            f"matched at ({said[last]} at the last step's target, "
                            f"{said[first]} at step {first}'s): {text}"))
     return findings
+
+
+#: the readouts a slope verdict may rest on: at matched loss, or at the run's last step (the
+#: paper's fixed step: Fig. 5 row 1 reads step 300)
+READOUTS = ("matched", "fixed")
+
+
+def _check_readout(readout: str) -> None:
+    if readout not in READOUTS:
+        raise ConfigError(f"readout must be one of {READOUTS}, got {readout!r}")
+
+
+def slope_findings_at_fixed_step(r: SlopeReadouts,
+                                 bands: Mapping[str, Band]) -> dict[str, tuple[Finding, str]]:
+    """Each banded slope's finding: its seed interval at the run's last step (the paper's
+    fixed readout, nfd Fig. 5 row 1: step 300) against the band
+    (:func:`~depthscale.claims.verdicts.interval_finding`); the matched-loss readings are
+    reported beside it, not judged."""
+    first, last = r.readouts[0], r.readouts[-1]
+    findings: dict[str, tuple[Finding, str]] = {}
+    for name, band in bands.items():
+        ci = r.fixed[name][last]
+        findings[name] = (interval_finding(ci.low, ci.high, band),
+                          f"at fixed step {last}: {ci.text}; band {list(band)}; at matched "
+                          f"loss (reported; targets of steps {last}, {first}): "
+                          f"{r.matched[name][last].text}, {r.matched[name][first].text}")
+    return findings
+
+
+def slope_findings(r: SlopeReadouts, bands: Mapping[str, Band],
+                   readout: str = "matched") -> dict[str, tuple[Finding, str]]:
+    """The banded slopes' findings at ``readout``: :func:`slope_findings_at_matched_loss` or
+    :func:`slope_findings_at_fixed_step`."""
+    _check_readout(readout)
+    if readout == "fixed":
+        return slope_findings_at_fixed_step(r, bands)
+    return slope_findings_at_matched_loss(r, bands)
+
+
+def _last(r: SlopeReadouts, name: str, readout: str) -> SlopeCI:
+    """Slope ``name``'s interval at the last step's ``readout``."""
+    return (r.fixed if readout == "fixed" else r.matched)[name][r.readouts[-1]]
 
 
 # ---- the second route (medium and full) -----------------------------------------------------
@@ -258,11 +304,16 @@ def handwritten_route(ctx: ClaimContext, folder: str, data: Dataset, probe: torc
     return rows
 
 
-def straddling(r: SlopeReadouts, bands: Mapping[str, Band]) -> list[str]:
+def straddling(r: SlopeReadouts, bands: Mapping[str, Band],
+               readout: str = "matched") -> list[str]:
     """The banded slopes whose interval straddles a band edge (or is not finite) at either
-    loss target: the ones more seeds can decide (a finding that moves between two decided
-    targets is not among them)."""
+    loss target (``readout`` "fixed": at the last step): the ones more seeds can decide (a
+    finding that moves between two decided targets is not among them)."""
     first, last = r.readouts[0], r.readouts[-1]
+    if readout == "fixed":
+        return [name for name, band in bands.items()
+                if interval_finding(r.fixed[name][last].low, r.fixed[name][last].high, band)
+                == "undecided"]
     return [name for name, band in bands.items()
             if any(interval_finding(r.matched[name][k].low, r.matched[name][k].high, band)
                    == "undecided" for k in (first, last))]
@@ -279,12 +330,13 @@ class RouteRuns:
 
 
 def sequential_routes(ctx: ClaimContext, routes: Mapping[str, RouteRuns],
-                      bands: Mapping[str, Band], keys: Sequence[str]
+                      bands: Mapping[str, Band], keys: Sequence[str], readout: str = "matched"
                       ) -> dict[str, tuple[list[int], Rows, SlopeReadouts]]:
     """Per route its seeds, rows and slopes (:func:`slope_readouts`) after the seed rounds of
     the settings (:func:`~depthscale.claims.nfd.training.seed_rounds`: ``seeds``, doubled up
     to ``max_seeds``): every route trains the first round, and a route trains the next round's
-    new seeds while one of its banded slopes straddles a band edge (:func:`straddling`).
+    new seeds while one of its banded slopes straddles a band edge at ``readout``
+    (:func:`straddling`).
     Every interval is at 1 - 0.05/rounds (Bonferroni over the looks the design may take)."""
     s = ctx.settings
     rounds = seed_rounds(s)
@@ -299,7 +351,7 @@ def sequential_routes(ctx: ClaimContext, routes: Mapping[str, RouteRuns],
         out[route] = seeds, rows, slope_readouts(rows, r.tags, keys, s["depths"], seeds,
                                                  s["steps"], level)
     for n in rounds[1:]:
-        grow = [route for route, (_, _, read) in out.items() if straddling(read, bands)]
+        grow = [route for route, (_, _, read) in out.items() if straddling(read, bands, readout)]
         if not grow:
             break
         total += sum(per_seed[route] * (n - len(out[route][0])) for route in grow)
@@ -333,42 +385,45 @@ def routes_note(s: Mapping[str, Any], routes: Mapping[str, SlopeReadouts]) -> st
 
 
 def lift_contrast(routes: Mapping[str, SlopeReadouts], key: str, base: str,
-                  corrected: str) -> tuple[bool, str]:
+                  corrected: str, readout: str = "matched") -> tuple[bool, str]:
     """The contrast of a two-route verdict: the sqrt(L) LR (the rule under test) lifts the
-    ``key`` slope at matched loss of the ``corrected`` arm above the ``base`` arm's in every
-    route: the t-interval (at the readouts' level) of the per-seed differences (the arms share
-    seeds: the same draws and data order) lies above 0. A check blind to the rule would not
-    see it."""
+    ``key`` slope at ``readout`` (matched loss, or the last step) of the ``corrected`` arm
+    above the ``base`` arm's in every route: the t-interval (at the readouts' level) of the
+    per-seed differences (the arms share seeds: the same draws and data order) lies above 0.
+    A check blind to the rule would not see it."""
     seen, parts = True, []
     for route, r in routes.items():
-        last = r.readouts[-1]
-        a = r.matched[f"{key}_slope_{base}"][last].per_seed
-        b = r.matched[f"{key}_slope_{corrected}"][last].per_seed
+        a = _last(r, f"{key}_slope_{base}", readout).per_seed
+        b = _last(r, f"{key}_slope_{corrected}", readout).per_seed
         mean, low, high = mean_ci([y - x for x, y in zip(a, b, strict=True)], r.level)
         seen = seen and math.isfinite(low) and low > 0
         parts.append(f"{route} {mean:+.3f} [{low:+.3f}, {high:+.3f}]")
     level = next(iter(routes.values())).level
-    return seen, (f"the sqrt(L) LR lifts the {key} slope at matched loss ({corrected} minus "
+    at = "matched loss" if readout == "matched" else "the last step"
+    return seen, (f"the sqrt(L) LR lifts the {key} slope at {at} ({corrected} minus "
                   f"{base}, paired over seeds, {level:.1%} t; must lie above 0 in every "
                   f"route): " + ", ".join(parts))
 
 
 def two_route_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, Band],
-                       contrast: tuple[bool, str]) -> Decision:
+                       contrast: tuple[bool, str], readout: str = "matched",
+                       sentences: Mapping[str, str] | None = None) -> Decision:
     """One verdict from every banded slope read along two routes, each route's finding by
-    :func:`slope_findings_at_matched_loss`. Per slope: both support -> supports; one
+    :func:`slope_findings` at ``readout``. Per slope: both support -> supports; one
     supports where the other contradicts -> conflict; both contradict -> refuted if their
     intervals at the last step's target overlap (the routes agree in value, not only in
     finding), else conflict; one contradicts, the other undecided -> a lone contradiction;
     else undecided. The claim: FAIL on any conflict (our code is suspected first); REFUTED
     when a slope is refuted and ``contrast`` is seen (the check sees the rule it tests; not
     seen: FAIL, the check may be blind); FAIL on a lone contradiction (docs/claims.md: one route
-    is not a refutation); INCONCLUSIVE on any undecided slope; else PASS."""
-    findings = {route: slope_findings_at_matched_loss(r, bands) for route, r in routes.items()}
+    is not a refutation); INCONCLUSIVE on any undecided slope; else PASS. A REFUTED reason
+    opens with the paper's sentence each refuted slope contradicts (``sentences``, by slope:
+    :func:`refuted_opening`)."""
+    findings = {route: slope_findings(r, bands, readout) for route, r in routes.items()}
     parts: dict[str, tuple[str, str]] = {}
     for name in bands:
         said = [findings[route][name][0] for route in routes]
-        cis = [r.matched[name][r.readouts[-1]] for r in routes.values()]
+        cis = [_last(r, name, readout) for r in routes.values()]
         evidence = "; ".join(f"{route}: {findings[route][name][0]} "
                              f"({findings[route][name][1]})" for route in routes)
         if all(f == "supports" for f in said):
@@ -382,8 +437,9 @@ def two_route_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, 
             kind = "refuted" if agree else "conflict"
             values = ", ".join(f"{route} {ci.text}"
                                for route, ci in zip(routes, cis, strict=True))
+            where = "the last step's target" if readout == "matched" else "the last step"
             evidence += (f"; routes {'agree' if agree else 'disagree'} in value (the "
-                         f"intervals at the last step's target must overlap: {values})")
+                         f"intervals at {where} must overlap: {values})")
         elif "contradicts" in said:
             kind = "lone contradiction"
         else:
@@ -397,32 +453,45 @@ def two_route_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, 
         return "FAIL", f"{said_all}; {contrast_text}; routes disagree, our code is suspected first"
     if "refuted" in kinds:
         if contrast[0]:
-            return "REFUTED", f"{said_all}; {contrast_text}"
+            refuted = [name for name, (kind, _) in parts.items() if kind == "refuted"]
+            return "REFUTED", (refuted_opening(refuted, sentences)
+                               + f"{said_all}; {contrast_text}")
         return "FAIL", f"{said_all}; {contrast_text}; the check may be blind"
     if "lone contradiction" in kinds:
         return "FAIL", f"{said_all}; only one route contradicts"
     return ("INCONCLUSIVE" if "undecided" in kinds else "PASS"), said_all
 
 
+def refuted_opening(refuted: Sequence[str], sentences: Mapping[str, str] | None) -> str:
+    """A REFUTED reason's opening: "contradicts <the paper's sentence or equation>; " with
+    the refuted slopes' sentences (each once; a slope's name where none is given)."""
+    said = list(dict.fromkeys((sentences or {}).get(name, name) for name in refuted))
+    return f"contradicts {'; and '.join(said)}; "
+
+
 def slopes_decision(routes: Mapping[str, SlopeReadouts], bands: Mapping[str, Band],
-                    key: str, base: str, corrected: str) -> Decision:
-    """The verdict of banded slopes along their routes: with the library's alone, its
-    findings (:func:`slope_findings_at_matched_loss`; a contradiction is a FAIL); with the
-    handwritten route too, :func:`two_route_decision`, its contrast the ``key`` slope's lift
-    from ``base`` to ``corrected`` (:func:`lift_contrast`)."""
+                    key: str, base: str, corrected: str, readout: str = "matched",
+                    sentences: Mapping[str, str] | None = None) -> Decision:
+    """The verdict of banded slopes along their routes at ``readout``: with the library's
+    alone, its findings (:func:`slope_findings`; a contradiction is a FAIL); with the
+    handwritten route too, :func:`two_route_decision` (a REFUTED opening with ``sentences``),
+    its contrast the ``key`` slope's lift from ``base`` to ``corrected``
+    (:func:`lift_contrast`)."""
     if len(routes) == 1:
-        return findings_verdict(slope_findings_at_matched_loss(routes["library"], bands))
-    return two_route_decision(routes, bands, lift_contrast(routes, key, base, corrected))
+        return findings_verdict(slope_findings(routes["library"], bands, readout))
+    return two_route_decision(routes, bands,
+                              lift_contrast(routes, key, base, corrected, readout),
+                              readout, sentences)
 
 
-def handwritten_measured(hand: SlopeReadouts | None,
-                         depths: Sequence[int]) -> dict[str, float | None]:
+def handwritten_measured(hand: SlopeReadouts | None, depths: Sequence[int],
+                         primary: str = "matched") -> dict[str, float | None]:
     """The handwritten route's slopes in ``measured``, each ``handwritten_<name>`` (none
     without that route)."""
     if hand is None:
         return {}
-    return {f"handwritten_{k}": v for k, v in slope_readouts_measured(hand, depths).items()
-            if "_slope_" in k}
+    return {f"handwritten_{k}": v for k, v in slope_readouts_measured(
+        hand, depths, primary).items() if "_slope_" in k}
 
 
 def route_rows(rows: Rows, hand_rows: Rows | None) -> Rows:
