@@ -16,10 +16,12 @@ effective depth, the AM-muP probes), ``law`` (a sweep's law), ``gates`` (its fin
 verdict rules and what the one-law-per-sweep claims report), ``sequential`` (a sweep's
 stages and sequential seeds), ``figures`` (the law figure three claims draw); and one module
 per claim, each written as settings -> measure -> judge -> draw -> conclude: ``table1``,
-``transfer``, ``ammup``, ``ablations``, ``widths`` (imported in this order, the registry's).
+``transfer``, ``ammup``, ``ablations``, ``widths``, ``steepening`` (imported in this order,
+the registry's).
 """
 
 from depthscale.claims.laws import table1, transfer, ammup, ablations, widths  # noqa: F401, I001
+from depthscale.claims.laws import steepening  # noqa: F401
 from depthscale.claims.laws.gates import alpha_finding, law_decision
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.sequential import sweep
