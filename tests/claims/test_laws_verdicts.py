@@ -96,8 +96,8 @@ def test_a_contradiction_is_read_family_wise_over_the_claims_parts() -> None:
     probes = {"w0": _probe(-0.7, 0.15)}
     assert table1_parts({"w0": law}, probes, 16)["w0"].verdict == "refutes"
     assert table1_parts({"w0": law}, probes, 16, parts=9)["w0"].verdict == "undecided"
-    medium = TABLE1["medium"]
-    assert family_parts(medium["family_parts"], medium["archs"]) == 4 == len(medium["archs"])
+    medium = TABLE1["medium"]  # cnn1d, convresnet1d, vit: digits cannot be generated larger
+    assert family_parts(medium["family_parts"], medium["archs"]) == 3 == len(medium["archs"])
     assert family_parts(None, {"a": {}, "b": {}}) == 2
 
 

@@ -96,3 +96,26 @@ def test_mnist1d_generation_leaves_global_rng_state_untouched() -> None:
     load("mnist1d")
     assert random.random() == expected_py
     assert np.random.rand() == expected_np
+
+
+def test_mnist1d_samples_generates_a_larger_set_split_as_the_generator_does() -> None:
+    from depthscale.data.bundled import mnist1d_sizes
+    from depthscale.data.registry import data_shape
+
+    assert mnist1d_sizes() == (4000, 1000) and mnist1d_sizes(12340) == (9872, 2468)
+    default, explicit = load("mnist1d"), load("mnist1d", samples=5000)
+    assert torch.equal(default.x_train, explicit.x_train)
+    big = load("mnist1d", samples=6000, n_test=100)
+    assert big.x_train.shape == (4800, 1, 40) and big.x_test.shape == (100, 1, 40)
+    assert set(big.y_train.tolist()) == set(range(10))
+    assert abs(float(big.x_train.mean())) < 1e-5  # standardised on its own training set
+    assert not torch.equal(big.x_train[:4000], default.x_train)  # another draw, same law
+    assert data_shape("mnist1d", samples=6000).n_train == 4800
+    assert data_shape("mnist1d").n_train == 4000
+    with pytest.raises(ConfigError, match="4800"):
+        load("mnist1d", samples=6000, n_train=4801)
+    for bad in (4995, 40, 5000.0, True):
+        with pytest.raises(ConfigError, match="multiple of 10"):
+            load("mnist1d", samples=bad)
+        with pytest.raises(ConfigError, match="multiple of 10"):
+            data_shape("mnist1d", samples=bad)

@@ -28,7 +28,7 @@ def test_unknown_dataset_name_is_a_config_error_listing_known_names() -> None:
 
 @pytest.mark.parametrize(
     ("name", "accepted"),
-    [("teacher", "dim"), ("chizat", "dim"), ("mnist1d", "none"), ("digits", "none")],
+    [("teacher", "dim"), ("chizat", "dim"), ("mnist1d", "samples"), ("digits", "none")],
 )
 def test_unknown_option_is_a_config_error_naming_accepted_options(name: str, accepted: str) -> None:
     with pytest.raises(ConfigError, match=f"width.*accepted options: {accepted}"):

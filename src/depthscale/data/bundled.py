@@ -9,27 +9,36 @@ import random
 import numpy as np
 import torch
 
-from depthscale.data.dataset import Dataset, check_size, standardise, to_tensor
+from depthscale.data.dataset import Dataset, as_int, check_size, standardise, to_tensor
+from depthscale.errors import ConfigError
 
-__all__ = ["load_digits", "load_mnist1d"]
+__all__ = ["load_digits", "load_mnist1d", "mnist1d_sizes"]
 
 MNIST1D_TRAIN, MNIST1D_TEST, MNIST1D_LENGTH = 4000, 1000, 40
+#: the generator's default number of signals and its train share
+MNIST1D_SAMPLES, MNIST1D_SPLIT = 5000, 0.8
 DIGITS_SAMPLES = 1797
 
 
-@functools.lru_cache(maxsize=1)
-def _generate_mnist1d() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Run the mnist1d package's own generator with its default arguments (cached).
+@functools.lru_cache(maxsize=2)
+def _generate_mnist1d(samples: int = MNIST1D_SAMPLES
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Run the mnist1d package's own generator with its default arguments but ``samples``
+    signals (its ``num_samples``; cached per size).
 
-    Only ``make_dataset(get_dataset_args())`` is called: no download, no file is read or
-    written. That generator seeds Python's and numpy's global RNGs itself (seed 42); their
-    states are saved and restored around it so loading has no effect on the caller's RNGs.
+    Only ``make_dataset(args)`` is called: no download, no file is read or written. That
+    generator seeds Python's and numpy's global RNGs itself (seed 42); their states are saved
+    and restored around it so loading has no effect on the caller's RNGs. It splits its
+    signals 80/20 into train and test after one shuffle, so the default 5000 give the
+    official 4000/1000 set, and another size is another draw of the same distribution.
     """
     from mnist1d.data import get_dataset_args, make_dataset
 
+    args = get_dataset_args()
+    args.num_samples = samples
     py_state, np_state = random.getstate(), np.random.get_state()
     try:
-        raw = make_dataset(get_dataset_args())
+        raw = make_dataset(args)
     finally:
         random.setstate(py_state)
         np.random.set_state(np_state)
@@ -39,17 +48,34 @@ def _generate_mnist1d() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     return arrays
 
 
-def load_mnist1d(*, seed: int, n_train: int | None, n_test: int | None) -> Dataset:
-    """MNIST-1D: 4000 train / 1000 test signals of shape (1, 40), 10 classes.
+def mnist1d_sizes(samples: object = MNIST1D_SAMPLES) -> tuple[int, int]:
+    """The train and test sizes the generator makes from ``samples`` signals (its 80/20
+    split, as it computes it); ConfigError unless ``samples`` is a whole multiple of 10 (one
+    tenth per class) of at least 50."""
+    n = as_int(samples)
+    if n is None or n < 50 or n % 10:
+        raise ConfigError(f"mnist1d: option samples must be a whole multiple of 10 (the "
+                          f"generator makes samples/10 per class) of at least 50, got "
+                          f"{samples!r}")
+    train = int(n * MNIST1D_SPLIT)
+    return train, n - train
+
+
+def load_mnist1d(*, seed: int, n_train: int | None, n_test: int | None,
+                 samples: int = MNIST1D_SAMPLES) -> Dataset:
+    """MNIST-1D: signals of shape (1, 40), 10 classes; 4000 train / 1000 test by default.
 
     The dataset is *defined* by the mnist1d generator's default arguments, including its own
-    seed 42, so ``seed`` does not change it. Inputs are standardised with the scalar mean and
+    seed 42, so ``seed`` does not change it; ``samples`` (default 5000) sets how many signals
+    it generates, 80% of them the training set (:func:`mnist1d_sizes`), so that a sweep can
+    train a few passes over a larger set. Inputs are standardised with the scalar mean and
     std of the returned training signals. ``n_train``/``n_test`` keep the first samples.
     """
     del seed  # the generator's default seed 42 is part of the dataset's definition
-    check_size("mnist1d", "n_train", n_train, MNIST1D_TRAIN)
-    check_size("mnist1d", "n_test", n_test, MNIST1D_TEST)
-    x_train, y_train, x_test, y_test = _generate_mnist1d()
+    train, test = mnist1d_sizes(samples)
+    check_size("mnist1d", "n_train", n_train, train)
+    check_size("mnist1d", "n_test", n_test, test)
+    x_train, y_train, x_test, y_test = _generate_mnist1d(train + test)
     x_train, y_train = x_train[:n_train], y_train[:n_train]
     x_test, y_test = x_test[:n_test], y_test[:n_test]
     x_train, x_test = standardise(x_train, x_test)

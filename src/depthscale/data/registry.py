@@ -12,9 +12,10 @@ from typing import Any
 from depthscale.data.bundled import (
     DIGITS_SAMPLES,
     MNIST1D_LENGTH,
-    MNIST1D_TRAIN,
+    MNIST1D_SAMPLES,
     load_digits,
     load_mnist1d,
+    mnist1d_sizes,
 )
 from depthscale.data.cifar import load_cifar
 from depthscale.data.dataset import Dataset, as_int, check_dim, check_size
@@ -37,7 +38,10 @@ class _Entry:
 
 _REGISTRY: dict[str, _Entry] = {
     "mnist1d": _Entry(
-        "MNIST-1D, generated offline: 4000/1000 signals (1, 40), 10 classes", load_mnist1d
+        "MNIST-1D, generated offline: 4000/1000 signals (1, 40), 10 classes (option "
+        "samples=5000: the signals generated, 80% for training)",
+        load_mnist1d,
+        options=("samples",),
     ),
     "digits": _Entry(
         "scikit-learn 8x8 digits: 1797 images (1, 8, 8), 10 classes, 80/20 split by seed",
@@ -99,11 +103,11 @@ def load(
     ``data_dir`` is only read by the file-based datasets (cifar10, cifar100) and ignored by the
     others. ``seed`` (an int >= 0) drives every random choice through explicit generators; it
     has no effect on mnist1d and cifar. ``n_train``/``n_test`` (positive ints) shrink the splits.
-    ``options`` are dataset-specific (:data:`DATASET_OPTIONS`: ``dim`` for teacher and
-    chizat; ``vocab``, ``order``, ``concentration``, ``context`` for markov, ``context`` for
-    pytext). Unknown names, unknown
-    options and bad sizes raise :class:`~depthscale.errors.ConfigError`; missing or corrupt
-    files raise :class:`~depthscale.errors.DataError`.
+    ``options`` are dataset-specific (:data:`DATASET_OPTIONS`: ``samples`` for mnist1d,
+    ``dim`` for teacher and chizat; ``vocab``, ``order``, ``concentration``, ``context`` for
+    markov, ``context`` for pytext). Unknown names, unknown options and bad sizes raise
+    :class:`~depthscale.errors.ConfigError`; missing or corrupt files raise
+    :class:`~depthscale.errors.DataError`.
     """
     entry = _REGISTRY.get(name) if isinstance(name, str) else None
     if entry is None:
@@ -167,8 +171,12 @@ def data_shape(name: str, *, n_train: int | None = None, n_test: int | None = No
         train, test = (2048, 256) if name == "markov" else (4096, 512)
         check_tokens(name, (n_train or train) + (n_test or test), context)
         return DataShape((context,), vocab, n_train or train)
-    fixed = {"mnist1d": ((1, MNIST1D_LENGTH), 10, MNIST1D_TRAIN),
-             "digits": ((1, 8, 8), 10, DIGITS_SAMPLES - math.ceil(0.2 * DIGITS_SAMPLES)),
+    if name == "mnist1d":
+        train, test = mnist1d_sizes(options.get("samples", MNIST1D_SAMPLES))
+        check_size(name, "n_train", n_train, train)
+        check_size(name, "n_test", n_test, test)
+        return DataShape((1, MNIST1D_LENGTH), 10, n_train or train)
+    fixed = {"digits": ((1, 8, 8), 10, DIGITS_SAMPLES - math.ceil(0.2 * DIGITS_SAMPLES)),
              "cifar10": ((3, 32, 32), 10, 50000), "cifar100": ((3, 32, 32), 100, 50000)}
     shape, n_out, available = fixed[name]
     check_size(name, "n_train", n_train, available)

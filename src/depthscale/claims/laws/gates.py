@@ -329,7 +329,8 @@ def law_note(results: Mapping[str, LawResult]) -> str:
         notes.append(f"optimum next to a diverged LR: {', '.join(beside)}")
     notes += [f"{k}: alpha {law.blocks_fit.slope:.3g} against blocks K (Sec. 4.3) vs "
               f"{law.fit.slope:.3g} against L = m + K (Sec. 3.4, banded)"
-              for k, law in results.items() if law.blocks_fit is not None]
+              for k, law in results.items()
+              if law.blocks_fit is not None and law.blocks_fit != law.fit]  # fit on L, not K
     moving = [f"{k} " + " -> ".join(f"{f.slope:.3g}" for _, f in law.length_fits)
               + f" -> {law.fit.slope:.3g}" for k, law in results.items() if law.length_fits]
     if moving:

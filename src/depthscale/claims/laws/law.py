@@ -20,7 +20,15 @@ import numpy as np
 from scipy import stats
 
 from depthscale.claims.laws.settings import Arch
-from depthscale.claims.laws.sweeps import Record, SweepSettings, effective_depth, probe_etas
+from depthscale.claims.laws.sweeps import (
+    Record,
+    SweepSettings,
+    at_step,
+    effective_depth,
+    has_blocks,
+    probe_etas,
+    steps_per_epoch,
+)
 from depthscale.claims.registry import ClaimContext
 from depthscale.stats.fits import LawFit
 from depthscale.stats.sweeps import (
@@ -36,8 +44,8 @@ from depthscale.stats.sweeps import (
 )
 
 __all__ = [
-    "FRACTIONS", "LawResult", "SlopeChange", "ammup_law", "fit_law", "gated_depths", "probe_law",
-    "slope_change",
+    "FRACTIONS", "LawResult", "SlopeChange", "ammup_law", "fit_law", "gated_depths", "judged_law",
+    "law_at", "probe_law", "slope_change",
 ]
 
 #: the fractions of the run length at which the law is refitted from the same runs
@@ -109,6 +117,8 @@ def _change_across_depths(pairs: dict[int, list[tuple[float, float]]], steps: in
         return SlopeChange(steps, math.nan, math.nan, math.nan, n_seeds, m)
     x = np.log10(np.array(sorted(pairs), dtype=float))
     d = np.array([np.mean([a - b for a, b in pairs[k]]) for k in sorted(pairs)])
+    if np.ptp(d) == 0.0:  # every depth's optimum moved alike: no change of slope, no spread
+        return SlopeChange(steps, 0.0, 0.0, 0.0, n_seeds, m)
     fit = stats.linregress(x, d)
     half_width = float(stats.t.ppf(0.975, m - 2)) * float(fit.stderr)
     slope = float(fit.slope)
@@ -194,15 +204,17 @@ def _fit(records: Sequence[Record], criterion: str, axis: str, gated: tuple[int,
 
 
 def fit_law(records: list[Record], criterion: str = "running", blocks: bool = False,
-            chance: float = math.nan, window: list[Record] | None = None) -> LawResult:
+            chance: float = math.nan, window: list[Record] | None = None,
+            with_change: bool = True) -> LawResult:
     """eta* per (effective depth, seed), mean and 95% CI over seeds, WLS slope (laws Sec. 4.1)
     and its seed bootstrap, fitted on the depths whose sweep locates eta* (not
     :func:`gated_depths` by the grid signals, read over ``window``: every run of each depth,
     both stages of a two-stage grid; default ``records``) with optima on the grid's edge
     excluded; ``blocks``: also the fit against the number of residual blocks (laws Sec. 4.3's
     convention). With the "running" criterion the law is also refitted at 1/8, 1/4 and 1/2 of
-    the run length (:func:`records_at_step`, the same depths), to see whether it still moves.
-    The optima and seed summaries report every depth."""
+    the run length (:func:`records_at_step`, the same depths), and, unless ``with_change``
+    is False (a law read at a length the paper fixes), alpha's seed-paired change from half of
+    it (:func:`slope_change`). The optima and seed summaries report every depth."""
     signals = grid_signals(window if window is not None else records, criterion,
                            axis="effective_depth")
     gated = gated_depths(signals, chance)
@@ -217,7 +229,7 @@ def fit_law(records: list[Record], criterion: str = "running", blocks: bool = Fa
             if steps // k >= 2:
                 at = records_at_step(records, steps // k)
                 fits.append((steps // k, _fit(at, criterion, "effective_depth", gated).fit))
-                if k == 2:
+                if k == 2 and with_change:
                     kept = [r for r in at if int(r["effective_depth"]) not in gated]
                     change = slope_change(
                         [o for o in optima if o.depth not in gated],
@@ -225,6 +237,25 @@ def fit_law(records: list[Record], criterion: str = "running", blocks: bool = Fa
     return LawResult(optima, seed_summary(optima), law.fit, law.boot_ci, signals,
                      law.excluded, law.boot_repeats, blocks_fit, chance, steps,
                      tuple(fits), gated, change)
+
+
+def law_at(arch: Arch, records: list[Record], window: list[Record], step: int,
+           chance: float) -> LawResult:
+    """:func:`fit_law` of ``records`` (flatness read over ``window``) as they stood after
+    ``step`` SGD steps (:func:`~depthscale.claims.laws.sweeps.at_step`): a law read at a
+    fixed length, so no change from half of it is taken (``with_change`` False)."""
+    return fit_law(at_step(records, step), blocks=has_blocks(arch), chance=chance,
+                   window=at_step(window, step), with_change=False)
+
+
+def judged_law(s: SweepSettings, arch: Arch, records: list[Record], window: list[Record],
+               chance: float) -> LawResult:
+    """The law a claim judges: at the end of the run, or where ``s.judged_epoch`` is set, at
+    the end of that pass over the data (:func:`law_at`; laws Table 1 reads the one-epoch
+    optimum, Sec. 4.1)."""
+    if s.judged_epoch is None:
+        return fit_law(records, blocks=has_blocks(arch), chance=chance, window=window)
+    return law_at(arch, records, window, s.judged_epoch * steps_per_epoch(s, arch), chance)
 
 
 def probe_law(optima: Sequence[Optimum], *, seed: int) -> LawResult:

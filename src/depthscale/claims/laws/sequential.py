@@ -4,7 +4,7 @@ sequential, budgeted design for the seeds of the fine stage (the fit of Eq. 9): 
 they decide the part, and stop once it is decided.
 
 The fine stage runs in rounds, ``arch["seed_rounds"] = [n1, n2, ...]``; after each round the
-law is fitted (:func:`~depthscale.claims.laws.law.fit_law`) and the part's finding read
+law is fitted (:func:`~depthscale.claims.laws.law.judged_law`) and the part's finding read
 (:func:`~depthscale.claims.laws.gates.alpha_finding`). Rounds stop when the part is decided,
 when seeds cannot decide it, or when the rounds or ``ctx.budget_seconds`` are spent; otherwise
 the next round brings the depths that carry :data:`COVER` of the slope's variance to more seeds,
@@ -28,7 +28,7 @@ from scipy import stats
 from depthscale.claims.common import budget_stop
 from depthscale.claims.laws import sweeps
 from depthscale.claims.laws.gates import MOVING_MARGIN, alpha_finding, change_state
-from depthscale.claims.laws.law import LawResult, fit_law
+from depthscale.claims.laws.law import LawResult, judged_law
 from depthscale.claims.laws.settings import LAW_BAND, Arch, family_parts
 from depthscale.claims.laws.sweeps import Record, SweepSettings
 from depthscale.claims.registry import ClaimContext, read_settings
@@ -447,9 +447,8 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
     added: tuple[int, ...] = ()  # the grid depths a depth round added (at most one round)
     while True:
         fine = [r for d in grids for r in runs[d]]
-        law = fit_law(sweeps.annotate(s.lr_depth_exponent, arch, fine),
-                      blocks=sweeps.has_blocks(arch), chance=chance,
-                      window=sweeps.annotate(s.lr_depth_exponent, arch, coarse + fine))
+        law = judged_law(s, arch, sweeps.annotate(s.lr_depth_exponent, arch, fine),
+                         sweeps.annotate(s.lr_depth_exponent, arch, coarse + fine), chance)
         parts = family_parts(ctx.settings.get("family_parts"), ctx.settings.get("archs"))
         finding, _ = alpha_finding(name, law, parts)
         plan = (_in_play(law, runs, grids, grid_depth, choose_depths(law, parts))
@@ -632,10 +631,11 @@ def sweep_stages(ctx: ClaimContext, name: str, arch: Arch) -> tuple[list[Record]
 
 def arch_law(ctx: ClaimContext, name: str, arch: Arch) -> LawResult:
     """One architecture's sweep (run or resumed in ``ctx.out_dir/name``, shared by every claim
-    that names the same study) and its law, flatness read over every stage of its grid."""
+    that names the same study) and its law (at the settings' ``judged_epoch`` where set),
+    flatness read over every stage of its grid."""
     records, window = sweep_stages(ctx, name, arch)
-    return fit_law(records, blocks=sweeps.has_blocks(arch), chance=sweeps.chance_loss(ctx, arch),
-                   window=window)
+    return judged_law(read_settings(SweepSettings, ctx.settings), arch, records, window,
+                      sweeps.chance_loss(ctx, arch))
 
 
 def table1_law(ctx: ClaimContext, key: str, arch: Arch) -> LawResult:

@@ -16,7 +16,8 @@ from depthscale.claims.registry import Control
 
 __all__ = [
     "ABLATIONS", "AMMUP", "ARCHS_FULL", "ARCHS_MEDIUM", "ARCHS_QUICK", "LAW_BAND", "R2_MIN",
-    "SEED_ROUNDS", "TABLE1", "TRANSFER", "WIDTHS", "Arch", "Scales", "family_parts",
+    "SEED_ROUNDS", "STEEPENING", "TABLE1", "TRANSFER", "WIDTHS", "Arch", "Scales",
+    "family_parts",
 ]
 
 #: one architecture of a sweep: model, dataset, input shape, width, depths, LR grid (``lrs`` or
@@ -72,14 +73,27 @@ VIT1D: Arch = {
     "recipe": "laws-fanin", "data": _MNIST1D_HALF,
     "options": {"patch_size": 4, "heads": 4, "norm": "post", "activation": "relu"},
 }
+#: Table 1's MNIST-1D (laws Sec. 4.1 trains one epoch): a set generated larger (the mnist1d
+#: generator's ``samples``, 80% for training) so that one to three passes over it are a
+#: paper-like run, not many passes over 4000 signals. Quick: 8000 training signals, 63 steps
+#: a pass (about twice the steps of one pass over 4000); medium: 32000, 250 steps a pass
+_T1_QUICK_DATA = {"samples": 10000, "n_test": 1000}
+_T1_MEDIUM_DATA = {"samples": 40000, "n_test": 1000}
+#: the ResNet fitted on its blocks K, as laws Sec. 4.3 measures Table 1's ResNet ("we define
+#: depth L by the number of residual blocks"); L = m + K (Sec. 3.4) is reported beside it
+_ON_BLOCKS = {"fit_on": "blocks"}
 ARCHS_QUICK: dict[str, Arch] = {
-    # the issue's reference study: 8 depths x 20 LRs x 3 seeds on the full MNIST-1D train set
-    "cnn1d": {**CNN1D, "depths": [2, 3, 4, 5, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 20]},
-    "convresnet1d": {**CONVRESNET1D, "depths": [1, 2, 4, 8, 16], "lr_logspace": [-3, 0.5, 12]},
+    # 8 depths x 12 LRs x 3 seeds, one pass over 8000 generated signals
+    "cnn1d": {**CNN1D, "depths": [2, 3, 4, 5, 6, 8, 11, 16], "lr_logspace": [-3, 0.5, 12],
+              "data": _T1_QUICK_DATA},
+    "convresnet1d": {**CONVRESNET1D, "depths": [1, 2, 4, 8, 16], "lr_logspace": [-3, 0.5, 12],
+                     "data": _T1_QUICK_DATA, **_ON_BLOCKS},
+    # sklearn digits cannot be generated larger: one pass over its 1437 images, 12 steps
     "cnn2d": {"model": "cnn2d", "dataset": "digits", "input_shape": [1, 8, 8], "width": 32,
               "options": {"padding": "circular"}, "depths": [2, 3, 4, 6, 8],
               "lr_logspace": [-3, 0.5, 12]},
-    "vit": {**VIT1D, "depths": [1, 2, 3, 4, 6], "lr_logspace": [-4, 0, 12]},
+    "vit": {**VIT1D, "depths": [1, 2, 3, 4, 6], "lr_logspace": [-4, 0, 12],
+            "data": _T1_QUICK_DATA},
 }
 ARCHS_FULL: dict[str, Arch] = {
     "cnn2d": {"model": "cnn2d", "dataset": "cifar10", "input_shape": [3, 32, 32], "width": 64,
@@ -122,8 +136,8 @@ ARCHS_MEDIUM: dict[str, Arch] = {
             "lr_logspace": [-4, 0, 12], "steps": _MEDIUM_STEPS},
 }
 #: the smoke size (seconds): a width-8 cnn1d at 3 depths and 3 LRs on 256 signals
-_SMOKE_CNN1D: Arch = {**ARCHS_QUICK["cnn1d"], "width": 8, "depths": [1, 2, 3],
-                      "lr_logspace": [-2, 0, 3]}
+_SMOKE_CNN1D: Arch = {**{k: v for k, v in ARCHS_QUICK["cnn1d"].items() if k != "data"},
+                      "width": 8, "depths": [1, 2, 3], "lr_logspace": [-2, 0, 3]}
 _SMOKE_DATA = {"n_train": 256, "n_test": 64}
 #: the smoke size of the claims that fit a slope (seconds a sweep): 0.1 epoch is one step,
 #: whose loss does not depend on the LR, so every optimum sits on the grid's edge and no slope
@@ -155,14 +169,49 @@ _PROBES = {"probe_seeds": 16, "batch": 128}
 SEED_ROUNDS = [4, 6, 8]
 _TABLE1_MEDIUM = {k: {**arch, "seed_rounds": SEED_ROUNDS} for k, arch in ARCHS_MEDIUM.items()}
 
+#: laws-table1 at medium: Table 1's one-epoch protocol over 32000 generated signals, trained
+#: three passes (750 steps) so that passes 1-3 are reported (Table 4 reads epochs 1-3), the
+#: band read at pass 1. cnn2d is left out: digits cannot be generated larger, and one to
+#: three passes over its 1437 images (12-36 steps) learn nothing
+_TABLE1_MEDIUM = {k: {key: v for key, v in arch.items() if key != "steps"}
+                  | {"seed_rounds": SEED_ROUNDS, "data": _T1_MEDIUM_DATA}
+                  | (_ON_BLOCKS if k == "convresnet1d" else {})
+                  for k, arch in ARCHS_MEDIUM.items() if k != "cnn2d"}
+_T1_MEDIUM_BUDGET = {"epochs": 3, "judged_epoch": 1, "seeds": 5, "refine": _REFINE, "data": {}}
+#: the smoke size: one pass over the 4000 signals is the smoke's 32 steps
+_T1_SMOKE = {"seeds": 1, "epochs": 1, "judged_epoch": 1, "data": {"n_test": 64}}
+
 TABLE1 = Scales(
-    quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET, **_PROBES, "family_parts": len(ARCHS_QUICK)},
-    medium={"archs": _TABLE1_MEDIUM, **_MEDIUM_BUDGET, **_PROBES,
+    quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET, "judged_epoch": 1, **_PROBES,
+           "family_parts": len(ARCHS_QUICK)},
+    medium={"archs": _TABLE1_MEDIUM, **_T1_MEDIUM_BUDGET, **_PROBES,
             "family_parts": len(_TABLE1_MEDIUM)},
-    full={"archs": ARCHS_FULL, "seeds": 3, "epochs": 1, "data": {}, **_PROBES,
+    full={"archs": {k: arch | (_ON_BLOCKS if k == "convresnet2d" else {})
+                    for k, arch in ARCHS_FULL.items()},
+          "seeds": 3, "epochs": 3, "judged_epoch": 1, "data": {}, **_PROBES,
           "family_parts": len(ARCHS_FULL)},
-    smoke={"archs": {"cnn1d": _SMOKE_FIT_CNN1D}, **_SMOKE_FIT, "probe_seeds": 8, "batch": 16},
+    smoke={"archs": {"cnn1d": _SMOKE_FIT_CNN1D}, **_T1_SMOKE, "probe_seeds": 8, "batch": 16},
     control=WRONG_LR_RULE,
+)
+
+#: laws-steepening (our finding): alpha read at the end of each pass of one cnn1d sweep.
+#: Quick: three passes over 8000 generated signals (63, 126, 189 steps), 7 depths x 12 LRs x
+#: 3 seeds; medium: Table 1's medium cnn1d sweep, round 1 (its studies, shared)
+_STEEP_QUICK_ARCH = {**ARCHS_QUICK["cnn1d"], "depths": [2, 3, 4, 6, 8, 11, 16]}
+STEEPENING = Scales(
+    quick={"arch": _STEEP_QUICK_ARCH, "passes": [1, 2, 3], **_QUICK_BUDGET, "epochs": 3},
+    medium={"arch": {k: v for k, v in _TABLE1_MEDIUM["cnn1d"].items() if k != "seed_rounds"},
+            "passes": [1, 2, 3], **_T1_MEDIUM_BUDGET, "seeds": SEED_ROUNDS[0]},
+    full={"arch": ARCHS_FULL["cnn2d"], "passes": [1, 2, 3], "seeds": 3, "epochs": 3,
+          "data": {}},
+    # two passes of 16 steps over 2048 signals: the smoke's 32 steps
+    smoke={"arch": _SMOKE_FIT_CNN1D, "passes": [1, 2], "seeds": 1, "epochs": 2,
+           "data": {"n_train": 2048, "n_test": 64}},
+    # every length the same pass: alpha cannot change between them, so the finding that it
+    # steepens must FAIL (the change is 0 on an interval of width 0). contrast=False: at the
+    # smoke size the change's interval straddles the band's edge
+    control=Control("every length read at the same pass (passes [1, 1]): no training between "
+                    "them", {"passes": [1, 1]}, contrast=False),
 )
 
 TRANSFER = Scales(

@@ -26,19 +26,21 @@ from depthscale.data import Dataset
 from depthscale.errors import ConfigError
 from depthscale.models import build, create
 from depthscale.probes import update_energy
-from depthscale.stats.sweeps import optimal_lrs
+from depthscale.stats.sweeps import optimal_lrs, records_at_step
 
 __all__ = [
     "Record",
     "SweepSettings",
     "annotate",
     "at_epoch",
+    "at_step",
     "chance_loss",
     "effective_depth",
     "fine_grids",
     "has_blocks",
     "probe_etas",
     "run_laws_study",
+    "steps_per_epoch",
     "study_costs",
     "study_tables",
     "sweep_recipe",
@@ -54,8 +56,10 @@ class SweepSettings:
     ``seeds`` per study (a sequential sweep's come from its ``seed_rounds``), the run length
     (``epochs``, or ``steps`` where set; an architecture's own ``steps`` go over it), the
     ``data`` options, a two-stage LR grid's ``refine = {"half_width": w, "step": d}``, the
-    final evaluation, and the negative controls' ``recipe`` (another parameterization) and
-    ``lr_depth_exponent`` e (an extra LR multiplier L^e on every layer)."""
+    final evaluation, the negative controls' ``recipe`` (another parameterization) and
+    ``lr_depth_exponent`` e (an extra LR multiplier L^e on every layer), and ``judged_epoch``:
+    the pass over the data at whose end the law is judged (laws Table 1: the one-epoch
+    optimum), None for the end of the run."""
 
     seeds: int | None = None
     epochs: float | None = None
@@ -65,6 +69,7 @@ class SweepSettings:
     final_eval: str = "train+test"
     recipe: str | None = None
     lr_depth_exponent: float = 0.0
+    judged_epoch: int | None = None
 
     def seed_count(self) -> int:
         """``seeds``, which a sweep without ``seed_rounds`` needs."""
@@ -179,7 +184,14 @@ def sweep_recipe(s: SweepSettings, arch: Arch) -> str:
 
 
 def effective_depth(arch: Arch, depth: int) -> int:
-    """The effective depth L = m + K (laws Sec. 3.4) of ``arch`` at ``depth``."""
+    """The depth a law of ``arch`` is fitted on at grid ``depth``: the effective depth L = m + K
+    (laws Sec. 3.4), or the residual blocks K where the architecture sets ``"fit_on":
+    "blocks"`` (a ResNet as laws Sec. 4.3 measures it for Table 1)."""
+    if arch.get("fit_on", "effective") == "blocks":
+        if not has_blocks(arch):
+            raise ConfigError(f"fit_on 'blocks' needs a ResNet (convresnet*), got model "
+                              f"{arch['model']!r}; leave fit_on unset")
+        return int(depth)
     net = create(arch["model"], input_shape=tuple(arch["input_shape"]), n_out=10,
                  width=arch["width"], depth=depth, **arch.get("options", {}))
     depth_units: int = net.effective_depth  # type: ignore[assignment]  # every model has it
@@ -189,6 +201,35 @@ def effective_depth(arch: Arch, depth: int) -> int:
 def has_blocks(arch: Arch) -> bool:
     """Whether the architecture is a ResNet (fitted against its blocks K too, Sec. 4.3)."""
     return str(arch["model"]).startswith("convresnet")
+
+
+def steps_per_epoch(s: SweepSettings, arch: Arch) -> int:
+    """The SGD steps of one pass over the sweep's training set (batch 128, the last batch
+    partial: ceil(n_train / 128), as the training loop counts them); ConfigError where
+    ``judged_epoch`` is set but the run length is not given in epochs, or is shorter."""
+    from depthscale.data.registry import data_shape
+
+    if s.judged_epoch is not None and (s.epochs is None or "steps" in arch
+                                       or s.judged_epoch > s.epochs):
+        raise ConfigError(f"judged_epoch {s.judged_epoch} needs the run length in settings "
+                          f"'epochs' (at least {s.judged_epoch}) and no 'steps' on the "
+                          f"architecture; got epochs {s.epochs!r}, steps {arch.get('steps')!r}")
+    data = {**s.data, **arch.get("data", {})}
+    data.pop("dir", None)
+    return math.ceil(data_shape(arch["dataset"], **data).n_train / 128)
+
+
+def at_step(records: list[Record], step: int) -> list[Record]:
+    """The records as they stood after ``step`` SGD steps
+    (:func:`~depthscale.stats.sweeps.records_at_step`: the running loss of steps 1..step),
+    their loss curves cut there too, so that a law fitted on them reads ``step`` as its run
+    length."""
+    out = []
+    for r in records_at_step(records, step):
+        keep = [i for i, at in enumerate(r.get("curve_steps") or []) if int(at) <= step]
+        out.append({**r, "curve_steps": [r["curve_steps"][i] for i in keep],
+                    "curve_losses": [r["curve_losses"][i] for i in keep]})
+    return out
 
 
 def chance_loss(ctx: ClaimContext, arch: Arch) -> float:

@@ -1,6 +1,8 @@
 """laws-table1 (laws Table 1): eta* ~ L^alpha with alpha near -3/2 (Eq. 9) for CNNs, ResNets and
-ViTs, alpha read on the interval of the WLS fit against effective depth, one verdict per
-architecture along two routes: the grid fit (Sec. 4.1) and the AM-muP predictor (Sec. 3.2)."""
+ViTs, alpha read on the interval of the WLS fit of the one-epoch optimum (Sec. 4.1) against
+depth (ResNets: blocks K, Sec. 4.3; L = m + K of Sec. 3.4 reported beside), one verdict per
+architecture along two routes: the grid fit and the AM-muP predictor (Sec. 3.2); alpha at the
+end of every later pass trained reported too."""
 
 from __future__ import annotations
 
@@ -21,10 +23,17 @@ from depthscale.claims.laws.gates import (
     law_rows,
     reported,
 )
-from depthscale.claims.laws.law import LawResult, ammup_law
-from depthscale.claims.laws.sequential import table1_law
+from depthscale.claims.laws.law import LawResult, ammup_law, judged_law, law_at
+from depthscale.claims.laws.sequential import sweep_stages
 from depthscale.claims.laws.settings import Arch, family_parts
-from depthscale.claims.laws.sweeps import SweepSettings, study_costs
+from depthscale.claims.laws.sweeps import (
+    Record,
+    SweepSettings,
+    chance_loss,
+    effective_depth,
+    steps_per_epoch,
+    study_costs,
+)
 from depthscale.claims.registry import ClaimContext, claim, read_settings
 from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
 
@@ -52,18 +61,45 @@ class Table1Settings(SweepSettings):
 
 @dataclass(frozen=True)
 class Table1:
-    """laws-table1's measurement: each architecture's grid law (``results``) and AM-muP law
-    (``probes``)."""
+    """laws-table1's measurement: each architecture's judged grid law (``results``: at the
+    settings' ``judged_epoch``) and AM-muP law (``probes``), its grid law at the end of every
+    pass trained (``passes``, where ``judged_epoch`` is set) and, for a ResNet fitted on its
+    blocks, the same runs fitted on L = m + K (``on_mk``)."""
 
     results: dict[str, LawResult]
     probes: dict[str, LawResult]
+    passes: dict[str, dict[int, LawResult]] = dataclasses.field(default_factory=dict)
+    on_mk: dict[str, LawResult] = dataclasses.field(default_factory=dict)
+
+
+def _on_mk(arch: Arch, records: list[Record]) -> tuple[Arch, list[Record]]:
+    """``arch`` fitted on L = m + K and ``records`` with that effective depth (the runs, LRs
+    and a control's multiplier as they are)."""
+    mk = {k: v for k, v in arch.items() if k != "fit_on"}
+    eff = {d: effective_depth(mk, d) for d in {int(r["depth"]) for r in records}}
+    return mk, [{**r, "effective_depth": eff[int(r["depth"])]} for r in records]
 
 
 def measure_table1(ctx: ClaimContext, s: Table1Settings) -> Table1:
-    """Each architecture's Table 1 sweep (run or resumed) and its law, and its AM-muP law
-    (``probe_seeds`` init seeds per depth, no training)."""
-    results = {key: table1_law(ctx, key, arch) for key, arch in s.archs.items()}
-    return Table1(results, measure_probes(ctx, s))
+    """Each architecture's Table 1 sweep (study ``laws-<arch>``, run or resumed), its law at
+    the end of pass ``judged_epoch`` and of every pass trained, for a ResNet fitted on blocks
+    the same at the judged pass on L = m + K, and its AM-muP law (``probe_seeds`` init seeds
+    per depth, no training)."""
+    results, passes, on_mk = {}, {}, {}
+    for key, arch in s.archs.items():
+        records, window = sweep_stages(ctx, f"laws-{key}", arch)
+        chance = chance_loss(ctx, arch)
+        results[key] = judged_law(s, arch, records, window, chance)
+        if s.judged_epoch is None or s.epochs is None:
+            continue
+        per_pass = steps_per_epoch(s, arch)
+        passes[key] = {p: law_at(arch, records, window, p * per_pass, chance)
+                       for p in range(1, int(s.epochs) + 1)}
+        if arch.get("fit_on") == "blocks":
+            mk, mk_records = _on_mk(arch, records)
+            on_mk[key] = law_at(mk, mk_records, _on_mk(arch, window)[1],
+                                s.judged_epoch * per_pass, chance)
+    return Table1(results, measure_probes(ctx, s), passes, on_mk)
 
 
 def measure_probes(ctx: ClaimContext, s: Table1Settings) -> dict[str, LawResult]:
@@ -123,7 +159,32 @@ def judge_table1(m: Table1, s: Table1Settings,
     for k, law in m.probes.items():
         measured[f"alpha_ammup_{k}"] = law.fit.slope
         measured[f"alpha_ammup_{k}_low"], measured[f"alpha_ammup_{k}_high"] = law.interval
-    return dataclasses.replace(j, measured=reported(measured))
+    for k, by_pass in m.passes.items():
+        for p, law in by_pass.items():
+            measured[f"alpha_{k}_pass{p}"] = law.fit.slope
+            measured[f"alpha_{k}_pass{p}_low"], measured[f"alpha_{k}_pass{p}_high"] = law.interval
+    for k, law in m.on_mk.items():
+        measured[f"alpha_{k}_mK"] = law.fit.slope
+        measured[f"alpha_{k}_mK_low"], measured[f"alpha_{k}_mK_high"] = law.interval
+    return dataclasses.replace(j, measured=reported(measured), note=_note(j.note, m, s))
+
+
+def _note(note: str, m: Table1, s: Table1Settings) -> str:
+    """``note`` with the pass the band is read at, alpha at every pass trained, and each
+    ResNet's fit on L = m + K beside the judged one on blocks."""
+    said = [note] if note else []
+    if m.passes:
+        said.append(f"the band is read at the end of pass {s.judged_epoch} (Table 1's one-epoch "
+                    "optimum, Sec. 4.1); alpha at the end of each pass: " + "; ".join(
+                        f"{k} " + ", ".join(f"{law.fit.slope:.3g} [{law.interval[0]:.3g}, "
+                                            f"{law.interval[1]:.3g}] at {p}"
+                                            for p, law in by_pass.items())
+                        for k, by_pass in m.passes.items()))
+    said += [f"{k}: judged on blocks K (Sec. 4.3 measures Table 1's ResNet by its blocks), "
+             f"alpha {m.results[k].fit.slope:.3g} [{m.results[k].interval[0]:.3g}, "
+             f"{m.results[k].interval[1]:.3g}]; on L = m + K (Sec. 3.4) {law.fit.slope:.3g} "
+             f"[{law.interval[0]:.3g}, {law.interval[1]:.3g}]" for k, law in m.on_mk.items()]
+    return "; ".join(said)
 
 
 def draw_table1(m: Table1) -> Figure:
@@ -157,8 +218,9 @@ def table1_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]
 )
 def laws_table1(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 1: alpha (WLS slope of log10 eta* on log10 L, weights 1/SEM^2, optima on the
-    grid's edge left out) per architecture, with its CI and R^2; band [-1.9, -1.0] for each,
-    applied at the run length where alpha has stopped moving (gates.py).
+    grid's edge left out; ResNets on blocks K, Sec. 4.3) per architecture, with its CI and R^2;
+    band [-1.9, -1.0] for each, applied to the one-epoch optimum (pass ``judged_epoch``, Sec.
+    4.1), alpha at later passes and a ResNet's alpha on L = m + K reported beside.
 
     Per architecture (``verdict_<arch>`` in ``measured``: 1 supports, 0 undecided, -1 one route
     contradicts, -2 both): the grid route's alpha finding and the AM-muP route's (eta* from
