@@ -6,9 +6,8 @@ sqrt(D)``, ``sigma_v = alpha sqrt(D)``, full-batch GD with LRs ``eta_u L M`` and
 (Eq. 25; ``eta_u = D min(1, alpha^-2)``, ``eta_v = D``, Sec. 4.4) on ``mean_i |h^L(x_i) -
 y_i|^2 / (2 D)``. Finite ResNets are simulated by :class:`~depthscale.limits.MeanODE` with
 ``method="euler"`` and one iid particle set per layer, which *is* Eq. 24-25; the limit
-reference (Fig. 1, 2) is the mean of ``ref_runs`` RK4 Mean ODE runs, with its standard error.
-Thm. 2 compares finite nets with ``limits.TangentODE``; Thm. 3 uses the Mean ODE. Why these
-choices: docs/how-it-works.md.
+reference (Fig. 1, 2) is the mean of ``ref_runs`` RK4 Mean ODE runs, with its standard error;
+Thm. 2 compares with ``limits.TangentODE``. Why: docs/how-it-works.md.
 
 One module per claim: :mod:`.output_error` (Fig. 2), :mod:`.spread_and_travel` (Fig. 5a, 5b),
 :mod:`.loss_logs` (Fig. 5c), :mod:`.tangent_gap` (Thm. 2), :mod:`.d_exponents` (Thm. 3),

@@ -5,8 +5,7 @@ this package registers them all.
 * at initialisation: :mod:`.init` (Prop. 1, Fig. 1a), :mod:`.coupling` (Props. 2 and 6),
   :mod:`.kernels` (Prop. 3), :mod:`.positivity` (Props. 4-5);
 * trained networks against the NFD limit (Def. 1): :mod:`.convergence` (Thm. 1), :mod:`.gia`
-  (Cor. 1), :mod:`.eigenvalues` (Fig. 6, Assumption 1), on the size series of :mod:`.series`;
-  :mod:`.root_cause` (Prop. 8, Eq. 5; NumPy route :mod:`.handwritten_eq5`);
+  (Cor. 1), :mod:`.eigenvalues` (Fig. 6), :mod:`.root_cause` (Prop. 8, Eq. 5);
 * trained networks on data: :mod:`.pre_post` (Fig. 1b-c), :mod:`.horizon` (Fig. 2),
   :mod:`.collapse`, :mod:`.transfer`, :mod:`.deep` (Fig. 5 rows 1-3), :mod:`.eq8` (Eq. 8's step).
 

@@ -11,11 +11,9 @@ matched-loss readings are reported. Three parts (:data:`PARTS`, :mod:`.parts`): 
 Eq. 8's first-layer lift, which the paper states, decide; the stream under Eq. 8 (flat: our
 reading, implied not stated) is a reported finding.
 
-Two routes (``second_route``, at medium and full): the same runs and readouts again on nets
-written in numpy from nfd Eq. 6 and Eq. 8 with hand-derived gradients
-(:mod:`depthscale.claims.nfd.handwritten`), read by the same rule and joined by
-:func:`~depthscale.claims.nfd.slopes.two_route_decision`; quick runs the library's route alone
-(a contradiction there is a FAIL).
+Two routes (``second_route``, medium and full): numpy nets with hand-derived gradients
+(:mod:`depthscale.claims.nfd.handwritten`), joined by
+:func:`~depthscale.claims.nfd.slopes.two_route_decision`; quick runs the library's route alone.
 """
 
 from __future__ import annotations

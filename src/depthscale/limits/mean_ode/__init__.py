@@ -8,13 +8,11 @@
 * :mod:`~depthscale.limits.mean_ode.integrator`: depth integrators (Euler, Eq. 17 and 7; Heun; RK4).
 * :mod:`~depthscale.limits.mean_ode.tracers`: tracers that move in the field without entering
   its means (Thm. 1(ii)'s limit trajectories of a finite net's units).
-* :mod:`~depthscale.limits.mean_ode.sampling`: draws of ``mu_0`` (iid, antithetic, Sobol').
-* :mod:`~depthscale.limits.mean_ode.config`: the shared settings, initial particles, loss,
-  errors and the balanced learning rates (chizat Thm. 3, Sec. 4.4).
+* :mod:`~depthscale.limits.mean_ode.sampling` (draws of ``mu_0``) and
+  :mod:`~depthscale.limits.mean_ode.config` (settings, loss, errors, balanced LRs, Sec. 4.4).
 
-Engine: numpy, float64 by default (``dtype="float32"`` allowed: docs/performance.md); randomness
-only from ``numpy.random.SeedSequence(seed)``. The finite reference is
-:func:`depthscale.train.finite.mean_ode.train_finite_resnet`.
+Engine: numpy, float64 by default (float32 allowed), randomness from ``SeedSequence(seed)``;
+finite reference: :func:`depthscale.train.finite.mean_ode.train_finite_resnet`.
 """
 
 from depthscale.limits.mean_ode.config import (
