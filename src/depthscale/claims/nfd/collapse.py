@@ -1,5 +1,4 @@
-"""nfd-collapse: the first-layer update of two-layer blocks collapses with depth (nfd Fig. 5
-row 1, Eq. 7).
+"""nfd-collapse: two-layer blocks' first-layer update collapses with depth (nfd Fig. 5, Eq. 7).
 
 In two-layer-block ResNets (nfd Eq. 6) under depth-muP (eta_c n for both layers) the
 block-averaged internal update |x - x~|/sqrt(n) (Eq. 27) falls like L^(-1/2) while the
