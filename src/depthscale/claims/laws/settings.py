@@ -210,8 +210,8 @@ STEEPENING = Scales(
     # every length the same pass: alpha cannot change between them, so the finding that it
     # steepens must FAIL (the change is 0 on an interval of width 0). contrast=False: at the
     # smoke size the change's interval straddles the band's edge
-    control=Control("every length read at the same pass (passes [1, 1]): no training between "
-                    "them", {"passes": [1, 1]}, contrast=False),
+    control=Control("every length read at the first pass (same_pass): no training between "
+                    "them", {"same_pass": True}, contrast=False),
 )
 
 TRANSFER = Scales(

@@ -46,10 +46,12 @@ class SteepeningSettings(SweepSettings):
     """laws-steepening's settings: the sweep budget (:class:`SweepSettings`, ``epochs`` the
     passes trained), the architecture ``arch`` (a typed mapping,
     :data:`~depthscale.claims.laws.settings.Arch`) and ``passes``, the passes at whose end
-    alpha is read (the first and the last compared; each from 1 to ``epochs``)."""
+    alpha is read (the first and the last compared; each from 1 to ``epochs``);
+    ``same_pass`` (the control) reads every length at the first of them."""
 
     arch: Arch
     passes: list[int]
+    same_pass: bool = False
 
     def checked(self) -> list[int]:
         """``passes``, sorted; ConfigError unless two or more whole passes within ``epochs``."""
@@ -60,7 +62,7 @@ class SteepeningSettings(SweepSettings):
         if not ok:
             raise ConfigError(f"laws-steepening: passes must be two or more whole passes from "
                               f"1 to epochs={self.epochs!r}, got {self.passes!r}")
-        return sorted(self.passes)
+        return [min(self.passes)] * len(self.passes) if self.same_pass else sorted(self.passes)
 
 
 @dataclass(frozen=True)
