@@ -8,6 +8,7 @@ import math
 import statistics
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -686,3 +687,29 @@ def test_transformer_control_makes_the_arms_identical(tmp_path: Path) -> None:
     assert "spread_nfd_minus_depth_mup: contradicts" in out.reason
     rows = (tmp_path / "beyond-transformer.csv").read_text().splitlines()
     assert rows[0].startswith("part,") and len(rows) > 1
+
+
+def _tied_spreads(eq8_recipe: str) -> tuple[Any, TransformerSettings]:
+    """Measures whose two arms' optima fall on the same grid points in every resample."""
+    from depthscale.claims.beyond.spreads import SpreadEstimate
+    from depthscale.claims.beyond.transformer import TransformerMeasures
+
+    arms = (("depth_mup", "depth-mup"), ("nfd_depth", eq8_recipe))
+    spread = SpreadEstimate(arms, {"depth_mup": 0.301, "nfd_depth": 0.301},
+                            {"depth_mup": (0.301, 0.301), "nfd_depth": (0.301, 0.301)},
+                            0.0, (0.0, 0.0))
+    m = TransformerMeasures(arms, cast(Any, None), spread, [], "markov", {}, [], {})
+    return m, read_settings(TransformerSettings, CLAIMS["beyond-transformer"].settings["quick"])
+
+
+def test_a_grid_tie_between_different_arms_is_undecided_and_names_the_grid_step() -> None:
+    """Different recipes whose optima tie on the eta_c grid: the difference is below the
+    grid's step (0.301 decades at quick), not shown absent; identical arms (the control)
+    still contradict."""
+    from depthscale.claims.beyond.transformer import _spread_finding
+
+    finding, said = _spread_finding(*_tied_spreads("nfd-depth"))
+    assert finding == "undecided"
+    assert "grid's step (0.301 decades)" in said
+    finding, _ = _spread_finding(*_tied_spreads("depth-mup"))
+    assert finding == "contradicts"

@@ -1,6 +1,6 @@
 """A factory that returns the structure it read (``(model, plan, structure)``, the README's
 "ten lines"): coord_check measures with it and reads no model again, with the report of a
-factory that returns ``(model, plan)``; a structure read before ``apply`` set an attention
+factory that returns ``(model, plan)`` (whose apply's own read is measured with); a structure read before ``apply`` set an attention
 attribute (OPT's ``scaling``) is measured at the scale apply set, as a fresh read is."""
 
 from __future__ import annotations
@@ -67,7 +67,10 @@ def test_the_factory_structure_is_measured_with_and_no_model_is_read_again(
                              "seeds": range(2)}
     calls = _counted(monkeypatch)
     reading = coord_check(_make_reading, X, Y, **sizes)
-    assert all(calls[name] > 0 for name in READERS)
+    # the factory's apply reads each model; coord_check measures with that read
+    # (factory_sizes.build_read) and reads none again
+    assert calls["depthscale.param.apply"] > 0
+    assert calls["depthscale.probes.coord_check"] == calls["depthscale.probes.factory_sizes"] == 0
     calls.update(dict.fromkeys(READERS, 0))
     given = coord_check(_make, X, Y, **sizes)
     assert calls == dict.fromkeys(READERS, 0)

@@ -83,7 +83,7 @@ def ten_lines(arch: Arch, model: nn.Module, x: Any, recipe: str, seed: int = 0,
     p = plan_for(recipe, st)
     with warnings.catch_warnings():  # an attention scale the recipe would set otherwise
         warnings.filterwarnings("ignore", message=".*wants the attention scale")
-        p.apply(model, example_input=x, seed=seed, **apply)
+        p.apply(model, structure=st, example_input=x, seed=seed, **apply)
     return p
 
 

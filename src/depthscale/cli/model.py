@@ -207,7 +207,7 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
     from depthscale.data import load
     from depthscale.io.atomic import write_csv
     from depthscale.probes import LAYER_TYPES, coord_check
-    from depthscale.report.figures import new_figure, save_figure
+    from depthscale.report.figures import label_log_ticks, new_figure, save_figure
 
     _check_model_name(args.model)
     data = load(args.dataset, data_dir=args.data_dir, seed=args.seed)
@@ -236,6 +236,7 @@ def _cmd_coord_check(args: argparse.Namespace) -> int:
                 except KeyError:
                     continue
                 ax.loglog(f.sizes, f.means, style, label=f"{q} (slope {f.slope:+.2f})")
+                label_log_ticks(ax, f.sizes)
             ax.set_title(f"{t} vs {axis}", fontsize=8)
             ax.set_xlabel(axis)
             ax.legend(fontsize=6)

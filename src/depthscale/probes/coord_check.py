@@ -32,7 +32,12 @@ from depthscale.param.given import current
 from depthscale.param.inspect import Structure, inspect
 from depthscale.probes.coord_bands import FLAT, WEIGHT, expected_bands
 from depthscale.probes.depth_regime import depth_regime
-from depthscale.probes.factory_sizes import check_factory, structure_of, with_auto_base
+from depthscale.probes.factory_sizes import (
+    build_read,
+    check_factory,
+    structure_of,
+    with_auto_base,
+)
 from depthscale.probes.forward_record import (
     LAYER_TYPES,
     record_pass,
@@ -526,9 +531,8 @@ def _measure_sweeps(
             w, d = (s, base_depth) if axis == "width" else (base_width, s)
             at_size = []
             for seed in seeds:
-                made = make(w, d, seed)
+                made, structure = build_read(make, w, d, seed)
                 model, plan = made[0], made[1]
-                structure = made[2] if len(made) > 2 else None
                 first_plan = first_plan or plan
                 at_size.append(CoordPoint(axis, w, d, int(seed), measure(model, plan, structure)))
                 if progress is not None:

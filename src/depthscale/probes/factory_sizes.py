@@ -19,7 +19,7 @@ from depthscale.param.inspect import Structure, inspect
 from depthscale.param.walk import unwrap
 from depthscale.param.widths import Base, auto_base, noted, noting
 
-__all__ = ["built_size", "check_factory", "structure_of", "with_auto_base"]
+__all__ = ["build_read", "built_size", "check_factory", "structure_of", "with_auto_base"]
 
 #: make(width, depth, seed) -> (model, plan) or (model, plan, structure)
 Factory = Callable[[int, int, int], Any]
@@ -74,6 +74,18 @@ def structure_of(made: Any, example: Any) -> Structure | None:
     return _inspected(unwrap(made[0])[0], example)
 
 
+def build_read(make: Factory, width: int, depth: int, seed: int) -> tuple[Any, Structure | None]:
+    """``make(width, depth, seed)`` and the structure it comes with: the one the factory
+    returned, else the one its ``Plan.apply`` read or was given (:func:`noting`; a model
+    inside a wrapper is left to be read), else None: a model is not read twice."""
+    with noting() as seen:
+        made = make(width, depth, seed)
+    if len(made) > 2 and isinstance(made[2], Structure):
+        return made, made[2]
+    inner, _ = unwrap(made[0])
+    return made, noted(seen, inner) if inner is made[0] else None
+
+
 def check_factory(make: Factory, sizes: Sequence[tuple[int, int]], seed: int,
                   example: Any) -> dict[tuple[int, int], Structure | None]:
     """Build ``make(width, depth, seed)`` once at each of ``sizes`` (the global RNG state is
@@ -87,10 +99,9 @@ def check_factory(make: Factory, sizes: Sequence[tuple[int, int]], seed: int,
     plain: set[str] = set()  # kinds of model in which inspect finds no residual branch
     with torch.random.fork_rng(devices=[]):
         for w, d in dict.fromkeys(sizes):
-            made = make(w, d, seed)
-            structure = made[2] if len(made) > 2 else None
+            made, structure = build_read(make, w, d, seed)
             if len({s[1] for s in sizes}) > 1:
-                found[(w, d)] = structure = structure_of(made, example)
+                found[(w, d)] = structure = structure or structure_of(made, example)
                 if _branchless(made[0], structure):
                     plain.add(type(unwrap(made[0])[0]).__name__)
             read[(w, d)] = built_size(made[0], made[1], structure, example)

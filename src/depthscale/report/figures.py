@@ -42,10 +42,12 @@ def new_figure(
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
-    """Write ``fig`` as a PNG (dpi 120, tight bounding box) atomically; returns the path."""
+    """Write ``fig`` as a PNG (dpi 120) atomically; returns the path. The constrained layout of
+    :func:`new_figure` already fits every label inside, so no tight bounding box (a second
+    draw) is asked for."""
     path = Path(path)
     with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight")
+        fig.savefig(fh, format="png", dpi=DPI)
     return path
 
 

@@ -18,6 +18,7 @@ difference Eq. 8 minus depth-muP, claimed < 0. One verdict over all findings
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -217,14 +218,29 @@ def measure_transformer(ctx: ClaimContext, s: TransformerSettings) -> Transforme
                                measured)
 
 
+def _grid_tie(m: TransformerMeasures) -> bool:
+    """The two arms are different recipes, yet their optima fall on the same eta_c grid
+    points in every resample: the spread difference is exactly 0 because it is below the
+    grid's step, not because Eq. 8 has no effect."""
+    low, high = m.spread.diff_ci
+    return low == high == 0.0 and m.arms[0][1] != m.arms[1][1]
+
+
 def _spread_finding(m: TransformerMeasures, s: TransformerSettings) -> tuple[Finding, str]:
     """The paired spread difference against "it is < 0"; undecided where a sweep is flat
-    within its seed spread, unless the arms are the same runs (a FAIL whatever the noise)."""
+    within its seed spread or the arms tie on the grid (:func:`_grid_tie`), unless the arms
+    are the same runs (a FAIL whatever the noise)."""
     p0, p1 = (m.spread.point[tag] for tag, _ in m.arms)
     low, high = m.spread.diff_ci
     text = (f"spread of log10 eta_c* over {s.transfer_blocks} blocks: depth-muP "
             f"{p0:.3g}, {m.arms[1][1]} {p1:.3g} decades; difference {m.spread.diff:+.3g}, 95% "
             f"seed-bootstrap CI [{low:+.3g}, {high:+.3g}] ({s.seeds} seeds), claimed < 0")
+    if _grid_tie(m):
+        step = min(math.log10(b / a) for a, b in itertools.pairwise(sorted(s.eta_cs)))
+        return "undecided", (
+            f"{text}; but both arms' optima sit on the same grid points in every resample: "
+            f"a difference below the grid's step ({step:.3g} decades) reads 0, so a finer "
+            "eta_c grid or deeper transfer blocks decide it")
     if m.flat and not low == high == 0.0:
         g = min(m.flat, key=lambda g: g.loss_range)
         return "undecided", (
@@ -293,13 +309,17 @@ def _deciding(m: TransformerMeasures, s: TransformerSettings, bands: Mapping[str
         said.append(f"{worst}; " + deciding_run(
             f"{seeds_need} collapse seeds", {"collapse_seeds": seeds_need}, price,
             factor=seeds_need / s.collapse_seeds))
-    if "spread_nfd_minus_depth_mup" in undecided and not m.flat:
+    if "spread_nfd_minus_depth_mup" in undecided and not m.flat and not _grid_tie(m):
         low, high = m.spread.diff_ci
         need = samples_to_decide(m.spread.diff, low, high, (None, 0.0), s.seeds)
         if need.needed is not None and not need.decided:
             said.append(f"the spread difference needs {need.said()}; " + deciding_run(
                 f"{need.needed} transfer seeds", {"seeds": need.needed}, price))
-    if moving or ("spread_nfd_minus_depth_mup" in undecided and m.flat):
+    if "spread_nfd_minus_depth_mup" in undecided and _grid_tie(m):
+        said.append("the spread difference is below the eta_c grid's step: a grid twice as "
+                    "fine, or transfer blocks twice as deep, is the next test")
+    if moving or ("spread_nfd_minus_depth_mup" in undecided and m.flat
+                  and not _grid_tie(m)):
         larger = price.larger() if price is not None else None
         what = ("; ".join(moving) + ": the estimates lie on both sides of the band edge, so "
                 "the finding moves with the loss level and more seeds cannot decide it"
