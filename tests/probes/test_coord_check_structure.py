@@ -1,7 +1,8 @@
 """A factory that returns the structure it read (``(model, plan, structure)``, the README's
 "ten lines"): coord_check measures with it and reads no model again, with the report of a
-factory that returns ``(model, plan)`` (whose apply's own read is measured with); a structure read before ``apply`` set an attention
-attribute (OPT's ``scaling``) is measured at the scale apply set, as a fresh read is."""
+factory that returns ``(model, plan)`` (whose apply's own read is measured with); a structure
+read before ``apply`` set an attention attribute (OPT's ``scaling``) is measured at the scale
+apply set, as a fresh read is."""
 
 from __future__ import annotations
 
