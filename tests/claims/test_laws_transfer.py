@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from depthscale.claims.laws import settings, transfer
+from depthscale.claims.laws import settings, transfer, transfer_loss
 from depthscale.claims.laws.law import LawResult, probe_law
 from depthscale.claims.laws.sweeps import effective_depth
 from depthscale.claims.registry import ClaimContext, read_settings
@@ -33,14 +33,41 @@ def _exact_law(arch: dict[str, Any], source: int) -> LawResult:
     return probe_law(optima, seed=0)
 
 
+LossAt = Any  # (effective depth, arm 0 scaled / 1 raw, lr, seed) -> loss
+
+
+def _fake_training(monkeypatch: pytest.MonkeyPatch, loss_at: LossAt) -> list[int]:
+    """The loss test's training replaced by ``loss_at``; the grid depths it was asked for.
+    The rule's LRs come in the order [eta_sc, eta_raw]: where they are equal the raw arm's
+    losses serve both, as one set of runs would."""
+    asked: list[int] = []
+
+    def train(_ctx: Any, _s: Any, _key: str, arch: dict[str, Any], depth: int,
+              etas: list[float], seeds: int) -> dict[float, dict[int, float]]:
+        asked.append(depth)
+        eff = transfer_loss.effective_depth(arch, depth)
+        out: dict[float, dict[int, float]] = {}
+        for arm, eta in enumerate(etas):
+            out[eta] = {seed: loss_at(eff, arm, eta, seed) for seed in range(seeds)}
+        return out
+
+    monkeypatch.setattr(transfer_loss, "train_losses", train)
+    return asked
+
+
 def _context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scale: str = "quick",
              **overrides: Any) -> ClaimContext:
     """The claim's settings at ``scale`` (plus ``overrides``), each architecture's Table 1
-    sweep replaced by optima on the exact -3/2 law from its source depth."""
+    sweep replaced by optima on the exact -3/2 law from its source depth, and the loss test's
+    training by a loss 1 + (log10 eta - log10 eta*)^2 + 0.01 seed, least at the law's eta*."""
     s = {**settings.TRANSFER[scale], **overrides}
-    laws = {key: _exact_law(arch, effective_depth(arch, s["source_depths"][key]))
-            for key, arch in s["archs"].items()}
+    sources = {key: effective_depth(arch, s["source_depths"][key])
+               for key, arch in s["archs"].items()}
+    laws = {key: _exact_law(arch, sources[key]) for key, arch in s["archs"].items()}
     monkeypatch.setattr(transfer, "table1_law", lambda _ctx, key, _arch: laws[key])
+    source = sources[s["verdict_on"]]
+    _fake_training(monkeypatch, lambda eff, _arm, eta, seed: (
+        1 + (math.log10(eta) + 2 + 1.5 * math.log10(eff / source)) ** 2 + 0.01 * seed))
     return ClaimContext(scale, tmp_path, "cpu", None, 0, s)
 
 
@@ -118,6 +145,8 @@ def test_flipped_or_constant_rule_fails_the_same_optima(
 #: 2.462e-3 (13/7)^(3/2) = 6.231e-3)
 _TABLE5_SOURCE = (13, 2.462e-3)
 _TABLE5_ORACLE = {7: 5.360e-3, 9: 4.874e-3, 11: 3.249e-3, 21: 1.194e-3}
+#: Table 5's last column, raw / sc. epoch-3 training loss, by effective depth
+_TABLE5_LOSSES = {7: (1.780, 1.768), 9: (1.772, 1.770), 11: (1.785, 1.785), 21: (1.833, 1.833)}
 
 
 def _table5_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -130,8 +159,14 @@ def _table5_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
             optima.append(Optimum(depth, seed, lr * 10 ** offset, lr, False, "running"))
     law = probe_law(optima, seed=0)
     monkeypatch.setattr(transfer, "table1_law", lambda _ctx, _key, _arch: law)
-    monkeypatch.setattr(transfer, "effective_depth", lambda _arch, depth: depth)
-    s = {"archs": {"vit": {}}, "source_depths": {"vit": 13}, "verdict_on": "vit", **overrides}
+    for module in (transfer, transfer_loss):
+        monkeypatch.setattr(module, "effective_depth", lambda _arch, depth: depth)
+    # Table 5's epoch-3 losses (raw / sc.), the same seed offset on both arms of a pair
+    _fake_training(monkeypatch, lambda eff, arm, _eta, seed: (
+        _TABLE5_LOSSES[eff][1 - arm] + 0.01 * seed))
+    arch = {"depths": [13, *_TABLE5_ORACLE]}
+    s = {"archs": {"vit": arch}, "source_depths": {"vit": 13}, "verdict_on": "vit",
+         "seeds": 3, **overrides}
     return ClaimContext("quick", tmp_path, "cpu", None, 0, s)
 
 
@@ -150,6 +185,162 @@ def test_table5_optima_pass_by_the_default_rule(
     assert judged.decision[0] == "PASS", judged.decision
     assert judged.bands == {"scaled_minus_raw_vit": (None, -0.01),
                             "median_error_scaled_vit": (None, 0.157)}
+
+
+def test_table5_losses_give_a_negative_median_paired_difference(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trained at eta_sc and eta_raw with Table 5's losses (sc. - raw: -0.012, -0.002, 0, 0
+    at D = 6, 8, 10, 20), the median over target depths of the paired differences is
+    -0.001 on every seed resample: the loss finding supports; eta_sc is lower at 2 of the 4
+    (the paper's rounded ties are not lower). The mutation ``transfer-loss-raw-vs-raw``
+    (raw compared with itself: exactly 0) turns it into a contradiction."""
+    ctx = _table5_context(tmp_path, monkeypatch)
+    (vit,) = _measure(ctx)
+    test = vit.loss
+    assert test is not None and not test.same_runs
+    assert [d.effective_depth for d in test.depths] == [7, 9, 11, 21]
+    assert [d.lr_raw for d in test.depths] == pytest.approx([2.462e-3] * 4, rel=1e-12)
+    assert test.depths[0].lr_scaled == pytest.approx(2.462e-3 * (7 / 13) ** -1.5, rel=1e-12)
+    assert transfer_loss.paired_gains(test.depths) == pytest.approx(
+        [-0.012, -0.002, 0.0, 0.0], abs=1e-12)
+    assert test.gain == pytest.approx(-0.001, abs=1e-12)
+    assert test.interval == pytest.approx((-0.001, -0.001), abs=1e-12)
+    assert test.lower == 2
+    assert transfer.loss_finding("vit", test)[0] == "supports"
+    judged = transfer.judge_transfer([vit], "vit")
+    assert judged.decision[0] == "PASS", judged.decision
+    assert judged.measured["loss_gain_median_vit"] == pytest.approx(-0.001, abs=1e-12)
+    assert judged.measured["loss_targets_lower_vit"] == 2.0
+    assert judged.measured["loss_targets_vit"] == 4.0
+    rows = [r for r in transfer.transfer_csv([vit]) if r["part"] == "loss"]
+    assert len(rows) == 4 * 3 and {r["seed"] for r in rows} == {0, 1, 2}
+
+
+def test_the_loss_test_can_be_switched_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``loss_test = False``: nothing trains, no loss keys, the LR checks alone decide."""
+    ctx = _table5_context(tmp_path, monkeypatch, loss_test=False)
+    asked = _fake_training(monkeypatch, lambda *_a: 1.0)
+    (vit,) = _measure(ctx)
+    assert vit.loss is None and asked == []
+    judged = transfer.judge_transfer([vit], "vit")
+    assert judged.decision[0] == "PASS"
+    assert not [k for k in judged.measured if k.startswith("loss_")]
+
+
+def _depths(*pairs: tuple[tuple[float, ...], tuple[float, ...]]
+            ) -> list[transfer_loss.DepthLosses]:
+    """Hand-made target depths L = 1, 2, ... of (scaled, raw) losses per seed 0, 1, ..."""
+    return [transfer_loss.DepthLosses(i + 1, 1.0, 1.0, tuple(range(len(sc))), sc, raw)
+            for i, (sc, raw) in enumerate(pairs)]
+
+
+def test_median_of_seed_paired_differences_and_its_bootstrap_exactly() -> None:
+    """Three depths, two seeds: paired differences (-0.5, -0.1), (-0.2, +0.2), (-0.4, -0.6),
+    means -0.3, 0, -0.5, median -0.3. A seed resample is (0, 0), (0, 1), (1, 0) or (1, 1):
+    medians -0.4, -0.3, -0.3, -0.1 (each draw the same seeds at every depth), so the 95%
+    interval is [-0.4, -0.1]; the seed means are lower at eta_sc at depths 1 and 3."""
+    depths = _depths(((1.0, 2.0), (1.5, 2.1)), ((1.0, 1.0), (1.2, 0.8)),
+                     ((3.0, 3.0), (3.4, 3.6)))
+    assert transfer_loss.paired_gains(depths) == pytest.approx([-0.3, 0.0, -0.5])
+    assert transfer_loss.median_gain(depths) == pytest.approx(-0.3)
+    low, high = transfer_loss.gain_interval(depths, seed=0)
+    assert (low, high) == pytest.approx((-0.4, -0.1))
+    assert transfer_loss.targets_lower(depths) == 2
+    from depthscale.stats.findings import sign_finding
+    assert sign_finding(low, high, -1) == "supports"
+    # the interval is over seeds: a second seed that reverses depth 1 and 3 straddles 0
+    mixed = _depths(((1.0, 2.0), (1.5, 1.0)), ((1.0, 1.0), (1.2, 0.8)),
+                    ((3.0, 3.0), (3.4, 2.0)))
+    assert sign_finding(*transfer_loss.gain_interval(mixed, seed=0), -1) == "undecided"
+
+
+def test_equal_arms_are_exactly_zero_and_divergence_reads_plus_infinity() -> None:
+    """eta_sc == eta_raw (the control): every difference and resample is 0, which
+    contradicts "< 0". A diverged run is loss +inf: on the scaled arm at one depth of three
+    the median stays finite; on both arms of a pair it is undecided (inf - inf)."""
+    same = _depths(((1.0, 2.0), (1.0, 2.0)), ((3.0, 1.0), (3.0, 1.0)))
+    assert transfer_loss.median_gain(same) == 0.0
+    assert transfer_loss.gain_interval(same, seed=0) == (0.0, 0.0)
+    test = transfer_loss.LossTest(same, 0.0, (0.0, 0.0), 0, True)
+    finding, said = transfer.loss_finding("vit", test)
+    assert finding == "contradicts" and "one set of runs serves both" in said
+    inf = math.inf
+    one = _depths(((inf, 1.0), (1.5, 1.5)), ((1.0, 1.0), (1.2, 1.2)), ((2.0, 2.0), (2.1, 2.3)))
+    assert transfer_loss.median_gain(one) == pytest.approx(-0.2)
+    assert math.isfinite(transfer_loss.gain_interval(one, seed=0)[1])
+    assert "1 diverged run(s) read as loss +inf" in transfer.loss_finding(
+        "vit", transfer_loss.LossTest(one, -0.2, (-0.2, -0.2), 2, False))[1]
+    both = _depths(((inf, 1.0), (inf, 1.5)), ((1.0, 1.0), (1.2, 1.2)))
+    low, high = transfer_loss.gain_interval(both, seed=0)
+    assert math.isnan(low) and math.isnan(high)
+    assert transfer.loss_finding(
+        "vit", transfer_loss.LossTest(both, math.nan, (low, high), 0, False))[0] == "undecided"
+
+
+def test_judged_losses_read_the_criterion_diverged_and_failed_runs() -> None:
+    """At the end of the run: a done run's running loss, +inf where diverged, NaN failed."""
+    s = transfer.TransferSettings(archs={}, source_depths={}, verdict_on="vit")
+    records: list[dict[str, Any]] = [
+        {"status": "done", "running_loss": 1.25}, {"status": "diverged", "running_loss": None},
+        {"status": "failed", "running_loss": None}]
+    got = transfer_loss.judged_losses(s, {}, records)
+    assert got[0] == 1.25 and got[1] == math.inf and math.isnan(got[2])
+
+
+def _smoke_run(out: Path, *, control: bool = False) -> tuple[Any, ClaimContext]:
+    from depthscale.claims import CLAIMS
+
+    c = CLAIMS["laws-transfer"]
+    ctx = ClaimContext("quick", out, "cpu", None, 0, c.settings_for("smoke", control=control))
+    return c.run(ctx), ctx
+
+
+def _loss_runs(out: Path) -> dict[str, list[Any]]:
+    """Per loss-test study folder, its stored runs' (seed, lr, finished_at)."""
+    from depthscale.studies.store import open_store
+
+    found = {}
+    for folder in sorted(out.glob("laws-*-transfer-loss-L*")):
+        with open_store(folder, readonly=True) as store:
+            found[folder.name] = sorted((r["seed"], r["lr"], r["finished_at"])
+                                        for r in store.records())
+    return found
+
+
+def test_smoke_claim_trains_both_arms_once_and_resumes_without_training(
+        tmp_path: Path) -> None:
+    """The claim at smoke size: the loss test trains eta_sc and eta_raw at each target
+    depth (L = 1, 3 of source L0 = 2) on the sweep's one seed, reports the new keys and CSV
+    rows; run again in the same folder it trains nothing (the store's runs unchanged)."""
+    out, ctx = _smoke_run(tmp_path)
+    for k in ("loss_gain_median_cnn1d", "loss_gain_median_cnn1d_low",
+              "loss_gain_median_cnn1d_high", "loss_targets_lower_cnn1d"):
+        assert k in out.measured, out.measured
+    assert out.measured["loss_targets_cnn1d"] == 2.0
+    assert "loss_gain:" in out.reason
+    runs = _loss_runs(tmp_path)
+    assert list(runs) == ["laws-cnn1d-transfer-loss-L1", "laws-cnn1d-transfer-loss-L3"]
+    assert all(len(v) == 2 and len({lr for _, lr, _ in v}) == 2 for v in runs.values())
+    text = (tmp_path / "laws-transfer.csv").read_text()
+    assert text.count(",loss,") == 2
+    again, ctx2 = _smoke_run(tmp_path)
+    assert ctx2.bar_total == 0 < ctx.bar_total
+    assert _loss_runs(tmp_path) == runs and again.measured == out.measured
+
+
+def test_smoke_control_trains_one_lr_and_its_difference_is_exactly_zero(
+        tmp_path: Path) -> None:
+    """The negative control (exponent 0): eta_sc == eta_raw, so one run per seed and depth
+    serves both arms, the median paired difference and its interval are exactly 0, and the
+    loss finding contradicts "< 0" (the claim FAILs)."""
+    out, _ = _smoke_run(tmp_path, control=True)
+    assert out.verdict == "FAIL"
+    m = out.measured
+    assert m["loss_gain_median_cnn1d"] == m["loss_gain_median_cnn1d_low"] == 0.0
+    assert m["loss_gain_median_cnn1d_high"] == 0.0 and m["loss_targets_lower_cnn1d"] == 0.0
+    assert "loss_gain: contradicts" in out.reason and "one set of runs" in out.reason
+    assert all(len(v) == 1 for v in _loss_runs(tmp_path).values())
 
 
 def test_minus_half_exponent_beats_raw_but_fails_the_scaled_error_band(

@@ -1,7 +1,9 @@
 """laws-transfer (laws Table 5): zero-shot transfer eta(L) = eta(L0) (L/L0)^(-3/2) from a source
 depth beats raw transfer (eta unchanged) and lands near each depth's own grid-searched eta* (the
 oracle): the median |log10 eta_pred - log10 eta*|, with seed-bootstrap intervals, is banded both
-against raw transfer's and on its own."""
+against raw transfer's and on its own; and training at the scaled LR reaches a lower loss than
+at the raw one (App. E.4, "lower ... training loss than raw transfer on 6/7 targets";
+:mod:`.transfer_loss`)."""
 
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from depthscale.claims.laws import settings
+from depthscale.claims.laws import settings, transfer_loss
 from depthscale.claims.laws.gates import flat_evidence, moving_evidence, reported
 from depthscale.claims.laws.law import LawResult
 from depthscale.claims.laws.sequential import table1_law
 from depthscale.claims.laws.settings import Arch
 from depthscale.claims.laws.sweeps import SweepSettings, effective_depth, study_costs
+from depthscale.claims.laws.transfer_loss import LossTest, loss_rows, seed_means
 from depthscale.claims.registry import ClaimContext, claim, read_settings
 from depthscale.claims.verdicts import (
     Band,
@@ -32,6 +35,7 @@ from depthscale.claims.verdicts import (
     interval_finding,
 )
 from depthscale.report import figures
+from depthscale.stats.findings import sign_finding
 from depthscale.stats.fits import percentile_interval
 from depthscale.stats.sweeps import Optimum
 
@@ -54,13 +58,15 @@ class TransferSettings(SweepSettings):
     """laws-transfer's settings: the sweep budget (:class:`SweepSettings`), the ``archs``
     (typed mappings, :data:`~depthscale.claims.laws.settings.Arch`: their Table 1 sweeps),
     each one's source depth (``source_depths``, grid depth), the architecture the bands read
-    (``verdict_on``) and the rule's exponent (``transfer_exponent``: -3/2; the negative
-    control's constant LR: 0)."""
+    (``verdict_on``), the rule's exponent (``transfer_exponent``: -3/2; the negative
+    control's constant LR: 0) and whether ``verdict_on`` also trains at eta_sc and eta_raw at
+    every target depth (``loss_test``, :mod:`.transfer_loss`)."""
 
     archs: Mapping[str, Arch]
     source_depths: Mapping[str, int]
     verdict_on: str
     transfer_exponent: float = -1.5
+    loss_test: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,8 @@ class TransferRow:
 class ArchTransfer:
     """One architecture's transfer: its Table 1 law, the source (effective) depth, a row per
     target depth, the median errors of scaled and raw transfer and the 95% seed-bootstrap
-    interval of their difference, and that of the scaled median error itself."""
+    interval of their difference, that of the scaled median error itself, and the loss test
+    (``loss``: None where it was not run)."""
 
     key: str
     law: LawResult
@@ -91,6 +98,7 @@ class ArchTransfer:
     median_raw: float
     interval: tuple[float, float]
     scaled_interval: tuple[float, float] = (math.nan, math.nan)
+    loss: LossTest | None = None
 
 
 def transfer_rows(by_depth: Mapping[int, float], source: int,
@@ -163,7 +171,9 @@ def measure_transfer(ctx: ClaimContext, s: TransferSettings) -> list[ArchTransfe
     """Per architecture: its Table 1 sweep's eta* per effective depth, the transfer from the
     source depth under the settings' exponent (-3/2; the negative control's constant LR: 0),
     to the target depths whose sweep locates eta* (:func:`located_depths`; the others alone
-    are undecided, named in the reason; no rows where the source is not located)."""
+    are undecided, named in the reason; no rows where the source is not located); on
+    ``verdict_on``, where ``loss_test``, the loss test at those targets
+    (:func:`~depthscale.claims.laws.transfer_loss.loss_test`)."""
     exponent = s.transfer_exponent
     out = []
     for key, arch in s.archs.items():
@@ -178,15 +188,22 @@ def measure_transfer(ctx: ClaimContext, s: TransferSettings) -> list[ArchTransfe
         optima = [o for o in law.optima if o.depth in located]
         rows = transfer_rows(by_depth, source, exponent)
         med_s, med_r = transfer_errors(by_depth, source, exponent)
+        loss = (transfer_loss.loss_test(ctx, s, key, arch, source, by_depth[source],
+                                        [r.effective_depth for r in rows], exponent)
+                if s.loss_test and key == s.verdict_on and rows else None)
         out.append(ArchTransfer(key, law, source, rows, med_s, med_r,
                                 transfer_interval(optima, source, exponent, seed=ctx.seed),
-                                scaled_error_interval(optima, source, exponent, seed=ctx.seed)))
+                                scaled_error_interval(optima, source, exponent, seed=ctx.seed),
+                                loss))
     return out
 
 
 def transfer_csv(arches: Sequence[ArchTransfer]) -> Rows:
-    """The CSV: a row per architecture and target depth (:class:`TransferRow`)."""
-    return [{"architecture": a.key, **asdict(r)} for a in arches for r in a.rows]
+    """The CSV: a row per architecture and target depth (:class:`TransferRow`, part
+    ``lr``), then the loss test's per target depth and seed (part ``loss``)."""
+    rows: Rows = [{"architecture": a.key, "part": "lr", **asdict(r)}
+                  for a in arches for r in a.rows]
+    return rows + [row for a in arches if a.loss is not None for row in loss_rows(a.key, a.loss)]
 
 
 def transfer_measured(arches: Sequence[ArchTransfer]) -> dict[str, float | None]:
@@ -201,7 +218,34 @@ def transfer_measured(arches: Sequence[ArchTransfer]) -> dict[str, float | None]
                      f"median_error_raw_{a.key}": a.median_raw,
                      f"scaled_minus_raw_{a.key}": a.median_scaled - a.median_raw,
                      f"scaled_minus_raw_{a.key}_low": low, f"scaled_minus_raw_{a.key}_high": high}
+        if a.loss is not None:
+            g_low, g_high = a.loss.interval
+            measured |= {f"loss_gain_median_{a.key}": a.loss.gain,
+                         f"loss_gain_median_{a.key}_low": g_low,
+                         f"loss_gain_median_{a.key}_high": g_high,
+                         f"loss_targets_lower_{a.key}": float(a.loss.lower),
+                         f"loss_targets_{a.key}": float(len(a.loss.depths))}
     return measured
+
+
+def loss_finding(key: str, test: LossTest) -> tuple[Finding, str]:
+    """The loss test's finding (App. E.4: eta_sc "achieves lower ... training loss than raw
+    transfer"): the seed-bootstrap interval of the median over target depths of the paired
+    loss(eta_sc) - loss(eta_raw) against < 0 (:func:`~depthscale.stats.findings.sign_finding`:
+    exactly 0, as where eta_sc == eta_raw, contradicts; not finite is undecided); a diverged
+    run reads loss +inf at its LR. The count of targets with the lower seed-mean loss at
+    eta_sc is reported beside it, not judged."""
+    low, high = test.interval
+    depths = ", ".join(str(d.effective_depth) for d in test.depths)
+    diverged = sum(1 for d in test.depths for v in (*d.scaled, *d.raw) if v == math.inf)
+    said = (f"{key}: loss(eta_sc) - loss(eta_raw), median over L={depths} of seed-paired "
+            f"means {test.gain:+.3g}, 95% seed-bootstrap interval [{low:+.3g}, {high:+.3g}], "
+            f"against < 0; lower at eta_sc on {test.lower}/{len(test.depths)} targets "
+            "(Table 5: 6/7)"
+            + (f"; {diverged} diverged run(s) read as loss +inf" if diverged else "")
+            + ("; eta_sc == eta_raw at every target: one set of runs serves both"
+               if test.same_runs else ""))
+    return sign_finding(low, high, -1), said
 
 
 def transfer_finding(a: ArchTransfer) -> dict[str, tuple[Finding, str]]:
@@ -210,12 +254,15 @@ def transfer_finding(a: ArchTransfer) -> dict[str, tuple[Finding, str]]:
     median error against <= 0.157 (``scaled_error``, Table 5); both undecided where the source
     depth or every target cannot, or where the sweep's exponent is not shown to have stopped
     moving with training length (:func:`~depthscale.claims.laws.gates.moving_evidence`, the
-    gate of laws-table1's band: the rule transfers the same law; the errors are reported)."""
+    gate of laws-table1's band: the rule transfers the same law; the errors are reported);
+    with the loss test, its finding (``loss_gain``, :func:`loss_finding`) under the same
+    gates."""
     gated = flat_evidence(a.key, a.law)
     if not a.rows:
         why = (f"{a.key}: the source L={a.source} or every target has no located eta*"
                + (f" ({gated})" if gated else ""))
-        return {"scaled_minus_raw": ("undecided", why), "scaled_error": ("undecided", why)}
+        return {"scaled_minus_raw": ("undecided", why), "scaled_error": ("undecided", why),
+                **({"loss_gain": ("undecided", why)} if a.loss is not None else {})}
     low, high = a.interval
     s_low, s_high = a.scaled_interval
     depths = ", ".join(str(r.effective_depth) for r in a.rows)
@@ -225,19 +272,24 @@ def transfer_finding(a: ArchTransfer) -> dict[str, tuple[Finding, str]]:
             + (f"; {gated}" if gated else ""))
     said_s = (f"{a.key}: scaled median error {a.median_scaled:.3g} decades over L={depths}, "
               f"95% seed-bootstrap interval [{s_low:.3g}, {s_high:.3g}], against <= 0.157")
+    found: dict[str, tuple[Finding, str]] = {
+        "scaled_minus_raw": (interval_finding(low, high, _GAIN_BAND), said),
+        "scaled_error": (interval_finding(s_low, s_high, _SCALED_BAND), said_s)}
+    if a.loss is not None:
+        found["loss_gain"] = loss_finding(a.key, a.loss)
     moving = moving_evidence(a.key, a.law)
     if moving:
-        return {"scaled_minus_raw": ("undecided", f"{said}; not judged at this length: {moving}"),
-                "scaled_error": ("undecided", f"{said_s}; not judged at this length: {moving}")}
-    return {"scaled_minus_raw": (interval_finding(low, high, _GAIN_BAND), said),
-            "scaled_error": (interval_finding(s_low, s_high, _SCALED_BAND), said_s)}
+        return {k: ("undecided", f"{v[1]}; not judged at this length: {moving}")
+                for k, v in found.items()}
+    return found
 
 
 def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement:
     """Bands on the architecture ``verdict_on`` (the paper's ViT), over its target depths that
     locate eta* (a depth whose sweep cannot is left out alone, named; undecided where none is
-    left): the interval of scaled - raw error <= -0.01 decades and that of the scaled median
-    error <= 0.157 decades (half Table 5's raw median 0.314); both must support. The other
+    left): the interval of scaled - raw error <= -0.01 decades, that of the scaled median
+    error <= 0.157 decades (half Table 5's raw median 0.314) and, with the loss test, that of
+    the median paired loss(eta_sc) - loss(eta_raw) < 0; all must support. The other
     architectures' findings are reported beside it, without a band."""
     missing: tuple[Finding, str] = ("undecided", f"{verdict_on}: not measured")
     findings: dict[str, tuple[Finding, str]] = {"scaled_minus_raw": missing,
@@ -248,8 +300,7 @@ def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement
         if a.key == verdict_on:
             findings = f
         else:
-            kinds = {k: v[0] for k, v in f.items()}
-            others.append(f"{a.key}: {kinds['scaled_minus_raw']}, {kinds['scaled_error']}")
+            others.append(f"{a.key}: " + ", ".join(v[0] for v in f.values()))
     verdict, said = findings_verdict(findings)
     if verdict == "PASS":
         said = "; ".join(f"{k}: supports ({v[1]})" for k, v in findings.items())
@@ -260,11 +311,35 @@ def judge_transfer(arches: Sequence[ArchTransfer], verdict_on: str) -> Judgement
                       f"median_error_scaled_{verdict_on}": _SCALED_BAND}, (verdict, said))
 
 
+def draw_loss(ax: Any, a: ArchTransfer, test: LossTest) -> None:
+    """The loss test's panel: per target depth the judged loss of each seed at eta_raw and at
+    eta_sc (points; a diverged run is left out) and their seed means (lines)."""
+    Ls = [d.effective_depth for d in test.depths]
+    for arm, mark, pick in (("eta_raw", "x", 1), ("eta_sc", "s", 0)):
+        pts = [(d.effective_depth, v) for d in test.depths
+               for v in (d.raw if pick else d.scaled) if math.isfinite(v)]
+        line = ax.semilogx(Ls, [seed_means(d)[pick] for d in test.depths], "-", lw=1,
+                           label=f"{arm}, seed mean")
+        ax.semilogx([p[0] for p in pts], [p[1] for p in pts], mark, ms=4, alpha=0.6,
+                    color=line[0].get_color(), label=f"{arm}, per seed")
+    low, high = test.interval
+    ax.set_xlabel("effective depth L")
+    ax.set_ylabel("judged training loss")
+    ax.set_title(f"{a.key}: loss at eta_sc - at eta_raw, median {test.gain:+.3g}\n"
+                 f"95% [{low:+.3g}, {high:+.3g}]; eta_sc lower at {test.lower}/{len(Ls)}",
+                 fontsize=8)
+    ax.legend(fontsize=6)
+
+
 def draw_transfer(arches: Sequence[ArchTransfer]) -> Figure:
     """One panel per architecture: the oracle log10 eta* per effective depth, the scaled and
-    the raw transfer from the source depth (dotted line), and both median errors."""
-    fig, axes = figures.new_figure(ncols=len(arches), width=3.4)
-    for ax, a in zip(axes, arches, strict=True):
+    the raw transfer from the source depth (dotted line), and both median errors; then one
+    per loss test (:func:`draw_loss`)."""
+    tests = [(a, a.loss) for a in arches if a.loss is not None]
+    fig, axes = figures.new_figure(ncols=len(arches) + len(tests), width=3.4)
+    for ax, (a, test) in zip(axes[len(arches):], tests, strict=True):
+        draw_loss(ax, a, test)
+    for ax, a in zip(axes[:len(arches)], arches, strict=True):
         Ls = [r.effective_depth for r in a.rows]
         ax.semilogx(Ls, [r.log10_oracle for r in a.rows], "ko", label="oracle (grid search)")
         ax.semilogx(Ls, [r.log10_scaled for r in a.rows], "s", label="(L/L0)^(-3/2) transfer")
@@ -280,15 +355,22 @@ def draw_transfer(arches: Sequence[ArchTransfer]) -> Figure:
 
 def transfer_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, Any]]:
     """The architectures' Table 1 studies at their first stage
-    (:func:`~depthscale.claims.laws.sweeps.study_costs`)."""
+    (:func:`~depthscale.claims.laws.sweeps.study_costs`) and, where ``loss_test``, the loss
+    test's runs on ``verdict_on`` (:func:`~depthscale.claims.laws.transfer_loss.loss_test_costs`:
+    two LRs at every target depth on the sweep's seeds)."""
     s = read_settings(TransferSettings, settings)
-    return study_costs(s, s.archs, device)
+    costs = study_costs(s, s.archs, device)
+    if s.loss_test and s.verdict_on in s.archs:
+        arch = s.archs[s.verdict_on]
+        costs += transfer_loss.loss_test_costs(s, s.verdict_on, arch,
+                                               s.source_depths[s.verdict_on], device)
+    return costs
 
 
 @claim(
     "laws-transfer", "laws",
-    "Zero-shot eta(L) = eta(L0)(L/L0)^(-3/2) beats raw transfer and lands within 0.157 decades "
-    "of the tuned LR",
+    "Zero-shot eta(L) = eta(L0)(L/L0)^(-3/2) beats raw transfer, lands within 0.157 decades "
+    "of the tuned LR and trains to a lower loss",
     **settings.TRANSFER,
     cost=transfer_cost,
     headline=dict(
@@ -299,15 +381,17 @@ def transfer_cost(settings: Mapping[str, Any], device: str) -> list[dict[str, An
         ref="Table 5, App. E.4",
         statement="Calibrating a source LR at one ViT depth and transferring it with eta_sc(L) = "
                   "eta_0 (L/L_0)^(-3/2) reduces the median log-LR error to independently tuned "
-                  "oracle LRs from 0.314 to 0.057 decades (App. E.4, Table 5).",
+                  "oracle LRs from 0.314 to 0.057 decades and achieves lower unrounded "
+                  "epoch-3 training loss than raw transfer on 6/7 targets (App. E.4, Table 5).",
     ),
 )
 def laws_transfer(ctx: ClaimContext) -> ClaimOutcome:
     """laws Table 5: calibrate eta* at the source depth, predict the other depths with the
     -3/2 law on effective depth, compare with their own grid-searched eta* (the oracle):
-    median |log10 eta_pred - log10 eta_oracle| for scaled vs raw (eta unchanged) transfer.
-    Bands, on the paper's architecture (ViT): scaled error - raw error <= -0.01 decades and
-    scaled error <= 0.157 decades (half Table 5's raw median), both on seed intervals. Quick
+    median |log10 eta_pred - log10 eta_oracle| for scaled vs raw (eta unchanged) transfer,
+    and the loss of training at each (App. E.4). Bands, on the paper's architecture (ViT):
+    scaled error - raw error <= -0.01 decades, scaled error <= 0.157 decades (half Table 5's
+    raw median) and median paired loss(eta_sc) - loss(eta_raw) < 0, on seed intervals. Quick
     scale reuses the Table 1 sweeps (one epoch; the paper tunes with a three-epoch budget, as
     full scale does) and reports the other architectures too, without a band."""
     s = read_settings(TransferSettings, ctx.settings)
