@@ -253,6 +253,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "check passed it), but misses the oracle by more than half Table 5's raw error",
         ("tests/claims/test_laws_transfer.py::test_table5_optima_pass_by_the_default_rule",)),
     Mutation(
+        "transfer-loss-raw-vs-raw", "claims/laws/transfer_loss.py",
+        "tuple(by_lr[eta_sc][i] for i in seeds),",
+        "tuple(by_lr[eta_raw][i] for i in seeds),",
+        "laws App. E.4 loss test (loss at eta_sc lower than at eta_raw) reading the raw arm's "
+        "runs as the scaled arm's: every paired difference 0, the finding cannot support",
+        ("tests/claims/test_laws_transfer.py::"
+         "test_table5_losses_give_a_negative_median_paired_difference",)),
+    Mutation(
         "widths-spread-unjudged", "claims/laws/widths.py",
         'if finding == "contradicts":',
         'if finding == "never":',
