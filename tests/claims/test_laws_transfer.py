@@ -374,3 +374,22 @@ def test_scaled_error_band_edge_on_made_up_intervals(
     vit = transfer.ArchTransfer("vit", law, 1, [row], 0.13, 0.45, (-0.35, -0.3), interval)
     assert transfer.transfer_finding(vit)["scaled_error"][0] == finding
     assert transfer.judge_transfer([vit], "vit").decision[0] == verdict
+
+
+def test_the_still_moving_gate_leaves_a_loss_gain_undecided_but_not_equal_arms(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where alpha is not shown to have stopped moving every finding is undecided, the loss
+    test's too; but eta_sc == eta_raw (the control) is the same runs, whose difference is 0
+    at any length: it still contradicts, so the control FAILs at that length too."""
+    monkeypatch.setattr(transfer, "moving_evidence", lambda key, _law: f"{key}: still moves")
+    (vit,) = _measure(_table5_context(tmp_path, monkeypatch))
+    found = transfer.transfer_finding(vit)
+    assert {k: v[0] for k, v in found.items()} == {
+        "scaled_minus_raw": "undecided", "scaled_error": "undecided", "loss_gain": "undecided"}
+    assert "not judged at this length: vit: still moves" in found["loss_gain"][1]
+    ctx = _table5_context(tmp_path, monkeypatch, transfer_exponent=0.0)
+    (same,) = _measure(ctx)
+    assert same.loss is not None and same.loss.same_runs
+    assert same.loss.gain == 0.0 and same.loss.interval == (0.0, 0.0)
+    assert transfer.transfer_finding(same)["loss_gain"][0] == "contradicts"
+    assert transfer.judge_transfer([same], "vit").decision[0] == "FAIL"

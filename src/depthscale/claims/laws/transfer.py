@@ -256,7 +256,7 @@ def transfer_finding(a: ArchTransfer) -> dict[str, tuple[Finding, str]]:
     moving with training length (:func:`~depthscale.claims.laws.gates.moving_evidence`, the
     gate of laws-table1's band: the rule transfers the same law; the errors are reported);
     with the loss test, its finding (``loss_gain``, :func:`loss_finding`) under the same
-    gates."""
+    gates, but where eta_sc == eta_raw (the same runs: 0 at any length)."""
     gated = flat_evidence(a.key, a.law)
     if not a.rows:
         why = (f"{a.key}: the source L={a.source} or every target has no located eta*"
@@ -279,7 +279,9 @@ def transfer_finding(a: ArchTransfer) -> dict[str, tuple[Finding, str]]:
         found["loss_gain"] = loss_finding(a.key, a.loss)
     moving = moving_evidence(a.key, a.law)
     if moving:
-        return {k: ("undecided", f"{v[1]}; not judged at this length: {moving}")
+        # eta_sc == eta_raw: the same runs, so no run length can give the scaled arm less loss
+        return {k: v if k == "loss_gain" and a.loss is not None and a.loss.same_runs
+                else ("undecided", f"{v[1]}; not judged at this length: {moving}")
                 for k, v in found.items()}
     return found
 
