@@ -330,12 +330,14 @@ def _env(src: Path) -> dict[str, str]:
                   "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def run_tests(src: Path, tests: Sequence[str]) -> Outcome:
-    """pytest on ``tests`` (from the repository root) importing depthscale from ``src``."""
+def run_tests(src: Path, tests: Sequence[str], workers: int = 1) -> Outcome:
+    """pytest on ``tests`` (from the repository root) importing depthscale from ``src``, on
+    ``workers`` pytest-xdist processes (one: in the pytest process itself)."""
     start = time.perf_counter()
+    spread = ["-n", str(workers)] if workers > 1 else []
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rf",
-         "--no-header", "-W", "ignore::DeprecationWarning", *tests],
+         "--no-header", "-W", "ignore::DeprecationWarning", *spread, *tests],
         cwd=ROOT, env=_env(src), capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
     output = proc.stdout + proc.stderr
@@ -354,9 +356,9 @@ def mutate_one(m: Mutation) -> Outcome:
         return run_tests(package.parent, m.tests)
 
 
-def baseline(mutations: Sequence[Mutation]) -> Outcome:
-    """Every listed test on an unmutated copy (must pass), after checking that a subprocess
-    with that ``PYTHONPATH`` imports depthscale from the copy."""
+def baseline(mutations: Sequence[Mutation], workers: int = 1) -> Outcome:
+    """Every listed test on an unmutated copy (must pass), on ``workers`` processes, after
+    checking that a subprocess with that ``PYTHONPATH`` imports depthscale from the copy."""
     tests = list(dict.fromkeys(t for m in mutations for t in m.tests))
     with tempfile.TemporaryDirectory(prefix="mutate-baseline-") as tmp:
         package = _copy_src(Path(tmp))
@@ -366,7 +368,7 @@ def baseline(mutations: Sequence[Mutation]) -> Outcome:
         if not Path(where.strip()).is_relative_to(Path(tmp).resolve()):
             raise SystemExit(f"the tests would import depthscale from {where.strip()}, not from "
                              f"the copy in {tmp}: mutations would go unseen")
-        return run_tests(package.parent, tests)
+        return run_tests(package.parent, tests, workers)
 
 
 def _short(node: str) -> str:
@@ -402,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{m.name}: {m.file}: {m.breaks}\n  - {m.old!r}\n  + {m.new!r}")
         return 0
     start = time.perf_counter()
-    base = baseline(chosen)
+    base = baseline(chosen, max(1, args.jobs))
     if base.result != "survived":  # the unmutated code must pass its tests
         print(base.output)
         print(f"baseline: the listed tests do not pass on unmutated code ({base.result})")
