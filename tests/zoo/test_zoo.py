@@ -189,17 +189,17 @@ def factory(arch: Arch, recipe: str, x: torch.Tensor) -> Any:
 def test_coord_check_completep_holds_and_sp_fails(arch: Arch) -> None:
     """Adam at lr 3e-3, one step, 2 seeds, widths 32-128 at depth 1 and depths 4-16 at width
     64 (the U-Net and the post-LN models: widths only; see (g)). CompleteP must not FAIL
-    (small sizes leave some slopes undecided: INCONCLUSIVE is allowed); SP must FAIL (updates
-    grow with width), or the check could not tell them apart. Depths 4-16, not 1-4: at 1-2
-    blocks a correct plan's stream update still falls with depth (the input layer's update
-    dominates; -0.18 to -0.23 over 1-4 or 2-8 on the own GPT and residual MLPs, shared or not,
-    flat over 4-16). The whole zoo: about 1-2 s per model and recipe."""
+    (small sizes leave some slopes undecided: INCONCLUSIVE is allowed); SP must FAIL on the
+    width sweep alone (its updates grow with width), or the check could not tell them apart.
+    Depths 4-16, not 1-4: at 1-2 blocks a correct plan's stream update still falls with depth
+    (the input layer's update dominates; -0.18 to -0.23 over 1-4 or 2-8 on the own GPT and
+    residual MLPs, shared or not, flat over 4-16)."""
     data = arch.data()
     x, y = data.x_train[:8], data.y_train[:8]
     verdicts = {}
-    for recipe in ("completep", "sp"):
+    for recipe, depths in (("completep", arch.coord_depths), ("sp", ())):
         rep = ds.probes.coord_check(factory(arch, recipe, x), x, y, widths=arch.widths,
-                                    depths=arch.coord_depths, base_width=64, base_depth=1,
+                                    depths=depths, base_width=64, base_depth=1,
                                     lr=3e-3, optimizer="adam", seeds=range(2))
         verdicts[recipe] = (rep.verdict, rep.evidence)
     assert verdicts["completep"][0] != "FAIL", f"{arch.name}: {verdicts['completep'][1]}"
