@@ -74,16 +74,18 @@ def structure_of(made: Any, example: Any) -> Structure | None:
     return _inspected(unwrap(made[0])[0], example)
 
 
-def build_read(make: Factory, width: int, depth: int, seed: int) -> tuple[Any, Structure | None]:
+def build_read(make: Factory, width: int, depth: int, seed: int, *,
+               inside_wrappers: bool = False) -> tuple[Any, Structure | None]:
     """``make(width, depth, seed)`` and the structure it comes with: the one the factory
-    returned, else the one its ``Plan.apply`` read or was given (:func:`noting`; a model
-    inside a wrapper is left to be read), else None: a model is not read twice."""
+    returned, else the one its ``Plan.apply`` read or was given (:func:`noting`; that of the
+    module inside a wrapper only with ``inside_wrappers``), else None: a model is not read
+    twice."""
     with noting() as seen:
         made = make(width, depth, seed)
     if len(made) > 2 and isinstance(made[2], Structure):
         return made, made[2]
     inner, _ = unwrap(made[0])
-    return made, noted(seen, inner) if inner is made[0] else None
+    return made, noted(seen, inner) if inside_wrappers or inner is made[0] else None
 
 
 def check_factory(make: Factory, sizes: Sequence[tuple[int, int]], seed: int,
@@ -150,10 +152,8 @@ def with_auto_base(make: Factory, widths: Sequence[int], base_width: int) -> Fac
     def base_of(width: int, depth: int, seed: int) -> Base:
         key = (other(width), depth, seed)
         if key not in cache:
-            with noting() as seen:
-                made = make(*key)
-            given = made[2] if len(made) > 2 and isinstance(made[2], Structure) else None
-            cache[key] = (made[0], given or noted(seen, unwrap(made[0])[0]))
+            made, structure = build_read(make, *key, inside_wrappers=True)
+            cache[key] = (made[0], structure)
         return cache[key]
 
     def wrapped(width: int, depth: int, seed: int) -> Any:

@@ -95,7 +95,7 @@ def gain_interval(depths: Sequence[DepthLosses], *, seed: int,
 def targets_lower(depths: Sequence[DepthLosses]) -> int:
     """The target depths whose seed-mean loss at eta_sc is below that at eta_raw (Table 5's
     "lower ... on 6/7 targets"; a reported count, not a gate)."""
-    return sum(1 for d in depths if float(np.mean(d.scaled)) < float(np.mean(d.raw)))
+    return sum(1 for d in depths if (means := seed_means(d))[0] < means[1])
 
 
 def judged_losses(s: SweepSettings, arch: Arch, records: list[Record]) -> list[float]:
@@ -189,5 +189,7 @@ def loss_rows(key: str, test: LossTest) -> list[dict[str, Any]]:
 
 
 def seed_means(d: DepthLosses) -> tuple[float, float]:
-    """The seed-mean losses (scaled, raw) of one target depth."""
+    """The seed-mean losses (scaled, raw) of one target depth (NaN where no seed pairs)."""
+    if not d.seeds:
+        return math.nan, math.nan
     return statistics.fmean(d.scaled), statistics.fmean(d.raw)
