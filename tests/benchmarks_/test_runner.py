@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
+import depthscale.benchmarks.batched_sweep as batched_sweep
 import depthscale.benchmarks.plan_overhead as po
 from depthscale.benchmarks import BENCHMARKS, run_benchmarks
+from depthscale.benchmarks.core import BenchResult
 from depthscale.errors import ConfigError
 
 
@@ -42,9 +45,31 @@ def test_plan_overhead_json(tiny: None, tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["bench.json"]
 
 
-def test_all_benchmarks_without_json(tiny: None) -> None:
+#: benchmarks whose quick run has a test of its own (tests/limits, test_batched_sweep_peak.py,
+#: test_laws_sweep.py), stood in for by a fake in the run of them all
+_TESTED_ALONE = ("kernel", "sde", "nfd", "batched-sweep", "laws-sweep-")
+
+
+def test_all_benchmarks_without_json(tiny: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every benchmark, in order, and nothing written; those with a quick test of their own
+    are replaced by a fake that records its call."""
+    called: list[str] = []
+
+    def fake(name: str) -> Callable[..., BenchResult]:
+        def run(quick: bool, **_: object) -> BenchResult:
+            called.append(name)
+            return BenchResult(name, "fake", 1.0, 1.0)
+        return run
+
+    for name in BENCHMARKS:
+        if name.startswith(_TESTED_ALONE):
+            monkeypatch.setitem(BENCHMARKS, name, fake(name))
+    monkeypatch.setattr(batched_sweep, "run", fake("batched-sweep"))  # called with its device
     results = run_benchmarks(None, quick=True, json_path=None)
     assert [r.name for r in results] == list(BENCHMARKS)
+    assert called == [n for n in BENCHMARKS if n.startswith(_TESTED_ALONE)] and len(called) >= 5
+    assert {"plan-overhead", "mean-ode", "sweep-overhead"} <= {
+        r.name for r in results if r.baseline != "fake"}
 
 
 def test_plain_baseline_matches_planned_model() -> None:

@@ -58,6 +58,13 @@ def test_every_claim_runs_and_claims_json_matches_the_contract(
         assert hl["text"].startswith(f"paper: {lead.paper}, ours: ")
         assert hl["band"] == r["band"].get(key)
         assert r["run"]["depthscale"] == depthscale.__version__ and r["run"]["threads"] >= 1
+    # the other side of each negative control (test_controls.py): where the smoke settings let
+    # the correct run pass (Control.contrast), it does, so the check discriminates
+    must_pass = [cid for cid, c in CLAIMS.items() if c.control is not None and c.control.contrast]
+    assert len(must_pass) >= 10
+    assert [(r["id"], r["verdict"]) for r in on_disk if r["id"] in must_pass] == [
+        (cid, "PASS") for cid in must_pass], [r["reason"] for r in on_disk if r["id"] in must_pass
+                                               and r["verdict"] != "PASS"]
     # the page as a reader sees it: a card per claim with verdict, headline, evidence for every
     # verdict but PASS, the figure embedded, nothing external
     page = read_page((tmp_path / "index.html").read_text())

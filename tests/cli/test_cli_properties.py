@@ -9,7 +9,10 @@ rather than hidden: every command starts from a small base (``--steps 1``, width
 sizes, one seed) that the drawn flags may override, and ``reproduce`` and ``bench`` always
 get ``--list`` or an unknown name (their valid runs take minutes by design; their kill and
 resume paths have their own tests). ``--force`` is never drawn: it asks for the work the
-bounds refuse (its failed allocation has a named test in test_values_and_sizes.py).
+bounds refuse (its failed allocation has a named test in test_values_and_sizes.py). Figures
+are built and written as every command builds and writes them, but only one in
+:data:`DRAWN_FIGURES` is rasterised (matplotlib's draw is most of a cheap run's time); the
+others write an 8-byte PNG signature in its place (:func:`_drawing_one_figure_in`).
 
 A second property draws ``reproduce CLAIM --scale S --set PATH=VALUE ...`` with the claims' own
 setting paths (read from their settings at that scale) and values from the stock ones, sizes
@@ -47,6 +50,8 @@ TIME_CAP = 30
 EXAMPLES = int(os.environ.get("DEPTHSCALE_CLI_EXAMPLES", "2000"))
 #: and the --set property draws this many more
 SET_EXAMPLES = max(1, EXAMPLES // 4)
+#: one figure in this many is drawn in full (the first one is)
+DRAWN_FIGURES = 10
 
 _HUGE = ["1000000000", "99999999999999999999999", str(2**63), "1e12"]
 _BAD_NUMBERS = ["0", "-1", "-0", "abc", "", "1e400", "nan", "inf", "-inf", "1,,2", " ", "0x10",
@@ -184,6 +189,32 @@ def _alarm(_sig: int, _frame: FrameType | None) -> None:
 
 
 @pytest.fixture(scope="module")
+def _drawing_one_figure_in() -> Iterator[None]:
+    """``Figure.savefig`` rasterises the first figure and then one in :data:`DRAWN_FIGURES`;
+    the others write the PNG signature to the same target, so what a command writes (and
+    where) is unchanged."""
+    from matplotlib.figure import Figure
+
+    real = Figure.savefig
+    calls = [0]
+
+    def savefig(self: Figure, target: Any, *args: Any, **kwargs: Any) -> None:
+        calls[0] += 1
+        if calls[0] % DRAWN_FIGURES == 1:
+            real(self, target, *args, **kwargs)
+        elif hasattr(target, "write"):
+            target.write(b"\x89PNG\r\n\x1a\n")
+        else:
+            Path(target).write_bytes(b"\x89PNG\r\n\x1a\n")
+
+    Figure.savefig = savefig  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Figure.savefig = real  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="module")
 def finished_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished study store (the :data:`_SPEC` study), made once and copied where drawn."""
     root = tmp_path_factory.mktemp("cli-store")
@@ -235,7 +266,7 @@ def _run(argv: list[str], tmp: Path) -> tuple[int, str]:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_any_argument_list_exits_0_or_2_without_traceback(
-    data: st.DataObject, finished_store: Path,
+    data: st.DataObject, finished_store: Path, _drawing_one_figure_in: None,
 ) -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
