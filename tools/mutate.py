@@ -262,6 +262,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_laws_transfer.py::"
          "test_table5_losses_give_a_negative_median_paired_difference",)),
     Mutation(
+        "directions-variant-vs-itself", "claims/laws/directions.py",
+        "laws[d.variant if s.against_itself else d.baseline]",
+        "laws[d.variant]",
+        "laws Sec. 4.5 directions read with each variant as its own baseline: every change is "
+        "0, so no stated direction can be seen",
+        ("tests/claims/test_laws_directions.py::"
+         "test_table3_alphas_move_as_the_paper_says_and_pass",)),
+    Mutation(
         "widths-spread-unjudged", "claims/laws/widths.py",
         'if finding == "contradicts":',
         'if finding == "never":',
