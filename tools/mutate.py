@@ -170,6 +170,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_laws_sequential.py::"
          "test_added_depths_are_the_fewest_that_clear_the_edge_at_the_same_scatter",)),
     Mutation(
+        "pathsum-square", "claims/laws/pathsum.py",
+        "* (outside + branch * j + skip * (blocks - j)) ** 3",
+        "* (outside + branch * j + skip * (blocks - j)) ** 2",
+        "PathSum's sum_p L_p^3 (Chen et al. 2024, laws Fig. 3(b)) summed as L_p^2",
+        ("tests/claims/test_laws_fig3b.py::test_path_sum_equals_every_path_enumerated",)),
+    Mutation(
         "prop6-backward-gia", "limits/sde/coupling.py",
         "out: np.ndarray = p * (float(z @ g) / math.sqrt(pp)) + fresh - p * (float(p @ fresh) "
         "/ pp)",

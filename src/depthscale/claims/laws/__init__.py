@@ -12,12 +12,13 @@ squares against the effective depth L = m + K (Eq. 9).
 Shared modules (none imports a claim module): ``settings``, ``sweeps``, ``law``, ``gates``,
 ``sequential``, ``figures``; one module per claim (settings -> measure -> judge -> draw ->
 conclude), in the registry's order: ``table1``, ``transfer``, ``ammup``, ``ablations``,
-``widths``, ``steepening``, ``directions``.
+``widths``, ``steepening``, ``directions``, ``fig3b`` (PathSum's path sum: ``pathsum``).
 """
 
 from depthscale.claims.laws import table1, transfer, ammup, ablations, widths  # noqa: F401, I001
 from depthscale.claims.laws import steepening  # noqa: F401
 from depthscale.claims.laws import directions  # noqa: F401
+from depthscale.claims.laws import fig3b  # noqa: F401
 from depthscale.claims.laws.gates import alpha_finding, law_decision
 from depthscale.claims.laws.law import LawResult, fit_law
 from depthscale.claims.laws.sequential import sweep

@@ -15,8 +15,8 @@ from typing import Any, TypedDict
 from depthscale.claims.registry import Control
 
 __all__ = [
-    "ABLATIONS", "AMMUP", "ARCHS_FULL", "ARCHS_MEDIUM", "ARCHS_QUICK", "LAW_BAND", "R2_MIN",
-    "SEED_ROUNDS", "STEEPENING", "TABLE1", "TRANSFER", "WIDTHS", "Arch", "Scales",
+    "ABLATIONS", "AMMUP", "ARCHS_FULL", "ARCHS_MEDIUM", "ARCHS_QUICK", "FIG3B", "LAW_BAND",
+    "R2_MIN", "SEED_ROUNDS", "STEEPENING", "TABLE1", "TRANSFER", "WIDTHS", "Arch", "Scales",
     "family_parts",
 ]
 
@@ -333,4 +333,32 @@ WIDTHS = Scales(
                     "lr_logspace": [-3, 1, 9]},
            "widths": [8, 16], "epochs": 2, "seeds": 2, "data": {"n_train": 2048, "n_test": 64}},
     control=WRONG_LR_RULE,
+)
+
+
+def _table1_resnet(t1: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """laws-table1's ResNet ``key`` in Table 1's settings ``t1`` of one scale, with their
+    budget, as laws-fig3b's settings: the same arch and budget write the same study tables
+    (study ``laws-<key>``), so one ``reproduce laws-table1 laws-fig3b`` trains the sweep
+    once; ``family_parts`` as Table 1's,
+    so a sequential sweep's seed rounds are decided alike."""
+    return {"arch_key": key, "arch": t1["archs"][key],
+            **{k: v for k, v in t1.items() if k not in ("archs", "probe_seeds", "batch")}}
+
+
+#: laws-fig3b's smoke (seconds): a width-8 ResNet at 3 block counts x 5 LRs, 32 steps over 256
+#: signals, 2 seeds (the deviations' intervals are a seed bootstrap: one seed has none)
+_SMOKE_RESNET: Arch = {**{k: v for k, v in CONVRESNET1D.items() if k != "data"}, "width": 8,
+                       "depths": [1, 2, 4], "lr_logspace": [-1.5, 0.5, 5], **_ON_BLOCKS}
+
+FIG3B = Scales(
+    quick=_table1_resnet(TABLE1["quick"], "convresnet1d"),
+    medium=_table1_resnet(TABLE1["medium"], "convresnet1d"),
+    full=_table1_resnet(TABLE1["full"], "convresnet2d"),
+    smoke={"arch_key": "smoke-resnet", "arch": _SMOKE_RESNET, **_SMOKE_FIT, "seeds": 2},
+    # PathSum's sum over one path of the effective depth L: S = L^3, (S)^(-1/2) = L^(-3/2),
+    # AM-muP's own rule, so the two deviations are equal at every depth by construction and
+    # "PathSum deviates more" must FAIL. contrast=False: the smoke sweep's deviations straddle
+    control=Control("PathSum's path sum over one path of the effective depth (S = L^3, its "
+                    "rule then AM-muP's L^(-3/2))", {"path_sum": "one-path"}, contrast=False),
 )
