@@ -5,14 +5,16 @@ test_controls.py and test_reproduce.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
 import pytest
 
 from depthscale.claims.laws import directions
-from depthscale.claims.laws.law import LawResult, probe_law
+from depthscale.claims.laws.law import LawResult, SlopeChange, probe_law
 from depthscale.errors import ConfigError
+from depthscale.stats.deciding import samples_to_decide
 from depthscale.stats.sweeps import Optimum
 
 #: laws Table 3's fitted alphas (zero padding: the baseline's slope, App. E.2)
@@ -74,7 +76,11 @@ def test_seed_noise_across_the_margin_is_inconclusive(monkeypatch: pytest.Monkey
     m, verdict, said = _judged(laws, monkeypatch)
     c = m.changes["cnn-adam"]
     assert c.low < directions.MARGIN < c.high and c.mean == pytest.approx(0.132, abs=1e-9)
-    assert verdict == "INCONCLUSIVE" and said.endswith("undecided")
+    assert verdict == "INCONCLUSIVE" and "(paper: shallower: -1.339 -> -1.207): undecided" in said
+    need = samples_to_decide(c.mean, c.low, c.high, (directions.MARGIN, None), 3,
+                             t_interval=True).needed
+    assert need is not None and need > 3
+    assert said.endswith(f"the deciding run: the same sweeps at {need} seeds (seeds = {need})")
 
 
 def test_the_control_compares_each_variant_with_itself_and_fails(
@@ -88,3 +94,26 @@ def test_the_control_compares_each_variant_with_itself_and_fails(
 def test_variants_without_a_pair_are_refused(monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(ConfigError, match="keep a variant and its baseline"):
         _judged({"cnn-baseline": _law(-1.3), "resnet-adam": _law(-1.2)}, monkeypatch)
+
+
+def test_a_contradiction_while_alpha_still_moves_is_undecided(monkeypatch: pytest.MonkeyPatch):
+    """Adam steeper than SGD (a contradiction) while Adam's alpha still changes by -0.4
+    [-0.6, -0.2] from half the run length (past the laws gates' +-0.3 margin): undecided, as
+    every laws band is at a length where alpha moves."""
+    moving = SlopeChange(steps=16, mean=-0.4, low=-0.6, high=-0.2, n_seeds=3, n_depths=4)
+    laws = {"cnn-baseline": _law(-1.339),
+            "cnn-adam": dataclasses.replace(_law(-1.45), change=moving)}
+    _, verdict, said = _judged(laws, monkeypatch)
+    assert verdict == "INCONCLUSIVE"
+    assert "cnn-adam vs cnn-baseline: -0.111 [-0.111, -0.111]" in said
+    assert "undecided (cnn-adam: alpha changes by -0.4 [-0.6, -0.2] from 16" in said
+
+
+def test_the_control_fails_even_where_alpha_still_moves(monkeypatch: pytest.MonkeyPatch):
+    """Compared with its own runs, a variant's change is 0 at any training length, so the
+    still-moving gate does not hide the control's FAIL."""
+    moving = SlopeChange(steps=16, mean=-0.4, low=-0.6, high=-0.2, n_seeds=3, n_depths=4)
+    laws = {"cnn-baseline": _law(-1.339),
+            "cnn-adam": dataclasses.replace(_law(-1.207), change=moving)}
+    _, verdict, said = _judged(laws, monkeypatch, against_itself=True)
+    assert verdict == "FAIL" and said.endswith("contradicts")

@@ -13,13 +13,22 @@ from matplotlib.figure import Figure
 
 from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.ablations import AblationsSettings, measure_ablations
-from depthscale.claims.laws.gates import law_measured, law_rows, reported
+from depthscale.claims.laws.gates import law_measured, law_rows, moving_evidence, reported
 from depthscale.claims.laws.law import LawResult, SlopeChange, slope_change
 from depthscale.claims.laws.settings import Scales
 from depthscale.claims.laws.sweeps import study_costs
 from depthscale.claims.registry import ClaimContext, Control, claim, read_settings
-from depthscale.claims.verdicts import Band, ClaimOutcome, Judgement, Verdict, conclude
+from depthscale.claims.verdicts import (
+    Band,
+    ClaimOutcome,
+    Judgement,
+    RunPrice,
+    Verdict,
+    conclude,
+    deciding_run,
+)
 from depthscale.errors import ConfigError
+from depthscale.stats.deciding import samples_to_decide
 from depthscale.stats.findings import Finding, interval_finding
 
 __all__ = ["DIRECTIONS", "Direction", "DirectionsSettings", "draw_directions",
@@ -68,10 +77,12 @@ class DirectionsSettings(AblationsSettings):
 @dataclass(frozen=True)
 class Directions:
     """The sweeps' laws (``laws``, by variant) and, per direction whose two sweeps the scale
-    runs, the seed-paired change of alpha (``changes``, by variant)."""
+    runs, the seed-paired change of alpha (``changes``, by variant); ``against_itself``: each
+    variant was compared with its own runs (the control)."""
 
     laws: dict[str, LawResult]
     changes: dict[str, SlopeChange]
+    against_itself: bool = False
 
 
 def measure_directions(ctx: ClaimContext, s: DirectionsSettings) -> Directions:
@@ -91,29 +102,60 @@ def measure_directions(ctx: ClaimContext, s: DirectionsSettings) -> Directions:
         raise ConfigError("laws-ablation-directions: the variants run none of the pairs "
                           f"{', '.join(f'{d.variant}/{d.baseline}' for d in DIRECTIONS)}; keep "
                           "a variant and its baseline in 'variants'")
-    return Directions(laws, changes)
+    return Directions(laws, changes, s.against_itself)
 
 
-def judge_directions(m: Directions) -> Judgement:
+def judge_directions(m: Directions, price: RunPrice | None = None) -> Judgement:
     """Each change on its 95% interval against its direction's band
-    (:func:`~depthscale.stats.findings.interval_finding`): PASS if every one supports, FAIL
-    if any contradicts, else INCONCLUSIVE; every direction named, with the paper's numbers."""
+    (:func:`~depthscale.stats.findings.interval_finding`), undecided while the variant's or
+    the baseline's alpha still moves with training length (gates.moving_evidence, as every
+    laws band): PASS if every one supports, FAIL if any contradicts, else INCONCLUSIVE, naming
+    its deciding run (``price`` its cost); every direction named, with the paper's numbers."""
     findings: dict[str, Finding] = {}
     said, measured, bands = [], dict(law_measured(m.laws)), {}
     by_variant = {d.variant: d for d in DIRECTIONS}
     for variant, c in m.changes.items():
         d = by_variant[variant]
         findings[variant] = interval_finding(c.low, c.high, d.band)
+        # as every laws band (gates.py); not where both sides are the same runs, whose
+        # change is 0 at any length
+        moving = "" if m.against_itself else "; ".join(
+            e for k in (variant, d.baseline) if k in m.laws
+            and (e := moving_evidence(k, m.laws[k])))
+        if moving and findings[variant] != "undecided":
+            findings[variant] = "undecided"
         said.append(f"{variant} vs {d.baseline}: {c.mean:+.3g} [{c.low:+.3g}, {c.high:+.3g}] "
                     f"({c.n_seeds} seeds, {c.n_depths} depths) against {_band_text(d.band)} "
-                    f"(paper: {d.paper}): {findings[variant]}")
+                    f"(paper: {d.paper}): {findings[variant]}"
+                    + (f" ({moving})" if moving else ""))
         measured |= {f"change_{variant}": c.mean, f"change_{variant}_low": c.low,
                      f"change_{variant}_high": c.high}
         bands[f"change_{variant}"] = d.band
     kinds = list(findings.values())
     verdict: Verdict = ("PASS" if all(k == "supports" for k in kinds) else
                         "FAIL" if "contradicts" in kinds else "INCONCLUSIVE")
+    if verdict == "INCONCLUSIVE":
+        said.append(_deciding(m, findings, price))
     return Judgement(reported(measured), bands, (verdict, "; ".join(said)), "")
+
+
+def _deciding(m: Directions, findings: Mapping[str, Finding], price: RunPrice | None) -> str:
+    """The run that decides the undecided directions: the same sweeps at the seeds the
+    widest-placed interval needs to clear its band's edge (a t-interval over seeds,
+    :func:`~depthscale.stats.deciding.samples_to_decide`), at least 3, which the still-moving
+    gate needs; or longer training where more seeds cannot decide."""
+    seeds = max((c.n_seeds for c in m.changes.values()), default=1)
+    by_variant = {d.variant: d for d in DIRECTIONS}
+    needs = [samples_to_decide(c.mean, c.low, c.high, by_variant[v].band, max(c.n_seeds, 2),
+                               t_interval=True).needed
+             for v, c in m.changes.items() if findings[v] == "undecided"]
+    if any(n is None for n in needs):
+        return deciding_run("longer training (an interval's estimate sits on its band's "
+                            "edge, so more seeds cannot decide it)", {}, price,
+                            label="--scale medium")
+    need = max([3, seeds + 1, *(n for n in needs if n is not None)])
+    return deciding_run(f"the same sweeps at {need} seeds", {"seeds": need}, price,
+                        factor=need / max(seeds, 1))
 
 
 def _band_text(band: Band) -> str:
@@ -170,7 +212,7 @@ def laws_ablation_directions(ctx: ClaimContext) -> ClaimOutcome:
     band, FAIL if any lies wholly outside, else INCONCLUSIVE."""
     s = read_settings(DirectionsSettings, ctx.settings)
     m = measure_directions(ctx, s)
-    j = judge_directions(m)
+    j = judge_directions(m, RunPrice.of(ctx, "laws-ablation-directions", ctx.spent_seconds))
     fig = draw_directions(m)
     rows = law_rows(m.laws, j.measured)
     return conclude(ctx, "laws-ablation-directions", j, rows, fig)
