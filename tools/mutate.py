@@ -268,6 +268,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/claims/test_laws_transfer.py::"
          "test_table5_losses_give_a_negative_median_paired_difference",)),
     Mutation(
+        "fig4-gap-grows", "claims/nfd/fig4.py",
+        "sign_finding(low, high, -1),",
+        "sign_finding(low, high, +1),",
+        "nfd Fig. 4(c) read the wrong way: standard and decoupled trajectories drifting apart "
+        "with depth would pass",
+        ("tests/claims/test_nfd_fig4.py::"
+         "test_gaps_falling_with_depth_pass_with_the_seeds_t_interval_by_hand",)),
+    Mutation(
         "directions-variant-vs-itself", "claims/laws/directions.py",
         "laws[d.variant if s.against_itself else d.baseline]",
         "laws[d.variant]",

@@ -64,8 +64,9 @@ __all__ = [
 
 #: The claim modules, imported (each registering its claims) in this order: the order of the
 #: claim catalogue (docs/claims.md) and of ``depthscale reproduce``.
-CLAIM_MODULES = ("convergence", "eigenvalues", "init", "pre_post", "horizon", "gia", "root_cause",
-                 "collapse", "transfer", "deep", "eq8", "coupling", "kernels", "positivity")
+CLAIM_MODULES = ("convergence", "eigenvalues", "init", "pre_post", "horizon", "gia", "fig4",
+                 "root_cause", "collapse", "transfer", "deep", "eq8", "coupling", "kernels",
+                 "positivity")
 
 for _module in CLAIM_MODULES:
     importlib.import_module(f"{__name__}.{_module}")
