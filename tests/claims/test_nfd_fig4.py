@@ -56,3 +56,14 @@ def test_arms_that_are_the_same_runs_fail_whatever_the_slope():
                      {s: dict.fromkeys(_DEPTHS, 1.0) for s in range(3)})
     verdict, said = judge_fig4(m).decision
     assert verdict == "FAIL" and "every gap is exactly 0: the two arms are the same runs" in said
+
+
+def test_an_undecided_slope_names_the_seeds_that_would_decide_it():
+    from depthscale.stats.deciding import samples_to_decide
+
+    j = judge_fig4(_trajectories([-0.8, -0.1, 0.3]))
+    mean, low, high = (j.measured[k] for k in ("gap_slope", "gap_slope_low", "gap_slope_high"))
+    need = samples_to_decide(mean, low, high, (None, 0.0), 3, t_interval=True).needed
+    assert need is not None and need > 3
+    assert j.decision[1].endswith(f"the deciding run: the same runs at {need} seeds "
+                                  f"(seeds = {need})")

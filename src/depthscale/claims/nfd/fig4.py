@@ -21,13 +21,16 @@ from depthscale.claims.verdicts import (
     Finding,
     Judgement,
     Rows,
+    RunPrice,
     conclude,
+    deciding_run,
     findings_verdict,
     finite_or_none,
     sign_finding,
 )
 from depthscale.models import build
 from depthscale.report import figures as report_figures
+from depthscale.stats.deciding import samples_to_decide
 from depthscale.stats.fits import loglog_slope, mean_ci
 from depthscale.train import TrainConfig, train
 
@@ -97,7 +100,8 @@ def measure_fig4(ctx: ClaimContext, s: TrajectorySettings) -> Trajectories:
                 if i == 0:
                     tests.setdefault(seed, {})[depth] = test
                 ctx.progress(1)
-            gap = float(np.mean(np.abs(np.subtract(*curves)))) if curves[0] else math.nan
+            standard, decoupled = (np.asarray(c, dtype=float) for c in curves)
+            gap = float(np.mean(np.abs(standard - decoupled))) if standard.size else math.nan
             gaps.setdefault(seed, {})[depth] = gap if math.isfinite(gap) else math.inf
     return Trajectories(rows, gaps, tests)
 
@@ -112,12 +116,13 @@ def _slopes(per_seed: Mapping[int, Mapping[int, float]]) -> list[float]:
     return out
 
 
-def judge_fig4(m: Trajectories) -> Judgement:
+def judge_fig4(m: Trajectories, price: RunPrice | None = None) -> Judgement:
     """The gap's log-log slope against depth, per seed, and its 95% t-interval over seeds
     (:func:`~depthscale.stats.fits.mean_ci`): PASS when it lies below 0 (the trajectories
     converge as L grows), FAIL when it lies at or above 0, INCONCLUSIVE when it straddles 0 or
-    a run diverged; FAIL too when every gap is exactly 0 (the arms are the same runs: nothing
-    decoupled). The standard arm's final test loss against depth is reported, not judged."""
+    a run diverged, naming the seeds that would decide (``price`` its cost); FAIL too when
+    every gap is exactly 0 (the arms are the same runs: nothing decoupled). The standard arm's
+    final test loss against depth is reported, not judged."""
     gap_slope = mean_ci(_slopes(m.gaps))
     test_slope = mean_ci(_slopes(m.tests))
     every = [g for per in m.gaps.values() for g in per.values()]
@@ -141,7 +146,23 @@ def judge_fig4(m: Trajectories) -> Judgement:
     note = (f"not judged: the standard arm's final test loss vs L, log-log slope "
             f"{test_slope[0]:+.3f} [{test_slope[1]:+.3f}, {test_slope[2]:+.3f}] (Fig. 4(c): it "
             "improves with depth)")
-    return Judgement(measured, {}, findings_verdict(findings), note)
+    decision = findings_verdict(findings)
+    if decision[0] == "INCONCLUSIVE":
+        decision = ("INCONCLUSIVE", f"{decision[1]}; {_deciding(gap_slope, len(m.gaps), price)}")
+    return Judgement(measured, {}, decision, note)
+
+
+def _deciding(slope: tuple[float, float, float], seeds: int, price: RunPrice | None) -> str:
+    """The seeds at which the gap slope's t-interval would clear 0 at the same spread
+    (:func:`~depthscale.stats.deciding.samples_to_decide`), or deeper nets where it cannot."""
+    mean, low, high = slope
+    need = (samples_to_decide(mean, low, high, (None, 0.0), max(seeds, 2), t_interval=True)
+            .needed if all(map(math.isfinite, slope)) else None)
+    if need is None:
+        return deciding_run("deeper nets (the slope's estimate is not resolved from 0 by "
+                            "seeds)", {}, price, label="a wider depth range")
+    return deciding_run(f"the same runs at {need} seeds", {"seeds": need}, price,
+                        factor=need / max(seeds, 1))
 
 
 def draw_fig4(m: Trajectories, s: TrajectorySettings) -> Figure:
@@ -207,6 +228,6 @@ def nfd_fig4(ctx: ClaimContext) -> ClaimOutcome:
     x seeds nets of depth x width^2, ``epochs`` epochs each."""
     s = read_settings(TrajectorySettings, ctx.settings)
     m = measure_fig4(ctx, s)
-    j = judge_fig4(m)
+    j = judge_fig4(m, RunPrice.of(ctx, "nfd-fig4", ctx.spent_seconds))
     fig = draw_fig4(m, s)
     return conclude(ctx, "nfd-fig4", j, m.rows, fig)
