@@ -95,6 +95,18 @@ def test_a_run_that_would_take_days_is_refused_with_its_estimate(
     assert not any(tmp_path.rglob("*"))
 
 
+def test_a_mean_ode_over_a_billion_inputs_is_refused_by_its_memory_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The Mean ODE's memory counts its inputs (their forward paths and the particle-input
+    preactivations): 10^9 inputs of dim 16 over 17 depth stages need about 16,000 GiB."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["limit", "mean-ode", "--inputs", str(10**9)]) == 2
+    err = capsys.readouterr().err
+    assert "needs about" in err and "GiB" in err and "inputs" in err and "--force" in err, err
+    assert not any(tmp_path.rglob("*"))
+
+
 def test_an_allocation_that_fails_under_force_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -150,7 +150,8 @@ def solver_cost(kind: str, *, inputs: int = 1, dim: int = 1, particles: int = 1,
     """The memory and lower-bound seconds of ``runs`` runs of limit solver ``kind`` (float64,
     a few working copies): kernel 64 N^2 bytes (the N x N covariance), sde 32 (P N + steps N^2),
     nfd 32 P L K (particles x depth steps x training steps: each particle keeps every past
-    increment, nfd Def. 1), mean-ode 64 Q (L + 1) D (particles x depth stages x dimension); a
+    increment, nfd Def. 1), mean-ode 64 (Q + N) (L + 1) D + 16 Q N (particles and inputs x
+    depth stages x dimension, and a stage's particle-input preactivations); a
     finite net coupled to its SDE (nfd Prop. 2, ``particles`` its width n) 8 n^2 with explicit
     weights ("coupling", 2 n^2 L FLOPs a trial), 8 (L + 1) n without ("coupling-path"); nfd,
     mean-ode and coupling-path take at least :data:`DEPTH_STEP_SECONDS` a depth stage of a
@@ -168,9 +169,9 @@ def solver_cost(kind: str, *, inputs: int = 1, dim: int = 1, particles: int = 1,
         need, formula = 32 * p * L * steps, (
             f"32 bytes x particles x depth steps x steps = 32 x {p:,} x {L:,} x {steps:,}")
     elif kind == "mean-ode":
-        need, formula = 64 * p * (L + 1) * dim, (
-            f"64 bytes x particles x (depth steps + 1) x dim = 64 x {p:,} x {L + 1:,} x "
-            f"{dim:,}")
+        need, formula = 64 * (p + n) * (L + 1) * dim + 16 * p * n, (
+            f"64 bytes x (particles + inputs) x (depth steps + 1) x dim + 16 bytes x particles "
+            f"x inputs = 64 x ({p:,} + {n:,}) x {L + 1:,} x {dim:,} + 16 x {p:,} x {n:,}")
     elif kind == "coupling":
         need, formula = 8 * p * p, f"8 bytes x width^2 (one float64 W_l) = 8 x {p:,}^2"
     elif kind == "coupling-path":
