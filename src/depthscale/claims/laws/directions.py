@@ -23,13 +23,12 @@ from depthscale.claims.verdicts import (
     ClaimOutcome,
     Judgement,
     RunPrice,
-    Verdict,
     conclude,
     deciding_run,
 )
 from depthscale.errors import ConfigError
 from depthscale.stats.deciding import samples_to_decide
-from depthscale.stats.findings import Finding, interval_finding
+from depthscale.stats.findings import Finding, findings_verdict, interval_finding
 
 __all__ = ["DIRECTIONS", "Direction", "DirectionsSettings", "draw_directions",
            "judge_directions", "laws_ablation_directions", "measure_directions"]
@@ -64,6 +63,7 @@ DIRECTIONS: tuple[Direction, ...] = (
     Direction("cnn-zero-padding", "cnn-baseline", (-SAME, SAME),
               "the same slope, a vertical shift (App. E.2)"),
 )
+_BY_VARIANT = {d.variant: d for d in DIRECTIONS}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,16 +113,15 @@ def judge_directions(m: Directions, price: RunPrice | None = None) -> Judgement:
     its deciding run (``price`` its cost); every direction named, with the paper's numbers."""
     findings: dict[str, Finding] = {}
     said, measured, bands = [], dict(law_measured(m.laws)), {}
-    by_variant = {d.variant: d for d in DIRECTIONS}
     for variant, c in m.changes.items():
-        d = by_variant[variant]
+        d = _BY_VARIANT[variant]
         findings[variant] = interval_finding(c.low, c.high, d.band)
         # as every laws band (gates.py); not where both sides are the same runs, whose
         # change is 0 at any length
         moving = "" if m.against_itself else "; ".join(
             e for k in (variant, d.baseline) if k in m.laws
             and (e := moving_evidence(k, m.laws[k])))
-        if moving and findings[variant] != "undecided":
+        if moving:
             findings[variant] = "undecided"
         said.append(f"{variant} vs {d.baseline}: {c.mean:+.3g} [{c.low:+.3g}, {c.high:+.3g}] "
                     f"({c.n_seeds} seeds, {c.n_depths} depths) against {_band_text(d.band)} "
@@ -131,9 +130,7 @@ def judge_directions(m: Directions, price: RunPrice | None = None) -> Judgement:
         measured |= {f"change_{variant}": c.mean, f"change_{variant}_low": c.low,
                      f"change_{variant}_high": c.high}
         bands[f"change_{variant}"] = d.band
-    kinds = list(findings.values())
-    verdict: Verdict = ("PASS" if all(k == "supports" for k in kinds) else
-                        "FAIL" if "contradicts" in kinds else "INCONCLUSIVE")
+    verdict = findings_verdict({v: (f, "") for v, f in findings.items()})[0]
     if verdict == "INCONCLUSIVE":
         said.append(_deciding(m, findings, price))
     return Judgement(reported(measured), bands, (verdict, "; ".join(said)), "")
@@ -145,8 +142,7 @@ def _deciding(m: Directions, findings: Mapping[str, Finding], price: RunPrice | 
     :func:`~depthscale.stats.deciding.samples_to_decide`), at least 3, which the still-moving
     gate needs; or longer training where more seeds cannot decide."""
     seeds = max((c.n_seeds for c in m.changes.values()), default=1)
-    by_variant = {d.variant: d for d in DIRECTIONS}
-    needs = [samples_to_decide(c.mean, c.low, c.high, by_variant[v].band, max(c.n_seeds, 2),
+    needs = [samples_to_decide(c.mean, c.low, c.high, _BY_VARIANT[v].band, max(c.n_seeds, 2),
                                t_interval=True).needed
              for v, c in m.changes.items() if findings[v] == "undecided"]
     if any(n is None for n in needs):
