@@ -39,13 +39,20 @@ from depthscale.param.given import given_structure
 from depthscale.param.inspect import Structure, inspect
 from depthscale.param.sizes import check_sizes
 from depthscale.param.state import PlanState, record
-from depthscale.param.usage import Usage, set_branch_outputs, set_readouts
+from depthscale.param.usage import (
+    RowBlocks,
+    Usage,
+    set_branch_outputs,
+    set_readouts,
+    set_row_scales,
+)
 from depthscale.param.walk import unwrap
 from depthscale.param.warn import warn_attention, warn_structure
 from depthscale.param.widths import (
     NO_WIDTH,
     built_base,
     guess_fixed,
+    guess_rows,
     note_structure,
     warn_fixed,
     with_fixed,
@@ -79,7 +86,7 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
         note_structure(inner, structure)  # a base built by a factory is not read again
     role_of = assign_roles(model, roles, structure)
     check_sizes(plan, inner, role_of, structure, explicit=covered(model, roles))
-    usage, guessed = _usages(inner, structure, base, example_input, role_of)
+    usage, guessed, guessed_rows = _usages(inner, structure, base, example_input, role_of)
     planned = param_specs(plan, inner, role_of, usage)  # every rule first: a refusal changes
     readouts = readout_multipliers(plan, inner, structure, role_of, usage)  # nothing
     branches = branch_multipliers(plan, structure)
@@ -95,27 +102,30 @@ def apply_plan(plan: PlanSettings, model: nn.Module, roles: Mapping[str, str] | 
         set_scales(inner, {k: before[k] for k in wrong})
         scales = {k: v for k, v in scales.items() if k not in wrong}
     set_readouts(inner, readouts)
+    row_scales = {s.name: s.rows_scale for *_, s in planned if s.rows}
+    set_row_scales(inner, {k: (usage[k].rows, m) for k, m in row_scales.items()})
     earlier = PlanState.of(inner)  # an earlier plan's branch multipliers are undone
     set_branch_outputs(inner, dict.fromkeys(earlier.branches if earlier else (), 1.0) | branches)
     kept = {k: u for k, u in usage.items() if u != Usage()}
     record(inner, PlanState(settings_of(plan), role_of, forms, kept, readouts, scales,
-                            branches))
+                            branches, row_scales))
     if structure is not None:
         warn_attention(plan, structure, set(heads) | {k.rpartition(".")[0] for k in scales})
         warn_structure(plan, structure, readouts)
-        warn_fixed(structure.width, guessed, stacklevel=4)
+        warn_fixed(structure.width, guessed, guessed_rows, stacklevel=4)
 
 
 def _usages(inner: nn.Module, structure: Structure | None, base: nn.Module | None,
             example_input: Any, role_of: Mapping[str, str],
-            ) -> tuple[dict[str, Usage], dict[str, tuple[str, str]]]:
+            ) -> tuple[dict[str, Usage], dict[str, tuple[str, str]],
+                       dict[str, tuple[RowBlocks, str]]]:
     """The usages of ``inner``'s parameters and the dimensions taken as finite by their sizes
     alone: compared with ``base``, else with the model an enclosing
     :func:`~depthscale.param.widths.auto_base` builds, read once (its structure, where already
     found, is used; finite dimensions get no width factor), else guessed
     (:func:`~depthscale.param.widths.guess_fixed`)."""
     if base is not None or structure is None:
-        return model_usages(inner, structure, base, example_input, role_of), {}
+        return model_usages(inner, structure, base, example_input, role_of), {}, {}
     built = built_base()
     if built is not None:
         try:
@@ -124,8 +134,9 @@ def _usages(inner: nn.Module, structure: Structure | None, base: nn.Module | Non
         except ConfigError:  # not the same kind of model: guessed below
             pass
         else:
-            return {k: replace(u, base=NO_WIDTH) if u.fixed else u
-                    for k, u in found.items()}, {}
+            return {k: replace(u, base=NO_WIDTH) if u.fixed or u.rows else u
+                    for k, u in found.items()}, {}, {}
     usage = model_usages(inner, structure, None, example_input, role_of)
     guessed = guess_fixed(inner, structure, role_of, usage)
-    return with_fixed(usage, guessed), guessed
+    rows = guess_rows(structure, usage, guessed)
+    return with_fixed(usage, guessed, rows), guessed, rows

@@ -19,7 +19,7 @@ from depthscale.activations import gating_factor
 from depthscale.errors import ConfigError
 from depthscale.param.checks import whole
 from depthscale.param.rules import ROLES, Dims, Recipe, Rule
-from depthscale.param.usage import Usage
+from depthscale.param.usage import RowBlocks, Usage
 
 __all__ = [
     "ParamSpec",
@@ -31,6 +31,7 @@ __all__ = [
     "evaluate",
     "formed",
     "reparameterize",
+    "rows_scale",
     "rule",
     "settings_of",
     "shape_fan_in",
@@ -62,6 +63,9 @@ class ParamSpec:
     ``wd_sgd`` multiplies a coupled L2 penalty (SGD), ``wd_adam`` a decoupled one (AdamW),
     ``eps`` Adam's epsilon. ``formulas`` are the native-form formulas of (a, b, c_sgd, c_adam,
     eps, wd_adam) as the rule table writes them; ``adam_source`` cites the eps/wd rules.
+    ``rows``: readout-like blocks of rows (their number does not grow with width), whose
+    gradient is scaled by ``rows_scale`` (their SGD LR ``c_sgd rows_scale``:
+    :func:`rows_scale`); their init is the role's.
     """
 
     name: str
@@ -80,6 +84,8 @@ class ParamSpec:
     formulas: tuple[str, str, str, str, str, str]
     form: str = "native"
     adam_source: str = ""
+    rows: RowBlocks = ()
+    rows_scale: float = 1.0
 
     def lr_multiplier(self, optimizer: str) -> float:
         """The LR multiplier for ``optimizer`` ("sgd" or "adam")."""
@@ -194,6 +200,8 @@ def evaluate(plan: PlanSettings, name: str, role: str, shape: tuple[int, ...],
         frozen = (evaluate(replace(plan, width=usage.base), name, role, shape, fan_in)
                   if usage.fixed and usage.base else None)
         spec = adjusted(spec, usage, frozen)
+        if usage.rows:
+            spec = replace(spec, rows=usage.rows, rows_scale=rows_scale(plan, spec, usage))
         return _unnormed(plan, spec) if usage.normed else spec
     r = rule(plan.recipe, role)
     fan_in = shape_fan_in(shape) if fan_in is None else fan_in
@@ -217,6 +225,30 @@ def evaluate(plan: PlanSettings, name: str, role: str, shape: tuple[int, ...],
                   r.eps.text, r.wd_adam.text),
         adam_source=r.adam_source,
     )
+
+
+def _sgd_vs_output(plan: PlanSettings, spec: ParamSpec, width: int, fan_in: int) -> float:
+    """The recipe's SGD step on the function of an output layer over its step for ``spec``'s
+    role, at ``width`` and ``fan_in``: a^2 c_sgd of each (the same in either form)."""
+    at = replace(plan, width=width)
+    out = evaluate(at, spec.name, "output", spec.shape, fan_in)
+    own = evaluate(at, spec.name, spec.role, spec.shape, fan_in)
+    own_step = own.a**2 * own.c_sgd
+    return out.a**2 * out.c_sgd / own_step if own_step > 0 else 1.0
+
+
+def rows_scale(plan: PlanSettings, spec: ParamSpec, usage: Usage) -> float:
+    """The gradient scale of a parameter's readout-like rows (``usage.rows``): the recipe's
+    SGD step of an output layer relative to the parameter's own role, at the plan's width over
+    at the base width (fan-in in proportion), so 1 at the base width and under a recipe
+    without width factors (SP); muP's output vs hidden rule gives base/n (TP-V Table 3: SGD LR
+    1/fan_in against 1). The Adam LR of the two rules is the same (Table 3), and a constant
+    gradient scale leaves an Adam step as it is (eps aside)."""
+    if not usage.rows or not usage.base or "output" not in plan.recipe.rules:
+        return 1.0
+    base_fan_in = max(1, round(spec.fan_in * usage.base / plan.width))
+    return (_sgd_vs_output(plan, spec, plan.width, spec.fan_in)
+            / _sgd_vs_output(plan, spec, usage.base, base_fan_in))
 
 
 def _unnormed(plan: PlanSettings, spec: ParamSpec) -> ParamSpec:

@@ -57,6 +57,11 @@ def _notes(state: PlanState | None) -> list[str]:
         if u.scale != 1.0:
             notes.append(f"{name}: the model multiplies it by {u.scale:.4g}; init and LR "
                          "compensate (its multiplier in the rule's form)")
+        if u.rows:
+            blocks = ", ".join(f"{a}:{b}" for a, b in u.rows)
+            notes.append(f"{name}: output rows {blocks} do not grow with width (readout-like):"
+                         f" their gradient, so their SGD LR, x {state.row_scales.get(name, 1):.4g}"
+                         f" (the recipe's output rule against this role's, base width {u.base})")
         if u.fixed:
             what = "no dimension grows" if u.fixed == "both" else "fan-in does not grow"
             notes.append(f"{name}: {what} with width: width factors taken at the base "

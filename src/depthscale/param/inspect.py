@@ -99,6 +99,9 @@ class Structure:
     conventions: dict[str, str] = field(default_factory=dict)
     #: every parameter's shape (``Plan.apply(model, structure=...)`` checks it is this model's)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: weight -> the row blocks (output features) a split cut its output into (Mamba's x_proj:
+    #: dt, B, C), whose growth with width :func:`~depthscale.param.usage.usages` compares
+    splits: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """A few lines for a person: sizes, blocks and every role with its count."""
@@ -586,10 +589,13 @@ def _analyse(model: nn.Module, rec: Recorder, out: TensorInfo) -> Structure:
         tuple(sorted({u.param for u in rec.uses if u.index in flow.routers
                       and found.roles.get(u.param) == "output"})),
         conventions(model, found.roles),
-        {n: tuple(p.shape) for n, p in model.named_parameters()})
+        {n: tuple(p.shape) for n, p in model.named_parameters()},
+        {w: b for w, b in rec.splits.items() if found.roles.get(w) in _SPLIT_ROLES})
 
 
 _BIAS_ROLES = ("vector", "branch_vector", "branch_bias", "output_bias")
+#: roles of matrices inside the net, whose row blocks may differ in growth
+_SPLIT_ROLES = ("hidden", "branch", "branch_in", "branch_out")
 
 
 def conventions(model: nn.Module, roles: dict[str, str]) -> dict[str, str]:

@@ -22,7 +22,12 @@ from depthscale.errors import ConfigError
 from depthscale.param.attention import set_attention, set_scales
 from depthscale.param.evaluate import PlanSettings, call_text, settings_of
 from depthscale.param.rules import RECIPES, ROLES
-from depthscale.param.usage import Usage, set_branch_outputs, set_readouts
+from depthscale.param.usage import (
+    Usage,
+    set_branch_outputs,
+    set_readouts,
+    set_row_scales,
+)
 from depthscale.param.walk import params, unwrap
 
 __all__ = ["PlanState", "applied", "record"]
@@ -54,6 +59,8 @@ class PlanState:
     readouts: dict[str, float] = field(default_factory=dict)
     scales: dict[str, float] = field(default_factory=dict)  # attention attributes apply set
     branches: dict[str, float] = field(default_factory=dict)
+    #: parameter -> the gradient scale of its readout-like rows (``usage[name].rows``)
+    row_scales: dict[str, float] = field(default_factory=dict)
 
     @staticmethod
     def of(model: nn.Module) -> PlanState | None:
@@ -69,7 +76,8 @@ class PlanState:
                            "roles": dict(self.roles), "forms": dict(self.forms),
                            "usage": {k: u.to_json() for k, u in self.usage.items()},
                            "readouts": dict(self.readouts), "scales": dict(self.scales),
-                           "branches": dict(self.branches)}, sort_keys=True)
+                           "branches": dict(self.branches),
+                           "row_scales": dict(self.row_scales)}, sort_keys=True)
         return torch.tensor(list(text.encode()), dtype=torch.uint8)
 
     @classmethod
@@ -96,7 +104,7 @@ class PlanState:
             )
         return cls(dict(state["settings"]), dict(state["roles"]), dict(state["forms"]), usage,
                    dict(state.get("readouts", {})), dict(state.get("scales", {})),
-                   dict(state.get("branches", {})))
+                   dict(state.get("branches", {})), dict(state.get("row_scales", {})))
 
     def __repr__(self) -> str:
         return f"PlanState({call_text(self.settings)}, {len(self.roles)} parameters)"
@@ -121,7 +129,15 @@ def _is_record(state: Any) -> bool:
         and isinstance(state.get("scales", {}), dict)
         and all(isinstance(m, float) for m in state.get("scales", {}).values())
         and isinstance(state.get("branches", {}), dict)
-        and all(isinstance(m, float) for m in state.get("branches", {}).values()))
+        and all(isinstance(m, float) for m in state.get("branches", {}).values())
+        and isinstance(state.get("row_scales", {}), dict)
+        and all(isinstance(m, float) and m > 0 and _has_rows(state.get("usage", {}).get(k))
+                for k, m in state.get("row_scales", {}).items()))
+
+
+def _has_rows(usage: Any) -> bool:
+    """Whether a stored usage entry names row blocks."""
+    return isinstance(usage, dict) and bool(usage.get("rows"))
 
 
 def _save_plan(module: nn.Module, state_dict: dict[str, Any], prefix: str,
@@ -149,6 +165,7 @@ def _load_plan(module: nn.Module, state_dict: dict[str, Any], prefix: str,
     settings = {k: v for k, v in state.settings.items() if k != "recipe"}
     set_attention(module, PlanSettings(RECIPES[state.settings["recipe"]], **settings))
     set_readouts(module, state.readouts)
+    set_row_scales(module, {k: (state.usage[k].rows, m) for k, m in state.row_scales.items()})
     set_scales(module, state.scales)
     set_branch_outputs(module, state.branches)
 

@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 from depthscale.param.inspect import Structure
-from depthscale.param.usage import Usage
+from depthscale.param.usage import RowBlocks, Usage
 
-__all__ = ["auto_base", "built_base", "guess_fixed", "note_structure", "noted", "noting",
-           "warn_fixed"]
+__all__ = ["auto_base", "built_base", "guess_fixed", "guess_rows", "note_structure", "noted",
+           "noting", "warn_fixed", "with_fixed"]
 
 #: roles whose rules carry width factors for their contracted size (matrices inside the net)
 _INNER = ("hidden", "branch", "branch_in", "branch_out")
@@ -129,18 +129,40 @@ def guess_fixed(model: nn.Module, structure: Structure, role_of: Mapping[str, st
     return out
 
 
+def guess_rows(structure: Structure, usage: Mapping[str, Usage],
+               fixed: Mapping[str, tuple[str, str]]) -> dict[str, tuple[RowBlocks, str]]:
+    """Parameter name -> (row blocks, their sizes as text) for every split output (Mamba's
+    x_proj: dt, B, C) of a matrix whose fan-in is a multiple of half ``structure.width``: the
+    blocks whose size is not are taken as not growing (readout-like rows)."""
+    out: dict[str, tuple[RowBlocks, str]] = {}
+    n = structure.width
+    for name, blocks in structure.splits.items():
+        u = usage.get(name)
+        if u is None or name in fixed or u.fan_in is None or not _grows(u.fan_in, n):
+            continue
+        rows = tuple(b for b in blocks if not _grows(b[1] - b[0], n))
+        if rows:
+            out[name] = (rows, "output rows " + ", ".join(f"{a}:{b}" for a, b in rows)
+                         + f" of a split into {len(blocks)} blocks")
+    return out
+
+
 def with_fixed(usage: Mapping[str, Usage], fixed: Mapping[str, tuple[str, str]],
-               ) -> dict[str, Usage]:
-    """``usage`` with the guessed dimensions frozen at :data:`NO_WIDTH`."""
-    return {k: replace(u, fixed=fixed[k][0], base=NO_WIDTH) if k in fixed else u
+               rows: Mapping[str, tuple[RowBlocks, str]]) -> dict[str, Usage]:
+    """``usage`` with the guessed dimensions and row blocks frozen at :data:`NO_WIDTH`."""
+    return {k: replace(u, fixed=fixed[k][0], base=NO_WIDTH) if k in fixed else
+            replace(u, rows=rows[k][0], base=NO_WIDTH) if k in rows else u
             for k, u in usage.items()}
 
 
-def warn_fixed(width: int, fixed: Mapping[str, tuple[str, str]], stacklevel: int) -> None:
-    """One warning naming every parameter :func:`guess_fixed` took as finite."""
-    if not fixed:
+def warn_fixed(width: int, fixed: Mapping[str, tuple[str, str]],
+               rows: Mapping[str, tuple[RowBlocks, str]], stacklevel: int) -> None:
+    """One warning naming every parameter :func:`guess_fixed` took as finite and every row
+    block :func:`guess_rows` took as not growing."""
+    if not fixed and not rows:
         return
-    listed = "; ".join(f"{k} ({v[1]})" for k, v in fixed.items())
+    listed = "; ".join([f"{k} ({v[1]})" for k, v in fixed.items()]
+                       + [f"{k} ({v[1]})" for k, v in rows.items()])
     warnings.warn(
         f"without base= these sizes are neither the width {width} nor a multiple of "
         f"{width}/2, and were taken as NOT growing with width (finite, no width factor: "
