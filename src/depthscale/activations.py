@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.special
 import torch
 import torch.nn.functional as F
 
@@ -88,6 +87,15 @@ class Activation:
 
 
 # ---- phi and phi' ---------------------------------------------------------------------------
+def _erf(x: np.ndarray) -> np.ndarray:
+    """The error function elementwise (scipy's, imported at the first use: a command that
+    integrates no GELU or erf starts without scipy)."""
+    import scipy.special
+
+    out: np.ndarray = scipy.special.erf(x)
+    return out
+
+
 def _np_relu(x: np.ndarray) -> np.ndarray:
     out: np.ndarray = np.maximum(x, 0.0)
     return out
@@ -114,18 +122,18 @@ def _np_d2tanh(x: np.ndarray) -> np.ndarray:
 
 
 def _np_gelu(x: np.ndarray) -> np.ndarray:
-    out: np.ndarray = 0.5 * x * (1.0 + scipy.special.erf(x / math.sqrt(2.0)))
+    out: np.ndarray = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
     return out
 
 
 def _np_dgelu(x: np.ndarray) -> np.ndarray:
-    cdf = 0.5 * (1.0 + scipy.special.erf(x / math.sqrt(2.0)))
+    cdf = 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
     out: np.ndarray = cdf + x * np.exp(-0.5 * x * x) / _SQRT_2PI
     return out
 
 
 def _np_erf(x: np.ndarray) -> np.ndarray:
-    out: np.ndarray = scipy.special.erf(x)
+    out: np.ndarray = _erf(x)
     return out
 
 

@@ -20,8 +20,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import scipy.linalg
-from scipy.integrate import solve_ivp
 
 from depthscale.activations import (
     DEFAULT_NODES,
@@ -85,6 +83,8 @@ def _check_tolerances(rtol: float, atol: float) -> None:
 
 def _solve(rhs: Rhs, y0: np.ndarray, t_eval: np.ndarray, rtol: float, atol: float) -> np.ndarray:
     """Integrate with DOP853 from 0 to ``t_eval[-1]``; returns ``(len(t_eval), y0.size)``."""
+    from scipy.integrate import solve_ivp
+
     if t_eval[-1] == 0.0:
         return np.broadcast_to(y0, (t_eval.size, y0.size)).copy()
     positive = t_eval[t_eval > 0]
@@ -157,6 +157,8 @@ def _relu_flow_coefficients(times: np.ndarray, rtol: float, atol: float) -> np.n
     Integrates the flow map through the sorted ``times`` in segments (step ends land exactly on
     each time). Cost: an ODE on ``2 (M + 1)`` states, M = 2048, independent of N.
     """
+    from scipy.integrate import solve_ivp
+
     m = _FLOW_INTERVALS
     h = math.pi / m
     theta0 = np.linspace(0.0, math.pi, m + 1)
@@ -325,6 +327,8 @@ def min_eigenvalue(K: np.ndarray) -> float:
 
     LAPACK ``syevr`` for one eigenvalue: O(N^3) time (the tridiagonal reduction), O(N^2) memory.
     """
+    import scipy.linalg
+
     arr = np.asarray(K, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
         raise ConfigError(f"K must be a non-empty square matrix; got shape {arr.shape}")

@@ -47,11 +47,9 @@ class Usage:
     their width factors are frozen (muP's base shapes, TP-V Sec. 7). ``normed``: a branch's
     last layer whose output a normalisation divides out before the addition (MobileNetV2's
     project conv before its BatchNorm): the norm's gain carries the branch multiplier, so the
-    layer's own multiplier drops it (:func:`depthscale.param.evaluate.evaluate`). ``rows``:
-    blocks of a matrix's rows (output features, ``[start, stop)``) whose number does not grow
-    with width while its fan-in does (Mamba's x_proj: B and C beside dt), readout-like rows
-    among hidden ones; their width factors are frozen at ``base`` too
-    (:func:`depthscale.param.evaluate.evaluate`)."""
+    layer's own multiplier drops it. ``rows``: blocks ``[start, stop)`` of output rows that
+    do not grow while the fan-in does (Mamba's x_proj: B, C beside dt), frozen at ``base``
+    (:func:`depthscale.param.evaluate.rows_scale`)."""
 
     fan_in: int | None = None
     uses: int = 1

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import scipy.stats
 import torch
 from torch import nn
 
@@ -244,6 +243,8 @@ def small_sample_factor(n_sizes: int, n_seeds: int) -> float:
     sqrt(k / (k-1)) for m sizes of k seeds (the Student-t quantile of the pooled within-size
     degrees of freedom, and the bootstrap's plug-in variance (k-1)/k undone), which brings
     its coverage to the nominal 95% for seed noise of any size."""
+    import scipy.stats
+
     k = n_seeds
     return float(scipy.stats.t.ppf(0.975, n_sizes * (k - 1)) / scipy.stats.norm.ppf(0.975)
                  * math.sqrt(k / (k - 1)))

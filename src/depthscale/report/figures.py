@@ -9,15 +9,16 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
 from depthscale.io.atomic import atomic_write
 from depthscale.stats.fits import loglog_slope
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: a command that draws none
+    from matplotlib.axes import Axes  # starts without it
+    from matplotlib.figure import Figure
 
 __all__ = ["DPI", "label_log_ticks", "loglog_fit_panel", "new_figure", "save_figure",
            "spaced_labels"]
@@ -35,6 +36,9 @@ def new_figure(
     """
     if ncols < 1 or nrows < 1:
         raise ValueError(f"a figure needs at least one panel, got nrows={nrows}, ncols={ncols}")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False)
@@ -104,6 +108,8 @@ def label_log_ticks(ax: Axes, values: Sequence[float] | np.ndarray) -> None:
     labelled; a tick closer than 1/12 of the axis' decades to the last labelled one keeps its
     mark but not its label (L = 13, 14, 15, 16 would print over each other), and the largest
     value is always labelled."""
+    from matplotlib.ticker import NullFormatter
+
     ticks = sorted({float(v) for v in values})
     ax.set_xticks(ticks, spaced_labels(ticks))
     ax.xaxis.set_minor_formatter(NullFormatter())

@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import stats
-
 from depthscale.stats.findings import Band
 
 __all__ = ["SampleNeed", "samples_to_decide"]
@@ -51,6 +49,8 @@ class SampleNeed:
 def _needed(n: int, half: float, distance: float, t_interval: bool, level: float,
             cap: int) -> int | None:
     """The fewest samples m > n with half-width(m) < distance (None past ``cap``)."""
+    from scipy import stats
+
     if not (math.isfinite(half) and math.isfinite(distance)) or distance <= 0:
         return None
     if not t_interval or n < 2:

@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
-from scipy.optimize import nnls
 
 from depthscale.errors import ConfigError
 
@@ -100,6 +98,8 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     """Mean of ``values`` (e.g. per-seed paired differences) and its two-sided Student-t
     interval at ``level``; one value gives a zero-width interval at that value (no noise
     estimate)."""
+    from scipy import stats
+
     v = np.asarray(values, dtype=float)
     if v.size == 0 or not np.isfinite(v).all():
         return math.nan, math.nan, math.nan
@@ -162,6 +162,8 @@ def weighted_loglog_fit(
     A SEM below ``min_sem`` (seeds that agree to the grid point) is raised to it so no point
     gets infinite weight; any NaN SEM (single seeds) makes all weights equal.
     """
+    from scipy import stats
+
     xs = np.log10(np.asarray(x, dtype=float))
     y = np.asarray(log10_y, dtype=float)
     s = np.asarray(sem, dtype=float)
@@ -212,6 +214,8 @@ def fit_error_law(
     ``nonnegative`` constrains a, b >= 0 (NNLS); ``relative`` minimises relative residuals
     (each row divided by its error), so small errors at large sizes weigh as much as large ones.
     """
+    from scipy.optimize import nnls
+
     L, n, e = (np.asarray(v, dtype=float) for v in (depth, width, error))
     if not (L.shape == n.shape == e.shape) or L.size < 2:
         raise ConfigError("fit_error_law needs >= 2 paired (depth, width, error) points")

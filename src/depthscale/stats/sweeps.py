@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import numpy as np
-from scipy import stats
 
 from depthscale.errors import ConfigError
 from depthscale.stats.fits import LawFit, log_minimum, weighted_loglog_fit
@@ -307,6 +306,8 @@ def seed_summary(optima: Sequence[Optimum]) -> list[SeedSummary]:
     """Mean and Student-t 95% CI of log10 eta* across seeds, per (group, depth) (one optimum:
     a zero-width CI is not claimed; the SEM is reported as NaN). ``n_seeds`` counts the seeds
     behind the optima (also those averaged in the loss)."""
+    from scipy import stats
+
     by_depth: dict[tuple[Any, int], list[Optimum]] = {}
     for o in optima:
         by_depth.setdefault((o.group, o.depth), []).append(o)

@@ -20,9 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.beyond.shared import (
     FULL_DATA,
@@ -45,6 +43,9 @@ from depthscale.claims.registry import ClaimContext, Control, claim, read_settin
 from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
 from depthscale.errors import ConfigError
 from depthscale.report.figures import new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["AdamMeasures", "AdamSettings", "adam_tables", "draw_adam", "judge_adam",
            "measure_adam"]

@@ -21,10 +21,9 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.beyond.shared import nfd_view
 from depthscale.claims.common import stored_array
@@ -53,6 +52,9 @@ from depthscale.claims.verdicts import (
 )
 from depthscale.errors import ConfigError
 from depthscale.report.figures import loglog_fit_panel, new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["JointMeasures", "JointPath", "JointSettings", "draw_joint_limit", "joint_paths",
            "joint_widths", "judge_joint_limit", "measure_joint_limit"]

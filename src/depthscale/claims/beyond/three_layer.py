@@ -20,10 +20,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from matplotlib.figure import Figure
 
 from depthscale import data as ds_data
 from depthscale.claims.beyond.readouts import (
@@ -63,6 +62,9 @@ from depthscale.models import build
 from depthscale.probes import block_updates, snapshot
 from depthscale.report.figures import loglog_fit_panel, new_figure
 from depthscale.train import TrainConfig, train
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "KEYS", "MIDDLE_LAYERS", "SENTENCES", "ThreeLayerMeasures",
            "ThreeLayerSettings", "draw_three_layer", "judge_three_layer", "measure_three_layer",

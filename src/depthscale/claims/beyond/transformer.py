@@ -23,11 +23,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from depthscale import data as ds_data
 from depthscale.claims.beyond.readouts import (
@@ -63,6 +61,10 @@ from depthscale.probes import TRANSFORMER_UPDATE_KEYS, snapshot, transformer_upd
 from depthscale.report.figures import label_log_ticks, loglog_fit_panel, new_figure
 from depthscale.stats.sweeps import GridSignal, criterion_value, grid_signals, optimal_lrs
 from depthscale.train import TrainConfig, train
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["TransformerMeasures", "TransformerSettings", "draw_transformer",
            "judge_transformer", "measure_transformer", "transformer_bands",

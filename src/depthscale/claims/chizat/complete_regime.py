@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.chizat.setting import (
     Array,
@@ -37,6 +36,9 @@ from depthscale.claims.verdicts import (
 from depthscale.limits.mean_ode import MeanODE
 from depthscale.report import figures as report_figures
 from depthscale.stats.fits import loglog_slope, mean_ci
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "RegimeDepth", "RegimeMeasures", "RegimeSettings", "chizat_fig3",
            "judge_regime", "measure_regime"]

@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.chizat.setting import (
     WRONG_SIGMA_V,
@@ -35,6 +34,9 @@ from depthscale.claims.verdicts import (
 )
 from depthscale.limits.mean_ode import MeanODE, MeanODEResult, rms_error
 from depthscale.report import figures as report_figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "DExponents", "PhaseSettings", "SemiCompleteRow", "TravelRow",
            "chizat_thm3", "d_exponent", "draw_d_exponents", "judge_d_exponents",

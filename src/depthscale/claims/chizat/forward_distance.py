@@ -7,11 +7,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
-from scipy.interpolate import CubicSpline
 
 from depthscale.claims.chizat.setting import (
     Array,
@@ -31,6 +29,10 @@ from depthscale.claims.verdicts import (
     finite_or_none,
 )
 from depthscale.report import figures as report_figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from scipy.interpolate import CubicSpline
 
 __all__ = ["BANDS", "DepthDistance", "ForwardDistances", "ForwardSettings", "chizat_fig1",
            "draw_forward_distance", "judge_forward_distance", "measure_forward_distance"]
@@ -103,6 +105,8 @@ def measure_forward_distance(ctx: ClaimContext, s: ForwardSettings) -> ForwardDi
     """After K GD steps, the distance of nets of width M to the limit: max over layers l of
     the entrywise RMS (all inputs) of ``h^l(x_i) - h(l/L, x_i)``, RMS over repeats; its
     log-log slope in L and whether it falls at every step."""
+    from scipy.interpolate import CubicSpline
+
     X, Y = load_data(s.D, ctx.seed)
     ctx.set_total(len(s.depths) * s.repeats + 1)
     with one_thread():

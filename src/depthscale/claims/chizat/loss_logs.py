@@ -8,11 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.figure import Figure
 
 from depthscale.claims.chizat.setting import (
     Array,
@@ -34,6 +32,9 @@ from depthscale.errors import ConfigError
 from depthscale.limits.mean_ode import MeanODEResult
 from depthscale.report import figures as report_figures
 from depthscale.stats.fits import mean_ci
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "LossLogSettings", "LossLogs", "LossPoint", "chizat_fig5c",
            "draw_loss_logs", "judge_loss_logs", "measure_loss_logs"]
@@ -155,6 +156,8 @@ def draw_loss_logs(m: LossLogs, s: LossLogSettings) -> Figure:
     """chizat Fig. 5c: every run's loss log against the GD step, one panel per D, coloured by
     alpha; dashed: alpha beyond the regime ``alpha >= sqrt(L M / D)``."""
     fig, axes = report_figures.new_figure(ncols=len(s.Ds))
+    from matplotlib import colormaps
+
     colours = colormaps["viridis"]
     for ax, D in zip(axes, s.Ds, strict=True):
         for i, alpha in enumerate(s.alphas):

@@ -7,11 +7,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from depthscale.claims.chizat.setting import (
     NAN3,
@@ -37,6 +35,10 @@ from depthscale.claims.verdicts import (
 from depthscale.limits.mean_ode import rms_error
 from depthscale.report import figures as report_figures
 from depthscale.stats.fits import fit_error_law
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "ErrorGridSettings", "GridError", "OutputErrors", "chizat_fig2",
            "draw_output_error", "fit_output_law", "in_fit_range", "judge_output_error",

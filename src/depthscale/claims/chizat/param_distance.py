@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.chizat.setting import (
     Array,
@@ -35,6 +34,9 @@ from depthscale.errors import ConfigError
 from depthscale.limits.mean_ode import MeanODE, Tracers
 from depthscale.report import figures as report_figures
 from depthscale.stats.fits import mean_ci
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "ParamDistanceSettings", "ParamDistances", "UnitDistance", "chizat_thm1ii",
            "draw_param_distance", "in_rate_range", "judge_param_distance",

@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.chizat.setting import (
     WRONG_SIGMA_V,
@@ -31,6 +30,9 @@ from depthscale.claims.verdicts import (
 )
 from depthscale.limits.mean_ode import MeanODEResult
 from depthscale.report import figures as report_figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["SPREAD_BANDS", "TRAVEL_BANDS", "AlphaPoint", "AlphaSweep", "AlphaSweepSettings",
            "SpreadPoint", "TravelPoint", "chizat_fig5a", "chizat_fig5b", "draw_spread",

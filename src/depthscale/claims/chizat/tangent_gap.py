@@ -8,11 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from depthscale.claims.chizat.setting import (
     NAN3,
@@ -39,6 +37,10 @@ from depthscale.claims.verdicts import (
 from depthscale.limits.mean_ode import TangentODE, TangentODEResult, rms_error
 from depthscale.report import figures as report_figures
 from depthscale.stats.fits import fit_error_law
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "THM2_MARGIN", "TangentGap", "TangentPoint", "TangentSettings",
            "chizat_thm2", "draw_tangent_gap", "judge_tangent_gap", "measure_tangent_gap",

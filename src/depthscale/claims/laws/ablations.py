@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.deciding import with_deciding_run
@@ -19,6 +17,9 @@ from depthscale.claims.laws.settings import R2_MIN, Arch
 from depthscale.claims.laws.sweeps import SweepSettings, study_costs
 from depthscale.claims.registry import ClaimContext, claim, read_settings
 from depthscale.claims.verdicts import ClaimOutcome, Judgement, RunPrice, conclude
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["AblationsSettings", "draw_ablations", "judge_ablations", "laws_ablations",
            "measure_ablations"]

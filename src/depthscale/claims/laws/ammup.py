@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.laws import settings
 from depthscale.claims.laws.deciding import with_deciding_run
@@ -34,6 +33,9 @@ from depthscale.claims.verdicts import (
     samples_to_decide,
 )
 from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["AmmupDepth", "AmmupSettings", "ArchAmmup", "draw_ammup", "judge_ammup",
            "laws_ammup", "measure_ammup"]

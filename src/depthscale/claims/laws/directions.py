@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.ablations import AblationsSettings, measure_ablations
@@ -29,6 +27,9 @@ from depthscale.claims.verdicts import (
 from depthscale.errors import ConfigError
 from depthscale.stats.deciding import samples_to_decide
 from depthscale.stats.findings import Finding, findings_verdict, interval_finding
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["DIRECTIONS", "Direction", "DirectionsSettings", "draw_directions",
            "judge_directions", "laws_ablation_directions", "measure_directions"]

@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.laws import settings
 from depthscale.claims.laws.gates import reported
@@ -41,6 +40,9 @@ from depthscale.claims.verdicts import (
 from depthscale.errors import ConfigError
 from depthscale.report import figures
 from depthscale.stats.sweeps import edge_excluded
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Fig3b", "Fig3bSettings", "deviations", "draw_fig3b", "judge_fig3b",
            "laws_fig3b", "measure_fig3b"]

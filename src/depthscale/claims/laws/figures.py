@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from depthscale.claims.laws.law import LawResult
 from depthscale.claims.laws.settings import LAW_BAND
 from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["law_figure"]
 

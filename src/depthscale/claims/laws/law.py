@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from depthscale.claims.laws.settings import Arch
 from depthscale.claims.laws.sweeps import (
@@ -81,6 +80,8 @@ def slope_change(full: Sequence[Optimum], half: Sequence[Optimum], steps: int,
     the smoke sweeps run), the noise is read from the depths instead: the OLS slope of d_j on
     x_j over the depths with one such seed or more (the main fit's weights are equal there
     too), with its regression t-interval (m - 2 degrees of freedom, m >= 3 depths)."""
+    from scipy import stats
+
     at_half = {(o.seed, o.depth): math.log10(o.lr) for o in half if not o.on_edge}
     pairs: dict[int, list[tuple[float, float]]] = {}
     seeds = set()
@@ -112,6 +113,8 @@ def _change_across_depths(pairs: dict[int, list[tuple[float, float]]], steps: in
                           n_seeds: int) -> SlopeChange:
     """:func:`slope_change` read across depths: the OLS slope of each depth's mean change of
     log10 eta* on log10 L, with the regression t-interval (NaN below 3 depths)."""
+    from scipy import stats
+
     m = len(pairs)
     if m < 3:
         return SlopeChange(steps, math.nan, math.nan, math.nan, n_seeds, m)
@@ -155,6 +158,8 @@ class LawResult(LrLaw):
         which FAILs if any one contradicts the band): the t-interval's half-widths scaled by
         t(1 - 0.025/parts)/t(0.975) on its n - 2 degrees of freedom, the bootstrap's by the
         normal quantiles' ratio (its percentiles at 95% are what is stored)."""
+        from scipy import stats
+
         if parts <= 1:
             return self.interval
         slope, (tlo, thi), (blo, bhi) = self.fit.slope, self.fit.slope_ci, self.boot_ci

@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from depthscale.claims.common import budget_stop
 from depthscale.claims.laws import sweeps
@@ -347,6 +346,8 @@ def added_depths(law: LawResult, candidates: Sequence[int], parts: int = 1
     slope's variance, as :func:`variance_shares`) and q the deciding level's t quantile (95%
     inside the band, 1 - 0.05/``parts`` outside: :func:`deciding_interval`). None where the
     scatter does not block the part or all the candidates would not do."""
+    from scipy import stats
+
     rows = _fitted_rows(law)
     edge = _straddled_edge(law, parts)
     if len(rows) < 3 or edge is None or not scatter_blocks(law, parts):

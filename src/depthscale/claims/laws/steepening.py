@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.gates import MOVING_MARGIN, law_measured, law_rows, reported
@@ -32,6 +30,9 @@ from depthscale.claims.verdicts import (
     interval_finding,
 )
 from depthscale.errors import ConfigError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Steepening", "SteepeningSettings", "draw_steepening", "judge_steepening",
            "laws_steepening", "measure_steepening"]

@@ -10,9 +10,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.gates import (
@@ -36,6 +34,9 @@ from depthscale.claims.laws.sweeps import (
 )
 from depthscale.claims.registry import ClaimContext, claim, read_settings
 from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Table1", "Table1Settings", "contrast_seen", "draw_table1", "judge_table1",
            "laws_table1", "measure_contrast", "measure_table1", "table1_parts"]

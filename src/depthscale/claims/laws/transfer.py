@@ -11,10 +11,9 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.laws import settings, transfer_loss
 from depthscale.claims.laws.gates import flat_evidence, moving_evidence, reported
@@ -38,6 +37,9 @@ from depthscale.report import figures
 from depthscale.stats.findings import sign_finding
 from depthscale.stats.fits import percentile_interval
 from depthscale.stats.sweeps import Optimum
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "ArchTransfer", "TransferRow", "TransferSettings", "draw_transfer", "judge_transfer",

@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.laws import figures, settings
 from depthscale.claims.laws.deciding import with_deciding_run
@@ -32,6 +31,9 @@ from depthscale.claims.verdicts import (
 )
 from depthscale.errors import ConfigError
 from depthscale.stats.fits import percentile_interval
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["WidthsSettings", "draw_widths", "judge_widths", "laws_widths", "measure_widths",
            "spread_interval"]

@@ -20,9 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.common import claim_dataset, mean_finite, stored_rows
 from depthscale.claims.nfd.parts import Part, parts_decision, parts_measured
@@ -72,6 +70,9 @@ from depthscale.models import build
 from depthscale.probes import snapshot, two_layer_update_hook
 from depthscale.report import figures
 from depthscale.train import TrainConfig, train
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # the readout rule's names stay importable from here (beyond-3layer and the tests read them)
 __all__ = ["BANDS", "PARTS", "CollapseMeasure", "CollapseSettings", "RouteRuns", "SlopeCI",

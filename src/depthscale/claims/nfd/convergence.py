@@ -15,10 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.nfd.series import (
     SizeSeries,
@@ -43,6 +42,9 @@ from depthscale.claims.nfd.training import settings_mapping
 from depthscale.claims.registry import ClaimContext, Control, Runs, Solver, claim, read_settings
 from depthscale.claims.verdicts import ClaimOutcome, Judgement, Rows, conclude, routes_verdict
 from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Thm1Measure", "Thm1Settings", "draw_thm1", "judge_thm1", "measure_thm1", "nfd_thm1"]
 

@@ -16,10 +16,9 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.nfd.series import gaussian_inputs
 from depthscale.claims.registry import ClaimContext, Control, Solver, claim, read_settings
@@ -37,6 +36,9 @@ from depthscale.errors import ConfigError
 from depthscale.limits import coupled_finite_network, coupled_finite_network_backward
 from depthscale.report import figures
 from depthscale.stats.fits import ErrorLaw, fit_error_law, loglog_slope_ci
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "BAND", "CouplingPoint", "CouplingSettings", "draw_coupling", "judge_coupling",

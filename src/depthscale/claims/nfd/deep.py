@@ -8,9 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale import data as ds_data
 from depthscale.claims.common import claim_dataset, mean_finite
@@ -39,6 +37,9 @@ from depthscale.models import build
 from depthscale.report import figures
 from depthscale.stats.fits import mean_ci
 from depthscale.train import TrainConfig, train
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "DeepMeasure", "DeepSettings", "draw_deep", "judge_deep", "measure_deep",
            "measure_deep_round", "nfd_deep"]

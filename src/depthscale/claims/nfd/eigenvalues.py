@@ -15,10 +15,9 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.nfd.series import nfd_solver, online_runs
 from depthscale.claims.nfd.training import settings_mapping
@@ -41,6 +40,9 @@ from depthscale.limits.nfd import NFD
 from depthscale.report import figures
 from depthscale.stats.fits import loglog_slope_ci
 from depthscale.train.finite.nfd import online_sgd_finite, teacher_stream
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "FIG6_LABELS", "EigTrend", "Fig6Measure", "Fig6Settings", "draw_fig6", "eig_findings",

@@ -19,9 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.common import claim_dataset, mean_finite
 from depthscale.claims.nfd.slopes import SlopeCI, slope_ci
@@ -50,6 +48,9 @@ from depthscale.probes import snapshot, two_layer_update_hook
 from depthscale.report import figures
 from depthscale.stats.fits import loglog_slope
 from depthscale.train import TrainConfig, train
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "Eq8Measure", "Eq8Settings", "draw_eq8", "judge_eq8", "lr_ratio",
            "measure_eq8", "nfd_eq8"]

@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale import data as ds_data
 from depthscale.claims.common import claim_dataset
@@ -33,6 +32,9 @@ from depthscale.report import figures as report_figures
 from depthscale.stats.deciding import samples_to_decide
 from depthscale.stats.fits import loglog_slope, mean_ci
 from depthscale.train import TrainConfig, train
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Trajectories", "TrajectorySettings", "draw_fig4", "judge_fig4", "measure_fig4",
            "nfd_fig4"]

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.ticker import NullLocator
 
 from depthscale.claims.common import mean_finite
 from depthscale.claims.nfd.optima import TransferMeasure
 from depthscale.claims.nfd.slopes import SlopeReadouts
 from depthscale.claims.nfd.training import ARM_LABELS
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["matched_means", "transfer_panels"]
 
@@ -64,6 +65,8 @@ def transfer_panels(panels: Sequence[Axes], s: Mapping[str, Any], m: TransferMea
             ax.loglog(depths, [10 ** (y0 - slope * (math.log10(L) - x0)) for L in depths], "--",
                       color=line.get_color(), label=f"one step: slope {-slope:+.2f}")
     ax.set_xticks(s["depths"], [str(L) for L in s["depths"]])
+    from matplotlib.ticker import NullLocator
+
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("depth L")
     ax.set_ylabel("eta_c* (seed mean)")

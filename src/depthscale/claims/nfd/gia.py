@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.nfd.series import (
     Check,
@@ -48,6 +47,9 @@ from depthscale.claims.verdicts import (
     routes_verdict,
 )
 from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Cor1Measure", "Cor1Settings", "draw_cor1", "judge_cor1", "measure_cor1", "nfd_cor1"]
 

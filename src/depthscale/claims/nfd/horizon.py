@@ -13,10 +13,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.common import budget_stop, mean_finite, metric, run_claim_study
 from depthscale.claims.nfd.training import (
@@ -41,6 +38,10 @@ from depthscale.report import figures
 from depthscale.stats.findings import findings_verdict, sign_finding
 from depthscale.stats.fits import mean_ci
 from depthscale.stats.sweeps import criterion_value, scan_axis
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["Comparison", "Fig2Measure", "Fig2Settings", "compare", "draw_fig2", "judge_fig2",
            "measure_fig2", "measure_fig2_round", "nfd_fig2", "target_rounds", "undecided_Ts"]

@@ -11,10 +11,9 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from matplotlib.figure import Figure
 
 from depthscale.claims.common import claim_dataset, mean_finite
 from depthscale.claims.nfd.training import FULL_DATA, QUICK_DATA, SMOKE_DATA
@@ -30,6 +29,9 @@ from depthscale.claims.verdicts import (
 from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
 from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "Prop1Measure", "Prop1Point", "Prop1Settings", "draw_prop1", "judge_prop1",
            "measure_prop1", "nfd_prop1"]

@@ -14,12 +14,10 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from depthscale.claims.nfd.series import gaussian_inputs
 from depthscale.claims.registry import ClaimContext, Control, Runs, claim, read_settings
@@ -39,6 +37,10 @@ from depthscale.models import build
 from depthscale.models.mlp import MLPResNet
 from depthscale.report import figures
 from depthscale.stats.fits import loglog_slope, mean_ci
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = [
     "PROP3_BANDS", "KernelPoint", "Prop3Settings", "draw_prop3", "judge_prop3", "measure_prop3",

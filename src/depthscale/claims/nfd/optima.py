@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from scipy import stats
 
 from depthscale.claims.common import claim_dataset, metric
 from depthscale.claims.nfd.series import Check, name_contradicted, require_for_refuted
@@ -120,6 +119,8 @@ def spread_noise(optima: Sequence[Optimum], recipes: Sequence[str], depths: Sequ
     seeds at a depth); at least half a grid step (in log10) when any optimum of either arm
     could not be refined off its grid point (on the edge or next to a diverged LR). NaN with
     one seed per depth (no noise estimate)."""
+    from scipy import stats
+
     cells = [list(_seed_logs(optima, recipes[0], L).values()) for L in depths]
     cells = [c for c in cells if c]
     df = sum(len(c) - 1 for c in cells)

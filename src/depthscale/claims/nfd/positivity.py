@@ -12,16 +12,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale.claims.nfd.series import gaussian_inputs
 from depthscale.claims.registry import ClaimContext, Control, Solver, claim, read_settings
 from depthscale.claims.verdicts import Band, ClaimOutcome, Judgement, conclude
 from depthscale.limits import kernel_path, min_eigenvalue, nested_gap_min_eigenvalue
 from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BANDS", "EigenRow", "Prop45Settings", "draw_prop4_5", "judge_prop4_5",
            "measure_prop4_5", "nfd_prop4_5"]

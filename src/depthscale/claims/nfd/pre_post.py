@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from depthscale import data as ds_data
 from depthscale.claims.common import claim_dataset
@@ -29,6 +28,9 @@ from depthscale.models import build
 from depthscale.report import figures as report_figures
 from depthscale.stats.fits import mean_ci
 from depthscale.train import TrainConfig, train
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["PrePostMeasures", "PrePostSettings", "judge_pre_post", "measure_pre_post",
            "nfd_fig1bc"]

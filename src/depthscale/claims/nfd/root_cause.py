@@ -17,12 +17,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
-from scipy import stats
 
 from depthscale.activations import resolve_activation
 from depthscale.claims.nfd.handwritten_eq5 import (
@@ -51,6 +49,9 @@ from depthscale.models import build
 from depthscale.models.layers import ScaledLinear
 from depthscale.models.mlp import MLPResNet
 from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Prop8Measure", "Prop8Settings", "coupling_library", "draw_prop8", "judge_prop8",
            "measure_prop8", "nfd_prop8", "prop8_measure"]
@@ -223,6 +224,8 @@ def prop8_measure(rows: Rows, depths: list[int],
 
 def _interval(values: np.ndarray) -> tuple[float, float, float, float]:
     """Mean, 95% t-interval over seeds and standard error."""
+    from scipy import stats
+
     v = np.asarray(values, dtype=float)
     mean, se = float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v)))
     half = float(stats.t.ppf(0.975, len(v) - 1)) * se

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from depthscale.claims.registry import Runs, Solver
 from depthscale.claims.verdicts import Decision, Route, interval_finding, noise_gate
@@ -243,6 +242,8 @@ def size_series(label: str, sizes: Sequence[int], diffs: np.ndarray, *,
     interval for a statistic pooled over replicates (a bootstrap of 3-4 replicates has too few
     distinct resamples); each value's CI is the same jackknife of that value.
     """
+    from scipy import stats
+
     d, sc = _checked(sizes, diffs, scale, stat)
     R = d.shape[0]
 

@@ -20,9 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from depthscale.claims.common import run_claim_study
 from depthscale.claims.nfd.figures import transfer_panels
@@ -54,6 +52,9 @@ from depthscale.claims.nfd.training import (
 from depthscale.claims.registry import ClaimContext, Control, claim, read_settings
 from depthscale.claims.verdicts import ClaimOutcome, Judgement, conclude
 from depthscale.report import figures
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # the study's reading stays importable from here (beyond-adam and the tests read it)
 __all__ = [

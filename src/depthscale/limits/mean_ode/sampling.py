@@ -14,8 +14,6 @@ import math
 import warnings
 
 import numpy as np
-from scipy.special import ndtri
-from scipy.stats import qmc
 
 from depthscale.errors import ConfigError
 
@@ -39,6 +37,9 @@ def standard_normals(sampler: str, Q: int, D: int, seed: np.random.SeedSequence,
     every set is an unbiased randomised QMC rule for ``mu_0``; the sets are dependent (their
     union is a larger net). Cost O(sets Q D).
     """
+    from scipy.special import ndtri
+    from scipy.stats import qmc
+
     rng = np.random.default_rng(seed)
     if sampler == "iid":
         return (rng.standard_normal((sets, Q, D)), rng.standard_normal((sets, Q, D)))

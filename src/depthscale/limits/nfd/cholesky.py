@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg
 
 from depthscale.errors import ConfigError
 from depthscale.limits.sde.particles import psd_factor
@@ -54,6 +53,8 @@ class CholeskyRows:
 
     def solve_lower(self, b: np.ndarray) -> np.ndarray:
         """``r`` with ``F_{<k} r = b`` on the active directions, zero on skipped ones."""
+        import scipy.linalg
+
         k = self.size
         if k == 0:
             return np.zeros((0, *b.shape[1:]))
@@ -72,6 +73,8 @@ class CholeskyRows:
 
     def solve_upper(self, e: np.ndarray) -> np.ndarray:
         """``rho`` with ``F^T rho = e`` on the active directions, zero on skipped ones (Stein)."""
+        import scipy.linalg
+
         k = self.size
         if k == 0:
             return np.zeros((0, *e.shape[1:]))

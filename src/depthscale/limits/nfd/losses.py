@@ -4,7 +4,6 @@ their derivative ``L'(f, y)``, the factor of every SGD update (nfd App. E, Def. 
 from __future__ import annotations
 
 import numpy as np
-import scipy.special
 
 from depthscale.errors import ConfigError
 
@@ -32,6 +31,8 @@ def loss_value(loss: str, f: np.ndarray | float, y: np.ndarray | float) -> np.nd
 def loss_derivative(loss: str, f: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
     """``L'(f, y) = dL/df``, the factor of every SGD update (nfd App. E): ``f - y`` (``"mse"``)
     or ``-y / (1 + exp(y f))`` (``"logistic"``). Elementwise, float64."""
+    import scipy.special
+
     fa, ya = np.asarray(f, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if check_loss(loss) == "mse":
         diff: np.ndarray = fa - ya
