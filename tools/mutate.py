@@ -253,6 +253,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/claims/test_chizat_verdicts.py::"
          "test_fig2_b_of_0_6_fails_though_its_b_over_sqrt_d_lies_in_the_band")),
     Mutation(
+        "thm4-exponent-floor", "claims/chizat/d_error.py",
+        'BANDS: dict[str, Band] = {"D_exponent": (None, 0.5 + MARGIN)}',
+        'BANDS: dict[str, Band] = {"D_exponent": (0.5 + MARGIN, None)}',
+        "chizat Eq. 29's exponent of D read the wrong way: at least 1/2 + margin (sigma_v = D's "
+        "growth passes) instead of at most",
+        ("tests/claims/test_chizat_thm4.py::"
+         "test_judge_on_constructed_intervals_inside_above_and_straddling_the_edge",)),
+    Mutation(
         "transfer-exponent-half", "claims/laws/transfer.py",
         "transfer_exponent: float = -1.5",
         "transfer_exponent: float = -0.5",

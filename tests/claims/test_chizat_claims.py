@@ -1,4 +1,4 @@
-"""The chizat claims (Fig. 1, 2, 5a-c, Thm. 1(ii), 2, 3) run end to end with their smoke
+"""The chizat claims (Fig. 1, 2, 5a-c, Thm. 1(ii), 2, 3, 4) run end to end with their smoke
 settings."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from depthscale.report import validate_results
 from depthscale.train.finite.mean_ode import train_finite_resnet
 
 OURS = ("chizat-fig2", "chizat-fig5a", "chizat-fig5b", "chizat-fig5c", "chizat-thm2",
-        "chizat-thm3", "chizat-fig1", "chizat-thm1ii")
+        "chizat-thm3", "chizat-thm4", "chizat-fig1", "chizat-thm1ii")
 BANDS = {  # fig2: a and b of a/L + b/sqrt(LM) at D = 10 (Fig. 2's caption), factor 2
     "chizat-fig2": {"a": [0.075, 0.3], "b": [0.11, 0.44]},
     "chizat-fig5a": {"min_ratio_below_threshold": [0.5, None],

@@ -135,15 +135,19 @@ def layer_travel(res: MeanODEResult) -> float:
 
 
 def limit_reference(X: Array, Y: Array, *, K: int, J: int, Q: int, runs: int,
-                    seed: int) -> tuple[Array, float]:
+                    seed: int, sigma_v_power: float = 0.5) -> tuple[Array, float]:
     """The Mean ODE's forward passes ``h_k(s_j, x_i)`` (``(K + 1, J + 1, n, D)``), averaged over
     ``runs`` RK4 runs with Sobol' particles drawn independently per stage point, and the
     standard error of that mean (entrywise RMS of the final outputs; NaN for one run).
-    Cost O(runs K J Q n D)."""
+    ``sigma_v_power`` other than 1/2 (``sigma_v = D^power``, ``eta_u = D`` kept) is the limit
+    of the negative controls' finite nets. Cost O(runs K J Q n D)."""
     D = X.shape[1]
+    wrong = sigma_v_power != 0.5  # else the solver's defaults: sigma_v = sqrt(D), eta_u = D
     forwards = np.stack([
-        MeanODE(D, depth_steps=J, particles=Q, coupling="independent", seed=seed + 7919 * r)
-        .train(X, Y, K).forward for r in range(runs)
+        MeanODE(D, sigma_v=sigma_v(1.0, D, sigma_v_power) if wrong else None,
+                eta_u=input_lr(1.0, D) if wrong else None, depth_steps=J, particles=Q,
+                coupling="independent", seed=seed + 7919 * r).train(X, Y, K).forward
+        for r in range(runs)
     ])
     se = (math.sqrt(float(forwards[:, -1, -1].var(axis=0, ddof=1).mean()) / runs)
           if runs > 1 else math.nan)
