@@ -2,7 +2,8 @@
 out FAIL (CLAIMS.md; issue 10). Where the smoke settings let the correct run pass
 (``Control.contrast``), the same run without the control must PASS, so the check discriminates:
 test_reproduce.py's every-claim run at the smoke settings asserts that side, from the same
-runs this file would repeat."""
+runs this file would repeat. Both train each LR group as one batched run (``batch_lrs``: the
+same values as one by one, test_reproduce.py's batched tests; about half the time here)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def _control_at_smoke(cid: str, tmp_path: Path) -> ClaimOutcome:
     c = CLAIMS[cid]
     assert c.control is not None, f"{cid} has no negative control"
     return c.run(ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None,
-                              seed=0, settings={**c.settings["smoke"], **c.control.settings}))
+                              seed=0, settings={**c.settings["smoke"], **c.control.settings},
+                              batch_lrs=True))
 
 
 @pytest.mark.parametrize("cid", list(CLAIMS))

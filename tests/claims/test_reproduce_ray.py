@@ -100,7 +100,8 @@ def _ray_reproduce(out: Path, address: str, env: dict[str, str], *more: str,
                    code: int = 0) -> tuple[int, str]:
     """``depthscale reproduce IDS --ray address`` in a fresh process (smoke settings): its
     process id and what it said on stderr."""
-    with subprocess.Popen([sys.executable, "-c", RUN, str(out), *IDS, "--ray", address, *more],
+    with subprocess.Popen([sys.executable, "-c", RUN, str(out), *IDS, "--ray", address,
+                           "--batch-lrs", *more],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as driver:
         _, err = driver.communicate(timeout=600)
@@ -149,7 +150,7 @@ def _finished(out: Path) -> dict[str, dict[str, str]]:
 
 def _pids(out: Path) -> set[int]:
     """The processes that trained the runs stored in ``out``."""
-    return {int(when.rsplit(":", 1)[1].split()[0]) for runs in _finished(out).values()
+    return {int(when.split()[1].rsplit(":", 1)[1]) for runs in _finished(out).values()
             for when in runs.values()}
 
 
@@ -169,7 +170,9 @@ def _kill_mid_sweep(src: Path, dst: Path) -> dict[str, dict[str, str]]:
 def test_reproduce_on_a_ray_cluster_equals_the_local_run_and_resumes_either_way(
     cluster: tuple[str, dict[str, str]], smoke: None, tmp_path: Path,
 ) -> None:
-    """One test, so that pytest-xdist starts one cluster. First: workers that run another
+    """One test, so that pytest-xdist starts one cluster; every run with ``--batch-lrs`` (each
+    LR group one Ray task: fewer tasks, the same values; the unbatched Ray sweep is
+    test_sweep_reliability's). First: workers that run another
     depthscale (or torch) would store runs that are not this version's, so a driver of
     another version is refused in one line, exit 2, nothing written."""
     address, env = cluster
@@ -180,7 +183,7 @@ def test_reproduce_on_a_ray_cluster_equals_the_local_run_and_resumes_either_way(
     assert not (tmp_path / "refused").exists()
 
     local, on_ray = tmp_path / "local", tmp_path / "ray"
-    results, crashed = reproduce(IDS, scale="quick", out_dir=local)
+    results, crashed = reproduce(IDS, scale="quick", out_dir=local, batch_lrs=True)
     assert crashed == [] and {r["run"]["backend"] for r in results} == {"local"}
     driver, _ = _ray_reproduce(on_ray, address, env)
 
@@ -205,7 +208,7 @@ def test_reproduce_on_a_ray_cluster_equals_the_local_run_and_resumes_either_way(
         if resume == "ray":
             _ray_reproduce(out, address, env)
         else:
-            reproduce(IDS, scale="quick", out_dir=out)
+            reproduce(IDS, scale="quick", out_dir=out, batch_lrs=True)
         assert _judged(out) == _judged(local), name
         assert _outcomes(out) == _outcomes(local), name
         now = _finished(out)
