@@ -2,28 +2,26 @@
 ``max_{k <= K} max_{i, l} |h^l(x_i, Z^_k) - h(s_l, x_i, Z_k)| = c_2 (1/L + sqrt(D)/sqrt(L M))``,
 so at fixed L and M (``M >= D``) the error grows at most like ``sqrt(D)``.
 
-The quantity measured, and the exponent Eq. 29 bounds for it. The data of the shared setting
-(:mod:`.setting`, chizat Sec. 2.4) have N(0, 1) entries, so ``|x_i|_2 ~ sqrt(D)`` and the RMS
-norm ``|x|_rms = |x|_2 / sqrt(D)`` (chizat Sec. 4.2) is O(1); with ``sigma_u = sqrt(D)`` the
-pre-activations ``u^T h / D`` are O(1) (their variance is ``|h|_2^2 / D = |h|_rms^2``). At
-``k = 0`` the limit's drift ``E[v rho(u^T h / D)]`` is 0 (v is independent of u, mean 0), so the
-limit is the identity and the finite net's error is its sampling error: with one layer,
-``h^1 - x = (1/M) sum_j v_j rho(u_j^T x / D)``, whose coordinates have variance ``sigma_v^2
-E[rho(p)^2] / M = D E[rho(p)^2] / M`` (``p ~ N(0, |x|_rms^2)``, free of D). Hence
-
-* the RMS error is ``sqrt(E[rho(p)^2]) sqrt(D / M)`` (``sqrt(D / (L M))`` over L layers):
-  exponent 1/2, Eq. 29's ``sqrt(D)/sqrt(L M)`` term; the paper's norm is this one in its own
-  setting (Thm. 3 assumes ``|x_i|_rms`` in ``[1/B, B]``, Thm. 4's proof uses Thm. 3's O(1) RMS
-  bounds, Eq. 30 and Fig. 5a state the RMS error, Lemma 6.2 notes the switch to RMS);
-* the Euclidean norm of the same vectors is ``sqrt(D)`` times larger: exponent 1. Eq. 29
-  read literally (``|.|_2`` with ``|x_i|_2 <= B``) does not cover these inputs: in ``h /
-  sqrt(D)`` coordinates (``|x|_2 = O(1)``) this net has ``sigma_u = D > B sqrt(D)``.
-
-So this claim measures ``E = max_{k <= K} max_i max_j |h^{l_j}_k(x_i) - h_k(s_j, x_i)|_rms`` at
-the reference's depth nodes ``s_j = j / J`` (layer ``l_j = j L / J``), and Eq. 29 bounds its
-exponent in D by 1/2 where the ``sqrt(D/(L M))`` term dominates (the ``1/L`` term is free of
-D). tests/claims/test_chizat_thm4.py checks the variance above on one layer at D = 2 and 32.
+Measured: ``E = max_{k <= K} max_i max_j |h^{l_j}_k(x_i) - h_k(s_j, x_i)|_rms`` at the
+reference's depth nodes ``s_j = j / J`` (layer ``l_j = j L / J``), whose exponent in D Eq. 29
+bounds by 1/2 where the ``sqrt(D/(L M))`` term dominates (the ``1/L`` term is free of D); why
+the RMS norm, derived below and checked on one layer at D = 2 and 32 by
+tests/claims/test_chizat_thm4.py.
 """
+
+# Why the RMS norm. The data of the shared setting (.setting, chizat Sec. 2.4) have N(0, 1)
+# entries, so |x_i|_2 ~ sqrt(D) and |x|_rms = |x|_2 / sqrt(D) (chizat Sec. 4.2) is O(1); with
+# sigma_u = sqrt(D) the pre-activations u^T h / D are O(1) (variance |h|_rms^2). At k = 0 the
+# limit's drift E[v rho(u^T h / D)] is 0 (v independent of u, mean 0), so the limit is the
+# identity and the finite net's error is its sampling error: with one layer,
+# h^1 - x = (1/M) sum_j v_j rho(u_j^T x / D), whose coordinates have variance
+# sigma_v^2 E[rho(p)^2] / M = D E[rho(p)^2] / M (p ~ N(0, |x|_rms^2), free of D). Hence the RMS
+# error is sqrt(E[rho(p)^2]) sqrt(D / M) (sqrt(D / (L M)) over L layers): exponent 1/2, Eq. 29's
+# sqrt(D)/sqrt(L M) term. The paper's norm is this one in its own setting (Thm. 3 assumes
+# |x_i|_rms in [1/B, B], Thm. 4's proof uses Thm. 3's O(1) RMS bounds, Eq. 30 and Fig. 5a state
+# the RMS error, Lemma 6.2 notes the switch to RMS). The Euclidean norm of the same vectors is
+# sqrt(D) times larger (exponent 1): Eq. 29 read literally (|.|_2 with |x_i|_2 <= B) does not
+# cover these inputs, since in h / sqrt(D) coordinates this net has sigma_u = D > B sqrt(D).
 
 from __future__ import annotations
 
