@@ -370,9 +370,12 @@ def run_tests(src: Path, tests: Sequence[str], workers: int = 1,
     spread = ["-n", str(workers)] if workers > 1 else []
     if first_failure:
         spread.append("-x")
+    # no hypothesis or anyio plugin: none of these tests needs one (a @given test still runs),
+    # and importing hypothesis at start-up is seconds of each run
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rf",
-         "--no-header", "-W", "ignore::DeprecationWarning", *spread, *tests],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+         "-p", "no:anyio", "-q", "-rf", "--no-header", "-W", "ignore::DeprecationWarning",
+         *spread, *tests],
         cwd=ROOT, env=_env(src), capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
     output = proc.stdout + proc.stderr

@@ -80,13 +80,16 @@ def test_mnist1d_generation_never_downloads_or_touches_files(
     monkeypatch.setattr(urllib.request, "urlopen", forbidden)
     monkeypatch.setattr(socket.socket, "connect", forbidden)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEPTHSCALE_CACHE", "off")  # no cache folder either
     _generate_mnist1d.cache_clear()  # force a real generation under the patches
     ds = load("mnist1d")
     assert ds.x_train.shape == (4000, 1, 40)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_mnist1d_generation_leaves_global_rng_state_untouched() -> None:
+def test_mnist1d_generation_leaves_global_rng_state_untouched(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEPTHSCALE_CACHE", "off")  # a real generation
     random.seed(123)
     np.random.seed(123)
     expected_py, expected_np = random.random(), np.random.rand()

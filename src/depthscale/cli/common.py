@@ -229,9 +229,16 @@ def build_from_args(args: argparse.Namespace, training: Any = None) -> tuple[Any
     ``training``, a TrainConfig) its training time go through the bounds of every run
     (:func:`depthscale.train.budget.run_cost`; ``--force`` lifts them)."""
     from depthscale.data import load
-    from depthscale.models import build, is_factory
+    from depthscale.models import MODELS, build, is_factory
+    from depthscale.param import RECIPES
     from depthscale.train.budget import LIMITS, run_cost
 
+    # the names first: a wrong one is said before the data are made (MNIST-1D: seconds)
+    if args.param not in RECIPES:
+        raise ConfigError(f"unknown recipe {args.param!r}; choose one of: {', '.join(RECIPES)}")
+    if not is_factory(args.model) and args.model not in MODELS:
+        raise ConfigError(f"unknown model {args.model!r}; choose one of: {', '.join(MODELS)}, "
+                          "or a factory 'package.module:function'")
     data_options = dict(getattr(args, "data_option", []))
     for own in ("seed", "data_dir"):
         if own in data_options:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import random
+from typing import Any
 
 import numpy as np
 import torch
 
 from depthscale.data.dataset import Dataset, as_int, check_size, standardise, to_tensor
 from depthscale.errors import ConfigError
+from depthscale.io.cache import read_arrays, write_arrays
 
 __all__ = ["load_digits", "load_mnist1d", "mnist1d_sizes"]
 
@@ -24,28 +27,46 @@ DIGITS_SAMPLES = 1797
 def _generate_mnist1d(samples: int = MNIST1D_SAMPLES
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Run the mnist1d package's own generator with its default arguments but ``samples``
-    signals (its ``num_samples``; cached per size).
+    signals (its ``num_samples``; cached per size in the process, and in depthscale's cache
+    folder between processes: :mod:`depthscale.io.cache`, keyed by the package's version and
+    arguments).
 
-    Only ``make_dataset(args)`` is called: no download, no file is read or written. That
-    generator seeds Python's and numpy's global RNGs itself (seed 42); their states are saved
-    and restored around it so loading has no effect on the caller's RNGs. It splits its
-    signals 80/20 into train and test after one shuffle, so the default 5000 give the
-    official 4000/1000 set, and another size is another draw of the same distribution.
+    Only ``make_dataset(args)`` is called: no download. That generator seeds Python's and
+    numpy's global RNGs itself (seed 42); their states are saved and restored around it so
+    loading has no effect on the caller's RNGs. It splits its signals 80/20 into train and
+    test after one shuffle, so the default 5000 give the official 4000/1000 set, and another
+    size is another draw of the same distribution.
     """
     from mnist1d.data import get_dataset_args, make_dataset
 
     args = get_dataset_args()
     args.num_samples = samples
-    py_state, np_state = random.getstate(), np.random.get_state()
-    try:
-        raw = make_dataset(args)
-    finally:
-        random.setstate(py_state)
-        np.random.set_state(np_state)
+    entry = _cache_entry(args)
+    train, test = mnist1d_sizes(samples)
+    shapes = {"x": (train, MNIST1D_LENGTH), "y": (train,), "x_test": (test, MNIST1D_LENGTH),
+              "y_test": (test,)}
+    raw = read_arrays(entry, shapes)
+    if raw is None:
+        py_state, np_state = random.getstate(), np.random.get_state()
+        try:
+            made = make_dataset(args)
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+        raw = {k: np.asarray(made[k]) for k in shapes}
+        write_arrays(entry, raw)
     arrays = (raw["x"], raw["y"], raw["x_test"], raw["y_test"])
     for array in arrays:
         array.setflags(write=False)  # the cache hands out the same arrays every call
     return arrays
+
+
+def _cache_entry(args: Any) -> str:
+    """The cache entry of the generator's arguments ``args`` under its package version."""
+    from importlib.metadata import version
+
+    text = repr(sorted(vars(args).items())) + version("mnist1d")
+    return f"mnist1d-{hashlib.sha256(text.encode()).hexdigest()[:16]}.npz"
 
 
 def mnist1d_sizes(samples: object = MNIST1D_SAMPLES) -> tuple[int, int]:
