@@ -71,7 +71,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/models/test_mlp_models.py::"
          "test_online_decoupled_run_departs_from_feedback_alignment_after_its_first_update",
          "tests/claims/test_nfd_refuted_checks.py::"
-         "test_cor1_refuted_sees_the_decoupled_backward_and_a_falling_finite_gap")),
+         "test_cor1_refuted_sees_the_decoupled_backward_a_falling_gap_and_agreeing_routes")),
     Mutation(
         "depth-mup-no-sqrt-L", "param/rules.py",
         '_DEPTH_A = _e("sqrt(T/(L fan_in))")',

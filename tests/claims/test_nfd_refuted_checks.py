@@ -197,7 +197,7 @@ def _parts(out: ClaimOutcome) -> list[str]:
 
 
 @pytest.mark.slow
-def test_cor1_refuted_sees_the_decoupled_backward_and_a_falling_finite_gap(
+def test_cor1_refuted_sees_the_decoupled_backward_a_falling_gap_and_agreeing_routes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     right = _run("nfd-cor1", tmp_path, "right")
     assert right.verdict == "REFUTED", right.reason
@@ -213,13 +213,9 @@ def test_cor1_refuted_sees_the_decoupled_backward_and_a_falling_finite_gap(
     assert wrong.verdict == "FAIL", wrong.reason
     assert wrong.measured["learned_backward_gap"] == 0.0
     assert "the decoupled nets may be feedback alignment" in _parts(wrong)[-1]
-
-
-@pytest.mark.slow
-def test_cor1_refuted_needs_the_routes_to_agree_in_value(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch):
-    right = _run("nfd-cor1", tmp_path, "right")
-    assert right.verdict == "REFUTED" and "routes agree in value at L = 32" in right.reason
+    # the routes must agree in value (one test with the above: one correct run for both)
+    monkeypatch.undo()
+    assert "routes agree in value at L = 32" in right.reason
     _weakened_coupling(monkeypatch, 0.5)
     weak = _run("nfd-cor1", tmp_path, "weak")
     assert weak.verdict == "FAIL", weak.reason
