@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from depthscale.data.cache import read_arrays, write_arrays
 from depthscale.data.dataset import Dataset, as_int, check_size, standardise, to_tensor
 from depthscale.errors import ConfigError
-from depthscale.io.cache import read_arrays, write_arrays
 
 __all__ = ["load_digits", "load_mnist1d", "mnist1d_sizes"]
 
@@ -28,7 +28,7 @@ def _generate_mnist1d(samples: int = MNIST1D_SAMPLES
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Run the mnist1d package's own generator with its default arguments but ``samples``
     signals (its ``num_samples``; cached per size in the process, and in depthscale's cache
-    folder between processes: :mod:`depthscale.io.cache`, keyed by the package's version and
+    folder between processes: :mod:`depthscale.data.cache`, keyed by the package's version and
     arguments).
 
     Only ``make_dataset(args)`` is called: no download. That generator seeds Python's and

@@ -1,4 +1,4 @@
-"""depthscale's cache folder (depthscale.io.cache) and the MNIST-1D signals kept in it: a second
+"""depthscale's cache folder (depthscale.data.cache) and the MNIST-1D signals kept in it: a second
 process reads the generator's arrays back instead of running it; a torn, foreign or misshapen
 entry is made again; ``off`` and an unwritable folder keep nothing and still give the data."""
 
@@ -14,7 +14,7 @@ import torch
 
 from depthscale.data import load
 from depthscale.data.bundled import _generate_mnist1d
-from depthscale.io.cache import CACHE_ENV, cache_dir, read_arrays, write_arrays
+from depthscale.data.cache import CACHE_ENV, cache_dir, read_arrays, write_arrays
 
 
 @pytest.fixture
