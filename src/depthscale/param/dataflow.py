@@ -27,7 +27,7 @@ from depthscale.param.contract import GROUPED as _GROUPED
 from depthscale.param.contract import contracted as _contracted
 from depthscale.param.contract import fan_in as _fan_in
 from depthscale.param.contract import fan_out as _fan_out
-from depthscale.param.ops import ADDITIONS, NORM_OPS
+from depthscale.param.ops import ADDITIONS, NORM_OPS, SPLITS
 from depthscale.param.ops import CATS as _CATS
 from depthscale.param.ops import DIVS as _DIVS
 from depthscale.param.ops import GAINS as _GAINS
@@ -38,8 +38,7 @@ from depthscale.param.ops import MHA as _MHA
 from depthscale.param.ops import PROBS as _PROBS
 from depthscale.param.ops import SAME as _SAME
 from depthscale.param.ops import SOFTMAX as _SOFTMAX
-from depthscale.param.ops import SPLITS as _SPLITS
-from depthscale.param.rows import Rows, part_rows
+from depthscale.param.rows import Rows, part_rows, whole_blocks
 
 __all__ = ["ADDITIONS", "NORM_OPS", "Addition", "AttentionCall", "Recorder", "TensorInfo", "Use",
            "attention_calls", "call_args", "copy_input", "module_stack", "tensors_in"]
@@ -194,8 +193,7 @@ class Recorder(TorchFunctionMode):
         self.calls: Counter[str] = Counter()  # module -> forward calls in the pass
         self.routers: set[int] = set()  # uses whose output became a per-token gate
         self.stacked: set[str] = set()  # parameters of stacked experts, indexed per expert
-        #: weight -> the row blocks its output was cut into by a split (x_proj's dt, B, C)
-        self.splits: dict[str, tuple[tuple[int, int], ...]] = {}
+        self.splits: dict[str, tuple[tuple[int, int], ...]] = {}  # x_proj: dt, B, C blocks
 
     def returned(self, name: str, output: Any) -> None:
         """Module ``name`` returned ``output``: a data tensor records it as a carrier."""
@@ -318,7 +316,9 @@ class Recorder(TorchFunctionMode):
                 x = self.get(data[0])
                 info = replace(info, scale=x.scale, factor=x.factor, carriers=x.carriers)
                 parts = part_rows(func, args, data[0], x.rows, outs)
-                self._split(func, x, parts)
+                ws = {self.uses[i].param for i in x.last if self.uses[i].kind == "matrix"}
+                if func in SPLITS and len(ws) == 1 and (cut := whole_blocks(parts, x.rows)):
+                    self.splits.setdefault(ws.pop(), cut)  # a matrix's output in row blocks
             else:  # any other op: a constant does not pass it
                 info = replace(info, factor=1.0)
             if func in _PROBS and len(data) == 1 and info.last:
@@ -336,19 +336,6 @@ class Recorder(TorchFunctionMode):
         for i in range(first, len(self.uses)):
             self.use_out[i] = id(outs[0]) if outs else -1
         return out
-
-    def _split(self, func: Any, x: TensorInfo, parts: list[Rows]) -> None:
-        """A split of one matrix's whole output into consecutive row blocks (not the parts of
-        a view into heads, which may interleave them): recorded (its first) in
-        :attr:`splits`."""
-        weights = {self.uses[i].param for i in x.last if self.uses[i].kind == "matrix"}
-        if (func not in _SPLITS or len(parts) < 2 or len(weights) != 1 or x.rows is None
-                or x.rows[0] != 0 or any(p is None for p in parts)):
-            return
-        blocks = tuple(p for p in parts if p is not None)
-        ends = [0, *(b[1] for b in blocks)]
-        if all(b[0] == ends[i] for i, b in enumerate(blocks)) and ends[-1] == x.rows[1]:
-            self.splits.setdefault(weights.pop(), blocks)
 
     def _gated(self, data: list[torch.Tensor]) -> TensorInfo | None:
         """``values * gate`` where the gate is one weight per token (a routing probability

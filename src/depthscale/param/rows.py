@@ -14,7 +14,7 @@ import torch
 
 from depthscale.param.ops import SPLITS
 
-__all__ = ["Rows", "part_rows"]
+__all__ = ["Rows", "part_rows", "whole_blocks"]
 
 _PARTS = SPLITS | {torch.Tensor.narrow, torch.narrow, torch.Tensor.__getitem__}
 #: ``(start, stop)``: the weight rows an activation comes from (None: not known)
@@ -68,3 +68,15 @@ def _offset(func: Any, args: Any, x: torch.Tensor, rows: tuple[int, int]) -> Row
             start, stop, _ = last.indices(n)
             return rows[0] + start, rows[0] + stop
     return None
+
+
+def whole_blocks(parts: list[Rows], rows: Rows) -> tuple[tuple[int, int], ...] | None:
+    """The parts of a split as consecutive blocks covering all of ``rows`` from row 0 (Mamba's
+    x_proj into dt, B, C), or None (one part, an unknown part, or the parts of a view into
+    heads, which may interleave them)."""
+    if rows is None or rows[0] != 0 or len(parts) < 2 or any(p is None for p in parts):
+        return None
+    blocks = tuple(p for p in parts if p is not None)
+    ends = [0, *(b[1] for b in blocks)]
+    whole = all(b[0] == ends[i] for i, b in enumerate(blocks)) and ends[-1] == rows[1]
+    return blocks if whole else None
