@@ -83,6 +83,23 @@ def test_seed_noise_across_the_margin_is_inconclusive(monkeypatch: pytest.Monkey
     assert said.endswith(f"the deciding run: the same sweeps at {need} seeds (seeds = {need})")
 
 
+def test_an_estimate_near_its_edge_names_longer_training_not_hundreds_of_seeds(
+        monkeypatch: pytest.MonkeyPatch):
+    """Adam's change +0.065, 0.005 above the +0.06 margin, its seeds scattered by +-0.1: the
+    interval needs far more than 4x the run's 3 seeds (the t-rule's count, over
+    SEED_FACTOR), so the deciding run is the longer training of medium, naming that count."""
+    laws = {"cnn-baseline": _law(-1.339), "cnn-adam": _law(-1.274, (-0.1, 0.0, 0.1))}
+    m, verdict, said = _judged(laws, monkeypatch)
+    c = m.changes["cnn-adam"]
+    need = samples_to_decide(c.mean, c.low, c.high, (directions.MARGIN, None), 3,
+                             t_interval=True).needed
+    assert need is not None and need > directions.SEED_FACTOR * 3
+    assert verdict == "INCONCLUSIVE"
+    assert said.endswith(f"the deciding run: longer training, the next scale's settings (here "
+                         f"an estimate sits so near its band's edge that its interval would "
+                         f"need {need} seeds, {need / 3:.3g}x this run's) (--scale medium)")
+
+
 def test_the_control_compares_each_variant_with_itself_and_fails(
         monkeypatch: pytest.MonkeyPatch):
     m, verdict, _ = _judged({k: _law(a) for k, a in TABLE3.items()}, monkeypatch,

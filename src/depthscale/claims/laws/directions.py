@@ -39,6 +39,9 @@ __all__ = ["DIRECTIONS", "Direction", "DirectionsSettings", "draw_directions",
 MARGIN = 0.06
 #: "within +-20%" of alpha = -1.5 (Sec. 4.5's "secondary modulations")
 SAME = 0.3
+#: the most seeds, as a multiple of a run's own, that a deciding run names; past it the estimate
+#: sits too near its band's edge for seeds to pay, and the longer training of medium is named
+SEED_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -141,18 +144,30 @@ def _deciding(m: Directions, findings: Mapping[str, Finding], price: RunPrice | 
     """The run that decides the undecided directions: the same sweeps at the seeds the
     widest-placed interval needs to clear its band's edge (a t-interval over seeds,
     :func:`~depthscale.stats.deciding.samples_to_decide`), at least 3, which the still-moving
-    gate needs; or longer training where more seeds cannot decide."""
+    gate needs; or longer training where more seeds cannot decide or would need over
+    :data:`SEED_FACTOR` times this run's."""
     seeds = max((c.n_seeds for c in m.changes.values()), default=1)
     needs = [samples_to_decide(c.mean, c.low, c.high, _BY_VARIANT[v].band, max(c.n_seeds, 2),
                                t_interval=True).needed
              for v, c in m.changes.items() if findings[v] == "undecided"]
     if any(n is None for n in needs):
-        return deciding_run("longer training (an interval's estimate sits on its band's "
-                            "edge, so more seeds cannot decide it)", {}, price,
-                            label="--scale medium")
+        return _longer("an interval's estimate sits on its band's edge, so more seeds cannot "
+                       "decide it", price)
     need = max([3, seeds + 1, *(n for n in needs if n is not None)])
+    if need > SEED_FACTOR * seeds:
+        return _longer(f"here an estimate sits so near its band's edge that its interval "
+                       f"would need {need} seeds, {need / seeds:.3g}x this run's", price)
     return deciding_run(f"the same sweeps at {need} seeds", {"seeds": need}, price,
                         factor=need / max(seeds, 1))
+
+
+def _longer(why: str, price: RunPrice | None) -> str:
+    """The deciding run where seeds do not pay: the next scale's longer training, priced at
+    its settings (:meth:`~depthscale.claims.verdicts.RunPrice.larger`)."""
+    larger = price.larger() if price is not None else None
+    scale, settings = larger if larger is not None else ("medium", {})
+    return deciding_run(f"longer training, the next scale's settings ({why})", settings, price,
+                        label=f"--scale {scale}")
 
 
 def _band_text(band: Band) -> str:
