@@ -1,7 +1,7 @@
 """Each claim's headline is registry data: declared in its ``@claim``, required, validated, and
-turned into the record's ``headline`` by reproduce; ``tools/claims_table.py`` prints the README
-table from a claims.json and the registry. (That every headline metric is measured at the smoke
-settings is checked in test_reproduce.py, on the run of every claim.)"""
+turned into the record's ``headline`` by reproduce; ``tools/claims_table.py`` prints the table
+of docs/results.md from a claims.json and the registry. (That every headline metric is measured
+at the smoke settings is checked in test_reproduce.py, on the run of every claim.)"""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_the_first_measured_candidate_is_the_headline() -> None:
     assert missing["text"] == "paper: 0, ours: not measured, band: falls iff slope <= -0.3"
 
 
-def test_claims_table_tool_prints_the_readme_table(tmp_path: Path) -> None:
+def test_claims_table_tool_prints_the_results_table(tmp_path: Path) -> None:
     lead = CLAIMS["laws-table1"].headline
     assert lead is not None
     records = [
