@@ -53,6 +53,9 @@ def _row(readme: Path, cid: str) -> str:
 def test_the_readme_table_is_the_ledgers_rendering() -> None:
     done = _tool("readme", "--check")
     assert done.returncode == 0, done.stderr
+    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):  # the count they give
+        words = " ".join(page.read_text(encoding="utf-8").split())
+        assert f"reruns {len(CLAIMS)} claims of three papers" in words
 
 
 def test_record_merges_later_runs_and_renders_the_table(tmp_path: Path) -> None:
