@@ -5,11 +5,13 @@ nothing written."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+import pytest
 
 from depthscale.claims import CLAIMS
 
@@ -19,10 +21,24 @@ BEGIN = "<!-- claims table: rendered by tools/verdict_ledger.py from docs/verdic
 END = "<!-- end of claims table -->"
 
 
-def _tool(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(TOOL), *map(str, args)], capture_output=True,
-                          text=True, check=False,
-                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("verdict_ledger", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Done:
+    """What the tool's ``main`` returned and printed, as a finished process would give it."""
+
+    def __init__(self, args: tuple[str | Path, ...], capsys: pytest.CaptureFixture[str]) -> None:
+        self.returncode = _module().main([str(a) for a in args])
+        self.stdout, self.stderr = capsys.readouterr()
+
+
+def _tool(capsys: pytest.CaptureFixture[str], *args: str | Path) -> _Done:
+    return _Done(args, capsys)
 
 
 def _record(cid: str, scale: str, verdict: str, started: str, **extra: Any) -> dict[str, Any]:
@@ -50,15 +66,16 @@ def _row(readme: Path, cid: str) -> str:
                 if line.startswith(f"| `{cid}` |"))
 
 
-def test_the_readme_table_is_the_ledgers_rendering() -> None:
-    done = _tool("readme", "--check")
+def test_the_readme_table_is_the_ledgers_rendering(capsys: pytest.CaptureFixture[str]) -> None:
+    done = _tool(capsys, "readme", "--check")
     assert done.returncode == 0, done.stderr
     for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):  # the count they give
         words = " ".join(page.read_text(encoding="utf-8").split())
         assert f"reruns {len(CLAIMS)} claims of three papers" in words
 
 
-def test_record_merges_later_runs_and_renders_the_table(tmp_path: Path) -> None:
+def test_record_merges_later_runs_and_renders_the_table(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
     ledger, readme = _ledger(tmp_path)
     assert "medium" in CLAIMS["laws-transfer"].settings
     assert "medium" not in CLAIMS["chizat-thm4"].settings
@@ -69,7 +86,7 @@ def test_record_merges_later_runs_and_renders_the_table(tmp_path: Path) -> None:
                 control="exponent 0"),
         _record("nfd-prop1", "quick", "SKIP", "2026-12-07T12:35:00+00:00"),
     ]), encoding="utf-8")
-    done = _tool("--ledger", ledger, "--readme", readme, "record", runs)
+    done = _tool(capsys, "--ledger", ledger, "--readme", readme, "record", runs)
     assert done.returncode == 0, done.stderr
     assert "laws-transfer (medium): FAIL -> PASS" in done.stdout
     assert "nfd-prop1 (quick): SKIP not recorded" in done.stdout
@@ -91,20 +108,21 @@ def test_record_merges_later_runs_and_renders_the_table(tmp_path: Path) -> None:
     older = tmp_path / "older.json"
     older.write_text(json.dumps([_record("laws-transfer", "medium", "INCONCLUSIVE",
                                          "2026-12-01T00:00:00+00:00")]), encoding="utf-8")
-    done = _tool("--ledger", ledger, "--readme", readme, "record", older)
+    done = _tool(capsys, "--ledger", ledger, "--readme", readme, "record", older)
     assert done.returncode == 0, done.stderr
     assert "kept PASS of 2026-12-07T12:33:00+00:00" in done.stdout
     assert _row(readme, "laws-transfer").endswith("| FAIL | PASS |")
 
 
-def test_a_readme_without_markers_or_a_claim_without_summary_is_refused(tmp_path: Path) -> None:
+def test_a_readme_without_markers_or_a_claim_without_summary_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ledger, readme = _ledger(tmp_path)
     readme.write_text("# no table here\n", encoding="utf-8")
     runs = tmp_path / "claims.json"
     runs.write_text(json.dumps([_record("nfd-prop1", "quick", "PASS", "2026-12-07T00:00:00")]),
                     encoding="utf-8")
     before = ledger.read_text(encoding="utf-8")
-    done = _tool("--ledger", ledger, "--readme", readme, "record", runs)
+    done = _tool(capsys, "--ledger", ledger, "--readme", readme, "record", runs)
     assert done.returncode == 2 and "needs one line" in done.stderr
     assert ledger.read_text(encoding="utf-8") == before  # nothing written
     assert readme.read_text(encoding="utf-8") == "# no table here\n"
@@ -113,6 +131,6 @@ def test_a_readme_without_markers_or_a_claim_without_summary_is_refused(tmp_path
     data = json.loads(ledger.read_text(encoding="utf-8"))
     del data["claims"]["nfd-prop1"]["summary"]
     ledger.write_text(json.dumps(data), encoding="utf-8")
-    done = _tool("--ledger", ledger, "--readme", readme, "readme")
+    done = _tool(capsys, "--ledger", ledger, "--readme", readme, "readme")
     assert done.returncode == 2 and "nfd-prop1 has no 'summary'" in done.stderr
     assert "old table" in readme.read_text(encoding="utf-8")
