@@ -5,10 +5,11 @@ nothing written."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,29 +17,23 @@ import pytest
 from depthscale.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "verdict_ledger.py"
-BEGIN = "<!-- claims table: rendered by tools/verdict_ledger.py from docs/verdicts.json -->"
-END = "<!-- end of claims table -->"
 
 
+@functools.cache
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("verdict_ledger", TOOL)
+    spec = importlib.util.spec_from_file_location("verdict_ledger",
+                                                  ROOT / "tools" / "verdict_ledger.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-class _Done:
-    """What the tool's ``main`` returned and printed, as a finished process would give it."""
-
-    def __init__(self, args: tuple[str | Path, ...], capsys: pytest.CaptureFixture[str]) -> None:
-        self.returncode = _module().main([str(a) for a in args])
-        self.stdout, self.stderr = capsys.readouterr()
-
-
-def _tool(capsys: pytest.CaptureFixture[str], *args: str | Path) -> _Done:
-    return _Done(args, capsys)
+def _tool(capsys: pytest.CaptureFixture[str], *args: str | Path) -> SimpleNamespace:
+    """The tool's exit code and what it printed, as a finished process would give them."""
+    code = _module().main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def _record(cid: str, scale: str, verdict: str, started: str, **extra: Any) -> dict[str, Any]:
@@ -57,7 +52,8 @@ def _ledger(tmp_path: Path) -> tuple[Path, Path]:
     ledger = tmp_path / "verdicts.json"
     ledger.write_text(json.dumps({"about": "a test ledger", "claims": claims}), encoding="utf-8")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n\n{BEGIN}\nold table\n{END}\n\nafter\n", encoding="utf-8")
+    m = _module()
+    readme.write_text(f"# title\n\n{m.BEGIN}\nold table\n{m.END}\n\nafter\n", encoding="utf-8")
     return ledger, readme
 
 
@@ -97,8 +93,9 @@ def test_record_merges_later_runs_and_renders_the_table(tmp_path: Path,
                      "started": "2026-12-07T12:33:00+00:00", "verdict": "PASS"}
     text = readme.read_text(encoding="utf-8")
     head = "| claim | the paper's statement | quick | medium |"
-    assert text.startswith(f"# title\n\n{BEGIN}\n{head}")
-    assert text.endswith(f"{END}\n\nafter\n") and "old table" not in text
+    m = _module()
+    assert text.startswith(f"# title\n\n{m.BEGIN}\n{head}")
+    assert text.endswith(f"{m.END}\n\nafter\n") and "old table" not in text
     assert _row(readme, "laws-transfer") == ("| `laws-transfer` | the claim laws-transfer | FAIL "
                                              "| PASS |")
     assert _row(readme, "nfd-prop1").endswith("| FAIL | as quick |")  # no medium settings
