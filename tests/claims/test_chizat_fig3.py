@@ -1,5 +1,5 @@
 """chizat-fig3 (complete_regime.py): the neighbour distance by hand, and the verdict rules on
-made-up measurements (the smoke run and its control are in test_controls.py)."""
+made-up measurements (the smoke run and its control are in test_reproduce.py)."""
 
 from __future__ import annotations
 

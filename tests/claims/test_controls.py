@@ -1,9 +1,8 @@
-"""Every claim has a negative control: a deliberately wrong setting under which its check comes
-out FAIL (CLAIMS.md; issue 10). Where the smoke settings let the correct run pass
-(``Control.contrast``), the same run without the control must PASS, so the check discriminates:
-test_reproduce.py's every-claim run at the smoke settings asserts that side, from the same
-runs this file would repeat. Both train each LR group as one batched run (``batch_lrs``: the
-same values as one by one, test_reproduce.py's batched tests; about half the time here)."""
+"""Negative controls and base seeds in ``reproduce``: seeds that disagree make a claim
+UNSTABLE, controls are kept apart from their claims and copy the claim's identical runs.
+That every claim's control FAILs, and where the smoke settings let the correct run pass
+(``Control.contrast``) the correct run PASSes, is checked by test_reproduce.py's every-claim
+run at the smoke settings, whose folder the controls then copy their claims' runs from."""
 
 from __future__ import annotations
 
@@ -14,21 +13,10 @@ from pathlib import Path
 import pytest
 
 from depthscale.claims import CLAIMS, ClaimContext, ClaimOutcome, reproduce
+from depthscale.claims.common import run_claim_study
+from depthscale.claims.laws.sweeps import study_tables
 from depthscale.claims.registry import Control
-
-
-def _control_at_smoke(cid: str, tmp_path: Path) -> ClaimOutcome:
-    c = CLAIMS[cid]
-    assert c.control is not None, f"{cid} has no negative control"
-    return c.run(ClaimContext(scale="quick", out_dir=tmp_path, device="cpu", data_dir=None,
-                              seed=0, settings={**c.settings["smoke"], **c.control.settings},
-                              batch_lrs=True))
-
-
-@pytest.mark.parametrize("cid", list(CLAIMS))
-def test_negative_control_fails(cid: str, tmp_path: Path) -> None:
-    wrong = _control_at_smoke(cid, tmp_path)
-    assert wrong.verdict == "FAIL", (cid, CLAIMS[cid].control, wrong.verdict, wrong.reason)
+from depthscale.studies.store import STORE_FILE, open_store
 
 
 def _seeded(ctx: ClaimContext) -> ClaimOutcome:
@@ -85,3 +73,42 @@ def test_docs_catalogue_is_generated_from_the_registry() -> None:
     docs = Path(__file__).parents[2] / "docs" / "claims.md"
     assert docs.read_text(encoding="utf-8") == catalogue_markdown(), (
         "docs/claims.md is stale: python -m depthscale.claims.catalogue > docs/claims.md")
+
+
+def _tiny_study(ctx: ClaimContext) -> ClaimOutcome:
+    """A claim of one tiny study (a width-4 cnn1d, 2 steps) at the LRs of its settings."""
+    arch = {"model": "cnn1d", "dataset": "mnist1d", "input_shape": [1, 40], "width": 4,
+            "depths": [1], "lrs": ctx.settings.get("lrs", [0.1, 0.2])}
+    records = run_claim_study(ctx, "tiny", study_tables(
+        "tiny", arch, seeds=1, epochs=None, steps=2, data={"n_train": 64, "n_test": 32}))
+    losses = {f"loss at {r['lr']}": r["running_loss"] for r in records}
+    return ClaimOutcome("PASS" if ctx.settings.get("right", True) else "FAIL", losses, {}, "")
+
+
+def test_a_control_copies_its_claims_identical_runs_and_trains_only_the_others(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A run id hashes the whole run spec, so the control's run at LR 0.1 is the claim's: it is
+    copied (same values, same finishing time), LR 0.3 trains, and the claim's store is only
+    read. A control that trains nothing the claim did copies nothing."""
+    c = dataclasses.replace(CLAIMS["nfd-prop1"], run=_tiny_study, control=Control(
+        "another LR", {"right": False, "lrs": [0.1, 0.3]}))
+    monkeypatch.setitem(CLAIMS, "nfd-prop1", c)
+    (claim,), _ = reproduce(["nfd-prop1"], scale="quick", out_dir=tmp_path)
+    store = tmp_path / "tiny" / STORE_FILE
+    before = store.read_bytes()
+    results, _ = reproduce(["nfd-prop1"], scale="quick", out_dir=tmp_path, control=True)
+    ctl = {r["id"]: r for r in results}["nfd-prop1/control"]
+    assert ctl["verdict"] == "FAIL"
+    assert "1 finished run(s) copied from the claim's own folder" in ctl["reason"]
+    assert ctl["measured"]["loss at 0.1"] == claim["measured"]["loss at 0.1"]
+    assert ctl["measured"]["loss at 0.3"] != claim["measured"]["loss at 0.2"]
+    assert store.read_bytes() == before
+    with (open_store(tmp_path / "tiny", readonly=True) as mine,
+          open_store(tmp_path / "control" / "tiny", readonly=True) as theirs):
+        at = {r["lr"]: r["finished_at"] for r in mine.records()}
+        copied = {r["lr"]: r["finished_at"] for r in theirs.records()}
+    assert copied[0.1] == at[0.1] and copied[0.3] not in at.values()
+    elsewhere = ClaimContext("quick", tmp_path / "other", "cpu", None, 0, {"lrs": [0.4]},
+                             shared_runs=tmp_path)
+    _tiny_study(elsewhere)
+    assert elsewhere.runs_copied == 0

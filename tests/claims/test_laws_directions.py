@@ -1,7 +1,7 @@
 """laws-ablation-directions (laws Sec. 4.5): alpha(variant) - alpha(baseline), paired by seed,
 against the direction the paper states. The judge is fed made-up laws with exact slopes (the
 sweeps are laws-ablations', stubbed here); the smoke run and its control are in
-test_controls.py and test_reproduce.py."""
+test_reproduce.py."""
 
 from __future__ import annotations
 

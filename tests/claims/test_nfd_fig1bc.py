@@ -1,5 +1,5 @@
 """nfd-fig1bc (pre_post.py): the verdict rules on made-up measurements and the paired
-differences on made-up rows (the smoke run and its control are in test_controls.py)."""
+differences on made-up rows (the smoke run and its control are in test_reproduce.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """nfd-fig4's judge on made-up trajectories: the gap between the standard and decoupled arms'
 train-loss curves against depth, one log-log slope per seed, on its t-interval over seeds (the
-smoke run and its control are in test_controls.py and test_reproduce.py)."""
+smoke run and its control are in test_reproduce.py)."""
 
 from __future__ import annotations
 

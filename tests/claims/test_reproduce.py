@@ -60,7 +60,7 @@ def test_every_claim_runs_and_claims_json_matches_the_contract(
         assert hl["text"].startswith(f"paper: {lead.paper}, ours: ")
         assert hl["band"] == r["band"].get(key)
         assert r["run"]["depthscale"] == depthscale.__version__ and r["run"]["threads"] >= 1
-    # the other side of each negative control (test_controls.py): where the smoke settings let
+    # the other side of each negative control (below): where the smoke settings let
     # the correct run pass (Control.contrast), it does, so the check discriminates
     must_pass = [cid for cid, c in CLAIMS.items() if c.control is not None and c.control.contrast]
     assert len(must_pass) >= 10
@@ -76,6 +76,19 @@ def test_every_claim_runs_and_claims_json_matches_the_contract(
     assert all(c.figure and c.figure.startswith("data:image/png;base64,") for c in page.cards)
     assert page.runs_columns == []  # one run
     assert [r["id"] for r in read_history(tmp_path)] == list(CLAIMS)
+    # every negative control (CLAIMS.md), run as ``reproduce --control`` into the same folder,
+    # FAILs; one whose studies plan its claim's runs copies them from the claim's folder
+    _, crashed = reproduce([], scale="quick", out_dir=tmp_path, control=True, batch_lrs=True)
+    assert crashed == []
+    controls = {r["id"]: r for r in json.loads((tmp_path / "claims.json").read_text())
+                if r["control"] is not None}
+    assert [(cid, r["verdict"]) for cid, r in controls.items()] == [
+        (f"{cid}/control", "FAIL") for cid in CLAIMS], {
+            cid: (CLAIMS[cid.split("/")[0]].control, r["reason"])
+            for cid, r in controls.items() if r["verdict"] != "FAIL"}
+    copied = {cid for cid, r in controls.items() if "copied from the claim's own folder" in
+              r["reason"]}
+    assert {"laws-transfer/control", "laws-steepening/control", "laws-fig3b/control"} <= copied
 
 
 def test_missing_full_scale_data_is_a_skip_with_reason(tmp_path: Path) -> None:

@@ -70,6 +70,8 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
         return _stored_study(folder, folder_name, study)
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+    if ctx.shared_runs is not None:
+        ctx.runs_copied += _copy_shared_runs(ctx.shared_runs / folder_name, folder, study)
 
     @contextlib.contextmanager
     def progress(total: int) -> Iterator[Callable[[int], None]]:
@@ -89,6 +91,23 @@ def run_claim_study(ctx: ClaimContext, folder_name: str, tables: Mapping[str, An
         raise RuntimeError(f"{len(failed)} run(s) of {folder_name} failed, first: "
                            f"{failed[0]['error']} (see 'depthscale status {folder}')")
     return records
+
+
+def _copy_shared_runs(source: Path, folder: Path, study: StudySpec) -> int:
+    """Copy into ``folder``'s store each finished (done or diverged) run of ``source``'s store
+    that ``study`` plans and ``folder`` lacks; return how many. A run id is a hash of the whole
+    run spec (seed, data, device, every setting), so a copied run is the one training would
+    produce; ``source`` is only read."""
+    if not (source / STORE_FILE).exists():
+        return 0
+    with open_store(source, readonly=True) as store:
+        finished = {r.run_id: r for r in store.records() if r.status in ("done", "diverged")}
+    copied = 0
+    with open_store(folder) as store:
+        for spec in store.pending(expand(study), retry_failed=True):
+            record = finished.get(run_id(spec))
+            copied += record is not None and store.record(record)
+    return copied
 
 
 def _stored_study(folder: Path, folder_name: str, study: StudySpec) -> list[dict[str, Any]]:

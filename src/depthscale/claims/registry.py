@@ -93,6 +93,12 @@ class ClaimContext:
     designs: dict[str, Any] = field(default_factory=dict)
     #: the claim's progress bar total so far, for parts that add to it (:meth:`extend_total`)
     bar_total: int = 0
+    #: a folder whose studies' finished runs this claim copies where it plans the very same
+    #: run (same run id, claims.common.run_claim_study): a negative control's is its claim's
+    #: folder, so a control that changes only how runs are judged trains nothing again
+    shared_runs: Path | None = None
+    #: how many runs were copied from ``shared_runs`` (the control's record says so)
+    runs_copied: int = 0
 
     def extend_total(self, units: int) -> None:
         """Add ``units`` to the claim's progress bar total: a claim of several parts (its

@@ -9,10 +9,10 @@ and a SKIP never replaces a decided verdict.
 
 ``seeds=N`` reruns each claim at base seeds ``seed .. seed + N - 1`` (in ``OUT/seed-S/``; seeds
 that disagree make it UNSTABLE); ``control=True`` runs the negative controls (in
-``OUT/control/``, ids ``<claim>/control``); ``budget_seconds`` is each claim's time budget, read
-by the sequential designs; ``ray_address`` runs the claims' study sweeps as Ray tasks
-(:func:`~depthscale.studies.executors.ray_cluster`) while this process writes every store and
-result. How records, history and resuming work: docs/errors.md.
+``OUT/control/``, ids ``<claim>/control``, copying the claim's identical finished runs);
+``budget_seconds`` is each claim's time budget, read by the sequential designs; ``ray_address``
+runs the study sweeps as Ray tasks while this process writes every store and result. How
+records, history and resuming work: docs/errors.md.
 """
 
 from __future__ import annotations
@@ -296,6 +296,8 @@ def _run_seeds(cid: str, run: _Run,
     per_seed = []
     for base in range(run.seed, run.seed + run.seeds):
         where = run.run_dir / f"seed-{base}" if run.seeds > 1 else run.run_dir
+        # the claim's own folder at this seed: a control copies its identical runs from there
+        claim_dir = run.out_dir / f"seed-{base}" if run.seeds > 1 else run.out_dir
         where.mkdir(parents=True, exist_ok=True)
         ctx = ClaimContext(scale=run.scale, out_dir=where, device=run.device,
                            data_dir=run.data_dir, seed=base,
@@ -304,9 +306,10 @@ def _run_seeds(cid: str, run: _Run,
                                run.changes, cid),
                            progress=advance, set_total=set_total, workers=run.workers,
                            budget_seconds=run.budget_seconds, batch_lrs=run.batch_lrs,
-                           from_stored=run.from_stored, ray_address=run.ray_address)
+                           from_stored=run.from_stored, ray_address=run.ray_address,
+                           shared_runs=claim_dir if run.control else None)
         t0 = time.perf_counter()
-        outcome = _with_designs(_run_claim(cid, ctx, crashed), ctx)
+        outcome = _with_copies(_with_designs(_run_claim(cid, ctx, crashed), ctx), ctx)
         per_seed.append((base, _record(cid, run.scale, base, time.perf_counter() - t0, outcome,
                                        run.out_dir)))
     record = per_seed[0][1] if run.seeds == 1 else _combine_seeds(cid, per_seed)
@@ -334,6 +337,16 @@ def _with_designs(outcome: ClaimOutcome, ctx: ClaimContext) -> ClaimOutcome:
     said = "sequential design: " + "; ".join(d["evidence"] for d in ctx.designs.values())
     reason = "; ".join(r for r in (outcome.reason, said) if r)
     return dataclasses.replace(outcome, measured=measured, reason=reason)
+
+
+def _with_copies(outcome: ClaimOutcome, ctx: ClaimContext) -> ClaimOutcome:
+    """``outcome`` whose reason says how many runs a control copied from its claim's folder
+    (``ctx.runs_copied``) instead of training them."""
+    if not ctx.runs_copied:
+        return outcome
+    said = (f"{ctx.runs_copied} finished run(s) copied from the claim's own folder, not "
+            "trained again (the same run ids: the same training)")
+    return dataclasses.replace(outcome, reason="; ".join(r for r in (outcome.reason, said) if r))
 
 
 def _same_run(record: dict[str, Any], scale: str, seed: int, seeds: int,
