@@ -100,14 +100,14 @@ def _copy_shared_runs(source: Path, folder: Path, study: StudySpec) -> int:
     produce; ``source`` is only read."""
     if not (source / STORE_FILE).exists():
         return 0
-    with open_store(source, readonly=True) as store:
-        finished = {r.run_id: r for r in store.records() if r.status in ("done", "diverged")}
-    copied = 0
     with open_store(folder) as store:
-        for spec in store.pending(expand(study), retry_failed=True):
-            record = finished.get(run_id(spec))
-            copied += record is not None and store.record(record)
-    return copied
+        lacking = {run_id(spec) for spec in store.pending(expand(study), retry_failed=True)}
+        if not lacking:  # a resumed control: nothing to read from the source
+            return 0
+        with open_store(source, readonly=True) as shared:
+            found = [r for r in shared.records()
+                     if r.run_id in lacking and r.status in ("done", "diverged")]
+        return sum(store.record(r) for r in found)
 
 
 def _stored_study(folder: Path, folder_name: str, study: StudySpec) -> list[dict[str, Any]]:
