@@ -125,6 +125,19 @@ def test_steepening_is_judged_on_the_change_interval(change: tuple[float, float,
     assert j.measured["alpha_pass1_low"] == pytest.approx(-1.5)
 
 
+def test_an_undecided_steepening_names_the_seeds_that_would_decide_it() -> None:
+    """At 4 seeds, change -0.4 [-0.64, -0.16]: the half-width 0.24 towards the edge -0.3
+    gives s = 0.24 * 2 / t(0.975, 3) = 0.151, and the fewest n with t(0.975, n - 1) s /
+    sqrt(n) below the distance 0.1 is 12 (0.0958; 11 gives 0.1013)."""
+    m = Steepening({1: _law(-1.8), 3: _law(-2.2)}, SlopeChange(8, -0.4, -0.64, -0.16, 4, 10))
+    j = judge_steepening(m)
+    assert j.decision is not None and j.decision[0] == "INCONCLUSIVE"
+    assert j.decision[1].startswith("the deciding run: the same sweep at 12 seeds (seeds = 12)")
+    unpaired = Steepening({1: _law(-1.8)}, SlopeChange(8, math.nan, math.nan, math.nan, 4, 2))
+    j = judge_steepening(unpaired)
+    assert j.decision is not None and "3 or more depths" in j.decision[1]
+
+
 def test_constant_changes_across_depths_give_a_zero_interval() -> None:
     records = _records(1)  # one seed: the change is read across depths
     early = law_at({"model": "cnn1d"}, records, records, 8, math.nan)

@@ -5,6 +5,7 @@ on an interval over seeds."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,11 +26,14 @@ from depthscale.claims.verdicts import (
     Band,
     ClaimOutcome,
     Judgement,
+    RunPrice,
     Verdict,
     conclude,
+    deciding_run,
     interval_finding,
 )
 from depthscale.errors import ConfigError
+from depthscale.stats.deciding import samples_to_decide
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -94,11 +98,12 @@ def measure_steepening(ctx: ClaimContext, s: SteepeningSettings) -> Steepening:
     return Steepening(dict(sorted(laws.items())), change)
 
 
-def judge_steepening(m: Steepening) -> Judgement:
+def judge_steepening(m: Steepening, price: RunPrice | None = None) -> Judgement:
     """The change of alpha from the first pass read to the last on its 95% interval against
     :data:`STEEPENING_BAND`: PASS inside (alpha steepens by more than the margin), FAIL wholly
     outside (it does not), INCONCLUSIVE across the edge or not measurable (fewer than 3
-    depths with paired interior optima); alpha at every pass reported with its interval."""
+    depths with paired interior optima), then naming its deciding run (:func:`_deciding`,
+    priced by ``price``); alpha at every pass reported with its interval."""
     c = m.change
     finding = interval_finding(c.low, c.high, STEEPENING_BAND)
     alphas = ", ".join(f"{law.fit.slope:.3g} [{law.interval[0]:.3g}, {law.interval[1]:.3g}] "
@@ -108,6 +113,8 @@ def judge_steepening(m: Steepening) -> Judgement:
             f"depths) against <= -{MOVING_MARGIN}: {finding}")
     verdict: Verdict = ("PASS" if finding == "supports" else
                         "FAIL" if finding == "contradicts" else "INCONCLUSIVE")
+    if verdict == "INCONCLUSIVE":
+        said = f"{_deciding(c, price)}; {said}"
     named = {f"pass{p}": law for p, law in m.laws.items()}
     measured = dict(law_measured(named))
     for p, law in m.laws.items():
@@ -115,6 +122,20 @@ def judge_steepening(m: Steepening) -> Judgement:
     measured |= {"steepening": c.mean, "steepening_low": c.low, "steepening_high": c.high,
                  "steepening_seeds": float(c.n_seeds), "steepening_depths": float(c.n_depths)}
     return Judgement(reported(measured), {"steepening": STEEPENING_BAND}, (verdict, said), "")
+
+
+def _deciding(c: SlopeChange, price: RunPrice | None) -> str:
+    """The seeds at which the change's t-interval would clear the band's edge at the same
+    spread (:func:`~depthscale.stats.deciding.samples_to_decide`), or, where fewer than 3
+    depths pair, a sweep whose optima lie inside its LR grid at more depths."""
+    finite = all(map(math.isfinite, (c.mean, c.low, c.high)))
+    need = (samples_to_decide(c.mean, c.low, c.high, STEEPENING_BAND, max(c.n_seeds, 2),
+                              t_interval=True).needed if finite else None)
+    if need is None:
+        return deciding_run("a sweep that locates eta* inside its LR grid at 3 or more depths "
+                            "at both passes", {}, price, label="a wider LR grid or more depths")
+    return deciding_run(f"the same sweep at {need} seeds", {"seeds": need}, price,
+                        factor=need / max(c.n_seeds, 1))
 
 
 def draw_steepening(m: Steepening) -> Figure:
@@ -154,7 +175,7 @@ def laws_steepening(ctx: ClaimContext) -> ClaimOutcome:
     wholly above, else INCONCLUSIVE."""
     s = read_settings(SteepeningSettings, ctx.settings)
     m = measure_steepening(ctx, s)
-    j = judge_steepening(m)
+    j = judge_steepening(m, RunPrice.of(ctx, "laws-steepening", ctx.spent_seconds))
     fig = draw_steepening(m)
     rows = law_rows({f"pass{p}": law for p, law in m.laws.items()}, j.measured)
     return conclude(ctx, "laws-steepening", j, rows, fig)
