@@ -3,34 +3,24 @@ written here whose optima are known in closed form."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import math
 import sqlite3
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from tool_module import load_tool
 
-ROOT = Path(__file__).resolve().parents[2]
 #: alpha of the optima during pass 1 and during pass 2 (the per-step loss is a parabola in
 #: log10 LR centred on 0.1 L^alpha, seed k shifted by 0.05 k decades)
 EARLY, LATE = -1.5, -2.5
 STEPS = 8
 
 
-@functools.cache
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("laws_second_route",
-                                                  ROOT / "tools" / "laws_second_route.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("laws_second_route")
 
 
 def _store(folder: Path, runs: list[tuple[int, int, float, list[float], str]]) -> None:

@@ -5,28 +5,21 @@ nothing written."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from tool_module import load_tool
 
 from depthscale.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@functools.cache
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("verdict_ledger",
-                                                  ROOT / "tools" / "verdict_ledger.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("verdict_ledger")
 
 
 def _tool(capsys: pytest.CaptureFixture[str], *args: str | Path) -> SimpleNamespace:
