@@ -74,6 +74,34 @@ def test_an_architectures_own_steps_override_the_scales(tmp_path: Path) -> None:
     medium = CLAIMS["laws-table1"].settings["medium"]
     assert (medium["epochs"], medium["judged_epoch"]) == (3, 1)
     assert all("steps" not in a for a in medium["archs"].values())
+    # Table 3 at medium: one pass over Table 1's medium set, judged at its end (Sec. 4.1)
     ablations = CLAIMS["laws-ablations"].settings["medium"]
-    assert ablations["steps"] == 256
-    assert all("steps" not in a for a in ablations["variants"].values())
+    assert (ablations["epochs"], ablations["judged_epoch"]) == (1, 1)
+    assert "steps" not in ablations
+    for a in ablations["variants"].values():
+        assert "steps" not in a and a["data"] == medium["archs"]["cnn1d"]["data"]
+
+
+def test_the_medium_laws_claims_that_read_table1s_sweeps_train_its_runs() -> None:
+    """laws-transfer (the ViT), laws-ammup (cnn1d, ViT), laws-steepening (cnn1d) and
+    laws-fig3b (the ResNet) write laws-table1's medium study tables for the same
+    architecture, so one reproduce trains each sweep once; ammup's seed rounds are decided at
+    Table 1's family level, as laws-table1's."""
+    from depthscale.claims.laws.sweeps import SweepSettings, study_costs
+    from depthscale.claims.registry import read_settings
+
+    def first_stages(cid: str, archs: dict[str, dict[str, object]]) -> list[object]:
+        s = CLAIMS[cid].settings["medium"]
+        return study_costs(read_settings(SweepSettings, s), archs, "cpu")
+
+    table1 = CLAIMS["laws-table1"].settings["medium"]
+    t1 = {k: first_stages("laws-table1", {k: a})[0] for k, a in table1["archs"].items()}
+    transfer = CLAIMS["laws-transfer"].settings["medium"]
+    ammup = CLAIMS["laws-ammup"].settings["medium"]
+    assert first_stages("laws-transfer", transfer["archs"]) == [t1["vit"]]
+    assert first_stages("laws-ammup", ammup["archs"]) == [t1["cnn1d"], t1["vit"]]
+    assert ammup["family_parts"] == table1["family_parts"]
+    steep = CLAIMS["laws-steepening"].settings["medium"]
+    assert first_stages("laws-steepening", {"cnn1d": steep["arch"]}) == [t1["cnn1d"]]
+    fig3b = CLAIMS["laws-fig3b"].settings["medium"]
+    assert first_stages("laws-fig3b", {"convresnet1d": fig3b["arch"]}) == [t1["convresnet1d"]]
