@@ -168,15 +168,18 @@ _TABLE1_MEDIUM = {k: arch | {"seed_rounds": SEED_ROUNDS, "data": _T1_MEDIUM_DATA
                   | (_ON_BLOCKS if k == "convresnet1d" else {})
                   for k, arch in ARCHS_MEDIUM.items() if k != "cnn2d"}
 _T1_MEDIUM_BUDGET = {"epochs": 3, "judged_epoch": 1, "seeds": 5, "refine": _REFINE, "data": {}}
+#: the budget of another claim that trains laws-table1's medium runs of round 1 (with
+#: :func:`_round1`'s architecture): its fine stage on round 1's seeds alone
+_T1_ROUND1_BUDGET = {**_T1_MEDIUM_BUDGET, "seeds": SEED_ROUNDS[0]}
+#: the smoke size: one pass over the 4000 signals is the smoke's 32 steps
+_T1_SMOKE = {"seeds": 1, "epochs": 1, "judged_epoch": 1, "data": {"n_test": 64}}
 
 
 def _round1(key: str) -> Arch:
-    """laws-table1's medium ``key`` with its fine stage on round 1's seeds alone (the settings'
-    ``seeds``: ``SEED_ROUNDS[0]``): another claim's settings that train the same runs."""
+    """laws-table1's medium ``key`` without its seed rounds: with :data:`_T1_ROUND1_BUDGET`,
+    another claim's settings that train the same runs as laws-table1's round 1."""
     return {k: v for k, v in _TABLE1_MEDIUM[key].items() if k != "seed_rounds"}
 
-#: the smoke size: one pass over the 4000 signals is the smoke's 32 steps
-_T1_SMOKE = {"seeds": 1, "epochs": 1, "judged_epoch": 1, "data": {"n_test": 64}}
 
 TABLE1 = Scales(
     quick={"archs": ARCHS_QUICK, **_QUICK_BUDGET, "judged_epoch": 1, **_PROBES,
@@ -197,8 +200,7 @@ TABLE1 = Scales(
 _STEEP_QUICK_ARCH = {**ARCHS_QUICK["cnn1d"], "depths": [2, 3, 4, 6, 8, 11, 16]}
 STEEPENING = Scales(
     quick={"arch": _STEEP_QUICK_ARCH, "passes": [1, 2, 3], **_QUICK_BUDGET, "epochs": 3},
-    medium={"arch": _round1("cnn1d"), "passes": [1, 2, 3], **_T1_MEDIUM_BUDGET,
-            "seeds": SEED_ROUNDS[0]},
+    medium={"arch": _round1("cnn1d"), "passes": [1, 2, 3], **_T1_ROUND1_BUDGET},
     full={"arch": ARCHS_FULL["cnn2d"], "passes": [1, 2, 3], "seeds": 3, "epochs": 3,
           "data": {}},
     # two passes of 16 steps over 2048 signals: the smoke's 32 steps
@@ -220,7 +222,7 @@ TRANSFER = Scales(
     # epoch-3 losses): three passes over Table 1's generated set, read at the third. The sweep
     # is laws-table1's medium ViT at round 1, so the two claims train it once
     medium={"archs": {"vit": _round1("vit")}, "source_depths": {"vit": 4}, "verdict_on": "vit",
-            **_T1_MEDIUM_BUDGET, "seeds": SEED_ROUNDS[0], "judged_epoch": 3},
+            **_T1_ROUND1_BUDGET, "judged_epoch": 3},
     full={"archs": {"vit": {**ARCHS_FULL["vit"], "depths": [2, 4, 6, 8, 10, 12, 16, 20]}},
           "source_depths": {"vit": 12}, "verdict_on": "vit", "seeds": 3, "epochs": 3,
           "data": {}},
