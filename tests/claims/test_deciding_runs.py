@@ -130,3 +130,41 @@ def test_the_five_claims_price_their_settings(claim_id: str) -> None:
     price = _price(claim_id)
     assert price.declared({}) == claim_cost(CLAIMS[claim_id], price.settings, "cpu").seconds
     assert price.declared({}) > 0
+
+
+def _scattered_probe_law(alpha: float, scatter: float, spread: float) -> LawResult:
+    """AM-muP optima at 6 depths, 16 init seeds ``spread`` decades apart about
+    log10 eta* = alpha log10 L, each depth off the line by +-``scatter`` in turn."""
+    depths = (4, 6, 8, 10, 14, 18)
+    optima = [Optimum(d, s, 10 ** (alpha * math.log10(d) + (-1) ** j * scatter
+                                   + spread * (s - 7.5) / 7.5), 0.0, False, "ammup")
+              for j, d in enumerate(depths) for s in range(16)]
+    return probe_law(optima, seed=0)
+
+
+def test_ammup_says_probe_seeds_cannot_decide_a_slope_its_depths_scatter() -> None:
+    """The depths' scatter about the line, which seeds leave, keeps the AM-muP slope across
+    the band's edge: the deciding run must not name more probe seeds (a 1/sqrt(seeds) reading
+    would), and names them where the depths lie on the line."""
+    grid = _law(-1.5, 0.0, (4, 6, 8, 10, 14, 18))
+    price = RunPrice("laws-ammup", settings.AMMUP["quick"], "cpu")
+    scattered = _scattered_probe_law(-1.02, 0.05, 0.05)
+    low, high = scattered.interval
+    assert low < LAW_BAND[1] < high
+    assert samples_to_decide(scattered.fit.slope, low, high, LAW_BAND, 16).needed is not None
+    said = ammup._deciding([ammup.ArchAmmup("vit", grid, scattered, [])], 16, 3, price)
+    assert "vit's AM-muP slope: more probe seeds cannot decide it (the depths scatter" in said
+    assert "probe_seeds =" not in said
+    on_line = _scattered_probe_law(-1.02, 0.0, 0.6)
+    assert on_line.interval[0] < LAW_BAND[1] < on_line.interval[1]
+    said = ammup._deciding([ammup.ArchAmmup("vit", grid, on_line, [])], 16, 3, price)
+    assert "vit's AM-muP slope needs" in said and "probe_seeds =" in said
+
+
+def test_ammup_says_seeds_cannot_decide_a_difference_the_grids_depths_scatter() -> None:
+    grid = _scattered_probe_law(-1.5, 0.1, 0.02)
+    probe = _scattered_probe_law(-1.02, 0.0, 0.3)
+    price = RunPrice("laws-ammup", settings.AMMUP["quick"], "cpu")
+    said = ammup._deciding([ammup.ArchAmmup("cnn1d", grid, probe, [])], 16, 3, price)
+    assert "cnn1d's difference from the grid slope: more seeds cannot decide it" in said
+    assert "grid seeds" not in said

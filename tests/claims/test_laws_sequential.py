@@ -119,7 +119,7 @@ def test_lack_of_fit_is_the_scatter_beyond_seed_noise() -> None:
     assert sequential.lack_of_fit(_law(LOGS, (-2.0, -1.2))) == 0.0  # 3 depths: no dof left
     # seeds shrink SEM 0.01 only: the scatter is 99.4% of the slope's variance, so no number
     # of seeds clears the edge (the interval must shrink to (0.4 / 0.8)^2 = 25% of itself)
-    assert sequential._floor_share(law) == pytest.approx(0.994, abs=1e-3)
+    assert sequential.floor_share(law) == pytest.approx(0.994, abs=1e-3)
     assert more_seeds(law, (1, 10, 100, 1000)) is None and sequential.scatter_blocks(law)
     design = sequential.Design("laws-x", (4,), 1, "undecided", "all rounds run", (),
                                more_depths=(1, 1000), scatter=math.sqrt(expected),

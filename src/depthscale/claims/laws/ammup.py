@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from depthscale.claims.laws import settings
+from depthscale.claims.laws import sequential, settings
 from depthscale.claims.laws.deciding import with_deciding_run
 from depthscale.claims.laws.gates import ammup_finding, flat_evidence, law_parts, reported
 from depthscale.claims.laws.law import LawResult, ammup_law
-from depthscale.claims.laws.sequential import table1_law
 from depthscale.claims.laws.settings import LAW_BAND, Arch
 from depthscale.claims.laws.sweeps import SweepSettings, effective_depth, study_costs
 from depthscale.claims.registry import ClaimContext, Runs, claim, read_settings
@@ -103,7 +102,7 @@ def growing_probes(s: AmmupSettings, arch: Arch, deep: Sequence[int]) -> tuple[R
 
 def _measure_arch(ctx: ClaimContext, s: AmmupSettings, key: str, arch: Arch) -> ArchAmmup:
     """One architecture's grid-search law and its AM-muP probes at every depth."""
-    grid = table1_law(ctx, key, arch)
+    grid = sequential.table1_law(ctx, key, arch)
     grid_by_eff = {su.depth: 10**su.mean_log10_lr for su in grid.summaries}
     probe, etas_by_depth = ammup_law(ctx, s, arch, probe_seeds=s.probe_seeds, batch=s.batch)
     depths = []
@@ -201,7 +200,10 @@ def _deciding(arches: Sequence[ArchAmmup], probe_seeds: int, seeds: int,
         (am_lo, am_hi), (gr_lo, gr_hi) = a.probe.interval, a.grid.interval
         pred, grid = a.probe.fit.slope, a.grid.fit.slope
         need = samples_to_decide(pred, am_lo, am_hi, LAW_BAND, probe_seeds)
-        if not need.decided and need.needed is not None:
+        scattered = sequential.scatter_said(a.probe, len(arches))
+        if scattered is not None:
+            said.append(f"{a.key}'s AM-muP slope: more probe seeds cannot decide it ({scattered})")
+        elif not need.decided and need.needed is not None:
             said.append(f"{a.key}'s AM-muP slope needs {need.said('probe seeds')}; "
                         + deciding_run(f"{need.needed} probe seeds",
                                        {"probe_seeds": need.needed}, price))
@@ -214,7 +216,11 @@ def _deciding(arches: Sequence[ArchAmmup], probe_seeds: int, seeds: int,
             said.append(grid_said[1] if grid_said else "")
             continue
         diff = samples_to_decide(pred - grid, am_lo - gr_hi, am_hi - gr_lo, _AGREEMENT, seeds)
-        if not diff.decided and diff.needed is not None:
+        if not diff.decided and _scatter_blocks_difference(a, pred - grid):
+            said.append(f"{a.key}'s difference from the grid slope: more seeds cannot decide it "
+                        "(the depths' scatter about each route's line, which seeds leave, "
+                        "keeps its interval across the edge: more depths would narrow it)")
+        elif not diff.decided and diff.needed is not None:
             said.append(f"{a.key}'s difference from the grid slope needs {diff.said()}; "
                         + deciding_run(
                             f"{diff.needed} grid seeds", {"seeds": diff.needed}, price,
@@ -222,6 +228,17 @@ def _deciding(arches: Sequence[ArchAmmup], probe_seeds: int, seeds: int,
         elif not diff.decided:
             said.append(f"{a.key}'s difference from the grid slope: {diff.said()}")
     return "; ".join(x for x in said if x)
+
+
+def _scatter_blocks_difference(a: ArchAmmup, difference: float) -> bool:
+    """Whether the depths' scatter alone (:func:`~depthscale.claims.laws.sequential.floor_share`
+    of each route's slope variance, read from its interval's half-width) keeps the difference's
+    interval across the nearest edge of the agreement band however many seeds are added."""
+    floor = math.fsum(((hi - lo) / 2) ** 2 * sequential.floor_share(law)
+                      for law in (a.probe, a.grid)
+                      for lo, hi in [law.interval] if math.isfinite(hi - lo))
+    distance = min(abs(edge - difference) for edge in _AGREEMENT if edge is not None)
+    return floor > 0 and math.sqrt(floor) >= distance
 
 
 def draw_ammup(arches: Sequence[ArchAmmup]) -> Figure:

@@ -36,9 +36,9 @@ from depthscale.stats.sweeps import SeedSummary, criterion_value, seed_summary
 
 __all__ = [
     "COVER", "MAX_MORE", "DepthRow", "Design", "added_depths", "arch_law", "choose_depths",
-    "deciding_interval", "lack_of_fit", "lrs_in_play", "more_seeds", "scatter_blocks",
-    "seed_rounds", "sequential_stages", "sweep", "sweep_stages", "table1_law",
-    "variance_shares",
+    "deciding_interval", "floor_share", "lack_of_fit", "lrs_in_play", "more_seeds",
+    "scatter_blocks", "scatter_said", "seed_rounds", "sequential_stages", "sweep",
+    "sweep_stages", "table1_law", "variance_shares",
 ]
 
 #: the share of the slope's variance the chosen depths carry
@@ -289,7 +289,7 @@ def more_seeds(law: LawResult, depths: Sequence[int], parts: int = 1) -> int | N
         return next((n for n in range(1, MAX_MORE + 1)
                      if room > 0 and half * math.sqrt(k / (k + n)) <= room), None)
     need = _variance_left(law, edge, parts)
-    floor = _floor_share(law)
+    floor = floor_share(law)
     for n in range(1, MAX_MORE + 1):
         seeds = {d: k + n if d in depths else k for d, (_, k) in shares.items()}
         left = math.fsum(c * shares[d][1] / seeds[d] for d, (c, _) in shares.items())
@@ -317,10 +317,21 @@ def scatter_blocks(law: LawResult, parts: int = 1) -> bool:
     """Whether the depths' scatter alone (:func:`lack_of_fit`) keeps the deciding interval
     across its edge however many seeds are added: then more depths, not seeds, decide."""
     edge = _straddled_edge(law, parts)
-    return edge is not None and _floor_share(law) >= _variance_left(law, edge, parts)
+    return edge is not None and floor_share(law) >= _variance_left(law, edge, parts)
 
 
-def _floor_share(law: LawResult) -> float:
+def scatter_said(law: LawResult, parts: int = 1) -> str | None:
+    """Where the depths' scatter alone keeps the part undecided (:func:`scatter_blocks`): its
+    size (sqrt of :func:`lack_of_fit`, decades) and share of the slope's variance in words;
+    None where it does not."""
+    if not scatter_blocks(law, parts):
+        return None
+    return (f"the depths scatter about the line by {math.sqrt(lack_of_fit(law)):.2g} decades "
+            f"beyond their seed noise, {floor_share(law):.0%} of the slope's variance, which "
+            "seeds leave: more depths would narrow it")
+
+
+def floor_share(law: LawResult) -> float:
     """The share of the slope's variance V(0) (:func:`more_seeds`) that the depths' scatter
     tau^2 carries: sum (x_j - xbar)^2 tau^2 / V(0), which no number of seeds removes."""
     rows = _fitted_rows(law)
@@ -509,7 +520,7 @@ def sequential_stages(ctx: ClaimContext, name: str, arch: Arch
         design = dataclasses.replace(design, more_seeds=n, more_depths=depths,
                                      more_cpu_seconds=math.nan if n is None else n * cpu,
                                      scatter=math.sqrt(lack_of_fit(law)),
-                                     scatter_share=_floor_share(law),
+                                     scatter_share=floor_share(law),
                                      scatter_blocks=scatter_blocks(law, parts))
         if n is None and design.scatter_blocks:
             design = _with_added_depths(design, law, arch, coarse, runs, grids, rounds[0],
