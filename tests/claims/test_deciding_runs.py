@@ -168,3 +168,18 @@ def test_ammup_says_seeds_cannot_decide_a_difference_the_grids_depths_scatter() 
     said = ammup._deciding([ammup.ArchAmmup("cnn1d", grid, probe, [])], 16, 3, price)
     assert "cnn1d's difference from the grid slope: more seeds cannot decide it" in said
     assert "grid seeds" not in said
+
+
+def test_a_law_whose_depths_scatter_needs_more_depths_not_seeds_or_longer_training() -> None:
+    """laws_deciding_run (the ablations', laws-widths' parts): a part kept across the band's
+    edge by its depths' scatter alone is said to need more depths; a part on its line keeps
+    its seed count."""
+    scattered = _scattered_probe_law(-1.02, 0.05, 0.05)
+    need, what = law_needs("v", scattered, 16)
+    assert need is None and what.startswith("v: the depths scatter about the line by ")
+    judged = ablations.judge_ablations({"v": scattered, "w": _law(-1.2, 0.15)}, 3,
+                                       _price("laws-ablations", seconds=60.0))
+    assert judged.decision is not None and judged.decision[0] == "INCONCLUSIVE"
+    said = judged.decision[1]
+    assert "which seeds leave: more depths would narrow it: more seeds cannot decide it" in said
+    assert said.startswith("w needs ") and "longer training" not in said

@@ -4,7 +4,9 @@ part, the seeds its interval needs to clear the law band's edge
 1/sqrt(seeds)), or the seeds the still-moving gate's paired change needs to fall within
 +-:data:`~depthscale.claims.laws.gates.MOVING_MARGIN` (Student t), or, where no seeds can
 (grids flat within seed noise, too few located depths, alpha still moving), longer training:
-the next scale. Priced by the claim's declared costs and this run's measured seconds.
+the next scale; where the depths' scatter about the line alone keeps the interval across the
+edge (``sequential.scatter_said``), more depths. Priced by the claim's declared costs and this
+run's measured seconds.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import replace
 
 from depthscale.claims.laws.gates import MOVING_MARGIN, Part, change_state
 from depthscale.claims.laws.law import LawResult
+from depthscale.claims.laws.sequential import scatter_said
 from depthscale.claims.laws.settings import LAW_BAND
 from depthscale.claims.verdicts import (
     Judgement,
@@ -31,11 +34,15 @@ __all__ = ["law_needs", "laws_deciding_run", "with_deciding_run"]
 def law_needs(key: str, law: LawResult, seeds: int) -> tuple[SampleNeed | None, str]:
     """What one undecided part needs: the :class:`SampleNeed` of its alpha interval against
     the law band or, where that lies inside the band, of its seed-paired change against
-    +-MOVING_MARGIN; (None, why) where seeds cannot decide it and longer training would."""
+    +-MOVING_MARGIN; (None, why) where seeds cannot decide it: longer training would or,
+    where the depths' scatter about the line alone keeps it undecided, more depths."""
     low, high = law.interval
     if not math.isfinite(law.fit.slope) or not (math.isfinite(low) and math.isfinite(high)):
         return None, f"{key}: fewer than 3 depths locate eta*"
     if interval_finding(low, high, LAW_BAND) == "undecided":
+        scattered = _scattered(key, law)
+        if scattered is not None:
+            return None, scattered
         return samples_to_decide(law.fit.slope, low, high, LAW_BAND, seeds), key
     c, state = law.change, change_state(law)
     if c is None or state in (None, "stopped"):
@@ -44,6 +51,18 @@ def law_needs(key: str, law: LawResult, seeds: int) -> tuple[SampleNeed | None, 
         return None, f"{key}: alpha still moves with training length, or too few depths pair"
     return samples_to_decide(c.mean, c.low, c.high, (-MOVING_MARGIN, MOVING_MARGIN),
                              c.n_seeds, t_interval=True), f"{key}'s change from half the steps"
+
+
+def _scattered(key: str, law: LawResult) -> str | None:
+    """Where the depths' scatter alone keeps the part's interval across the band's edge
+    (:func:`~depthscale.claims.laws.sequential.scatter_said`): why, in words; else None."""
+    low, high = law.interval
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    if interval_finding(low, high, LAW_BAND) != "undecided":
+        return None
+    said = scatter_said(law)
+    return None if said is None else f"{key}: {said}"
 
 
 def laws_deciding_run(results: Mapping[str, LawResult], parts: Mapping[str, Part], seeds: int,
@@ -55,11 +74,14 @@ def laws_deciding_run(results: Mapping[str, LawResult], parts: Mapping[str, Part
     next scale's settings (:meth:`~depthscale.claims.verdicts.RunPrice.larger`)."""
     needs: list[tuple[str, SampleNeed]] = []
     blocked: list[str] = []
+    scattered: list[str] = []
     for key, part in parts.items():
         if part.verdict != "undecided":
             continue
         need, what = law_needs(key, results[key], seeds)
-        if need is None or need.needed is None:
+        if need is None and what == _scattered(key, results[key]):
+            scattered.append(what)
+        elif need is None or need.needed is None:
             blocked.append(what if need is None else f"{what}: {need.said()}")
         elif not need.decided:
             needs.append((what, need))
@@ -85,6 +107,9 @@ def laws_deciding_run(results: Mapping[str, LawResult], parts: Mapping[str, Part
         elif price is not None:
             tail += "; longer training than the paper's own (no larger scale is declared)"
         said.append(tail)
+    if scattered:
+        said.append("; ".join(scattered) + ": more seeds cannot decide "
+                    + ("these" if len(scattered) > 1 else "it"))
     return "; ".join(said)
 
 
