@@ -56,11 +56,6 @@ def law_needs(key: str, law: LawResult, seeds: int) -> tuple[SampleNeed | None, 
 def _scattered(key: str, law: LawResult) -> str | None:
     """Where the depths' scatter alone keeps the part's interval across the band's edge
     (:func:`~depthscale.claims.laws.sequential.scatter_said`): why, in words; else None."""
-    low, high = law.interval
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return None
-    if interval_finding(low, high, LAW_BAND) != "undecided":
-        return None
     said = scatter_said(law)
     return None if said is None else f"{key}: {said}"
 

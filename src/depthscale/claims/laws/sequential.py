@@ -124,9 +124,7 @@ class Design:
         at = ", ".join(map(str, self.more_depths))
         if self.more_seeds is None:
             why = ("alpha sits near the band's edge" if not self.scatter_blocks else
-                   f"the depths scatter about the line by {self.scatter:.2g} decades beyond "
-                   f"their seed noise, {self.scatter_share:.0%} of the slope's variance, "
-                   "which seeds leave: more depths would narrow it")
+                   _scatter_words(self.scatter, self.scatter_share))
             return f"{said}; more than {MAX_MORE} more seeds a depth at L = {at} would be " \
                    f"needed ({why})" + self._depths_said()
         rate = statistics.fmean(r.seconds_per_run for r in self.depths
@@ -326,9 +324,14 @@ def scatter_said(law: LawResult, parts: int = 1) -> str | None:
     None where it does not."""
     if not scatter_blocks(law, parts):
         return None
-    return (f"the depths scatter about the line by {math.sqrt(lack_of_fit(law)):.2g} decades "
-            f"beyond their seed noise, {floor_share(law):.0%} of the slope's variance, which "
-            "seeds leave: more depths would narrow it")
+    return _scatter_words(math.sqrt(lack_of_fit(law)), floor_share(law))
+
+
+def _scatter_words(scatter: float, share: float) -> str:
+    """The depths' scatter (decades) and its share of the slope's variance, in words."""
+    return (f"the depths scatter about the line by {scatter:.2g} decades beyond their seed "
+            f"noise, {share:.0%} of the slope's variance, which seeds leave: more depths would "
+            "narrow it")
 
 
 def floor_share(law: LawResult) -> float:
